@@ -1,0 +1,43 @@
+"""The kernel's own tests: run them against an installed img2gray."""
+
+import pytest
+import torch
+
+import img2gray
+
+
+def reference(rgb: torch.Tensor) -> torch.Tensor:
+    weighted = rgb.to(torch.int32) * torch.tensor([210, 720, 70], dtype=torch.int32,
+                                                  device=rgb.device)
+    return ((weighted.sum(dim=-1) + 500) // 1000).to(torch.uint8)
+
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape", [(1, 1), (7, 13), (256, 512)])
+def test_matches_reference(device, shape):
+    generator = torch.Generator().manual_seed(0)
+    rgb = torch.randint(0, 256, (*shape, 3), dtype=torch.uint8, generator=generator).to(device)
+    assert torch.equal(img2gray.img2gray(rgb), reference(rgb))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_extremes(device):
+    rgb = torch.tensor([[[0, 0, 0], [255, 255, 255], [255, 0, 0], [0, 255, 0], [0, 0, 255]]],
+                       dtype=torch.uint8, device=device)
+    assert img2gray.img2gray(rgb).tolist() == [[0, 255, 54, 184, 18]]
+
+
+def test_rejects_bad_input():
+    with pytest.raises(RuntimeError, match="shape"):
+        img2gray.img2gray(torch.zeros(4, 4, dtype=torch.uint8))
+    with pytest.raises(RuntimeError, match="uint8"):
+        img2gray.img2gray(torch.zeros(4, 4, 3, dtype=torch.float32))
+
+
+def test_op_is_registered_under_its_namespace():
+    name = img2gray.add_op_namespace_prefix("img2gray")
+    namespace, op = name.split("::")
+    assert getattr(getattr(torch.ops, namespace), op) is not None

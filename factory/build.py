@@ -1,0 +1,213 @@
+"""`factory build`: run every cell of a plan, each in its own log, and publish their wheels.
+
+A failed cell never stops or corrupts the others. A cell whose inputs (its fingerprint) are the
+same as at its last successful build, and whose wheel is still in place, is not rebuilt. Wheels
+are published into <out>/files with an atomic rename; a published file is never overwritten
+with different bytes unless the user asks (--force).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from . import __version__
+from .errors import BuildError, FactoryError
+from .matrix.plan import Cell, Plan, SkippedCell
+from .process import Log
+from .runner import Runner
+
+
+@dataclass(frozen=True)
+class CellResult:
+    cell_id: str
+    status: str  # "built" | "unchanged" | "failed" | "skipped"
+    seconds: float
+    wheel: str | None = None
+    detail: str | None = None
+    log: Path | None = None
+
+
+class Reporter(Protocol):
+    def start(self, cells: list[str], skipped: list[SkippedCell]) -> None: ...
+    def update(self, cell_id: str, status: str, detail: str = "") -> None: ...
+    def finish(self, results: list[CellResult]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where `factory build` writes inside its output folder."""
+
+    out: Path
+
+    @property
+    def files(self) -> Path:
+        return self.out / "files"
+
+    @property
+    def logs(self) -> Path:
+        return self.out / "logs"
+
+    @property
+    def state(self) -> Path:
+        return self.out / ".factory" / "cells"
+
+    @property
+    def staging(self) -> Path:
+        return self.out / ".factory" / "staging"
+
+    def log_file(self, cell_id: str) -> Path:
+        return self.logs / f"{_file_key(cell_id)}.log"
+
+    def state_file(self, cell_id: str) -> Path:
+        return self.state / f"{_file_key(cell_id)}.json"
+
+
+def _file_key(cell_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", cell_id)
+
+
+def run_build(plan: Plan, out: Path, runner: Runner, jobs: int, reporter: Reporter,
+              force: bool = False) -> list[CellResult]:
+    layout = Layout(out)
+    for folder in (layout.files, layout.logs, layout.state, layout.staging):
+        folder.mkdir(parents=True, exist_ok=True)
+    cells = list(plan.cells)
+    reporter.start([cell.id for cell in cells], list(plan.skipped))
+    threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
+    environment = _environment_facts()
+
+    def one(cell: Cell) -> CellResult:
+        return _run_cell(cell, layout, runner, threads, reporter, environment, force)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(one, cells))
+    results += [CellResult(s.id, "skipped", 0.0, detail=s.reason) for s in plan.skipped]
+    reporter.finish(results)
+    return results
+
+
+def _run_cell(cell: Cell, layout: Layout, runner: Runner, threads: int, reporter: Reporter,
+              environment: dict, force: bool) -> CellResult:
+    fingerprint = cell_fingerprint(cell, environment, runner.name)
+    unchanged = _unchanged_wheel(layout, cell, fingerprint)
+    if unchanged is not None:
+        reporter.update(cell.id, "unchanged", unchanged)
+        return CellResult(cell.id, "unchanged", 0.0, wheel=unchanged,
+                          log=layout.log_file(cell.id))
+
+    started = time.monotonic()
+    log_path = layout.log_file(cell.id)
+    reporter.update(cell.id, "building")
+    with open(log_path, "w", encoding="utf-8") as handle:
+        log = Log(handle)
+        log.write(f"kernel-wheel-factory {__version__}: building {cell.id} "
+                  f"({cell.spec.name} {cell.wheel_version}) with the {runner.name} runner")
+        try:
+            staging = Path(tempfile.mkdtemp(dir=layout.staging))
+            try:
+                staged = runner.build(cell, staging, log, threads,
+                                      lambda step: reporter.update(cell.id, "building", step))
+                wheel = publish(staged, layout.files, force)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        except FactoryError as exc:
+            log.write(f"\nFAILED: {exc}")
+            seconds = time.monotonic() - started
+            reporter.update(cell.id, "failed", str(exc))
+            return CellResult(cell.id, "failed", seconds, detail=str(exc), log=log_path)
+        except Exception as exc:  # a bug must fail this cell, not the whole run
+            log.write(f"\nFAILED with an internal error: {exc!r}")
+            seconds = time.monotonic() - started
+            reporter.update(cell.id, "failed", f"internal error: {exc!r}")
+            return CellResult(cell.id, "failed", seconds, detail=f"internal error: {exc!r}",
+                              log=log_path)
+        seconds = time.monotonic() - started
+        log.write(f"\nbuilt {wheel.name} in {seconds:.1f} s")
+    _write_json(layout.state_file(cell.id), {
+        "fingerprint": fingerprint, "wheel": wheel.name, "sha256": sha256_file(wheel),
+    })
+    reporter.update(cell.id, "built", wheel.name)
+    return CellResult(cell.id, "built", seconds, wheel=wheel.name, log=log_path)
+
+
+def cell_fingerprint(cell: Cell, environment: dict, runner: str) -> str:
+    """Everything known before building that decides what the cell's wheel will be."""
+    facts = {
+        "factory": __version__, "runner": runner, "environment": environment,
+        "id": cell.id, "version": cell.wheel_version, "source": cell.source.revision,
+        "torch": str(cell.torch) if cell.torch else None,
+        "sms": [str(sm) for sm in cell.sms],
+        "sections": [[s.name, [str(a) for a in s.archs], s.skipped] for s in cell.sections],
+    }
+    if cell.cuda is not None:
+        facts["cuda"] = [str(cell.cuda.version), str(cell.cuda.home), cell.cuda.torch_index]
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+
+
+def _environment_facts() -> dict:
+    """The host facts a build depends on: the Python the environments are made with, the host
+    compiler, and the variables the toolchain reads."""
+    compiler = os.environ.get("CXX", "g++")
+    try:
+        compiler_version = subprocess.run([compiler, "-dumpfullversion"], capture_output=True,
+                                          text=True).stdout.strip()
+    except OSError:
+        compiler_version = "missing"
+    return {
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+        "cxx": [compiler, compiler_version],
+        "env": {name: os.environ.get(name) for name in ("SOURCE_DATE_EPOCH", "CUDA_HOME")},
+    }
+
+
+def _unchanged_wheel(layout: Layout, cell: Cell, fingerprint: str) -> str | None:
+    try:
+        state = json.loads(layout.state_file(cell.id).read_text())
+    except (OSError, ValueError):
+        return None
+    if state.get("fingerprint") != fingerprint:
+        return None
+    wheel = layout.files / state.get("wheel", "")
+    if not wheel.is_file() or sha256_file(wheel) != state.get("sha256"):
+        return None
+    return wheel.name
+
+
+def publish(staged: Path, files: Path, force: bool) -> Path:
+    """Move a finished wheel into files/ atomically; refuse to change a published file."""
+    target = files / staged.name
+    if target.exists():
+        if sha256_file(target) == sha256_file(staged):
+            return target
+        if not force:
+            raise BuildError(
+                f"{target} is already published with different content; published files are "
+                "immutable: raise the kernel's version in the matrix (or pass --force)")
+    os.replace(staged, target)
+    return target
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_json(path: Path, data: dict) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(temporary, path)

@@ -1,0 +1,230 @@
+"""Read and validate matrix.yaml: every error names the file, the line and the key."""
+
+from __future__ import annotations
+
+import platform as host
+import re
+import string
+from pathlib import Path
+
+from packaging.version import InvalidVersion
+from packaging.version import Version as Pep440Version
+
+from ..capabilities import Capability, check_supported
+from ..errors import ConfigError
+from ..fields import Node, load_yaml
+from ..policy import cuda_policies, cuda_policy, torch_release, torch_releases
+from ..versions import Version
+from .model import DEFAULT_LABEL, PLATFORMS, CudaEntry, Exclude, KernelEntry, Matrix
+
+LABEL_FIELDS = ("cuda", "torch", "cuda_major", "cuda_minor", "torch_major", "torch_minor")
+_LOCAL_LABEL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")
+
+
+def host_platform() -> str:
+    machine = host.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def load_matrix(path: Path) -> Matrix:
+    root = load_yaml(path)
+    if not isinstance(root.value, dict):
+        raise root.error("expected a table of settings at the top of the file")
+    top = root.table(["kernels", "torch", "cuda", "platforms", "label", "exclude"],
+                     required=["kernels", "torch", "cuda"])
+    base = path.parent
+    matrix = Matrix(
+        path=path,
+        kernels=_kernels(top["kernels"], base),
+        torch=_torch_versions(top["torch"]),
+        cuda=_cuda_entries(top["cuda"], base),
+        platforms=_platforms(top.get("platforms")),
+        label=top["label"].nonempty_str() if "label" in top else DEFAULT_LABEL,
+        label_line=top["label"].line if "label" in top else None,
+        excludes=_excludes(top.get("exclude")),
+    )
+    if "label" in top:
+        _check_label_template(top["label"])
+    return matrix
+
+
+def _nonempty_list(node: Node) -> list[Node]:
+    items = node.list()
+    if not items:
+        raise node.error("must not be empty")
+    return items
+
+
+def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
+    entries = []
+    for item in _nonempty_list(node):
+        fields = item.table(["path", "version"], required=["path", "version"])
+        folder = (base / fields["path"].nonempty_str()).resolve()
+        if not folder.is_dir():
+            raise fields["path"].error(f"kernel folder '{fields['path'].str()}' does not exist")
+        if not (folder / "build.toml").is_file():
+            raise fields["path"].error(f"'{fields['path'].str()}' has no build.toml")
+        entries.append(KernelEntry(folder, _wheel_version(fields["version"]), item.line))
+    return tuple(entries)
+
+
+def _wheel_version(node: Node) -> str:
+    text = node.scalar_text().strip()
+    try:
+        version = Pep440Version(text)
+    except InvalidVersion:
+        raise node.error(f"'{text}' is not a valid Python package version (e.g. 1.0.0)") from None
+    if version.local is not None:
+        raise node.error(f"'{text}' has a local label; the factory adds '+<label>' itself per cell")
+    return str(version)
+
+
+def _version(node: Node) -> Version:
+    try:
+        return Version.parse(node.scalar_text())
+    except ValueError as exc:
+        raise node.error(str(exc)) from None
+
+
+def _torch_versions(node: Node) -> tuple[Version, ...]:
+    versions = []
+    for item in _nonempty_list(node):
+        version = _version(item)
+        if len(version.parts) < 2:
+            raise item.error(f"give torch as major.minor (e.g. 2.11), got '{version}'")
+        if torch_release(version) is None:
+            known = ", ".join(str(v) for v in sorted(torch_releases()))
+            raise item.error(f"torch {version} is not a PyTorch release the factory knows "
+                             f"(known: {known})")
+        if version in versions or any(v.major_minor() == version.major_minor() for v in versions):
+            raise item.error(f"torch {version.major_minor()} is listed twice")
+        versions.append(version)
+    return tuple(versions)
+
+
+def _cuda_entries(node: Node, base: Path) -> tuple[CudaEntry, ...]:
+    if not isinstance(node.value, dict):
+        raise node.error("expected a table of CUDA versions, e.g.  cuda: {\"13.0\": {sms: [\"9.0\"]}}")
+    entries: list[CudaEntry] = []
+    for text, item in node.mapping().items():
+        try:
+            version = Version.parse(text)
+        except ValueError as exc:
+            raise item.error(str(exc)) from None
+        if len(version.parts) < 2:
+            raise item.error(f"give CUDA as major.minor (e.g. 13.0), got '{version}'")
+        policy = cuda_policy(version)
+        if policy is None:
+            oldest = cuda_policies()[0].since
+            raise item.error(f"CUDA {version} is too old: the factory builds with CUDA {oldest} "
+                             "and newer")
+        if any(entry.version.major_minor() == version.major_minor() for entry in entries):
+            raise item.error(f"CUDA {version.major_minor()} is listed twice")
+        settings = {} if item.value is None else item.table(["sms", "ptx", "home", "torch-index"])
+        sms = policy.default
+        if "sms" in settings:
+            sms = _sms(settings["sms"], policy, version)
+        home = None
+        if "home" in settings:
+            home = (base / Path(settings["home"].nonempty_str()).expanduser()).resolve()
+            if not (home / "bin" / "nvcc").is_file():
+                raise settings["home"].error(f"no CUDA toolkit at '{settings['home'].str()}' "
+                                             "(expected bin/nvcc there)")
+        index = None
+        if "torch-index" in settings:
+            index = settings["torch-index"].nonempty_str()
+            if not re.match(r"(https?|file)://", index):
+                raise settings["torch-index"].error(
+                    f"'{index}' is not an index URL (http://, https:// or file://)")
+        entries.append(CudaEntry(version, tuple(sms),
+                                 settings["ptx"].bool() if "ptx" in settings else True,
+                                 home, index, item.line))
+    if not entries:
+        raise node.error("must list at least one CUDA version")
+    return tuple(entries)
+
+
+def _sms(node: Node, policy, cuda: Version) -> tuple[Version, ...]:
+    sms: list[Version] = []
+    for item in _nonempty_list(node):
+        text = item.scalar_text()
+        try:
+            capability = Capability.parse(text)
+        except ValueError as exc:
+            raise item.error(str(exc)) from None
+        if capability.ptx:
+            raise item.error(f"'{text}': PTX is added for the newest SM of the list by itself "
+                             "(set ptx: false to leave it out)")
+        if capability.variant:
+            raise item.error(f"'{text}': arch- and family-specific variants belong in a kernel's "
+                             "cuda-capabilities; list plain SMs here")
+        problem = check_supported(capability, policy, cuda)
+        if problem:
+            raise item.error(problem)
+        if capability.base in sms:
+            raise item.error(f"SM {capability.base} is listed twice")
+        sms.append(capability.base)
+    return tuple(sorted(sms))
+
+
+def _platforms(node: Node | None) -> tuple[str, ...]:
+    if node is None:
+        return (host_platform(),)
+    platforms = []
+    for item in _nonempty_list(node):
+        value = item.str()
+        if value not in PLATFORMS:
+            raise item.error(f"unknown platform '{value}' (known: {', '.join(PLATFORMS)})")
+        if value in platforms:
+            raise item.error(f"platform '{value}' is listed twice")
+        platforms.append(value)
+    return tuple(platforms)
+
+
+def _excludes(node: Node | None) -> tuple[Exclude, ...]:
+    if node is None:
+        return ()
+    excludes = []
+    for item in node.list():
+        fields = item.table(["kernel", "torch", "cuda", "platform"])
+        if not fields:
+            raise item.error("an exclude entry needs at least one of kernel, torch, cuda, platform")
+        platform = fields["platform"].str() if "platform" in fields else None
+        if platform is not None and platform not in PLATFORMS:
+            raise fields["platform"].error(
+                f"unknown platform '{platform}' (known: {', '.join(PLATFORMS)})")
+        excludes.append(Exclude(
+            kernel=fields["kernel"].nonempty_str() if "kernel" in fields else None,
+            torch=_version(fields["torch"]).major_minor() if "torch" in fields else None,
+            cuda=_version(fields["cuda"]).major_minor() if "cuda" in fields else None,
+            platform=platform,
+            line=item.line,
+        ))
+    return tuple(excludes)
+
+
+def _check_label_template(node: Node) -> None:
+    template = node.str()
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        raise node.error(f"invalid label template: {exc}") from None
+    for name in fields:
+        if name not in LABEL_FIELDS:
+            raise node.error(f"unknown placeholder '{{{name}}}' in the label "
+                             f"(known: {', '.join('{' + f + '}' for f in LABEL_FIELDS)})")
+
+
+def render_label(template: str, torch: Version, cuda: Version) -> str:
+    return template.format(
+        cuda=cuda.major_minor().compact(), torch=torch.major_minor().compact(),
+        cuda_major=cuda.major, cuda_minor=cuda.minor,
+        torch_major=torch.major, torch_minor=torch.minor,
+    )
+
+
+def check_label(label: str, matrix: Matrix) -> None:
+    if not _LOCAL_LABEL.fullmatch(label):
+        raise ConfigError(f"the label template gives '{label}', which is not a valid local "
+                          "version label (lowercase letters and digits, separated by '.')",
+                          file=matrix.path, line=matrix.label_line, key="label")

@@ -1,0 +1,60 @@
+"""The frozen form of matrix.yaml."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..versions import Version
+
+DEFAULT_LABEL = "cu{cuda}torch{torch}"
+PLATFORMS = ("x86_64", "aarch64")
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """One kernel to build: where its source is and the wheel version to give it."""
+
+    path: Path
+    version: str
+    line: int | None
+
+
+@dataclass(frozen=True)
+class CudaEntry:
+    """One CUDA version of the matrix and how to get its toolkit and torch builds."""
+
+    version: Version
+    sms: tuple[Version, ...]
+    ptx: bool
+    home: Path | None  # an installed toolkit to use instead of PyPI's
+    torch_index: str | None  # where torch builds for this CUDA version come from
+    line: int | None
+
+
+@dataclass(frozen=True)
+class Exclude:
+    kernel: str | None
+    torch: Version | None
+    cuda: Version | None
+    platform: str | None
+    line: int | None
+
+    def matches(self, kernel: str, torch: Version | None, cuda: Version | None,
+                platform: str) -> bool:
+        return ((self.kernel is None or self.kernel == kernel)
+                and (self.torch is None or self.torch == torch)
+                and (self.cuda is None or self.cuda == cuda)
+                and (self.platform is None or self.platform == platform))
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    kernels: tuple[KernelEntry, ...]
+    torch: tuple[Version, ...]
+    cuda: tuple[CudaEntry, ...]
+    platforms: tuple[str, ...]
+    label: str
+    label_line: int | None
+    excludes: tuple[Exclude, ...]

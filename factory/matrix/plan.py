@@ -1,0 +1,229 @@
+"""Expand a matrix and its kernels into cells: what to build, with which SMs, and what to skip.
+
+Pure planning: no compiler, no network, no files written. Everything a build could trip over
+that is knowable up front is decided here, so bad input fails before any work starts.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from ..capabilities import Capability, check_supported, loose_intersection, with_ptx_for_newest
+from ..errors import ConfigError
+from ..policy import cuda_policy, torch_release
+from ..source import SourceTree
+from ..spec.model import KernelSection, KernelSpec
+from ..versions import Version
+from .load import check_label, render_label
+from .model import CudaEntry, KernelEntry, Matrix
+
+
+@dataclass(frozen=True)
+class SectionPlan:
+    """How one [kernel.*] section of a cell is compiled."""
+
+    name: str
+    archs: tuple[Capability, ...]
+    skipped: str | None = None  # why it is left out of this cell (its cuda-minver)
+    dropped: tuple[Capability, ...] = ()  # declared capabilities this toolkit cannot build
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One wheel to build: a kernel for one torch x CUDA x platform (or one noarch wheel)."""
+
+    spec: KernelSpec
+    source: SourceTree
+    version: str
+    torch: Version | None
+    cuda: CudaEntry | None
+    platform: str
+    label: str | None
+    sms: tuple[Capability, ...]
+    sections: tuple[SectionPlan, ...]
+
+    @property
+    def id(self) -> str:
+        if self.label is None:
+            return f"{self.spec.name}/noarch"
+        return f"{self.spec.name}/{self.label}/{self.platform}"
+
+    @property
+    def wheel_version(self) -> str:
+        return self.version if self.label is None else f"{self.version}+{self.label}"
+
+    @property
+    def ops_namespace(self) -> str:
+        return f"_{self.spec.python_name}_{self.source.short}"
+
+
+@dataclass(frozen=True)
+class SkippedCell:
+    id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    matrix: Matrix
+    cells: tuple[Cell, ...]
+    skipped: tuple[SkippedCell, ...]
+
+    def only(self, patterns: list[str]) -> "Plan":
+        """The cells whose id matches one of the glob patterns (e.g. 'img2gray/*torch211*')."""
+        def keep(cell_id: str) -> bool:
+            return any(fnmatch.fnmatchcase(cell_id, pattern) for pattern in patterns)
+
+        return Plan(self.matrix, tuple(c for c in self.cells if keep(c.id)),
+                    tuple(s for s in self.skipped if keep(s.id)))
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A matrix entry with its resolved source and its read build.toml."""
+
+    entry: KernelEntry
+    source: SourceTree
+    spec: KernelSpec
+
+
+def make_plan(matrix: Matrix, kernels: list[Kernel], host: str) -> Plan:
+    _check_unique_names(matrix, kernels)
+    labels = _labels(matrix)
+    used_excludes: set[int] = set()
+    cells: list[Cell] = []
+    skipped: list[SkippedCell] = []
+
+    for kernel in kernels:
+        spec = kernel.spec
+        if spec.framework == "tvm-ffi":
+            raise ConfigError("tvm-ffi kernels are not supported; the factory builds torch "
+                              "extensions ([torch] or [torch-noarch])", file=spec.build_toml,
+                              key="tvm-ffi")
+        if spec.is_noarch:
+            if _excluded(matrix, spec.name, None, None, "any", used_excludes):
+                continue
+            cells.append(Cell(spec, kernel.source, kernel.entry.version, None, None, "any",
+                              None, (), ()))
+            continue
+        for torch in matrix.torch:
+            for cuda in matrix.cuda:
+                for platform in matrix.platforms:
+                    if _excluded(matrix, spec.name, torch, cuda.version, platform, used_excludes):
+                        continue
+                    label = labels[(torch.major_minor(), cuda.version.major_minor())]
+                    cell_id = f"{spec.name}/{label}/{platform}"
+                    reason = _skip_reason(spec, torch, cuda, platform, host)
+                    if reason:
+                        skipped.append(SkippedCell(cell_id, reason))
+                        continue
+                    cells.append(Cell(
+                        spec, kernel.source, kernel.entry.version, torch, cuda, platform, label,
+                        tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)),
+                        tuple(_section_plan(spec, s, cuda, matrix)
+                              for s in spec.kernels_for("cuda")),
+                    ))
+
+    for index, exclude in enumerate(matrix.excludes):
+        if index not in used_excludes:
+            raise ConfigError("this exclude entry matches no cell of the matrix",
+                              file=matrix.path, line=exclude.line, key=f"exclude[{index}]")
+    return Plan(matrix, tuple(cells), tuple(skipped))
+
+
+def _check_unique_names(matrix: Matrix, kernels: list[Kernel]) -> None:
+    seen: dict[str, KernelEntry] = {}
+    for kernel in kernels:
+        name = kernel.spec.name
+        if name in seen:
+            raise ConfigError(f"kernel '{name}' is listed twice (also at line {seen[name].line})",
+                              file=matrix.path, line=kernel.entry.line, key="kernels")
+        seen[name] = kernel.entry
+
+
+def _labels(matrix: Matrix) -> dict[tuple[Version, Version], str]:
+    labels: dict[tuple[Version, Version], str] = {}
+    owners: dict[str, tuple[Version, Version]] = {}
+    for torch in matrix.torch:
+        for cuda in matrix.cuda:
+            key = (torch.major_minor(), cuda.version.major_minor())
+            label = render_label(matrix.label, *key)
+            check_label(label, matrix)
+            if label in owners:
+                other = owners[label]
+                raise ConfigError(
+                    f"the label template gives '{label}' both for torch {other[0]} x CUDA "
+                    f"{other[1]} and for torch {key[0]} x CUDA {key[1]}; each cell needs its own "
+                    "label (use {torch} and {cuda})",
+                    file=matrix.path, line=matrix.label_line, key="label")
+            owners[label] = key
+            labels[key] = label
+    return labels
+
+
+def _excluded(matrix: Matrix, kernel: str, torch: Version | None, cuda: Version | None,
+              platform: str, used: set[int]) -> bool:
+    hit = False
+    torch_mm = torch.major_minor() if torch else None
+    cuda_mm = cuda.major_minor() if cuda else None
+    for index, exclude in enumerate(matrix.excludes):
+        if exclude.matches(kernel, torch_mm, cuda_mm, platform):
+            used.add(index)
+            hit = True
+    return hit
+
+
+def _skip_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry, platform: str,
+                 host: str) -> str | None:
+    """Why this cell cannot be built, where that is the kernel's or the matrix's own choice."""
+    if "cuda" not in spec.backends:
+        return f"the kernel has no CUDA backend (backends: {', '.join(spec.backends)})"
+    bounds = spec.torch
+    torch_mm = torch.major_minor()
+    cuda_mm = cuda.version.major_minor()
+    if bounds and bounds.minver and torch_mm < bounds.minver.major_minor():
+        return f"torch {torch_mm} is below the kernel's torch minver {bounds.minver}"
+    if bounds and bounds.maxver and torch_mm > bounds.maxver.major_minor():
+        return f"torch {torch_mm} is above the kernel's torch maxver {bounds.maxver}"
+    if spec.cuda_minver and cuda_mm < spec.cuda_minver.major_minor():
+        return f"CUDA {cuda_mm} is below the kernel's CUDA minver {spec.cuda_minver}"
+    if spec.cuda_maxver and cuda_mm > spec.cuda_maxver.major_minor():
+        return f"CUDA {cuda_mm} is above the kernel's CUDA maxver {spec.cuda_maxver}"
+    stable = bounds.stable_abi_for("cuda") if bounds else None
+    if stable and torch_mm < stable.major_minor():
+        return f"the kernel targets torch's stable ABI {stable}, newer than torch {torch_mm}"
+    release = torch_release(torch)
+    if cuda.torch_index is None and release and release.pypi_cuda.major_minor() != cuda_mm:
+        return (f"torch {torch_mm} on PyPI is a CUDA {release.pypi_cuda} build, not CUDA "
+                f"{cuda_mm}; set cuda.\"{cuda_mm}\".torch-index in the matrix to build it "
+                f"(e.g. https://download.pytorch.org/whl/cu{cuda_mm.compact()})")
+    if platform != host:
+        return f"a {platform} cell needs a {platform} machine; this one is {host}"
+    return None
+
+
+def _section_plan(spec: KernelSpec, section: KernelSection, cuda: CudaEntry,
+                  matrix: Matrix) -> SectionPlan:
+    if section.cuda_minver and cuda.version < section.cuda_minver:
+        return SectionPlan(section.name, (),
+                           skipped=f"CUDA {cuda.version} is below its cuda-minver "
+                                   f"{section.cuda_minver}")
+    if section.cuda_capabilities is None:
+        return SectionPlan(section.name, tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)))
+    policy = cuda_policy(cuda.version)
+    buildable = [cap for cap in section.cuda_capabilities
+                 if cap.is_known and check_supported(cap, policy, cuda.version) is None]
+    dropped = tuple(cap for cap in section.cuda_capabilities
+                    if cap.is_known and cap not in buildable)
+    archs = loose_intersection(buildable, cuda.sms)
+    if not archs:
+        declared = " ".join(str(cap) for cap in section.cuda_capabilities)
+        targets = " ".join(str(sm) for sm in cuda.sms)
+        raise ConfigError(
+            f"[kernel.{section.name}] cuda-capabilities ({declared}) select no SM of the CUDA "
+            f"{cuda.version} cell ({targets}, from {matrix.path.name} line {cuda.line}); "
+            "add a matching SM to the matrix or exclude this cell",
+            file=spec.build_toml, line=section.line,
+            key=f"kernel.{section.name}.cuda-capabilities")
+    return SectionPlan(section.name, tuple(archs), dropped=dropped)

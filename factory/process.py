@@ -1,0 +1,57 @@
+"""Running tools with their output captured in a cell's log."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import threading
+from pathlib import Path
+from typing import Sequence, TextIO
+
+from .errors import BuildError
+
+
+class Log:
+    """A cell's log file, safe to write from the threads that compile its sources."""
+
+    def __init__(self, handle: TextIO) -> None:
+        self._handle = handle
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            self._handle.write(text if text.endswith("\n") else text + "\n")
+            self._handle.flush()
+
+    def step(self, title: str) -> None:
+        self.write(f"\n==> {title}")
+
+
+def run(argv: Sequence[str | Path], log: Log, *, cwd: Path | None = None,
+        env: dict[str, str] | None = None, what: str | None = None) -> str:
+    """Run a command; its output goes to the log as one block. Failure raises BuildError."""
+    command = [str(arg) for arg in argv]
+    merged_env = None if env is None else {**os.environ, **env}
+    try:
+        result = subprocess.run(command, cwd=cwd, env=merged_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace")
+    except FileNotFoundError:
+        raise BuildError(f"{what or command[0]}: command not found: {command[0]}") from None
+    log.write(f"$ {shlex.join(command)}\n{result.stdout}")
+    if result.returncode != 0:
+        raise BuildError(f"{what or Path(command[0]).name} failed (exit {result.returncode}): "
+                         f"{first_error(result.stdout)}")
+    return result.stdout
+
+
+def first_error(output: str) -> str:
+    """The line a person wants to see first: the first compiler error, else the last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if "Traceback (most recent call last)" in output:
+        return lines[-1][:300]
+    for line in lines:
+        lowered = line.lower()
+        if "error" in lowered and "warning" not in lowered:
+            return line[:300]
+    return lines[-1][:300] if lines else "no output"

@@ -1,0 +1,114 @@
+"""Write a wheel: core metadata, WHEEL, RECORD, and a zip whose bytes depend only on its content.
+
+Entries are sorted, timestamps fixed (SOURCE_DATE_EPOCH, else 1980-01-01) and permissions
+normalised, so the same files always give the same wheel.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.metadata import Metadata
+from packaging.utils import canonicalize_name
+
+from .. import __version__
+
+_ZIP_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can hold
+
+
+@dataclass(frozen=True)
+class CoreMetadata:
+    name: str
+    version: str
+    summary: str
+    requires_python: str
+    requires: tuple[str, ...]
+    license: str | None
+    readme: str | None  # Markdown
+
+    def render(self) -> bytes:
+        expression = self.license and _is_license_expression(self.license)
+        lines = [
+            f"Metadata-Version: {'2.4' if expression else '2.1'}",
+            f"Name: {self.name}",
+            f"Version: {self.version}",
+            f"Summary: {self.summary}",
+        ]
+        if self.license:
+            lines.append(f"License-Expression: {self.license}" if expression
+                         else f"License: {self.license}")
+        lines.append(f"Requires-Python: {self.requires_python}")
+        lines += [f"Requires-Dist: {requirement}" for requirement in self.requires]
+        if self.readme:
+            lines.append("Description-Content-Type: text/markdown")
+        text = "\n".join(lines) + "\n"
+        if self.readme:
+            text += "\n" + self.readme
+        data = text.encode("utf-8")
+        Metadata.from_email(data, validate=True)  # refuse to write metadata installers reject
+        return data
+
+
+def _is_license_expression(text: str) -> bool:
+    from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
+
+    try:
+        return canonicalize_license_expression(text) == text
+    except InvalidLicenseExpression:
+        return False
+
+
+def wheel_name(name: str) -> str:
+    """The distribution name as wheel filenames spell it: img2gray, tinygrad_rms."""
+    return re.sub(r"[-_.]+", "_", canonicalize_name(name))
+
+
+def wheel_filename(name: str, version: str, tag: str) -> str:
+    return f"{wheel_name(name)}-{version}-{tag}.whl"
+
+
+def write_wheel(content: Path, dist: Path, metadata: CoreMetadata, tag: str,
+                purelib: bool) -> Path:
+    """Zip the files under `content` (the package folders) into a wheel in `dist`."""
+    files = sorted((p for p in content.rglob("*") if p.is_file()),
+                   key=lambda p: p.relative_to(content).as_posix())
+    dist_info = f"{wheel_name(metadata.name)}-{metadata.version}.dist-info"
+    generated = {
+        f"{dist_info}/METADATA": metadata.render(),
+        f"{dist_info}/WHEEL": (
+            f"Wheel-Version: 1.0\nGenerator: kernel-wheel-factory {__version__}\n"
+            f"Root-Is-Purelib: {'true' if purelib else 'false'}\nTag: {tag}\n").encode(),
+    }
+    dist.mkdir(parents=True, exist_ok=True)
+    target = dist / wheel_filename(metadata.name, metadata.version, tag)
+    record_lines = []
+    timestamp = time.gmtime(max(_ZIP_EPOCH, int(os.environ.get("SOURCE_DATE_EPOCH", _ZIP_EPOCH))))
+    with zipfile.ZipFile(target, "w") as archive:
+        def add(name: str, data: bytes, executable: bool = False) -> None:
+            info = zipfile.ZipInfo(name, date_time=timestamp[:6])
+            info.external_attr = (0o100755 if executable else 0o100644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+
+        for path in files:
+            data = path.read_bytes()
+            add(path.relative_to(content).as_posix(), data, bool(path.stat().st_mode & 0o111))
+            record_lines.append(_record_line(path.relative_to(content).as_posix(), data))
+        for name, data in generated.items():
+            add(name, data)
+            record_lines.append(_record_line(name, data))
+        record_lines.append(f"{dist_info}/RECORD,,")
+        add(f"{dist_info}/RECORD", ("\n".join(record_lines) + "\n").encode())
+    return target
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
