@@ -224,6 +224,6 @@ def _section_plan(spec: KernelSpec, section: KernelSection, cuda: CudaEntry,
             f"[kernel.{section.name}] cuda-capabilities ({declared}) select no SM of the CUDA "
             f"{cuda.version} cell ({targets}, from {matrix.path.name} line {cuda.line}); "
             "add a matching SM to the matrix or exclude this cell",
-            file=spec.build_toml, line=section.line,
+            file=spec.build_toml, line=section.capabilities_line,
             key=f"kernel.{section.name}.cuda-capabilities")
     return SectionPlan(section.name, tuple(archs), dropped=dropped)

@@ -224,8 +224,13 @@ def _tagged_kernels(node: Node) -> dict[str, dict[str, Any]]:
         if backend not in _KERNEL_BY_BACKEND:
             raise entries["backend"].error(
                 f"unknown kernel backend '{backend}' (known: {', '.join(_KERNEL_BY_BACKEND)})")
-        kernels[name] = _table(child, _KERNEL_BY_BACKEND[backend]) | {"_line": child.line}
+        kernels[name] = _table(child, _KERNEL_BY_BACKEND[backend]) | _lines(child)
     return kernels
+
+
+def _lines(table: Node) -> dict[str, int | None]:
+    caps = table.mapping().get("cuda-capabilities")
+    return {"_line": table.line, "_caps_line": caps.line if caps else table.line}
 
 
 def _v1_kernels(node: Node) -> dict[str, dict[str, Any]]:
@@ -236,7 +241,7 @@ def _v1_kernels(node: Node) -> dict[str, dict[str, Any]]:
         if language not in _V1_LANGUAGES:
             raise child.mapping()["language"].error(
                 f"unknown language '{language}' (known: {', '.join(_V1_LANGUAGES)})")
-        kernels[name] = entry | {"backend": _V1_LANGUAGES[language], "_line": child.line}
+        kernels[name] = entry | {"backend": _V1_LANGUAGES[language]} | _lines(child)
     return kernels
 
 
@@ -449,6 +454,7 @@ def _to_spec(root: Path, path: Path, dialect: int, data: dict[str, Any],
             cuda_flags=entry.get("cuda-flags", ()),
             cuda_minver=entry.get("cuda-minver"),
             line=entry["_line"],
+            capabilities_line=entry["_caps_line"],
         ))
 
     backends = general.get("backends")

@@ -52,6 +52,7 @@ class KernelSection:
     cuda_flags: tuple[str, ...]
     cuda_minver: Version | None
     line: int | None
+    capabilities_line: int | None = None
 
 
 @dataclass(frozen=True)

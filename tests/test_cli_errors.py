@@ -1,0 +1,172 @@
+"""Bad input through the real `factory build`: one line naming file, line and key, exit status
+2, and nothing written (the output folder stays byte for byte as it was, no cache is made)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import make_kernel, run_factory, snapshot, write
+
+GOOD_KERNEL = """
+[general]
+name = "demo"
+version = 1
+license = "MIT"
+backends = ["cuda"]
+
+[torch]
+src = ["torch-ext/torch_binding.cpp"]
+
+[kernel.demo]
+backend = "cuda"
+depends = ["torch"]
+src = ["csrc/demo.cu"]
+"""
+SOURCES = {"csrc/demo.cu": "", "torch-ext/torch_binding.cpp": ""}
+
+GOOD_MATRIX = """
+kernels:
+  - path: demo
+    version: 1.0.0
+torch: ["2.11"]
+cuda:
+  "13.0":
+    sms: ["9.0"]
+"""
+
+
+def matrix_with(old: str, new: str) -> str:
+    assert old in GOOD_MATRIX
+    return GOOD_MATRIX.replace(old, new)
+
+
+def kernel_with(old: str, new: str) -> str:
+    assert old in GOOD_KERNEL
+    return GOOD_KERNEL.replace(old, new)
+
+
+CASES = {
+    "broken YAML": (
+        matrix_with('torch: ["2.11"]', 'torch: ["2.11"'), GOOD_KERNEL,
+        "matrix.yaml:5: invalid YAML"),
+    "unknown matrix key": (
+        matrix_with("torch:", "torches:"), GOOD_KERNEL,
+        "matrix.yaml:4: torches: unknown key (did you mean 'torch'?)"),
+    "wrong type": (
+        matrix_with('torch: ["2.11"]', 'torch: "2.11"'), GOOD_KERNEL,
+        "matrix.yaml:4: torch: expected a list, got a string '2.11'"),
+    "bad version string": (
+        matrix_with('torch: ["2.11"]', 'torch: ["2.x"]'), GOOD_KERNEL,
+        "matrix.yaml:4: torch[0]: '2.x' is not a version"),
+    "torch that does not exist": (
+        matrix_with('torch: ["2.11"]', 'torch: ["2.99"]'), GOOD_KERNEL,
+        "matrix.yaml:4: torch[0]: torch 2.99 is not a PyTorch release the factory knows"),
+    "sm_70 with CUDA 13": (
+        matrix_with('sms: ["9.0"]', 'sms: ["7.0", "9.0"]'), GOOD_KERNEL,
+        "matrix.yaml:7: cuda.13.0.sms[0]: CUDA 13.0 cannot compile for sm_70"),
+    "empty SM list": (
+        matrix_with('sms: ["9.0"]', "sms: []"), GOOD_KERNEL,
+        "matrix.yaml:7: cuda.13.0.sms: must not be empty"),
+    "unknown SM": (
+        matrix_with('sms: ["9.0"]', 'sms: ["9.5"]'), GOOD_KERNEL,
+        "matrix.yaml:7: cuda.13.0.sms[0]: CUDA 13.0 cannot compile for sm_95"),
+    "CUDA too old": (
+        matrix_with('"13.0":', '"11.8":'), GOOD_KERNEL,
+        "matrix.yaml:6: cuda.11.8: CUDA 11.8 is too old"),
+    "missing kernel folder": (
+        matrix_with("path: demo", "path: nowhere"), GOOD_KERNEL,
+        "matrix.yaml:2: kernels[0].path: kernel folder 'nowhere' does not exist"),
+    "bad wheel version": (
+        matrix_with("version: 1.0.0", "version: 1.0.0+cu130"), GOOD_KERNEL,
+        "matrix.yaml:3: kernels[0].version: '1.0.0+cu130' has a local label"),
+    "duplicate key": (
+        GOOD_MATRIX + 'torch: ["2.12"]\n', GOOD_KERNEL,
+        "matrix.yaml:8: torch: duplicate key"),
+    "label placeholder": (
+        GOOD_MATRIX + 'label: "cu{cuda}pt{pytorch}"\n', GOOD_KERNEL,
+        "matrix.yaml:8: label: unknown placeholder '{pytorch}'"),
+    "label collision": (
+        matrix_with('torch: ["2.11"]', 'torch: ["2.11", "2.12"]') + 'label: "cu{cuda}"\n',
+        GOOD_KERNEL, "matrix.yaml:8: label: the label template gives 'cu130' both for"),
+    "exclude matching nothing": (
+        GOOD_MATRIX + 'exclude:\n  - {torch: "2.12"}\n', GOOD_KERNEL,
+        "matrix.yaml:9: exclude[0]: this exclude entry matches no cell"),
+    "torch-index not a URL": (
+        matrix_with('sms: ["9.0"]', 'sms: ["9.0"]\n    torch-index: download.pytorch.org'),
+        GOOD_KERNEL, "matrix.yaml:8: cuda.13.0.torch-index: 'download.pytorch.org' is not"),
+    "CUDA home without nvcc": (
+        matrix_with('sms: ["9.0"]', 'sms: ["9.0"]\n    home: demo'), GOOD_KERNEL,
+        "matrix.yaml:8: cuda.13.0.home: no CUDA toolkit at 'demo'"),
+    "broken TOML": (
+        GOOD_MATRIX, kernel_with("[torch]", "[torch"),
+        "demo/build.toml:7: invalid TOML"),
+    "unknown build.toml key": (
+        GOOD_MATRIX, kernel_with('src = ["csrc/demo.cu"]', 'sources = ["csrc/demo.cu"]'),
+        "demo/build.toml:13: kernel.demo.sources: unknown key"),
+    "missing src file": (
+        GOOD_MATRIX, kernel_with('"csrc/demo.cu"', '"csrc/gone.cu"'),
+        "demo/build.toml:13: kernel.demo.src[0]: file 'csrc/gone.cu' does not exist"),
+    "build.toml wrong type": (
+        GOOD_MATRIX, kernel_with('src = ["csrc/demo.cu"]', 'src = "csrc/demo.cu"'),
+        "demo/build.toml:13: kernel.demo.src: expected a list"),
+    "build.toml missing key": (
+        GOOD_MATRIX, kernel_with('depends = ["torch"]\n', ""),
+        "demo/build.toml:10: kernel.demo: missing required key 'depends'"),
+    "kernel capabilities match no SM": (
+        GOOD_MATRIX, kernel_with('src = ["csrc/demo.cu"]',
+                                 'src = ["csrc/demo.cu"]\ncuda-capabilities = ["8.0"]'),
+        "demo/build.toml:14: kernel.demo.cuda-capabilities: [kernel.demo] cuda-capabilities "
+        "(8.0) select no SM"),
+}
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A folder with an output folder that already holds a published file."""
+    out = tmp_path / "index"
+    write(out / "files" / "published-1.0-py3-none-any.whl", "already here")
+    write(out / "notes.txt", "keep me")
+    return tmp_path
+
+
+def cache_env(project) -> dict[str, str]:
+    return {"KERNEL_WHEEL_FACTORY_CACHE": str(project / "cache")}
+
+
+def assert_rejected(project, result, expected: str, before: dict) -> None:
+    assert result.exit == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert expected in lines[0]
+    assert lines[0].startswith("error: ")
+    assert snapshot(project / "index") == before
+    assert not (project / "cache").exists()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input(project, case):
+    matrix, build_toml, expected = CASES[case]
+    make_kernel(project / "demo", build_toml, SOURCES, package="demo")
+    write(project / "matrix.yaml", matrix)
+    before = snapshot(project / "index")
+    result = run_factory("build", "matrix.yaml", cwd=project, env=cache_env(project))
+    assert_rejected(project, result, expected, before)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["build", "matrix.yaml", "--jobs", "0"], "argument --jobs: must be at least 1, got 0"),
+    (["build", "matrix.yaml", "--jobs", "two"], "argument --jobs: 'two' is not a whole number"),
+    (["build", "matrix.yaml", "--colour"], "unrecognized arguments: --colour"),
+    (["build"], "the following arguments are required: MATRIX"),
+    (["bild", "matrix.yaml"], "invalid choice: 'bild'"),
+    (["build", "missing.yaml"], "missing.yaml: file not found"),
+    (["build", "matrix.yaml", "--only", "nothing/*"],
+     "--only: 'nothing/*' matches no cell (cells: demo/cu130torch211/"),
+    (["build", "matrix.yaml", "--out", "matrix.yaml"], "matrix.yaml: --out: exists and is not a folder"),
+])
+def test_bad_arguments(project, args, expected):
+    make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
+    write(project / "matrix.yaml", GOOD_MATRIX)
+    before = snapshot(project / "index")
+    result = run_factory(*args, cwd=project, env=cache_env(project))
+    assert_rejected(project, result, expected, before)

@@ -1,0 +1,218 @@
+"""matrix.yaml: defaults, labels, and the plan of cells (what is built, skipped and why)."""
+
+from __future__ import annotations
+
+import pytest
+
+from factory.errors import ConfigError
+from factory.matrix.load import host_platform, load_matrix
+from factory.matrix.plan import Kernel, make_plan
+from factory.source import resolve_path_source
+from factory.spec.buildtoml import read_build_toml
+from factory.versions import Version
+
+from .conftest import make_kernel, write
+
+KERNEL = """
+[general]
+name = "{name}"
+version = 1
+license = "MIT"
+backends = {backends}
+
+[torch]
+src = ["b.cpp"]
+{torch_bounds}
+
+[kernel.main]
+backend = "cuda"
+depends = ["torch"]
+src = ["k.cu"]
+{caps}
+
+[general.cuda]
+{cuda_bounds}
+"""
+
+
+def kernel(tmp_path, name="demo", backends='["cuda"]', torch_bounds="", caps="",
+           cuda_bounds=""):
+    text = KERNEL.format(name=name, backends=backends, torch_bounds=torch_bounds, caps=caps,
+                         cuda_bounds=cuda_bounds)
+    return make_kernel(tmp_path / name, text, {"b.cpp": "", "k.cu": ""},
+                       package=name.replace("-", "_"))
+
+
+def plan_for(tmp_path, matrix_text: str):
+    path = write(tmp_path / "matrix.yaml", matrix_text)
+    matrix = load_matrix(path)
+    kernels = [Kernel(e, resolve_path_source(e.path), read_build_toml(e.path))
+               for e in matrix.kernels]
+    return make_plan(matrix, kernels, host_platform())
+
+
+def test_defaults(tmp_path):
+    kernel(tmp_path)
+    matrix = load_matrix(write(tmp_path / "matrix.yaml", """
+        kernels: [{path: demo, version: 1.0}]
+        torch: [2.11]
+        cuda: {13.0: }
+    """))
+    (cuda,) = matrix.cuda
+    assert [str(s) for s in cuda.sms] == ["7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0",
+                                          "11.0", "12.0", "12.1"]
+    assert cuda.ptx and cuda.home is None and cuda.torch_index is None
+    assert matrix.platforms == (host_platform(),)
+    assert matrix.kernels[0].version == "1.0"
+    assert matrix.torch == (Version((2, 11)),)
+
+
+def test_cells_labels_and_sms(tmp_path):
+    kernel(tmp_path)
+    plan = plan_for(tmp_path, """
+        kernels: [{path: demo, version: 1.0.0}]
+        torch: ["2.11", "2.12"]
+        cuda:
+          "13.0": {sms: ["9.0", "8.0"]}
+    """)
+    assert [c.id for c in plan.cells] == [f"demo/cu130torch211/{host_platform()}",
+                                          f"demo/cu130torch212/{host_platform()}"]
+    cell = plan.cells[0]
+    assert cell.wheel_version == "1.0.0+cu130torch211"
+    assert [str(c) for c in cell.sms] == ["8.0", "9.0+PTX"]
+    assert cell.ops_namespace == f"_demo_{cell.source.revision[:7]}"
+    assert [str(a) for a in cell.sections[0].archs] == ["8.0", "9.0+PTX"]
+
+
+def test_label_template(tmp_path):
+    kernel(tmp_path)
+    plan = plan_for(tmp_path, """
+        kernels: [{path: demo, version: "2"}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+        label: "cu{cuda_major}.{cuda_minor}.torch{torch_major}.{torch_minor}"
+    """)
+    assert plan.cells[0].wheel_version == "2+cu13.0.torch2.11"
+
+
+def test_skips_say_why(tmp_path):
+    kernel(tmp_path, "bounded", torch_bounds='minver = "2.12"\nmaxver = "2.13"',
+           cuda_bounds='maxver = "12.9"')
+    kernel(tmp_path, "metal-only", backends='["metal"]')
+    plan = plan_for(tmp_path, """
+        kernels:
+          - {path: bounded, version: 1.0.0}
+          - {path: metal-only, version: 1.0.0}
+        torch: ["2.11", "2.12", "2.14"]
+        cuda:
+          "12.8": {sms: ["9.0"], torch-index: "https://download.pytorch.org/whl/cu128"}
+          "13.0": {sms: ["9.0"]}
+    """)
+    reasons = {s.id.rsplit("/", 1)[0]: s.reason for s in plan.skipped}
+    assert reasons["bounded/cu128torch211"] == \
+        "torch 2.11 is below the kernel's torch minver 2.12"
+    assert reasons["bounded/cu130torch214"] == \
+        "torch 2.14 is above the kernel's torch maxver 2.13"
+    assert reasons["bounded/cu130torch212"] == \
+        "CUDA 13.0 is above the kernel's CUDA maxver 12.9"
+    assert reasons["metal-only/cu130torch211"] == \
+        "the kernel has no CUDA backend (backends: metal)"
+    assert [c.id.rsplit("/", 1)[0] for c in plan.cells] == ["bounded/cu128torch212"]
+
+
+def test_torch_from_pypi_with_the_wrong_cuda_is_skipped(tmp_path):
+    kernel(tmp_path)
+    plan = plan_for(tmp_path, """
+        kernels: [{path: demo, version: 1.0.0}]
+        torch: ["2.10", "2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+    assert [c.torch for c in plan.cells] == [Version((2, 11))]
+    (skipped,) = plan.skipped
+    assert "torch 2.10 on PyPI is a CUDA 12.8 build, not CUDA 13.0; set " \
+           "cuda.\"13.0\".torch-index" in skipped.reason
+
+
+def test_other_platforms_are_skipped_here(tmp_path):
+    kernel(tmp_path)
+    other = "aarch64" if host_platform() == "x86_64" else "x86_64"
+    plan = plan_for(tmp_path, f"""
+        kernels: [{{path: demo, version: 1.0.0}}]
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+        platforms: [x86_64, aarch64]
+    """)
+    assert [s.id for s in plan.skipped] == [f"demo/cu130torch211/{other}"]
+
+
+def test_excludes(tmp_path):
+    kernel(tmp_path)
+    plan = plan_for(tmp_path, """
+        kernels: [{path: demo, version: 1.0.0}]
+        torch: ["2.11", "2.12", "2.13"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+        exclude:
+          - {torch: "2.12"}
+          - {kernel: demo, torch: 2.13, cuda: 13.0}
+    """)
+    assert [str(c.torch) for c in plan.cells] == ["2.11"]
+    assert plan.skipped == ()
+
+
+def test_kernel_capabilities_and_sections(tmp_path):
+    kernel(tmp_path, caps='cuda-capabilities = ["8.0", "9.0a"]')
+    plan = plan_for(tmp_path, """
+        kernels: [{path: demo, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["8.0", "8.6", "9.0"]}}
+    """)
+    assert [str(a) for a in plan.cells[0].sections[0].archs] == ["8.0", "9.0a"]
+
+
+def test_capabilities_the_toolkit_cannot_build_are_dropped(tmp_path):
+    kernel(tmp_path, caps='cuda-capabilities = ["7.0", "8.0"]')
+    plan = plan_for(tmp_path, """
+        kernels: [{path: demo, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["7.5", "8.0"]}}
+    """)
+    section = plan.cells[0].sections[0]
+    assert [str(a) for a in section.archs] == ["8.0"]
+    assert [str(a) for a in section.dropped] == ["7.0"]
+
+
+def test_empty_intersection_is_an_error(tmp_path):
+    kernel(tmp_path, caps='cuda-capabilities = ["10.0"]')
+    with pytest.raises(ConfigError) as caught:
+        plan_for(tmp_path, """
+            kernels: [{path: demo, version: 1.0.0}]
+            torch: ["2.11"]
+            cuda: {"13.0": {sms: ["9.0"]}}
+        """)
+    message = caught.value.render()
+    assert "demo/build.toml:15: kernel.main.cuda-capabilities: [kernel.main] " \
+           "cuda-capabilities (10.0) select no SM of the CUDA 13.0 cell (9.0" in message
+
+
+def test_only_filters_by_glob(tmp_path):
+    kernel(tmp_path)
+    plan = plan_for(tmp_path, """
+        kernels: [{path: demo, version: 1.0.0}]
+        torch: ["2.11", "2.12"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+    assert [c.id for c in plan.only(["*torch212*"]).cells] == [
+        f"demo/cu130torch212/{host_platform()}"]
+    assert plan.only(["nothing*"]).cells == ()
+
+
+def test_noarch_kernel_is_one_cell(tmp_path):
+    make_kernel(tmp_path / "pure", '[general]\nname = "pure"\nversion = 1\nlicense = "MIT"\n'
+                'backends = ["cuda"]\n\n[torch-noarch]\n', package="pure")
+    plan = plan_for(tmp_path, """
+        kernels: [{path: pure, version: 3.1.4}]
+        torch: ["2.11", "2.12"]
+        cuda: {"13.0": {sms: ["9.0"]}, "12.8": {torch-index: "https://example.org/cu128"}}
+    """)
+    (cell,) = plan.cells
+    assert (cell.id, cell.wheel_version, cell.label) == ("pure/noarch", "3.1.4", None)
