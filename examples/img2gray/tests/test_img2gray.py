@@ -41,3 +41,12 @@ def test_op_is_registered_under_its_namespace():
     name = img2gray.add_op_namespace_prefix("img2gray")
     namespace, op = name.split("::")
     assert getattr(getattr(torch.ops, namespace), op) is not None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_equals_cpu_on_a_large_image():
+    generator = torch.Generator().manual_seed(4096)
+    rgb = torch.randint(0, 256, (4096, 4096, 3), dtype=torch.uint8, generator=generator)
+    on_gpu = img2gray.img2gray(rgb.cuda())
+    assert on_gpu.device.type == "cuda" and on_gpu.shape == (4096, 4096)
+    assert torch.equal(on_gpu.cpu(), img2gray.img2gray(rgb))
