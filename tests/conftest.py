@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from factory.cache import default_cache_dir
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 EXAMPLE = REPO / "examples" / "img2gray"
@@ -69,8 +71,9 @@ def kernel_factory(tmp_path):
 
 @pytest.fixture(scope="session")
 def factory_cache() -> Path:
-    """Toolkits and torch environments for the slow tests, kept between runs (they are big)."""
-    path = Path(os.environ.get("FACTORY_TEST_CACHE",
-                               Path.home() / ".cache" / "kernel-wheel-factory-tests"))
+    """Toolkits and torch environments for the slow tests: the factory's own cache, so a build
+    a user already ran is reused (they are big). FACTORY_TEST_CACHE points elsewhere."""
+    path = Path(os.environ["FACTORY_TEST_CACHE"]) if "FACTORY_TEST_CACHE" in os.environ \
+        else default_cache_dir()
     path.mkdir(parents=True, exist_ok=True)
     return path
