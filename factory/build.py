@@ -43,6 +43,7 @@ class Reporter(Protocol):
     def start(self, cells: list[str], skipped: list[SkippedCell]) -> None: ...
     def update(self, cell_id: str, status: str, detail: str = "") -> None: ...
     def finish(self, results: list[CellResult]) -> None: ...
+    def stop(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,11 @@ def run_build(plan: Plan, out: Path, runner: Runner, jobs: int, reporter: Report
     def one(cell: Cell) -> CellResult:
         return _run_cell(cell, layout, runner, threads, reporter, environment, force)
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(one, cells))
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(one, cells))
+    finally:
+        reporter.stop()
     results += [CellResult(s.id, "skipped", 0.0, detail=s.reason) for s in plan.skipped]
     reporter.finish(results)
     return results

@@ -74,6 +74,9 @@ class PlainReporter:
             text.append(f" ({detail})")
         self.console.print(text, soft_wrap=True)
 
+    def stop(self) -> None:
+        pass
+
     def finish(self, results: list[CellResult]) -> None:
         print_summary(self.console, results)
 
@@ -108,8 +111,11 @@ class LiveReporter:
                               row.elapsed(now), Text(row.detail, overflow="ellipsis"))
         return table
 
-    def finish(self, results: list[CellResult]) -> None:
+    def stop(self) -> None:
+        """Take the live table off the screen (also when the build is interrupted)."""
         self.live.stop()
+
+    def finish(self, results: list[CellResult]) -> None:
         print_summary(self.console, results)
 
 
