@@ -126,16 +126,11 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, threads: int, reporter
                 wheel = publish(staged, layout.files, force)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-        except FactoryError as exc:
-            log.write(f"\nFAILED: {exc}")
-            seconds = time.monotonic() - started
-            reporter.update(cell.id, "failed", str(exc))
-            return CellResult(cell.id, "failed", seconds, detail=str(exc), log=log_path)
-        except Exception as exc:  # a bug must fail this cell, not the whole run
-            log.write(f"\nFAILED with an internal error: {exc!r}")
-            seconds = time.monotonic() - started
-            reporter.update(cell.id, "failed", f"internal error: {exc!r}")
-            return CellResult(cell.id, "failed", seconds, detail=f"internal error: {exc!r}",
+        except Exception as exc:  # a bug fails this cell, not the whole run
+            detail = str(exc) if isinstance(exc, FactoryError) else f"internal error: {exc!r}"
+            log.write(f"\nFAILED: {detail}")
+            reporter.update(cell.id, "failed", detail)
+            return CellResult(cell.id, "failed", time.monotonic() - started, detail=detail,
                               log=log_path)
         seconds = time.monotonic() - started
         log.write(f"\nbuilt {wheel.name} in {seconds:.1f} s")

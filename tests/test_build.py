@@ -345,3 +345,22 @@ def test_published_files_are_immutable(tmp_path, factory_cache):
     assert forced.exit == 0, forced.stdout
     assert wheel.read_bytes() != published
     assert b"CHANGED = True" in zipfile.ZipFile(wheel).read("noarch_kernel/__init__.py")
+
+
+def test_cells_build_in_parallel_with_jobs(tmp_path, factory_cache):
+    for name in ("first", "second"):
+        kernel = shutil.copytree(FIXTURES / "noarch-kernel", tmp_path / name)
+        build_toml = kernel / "build.toml"
+        build_toml.write_text(build_toml.read_text().replace('"noarch-kernel"', f'"{name}"'))
+        (kernel / "torch-ext" / "noarch_kernel").rename(kernel / "torch-ext" / name)
+    write(tmp_path / "matrix.yaml", """
+        kernels: [{path: first, version: 1.0.0}, {path: second, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+    result = run_factory("build", "matrix.yaml", "--jobs", "2", cwd=tmp_path,
+                         env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    assert sorted(p.name for p in (tmp_path / "index" / "files").iterdir()) == [
+        "first-1.0.0-py3-none-any.whl", "second-1.0.0-py3-none-any.whl"]
+    assert "2 built, 0 unchanged, 0 failed, 0 skipped" in result.stdout

@@ -177,11 +177,30 @@ def test_v5_per_backend_stable_abi(kernel_factory):
     assert spec.torch.stable_abi_for("metal") is None
 
 
+def test_forms_older_real_repos_use(kernel_factory):
+    # Underscores in the name (causal_conv1d, layer_norm) and the old name of sycl_tla.
+    text = V3.replace('name = "v3-kernel"', 'name = "layer_norm"').replace(
+        '[kernel.k_cpu]', '[kernel.k_xpu]\nbackend = "xpu"\ndepends = ["torch", "cutlass_sycl"]\n'
+        'src = ["csrc/k.h"]\n\n[kernel.k_cpu]')
+    spec = read_build_toml(kernel_factory(text, SOURCES, package="layer_norm"))
+    assert (spec.name, spec.python_name, spec.dialect) == ("layer_norm", "layer_norm", 3)
+    assert spec.kernels_for("xpu")[0].depends == ("torch", "cutlass_sycl")
+
+
+def test_v2_torch_table_is_required_unless_universal(kernel_factory):
+    message = error_of(kernel_factory('[general]\nname = "kk"\n\n[kernel.k]\nbackend = "cuda"\n'
+                                      'depends = ["torch"]\nsrc = ["csrc/k.cu"]\n', SOURCES,
+                                      package="kk"))
+    assert "build.toml: missing required key 'torch' (only a universal kernel may leave it out)" \
+        in message
+
+
 @pytest.mark.parametrize("text", [
     # v1: [torch] universal
     '[general]\nname = "pure"\n\n[torch]\nuniversal = true\n',
-    # v2: [general] universal
+    # v2: [general] universal, with or without a [torch] table
     '[general]\nname = "pure"\nuniversal = true\n\n[torch]\n',
+    '[general]\nname = "pure"\nuniversal = true\n',
     # v3: no framework section at all
     '[general]\nname = "pure"\nbackends = ["cuda"]\n',
     # v4: [torch-noarch]

@@ -13,7 +13,7 @@ from packaging.version import Version as Pep440Version
 from ..capabilities import Capability, check_supported
 from ..errors import ConfigError
 from ..fields import Node, load_yaml
-from ..policy import cuda_policies, cuda_policy, torch_release, torch_releases
+from ..policy import CudaPolicy, cuda_policies, cuda_policy, torch_release, torch_releases
 from ..versions import Version
 from .model import DEFAULT_LABEL, PLATFORMS, CudaEntry, Exclude, KernelEntry, Matrix
 
@@ -144,7 +144,7 @@ def _cuda_entries(node: Node, base: Path) -> tuple[CudaEntry, ...]:
     return tuple(entries)
 
 
-def _sms(node: Node, policy, cuda: Version) -> tuple[Version, ...]:
+def _sms(node: Node, policy: CudaPolicy, cuda: Version) -> tuple[Version, ...]:
     sms: list[Version] = []
     for item in _nonempty_list(node):
         text = item.scalar_text()

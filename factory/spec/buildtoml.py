@@ -34,8 +34,10 @@ BACKEND_PYTHON_DEPENDS = {
 # Warnings found while reading one file (collected per call of read_build_toml).
 _WARNINGS: ContextVar[list[str]] = ContextVar("build_toml_warnings")
 
-_NAME = re.compile(r"[a-z][-a-z0-9]*[a-z0-9]")
-_DEPENDENCY = re.compile(r"torch|metal-cpp|sycl_tla|cutlass_\d+_\d+")
+# Lowercase letters, digits, "-"; older repos also use "_" (causal_conv1d, layer_norm).
+_NAME = re.compile(r"[a-z][-_a-z0-9]*[a-z0-9]")
+# `cutlass_sycl` is the older name of `sycl_tla`, still found in real repos.
+_DEPENDENCY = re.compile(r"torch|metal-cpp|sycl_tla|cutlass_sycl|cutlass_\d+_\d+")
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,8 @@ def _version(node: Node) -> Version:
 def _name(node: Node) -> str:
     name = node.str()
     if not _NAME.fullmatch(name):
-        raise node.error(f"invalid kernel name '{name}': use lowercase letters, digits and '-', "
-                         "starting with a letter (e.g. 'img2gray', 'flash-attn')")
+        raise node.error(f"invalid kernel name '{name}': use lowercase letters, digits, '-' "
+                         "and '_', starting with a letter (e.g. 'img2gray', 'flash-attn')")
     return name
 
 
@@ -125,7 +127,7 @@ def _depends(node: Node) -> tuple[str, ...]:
         value = item.str()
         if not _DEPENDENCY.fullmatch(value):
             raise item.error(f"unknown dependency '{value}' "
-                             "(known: torch, cutlass_X_Y, metal-cpp, sycl_tla)")
+                             "(known: torch, cutlass_X_Y, metal-cpp, sycl_tla, cutlass_sycl)")
         values.append(value)
     return tuple(values)
 
@@ -313,10 +315,12 @@ def _parse_v2(root: Node) -> dict[str, Any]:
             "python-depends": _Key(_python_depends(GENERAL_PYTHON_DEPENDS,
                                                    BACKEND_PYTHON_DEPENDS["cuda"])),
         }, True),
-        "torch": _sub(_TORCH_V2, True),
+        "torch": _sub(_TORCH_V2),
         "kernel": _Key(_tagged_kernels),
     })
     general = data["general"]
+    if "torch" not in data and not general.get("universal"):
+        raise root.error("missing required key 'torch' (only a universal kernel may leave it out)")
     general["cuda"] = {k: general.pop(f"cuda-{k}") for k in ("minver", "maxver")
                        if f"cuda-{k}" in general}
     universal = general.pop("universal", False)
