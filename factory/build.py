@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from . import __version__
+from .compile.commands import host_compiler
 from .errors import BuildError, FactoryError
 from .matrix.plan import Cell, Plan, SkippedCell
 from .process import Log
@@ -68,15 +68,11 @@ class Layout:
     def staging(self) -> Path:
         return self.out / ".factory" / "staging"
 
-    def log_file(self, cell_id: str) -> Path:
-        return self.logs / f"{_file_key(cell_id)}.log"
+    def log_file(self, cell: Cell) -> Path:
+        return self.logs / f"{cell.key}.log"
 
-    def state_file(self, cell_id: str) -> Path:
-        return self.state / f"{_file_key(cell_id)}.json"
-
-
-def _file_key(cell_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", cell_id)
+    def state_file(self, cell: Cell) -> Path:
+        return self.state / f"{cell.key}.json"
 
 
 def run_build(plan: Plan, out: Path, runner: Runner, jobs: int, reporter: Reporter,
@@ -109,10 +105,10 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, threads: int, reporter
     if unchanged is not None:
         reporter.update(cell.id, "unchanged", unchanged)
         return CellResult(cell.id, "unchanged", 0.0, wheel=unchanged,
-                          log=layout.log_file(cell.id))
+                          log=layout.log_file(cell))
 
     started = time.monotonic()
-    log_path = layout.log_file(cell.id)
+    log_path = layout.log_file(cell)
     reporter.update(cell.id, "building")
     with open(log_path, "w", encoding="utf-8") as handle:
         log = Log(handle)
@@ -134,7 +130,7 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, threads: int, reporter
                               log=log_path)
         seconds = time.monotonic() - started
         log.write(f"\nbuilt {wheel.name} in {seconds:.1f} s")
-    _write_json(layout.state_file(cell.id), {
+    _write_json(layout.state_file(cell), {
         "fingerprint": fingerprint, "wheel": wheel.name, "sha256": sha256_file(wheel),
     })
     reporter.update(cell.id, "built", wheel.name)
@@ -158,7 +154,7 @@ def cell_fingerprint(cell: Cell, environment: dict, runner: str) -> str:
 def _environment_facts() -> dict:
     """The host facts a build depends on: the Python the environments are made with, the host
     compiler, and the variables the toolchain reads."""
-    compiler = os.environ.get("CXX", "g++")
+    compiler = host_compiler()
     try:
         compiler_version = subprocess.run([compiler, "-dumpfullversion"], capture_output=True,
                                           text=True).stdout.strip()
@@ -173,7 +169,7 @@ def _environment_facts() -> dict:
 
 def _unchanged_wheel(layout: Layout, cell: Cell, fingerprint: str) -> str | None:
     try:
-        state = json.loads(layout.state_file(cell.id).read_text())
+        state = json.loads(layout.state_file(cell).read_text())
     except (OSError, ValueError):
         return None
     if state.get("fingerprint") != fingerprint:

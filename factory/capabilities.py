@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Iterable
+from collections.abc import Iterable
 
 from .policy import CudaPolicy, known_sms
 from .versions import Version
@@ -22,7 +22,7 @@ class Capability:
     ptx: bool = False
 
     @classmethod
-    def parse(cls, text: str) -> "Capability":
+    def parse(cls, text: str) -> Capability:
         match = _CAPABILITY.fullmatch(text.strip())
         if not match:
             raise ValueError(f"'{text}' is not a compute capability like 8.0, 9.0a or 12.0+PTX")
@@ -41,7 +41,7 @@ class Capability:
         """The nvcc architecture suffix: 9.0a -> "90a"."""
         return f"{self.major}{self.minor}{self.variant}"
 
-    def without_ptx(self) -> "Capability":
+    def without_ptx(self) -> Capability:
         return replace(self, ptx=False)
 
     def __str__(self) -> str:

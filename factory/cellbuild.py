@@ -6,16 +6,15 @@ it reads only the cell and the cache, and leaves the finished wheel in `staging`
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from .cache import exclusive
-from .compile.commands import Toolchain, compile_jobs, cuda_archs, cxx_standard, link_command
+from .compile.commands import (Toolchain, compile_jobs, cuda_archs, cxx_standard, host_compiler,
+                                link_command)
 from .compile.generated import REGISTRATION_HEADER, noarch_ops_module, ops_module
 from .errors import BuildError
 from .matrix.plan import Cell
@@ -34,7 +33,7 @@ PYTHON_FILES = ("py", "pyi")
 def build_cell(cell: Cell, cache: Path, staging: Path, log: Log, threads: int,
                progress: Progress) -> Path:
     """Build the cell's wheel and return its path inside `staging`."""
-    work = cache / "build" / re.sub(r"[^A-Za-z0-9._-]+", "-", cell.id)
+    work = cache / "build" / cell.key
     with exclusive(work):
         if work.exists():
             shutil.rmtree(work)
@@ -62,7 +61,7 @@ def _build_extension(cell: Cell, cache: Path, work: Path, src: Path, package: Pa
     env = provide_torch(cell.torch, cell.cuda, cache, log)
     log.step(f"toolchain: nvcc {toolkit.version} ({toolkit.origin}, {toolkit.home}), "
              f"torch {env.torch_version} ({env.root})")
-    toolchain = Toolchain(toolkit, env, os.environ.get("CXX", "g++"), cxx_standard(cell.torch))
+    toolchain = Toolchain(toolkit, env, host_compiler(), cxx_standard(cell.torch))
     _write_generated(cell, src, package)
 
     jobs = compile_jobs(cell, toolchain, src, work / "obj", threads)

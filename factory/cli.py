@@ -7,7 +7,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import NoReturn
+from collections.abc import Sequence
 
 from rich.console import Console
 

@@ -7,7 +7,8 @@ import shlex
 import subprocess
 import threading
 from pathlib import Path
-from typing import Sequence, TextIO
+from typing import TextIO
+from collections.abc import Sequence
 
 from .errors import BuildError
 

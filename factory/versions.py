@@ -17,7 +17,7 @@ class Version:
     parts: tuple[int, ...]
 
     @classmethod
-    def parse(cls, text: str) -> "Version":
+    def parse(cls, text: str) -> Version:
         text = text.strip()
         if not _VERSION.fullmatch(text):
             raise ValueError(f"'{text}' is not a version like 2.11 or 13.0")
@@ -36,7 +36,7 @@ class Version:
     def __hash__(self) -> int:
         return hash(self._key)
 
-    def __lt__(self, other: "Version") -> bool:
+    def __lt__(self, other: Version) -> bool:
         return self._key < other._key
 
     @property
@@ -47,7 +47,7 @@ class Version:
     def minor(self) -> int:
         return self.parts[1] if len(self.parts) > 1 else 0
 
-    def major_minor(self) -> "Version":
+    def major_minor(self) -> Version:
         return Version((self.major, self.minor))
 
     def __str__(self) -> str:

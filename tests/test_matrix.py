@@ -136,10 +136,10 @@ def test_torch_from_pypi_with_the_wrong_cuda_is_skipped(tmp_path):
 def test_other_platforms_are_skipped_here(tmp_path):
     kernel(tmp_path)
     other = "aarch64" if host_platform() == "x86_64" else "x86_64"
-    plan = plan_for(tmp_path, f"""
-        kernels: [{{path: demo, version: 1.0.0}}]
+    plan = plan_for(tmp_path, """
+        kernels: [{path: demo, version: 1.0.0}]
         torch: ["2.11"]
-        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+        cuda: {"13.0": {sms: ["9.0"]}}
         platforms: [x86_64, aarch64]
     """)
     assert [s.id for s in plan.skipped] == [f"demo/cu130torch211/{other}"]

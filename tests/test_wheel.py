@@ -74,8 +74,10 @@ def test_same_content_same_bytes(tmp_path, monkeypatch):
 def test_invalid_metadata_is_refused():
     broken = CoreMetadata(name="k", version="1.0", summary="s", requires_python=">=3.9",
                           requires=("torch=2.11",), license=None, readme=None)
-    with pytest.raises(Exception):
+    with pytest.raises(ExceptionGroup) as caught:
         broken.render()
+    assert [str(e) for e in caught.value.exceptions] == [
+        "'torch=2.11' is invalid for 'requires-dist'"]
 
 
 def test_license_that_is_not_an_expression():

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -50,6 +51,11 @@ class _Unit:
     cxx_flags: tuple[str, ...]
     cuda_flags: tuple[str, ...]
     archs: tuple[Capability, ...]
+
+
+def host_compiler() -> str:
+    """The C++ compiler for host code and for nvcc's host side: $CXX, else g++."""
+    return os.environ.get("CXX", "g++")
 
 
 def cxx_standard(torch: Version) -> str:

@@ -7,6 +7,7 @@ that is knowable up front is decided here, so bad input fails before any work st
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 
 from ..capabilities import Capability, check_supported, loose_intersection, with_ptx_for_newest
@@ -50,12 +51,21 @@ class Cell:
         return f"{self.spec.name}/{self.label}/{self.platform}"
 
     @property
+    def key(self) -> str:
+        """The id as a file name: img2gray-cu130torch211-x86_64."""
+        return cell_key(self.id)
+
+    @property
     def wheel_version(self) -> str:
         return self.version if self.label is None else f"{self.version}+{self.label}"
 
     @property
     def ops_namespace(self) -> str:
         return f"_{self.spec.python_name}_{self.source.short}"
+
+
+def cell_key(cell_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", cell_id)
 
 
 @dataclass(frozen=True)
@@ -70,7 +80,7 @@ class Plan:
     cells: tuple[Cell, ...]
     skipped: tuple[SkippedCell, ...]
 
-    def only(self, patterns: list[str]) -> "Plan":
+    def only(self, patterns: list[str]) -> Plan:
         """The cells whose id matches one of the glob patterns (e.g. 'img2gray/*torch211*')."""
         def keep(cell_id: str) -> bool:
             return any(fnmatch.fnmatchcase(cell_id, pattern) for pattern in patterns)

@@ -12,7 +12,8 @@ import re
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..capabilities import Capability, known_sms_text
 from ..errors import ConfigError
