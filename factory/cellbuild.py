@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
-from collections.abc import Callable
 
 from .cache import exclusive
-from .compile.commands import (Toolchain, compile_jobs, cuda_archs, cxx_standard, host_compiler,
-                                link_command)
+from .compile.commands import (
+    Toolchain,
+    compile_jobs,
+    cuda_archs,
+    cxx_standard,
+    host_compiler,
+    link_command,
+)
 from .compile.generated import REGISTRATION_HEADER, noarch_ops_module, ops_module
 from .errors import BuildError
 from .matrix.plan import Cell

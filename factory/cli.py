@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
-from collections.abc import Sequence
 
 from rich.console import Console
 

@@ -6,9 +6,9 @@ import os
 import shlex
 import subprocess
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
-from collections.abc import Sequence
 
 from .errors import BuildError
 

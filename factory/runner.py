@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
-from collections.abc import Callable
 
 from .cellbuild import build_cell
 from .matrix.plan import Cell

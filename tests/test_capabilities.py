@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from factory.capabilities import (Capability, check_supported, gencode_flags, loose_intersection,
-                                  with_ptx_for_newest)
+from factory.capabilities import (
+    Capability,
+    check_supported,
+    gencode_flags,
+    loose_intersection,
+    with_ptx_for_newest,
+)
 from factory.policy import cuda_policy
 from factory.versions import Version
 

@@ -13,7 +13,13 @@ from packaging.version import Version as Pep440Version
 from ..capabilities import Capability, check_supported
 from ..errors import ConfigError
 from ..fields import Node, load_yaml
-from ..policy import CudaPolicy, cuda_policies, cuda_policy, torch_release, torch_releases
+from ..policy import (
+    CudaPolicy,
+    cuda_policies,
+    cuda_policy,
+    torch_release,
+    torch_releases,
+)
 from ..versions import Version
 from .model import DEFAULT_LABEL, PLATFORMS, CudaEntry, Exclude, KernelEntry, Matrix
 

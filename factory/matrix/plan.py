@@ -10,7 +10,12 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
-from ..capabilities import Capability, check_supported, loose_intersection, with_ptx_for_newest
+from ..capabilities import (
+    Capability,
+    check_supported,
+    loose_intersection,
+    with_ptx_for_newest,
+)
 from ..errors import ConfigError
 from ..policy import cuda_policy, torch_release
 from ..source import SourceTree
@@ -53,7 +58,7 @@ class Cell:
     @property
     def key(self) -> str:
         """The id as a file name: img2gray-cu130torch211-x86_64."""
-        return cell_key(self.id)
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", self.id)
 
     @property
     def wheel_version(self) -> str:
@@ -62,10 +67,6 @@ class Cell:
     @property
     def ops_namespace(self) -> str:
         return f"_{self.spec.python_name}_{self.source.short}"
-
-
-def cell_key(cell_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", cell_id)
 
 
 @dataclass(frozen=True)

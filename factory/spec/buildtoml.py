@@ -9,11 +9,11 @@ is known, so an error names the real problem rather than a dialect mismatch.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
-from collections.abc import Callable
 
 from ..capabilities import Capability, known_sms_text
 from ..errors import ConfigError
@@ -232,8 +232,9 @@ def _tagged_kernels(node: Node) -> dict[str, dict[str, Any]]:
 
 
 def _lines(table: Node) -> dict[str, int | None]:
+    """Where errors about the section's SMs point: its cuda-capabilities, else its header."""
     caps = table.mapping().get("cuda-capabilities")
-    return {"_line": table.line, "_caps_line": caps.line if caps else table.line}
+    return {"_caps_line": caps.line if caps else table.line}
 
 
 def _v1_kernels(node: Node) -> dict[str, dict[str, Any]]:
@@ -458,7 +459,6 @@ def _to_spec(root: Path, path: Path, dialect: int, data: dict[str, Any],
             cuda_capabilities=entry.get("cuda-capabilities"),
             cuda_flags=entry.get("cuda-flags", ()),
             cuda_minver=entry.get("cuda-minver"),
-            line=entry["_line"],
             capabilities_line=entry["_caps_line"],
         ))
 

@@ -51,7 +51,6 @@ class KernelSection:
     cuda_capabilities: tuple[Capability, ...] | None  # None: not declared, use the cell's SMs
     cuda_flags: tuple[str, ...]
     cuda_minver: Version | None
-    line: int | None
     capabilities_line: int | None = None
 
 

@@ -57,7 +57,10 @@ class CoreMetadata:
 
 
 def _is_license_expression(text: str) -> bool:
-    from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
+    from packaging.licenses import (
+        InvalidLicenseExpression,
+        canonicalize_license_expression,
+    )
 
     try:
         return canonicalize_license_expression(text) == text
