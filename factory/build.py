@@ -83,7 +83,7 @@ def run_build(plan: Plan, out: Path, runner: Runner, jobs: int, reporter: Report
     cells = list(plan.cells)
     reporter.start([cell.id for cell in cells], list(plan.skipped))
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
-    environment = _environment_facts()
+    environment = {**_environment_facts(), "build_root": str(runner.options.build_root)}
 
     def one(cell: Cell) -> CellResult:
         return _run_cell(cell, layout, runner, threads, reporter, environment, force)
@@ -142,6 +142,7 @@ def cell_fingerprint(cell: Cell, environment: dict, runner: str) -> str:
     facts = {
         "factory": __version__, "runner": runner, "environment": environment,
         "id": cell.id, "version": cell.wheel_version, "source": cell.source.revision,
+        "location": cell.source.location, "label_template": cell.label_template,
         "torch": str(cell.torch) if cell.torch else None,
         "sms": [str(sm) for sm in cell.sms],
         "sections": [[s.name, [str(a) for a in s.archs], s.skipped] for s in cell.sections],

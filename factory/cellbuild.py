@@ -1,13 +1,19 @@
-"""Build one cell into one wheel: stage the source, compile, link, package, repair, verify.
+"""Build one cell into one wheel: stage the source, compile, link, package, repair, check.
 
 Runs wherever a runner puts it (on the host now, inside a container for the docker runner);
-it reads only the cell and the cache, and leaves the finished wheel in `staging`.
+it reads only the cell, the cache and the build options, and leaves the finished wheel in
+`staging` only when every gate passed.
+
+The build happens in a fixed folder (<build root>/<cell key>) and every file of the wheel is
+dated with the source's time, so building the same cell again gives the same bytes.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
+import zipfile
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -16,30 +22,42 @@ from .cache import exclusive
 from .compile.commands import (
     Toolchain,
     compile_jobs,
-    cuda_archs,
     cxx_standard,
     host_compiler,
     link_command,
 )
-from .compile.generated import REGISTRATION_HEADER, noarch_ops_module, ops_module
+from .compile.generated import (
+    REGISTRATION_HEADER,
+    import_guard,
+    noarch_ops_module,
+    ops_module,
+)
 from .errors import BuildError
+from .expect import cell_expectation
 from .matrix.plan import Cell
 from .process import Log, run
+from .provenance import (
+    BuildOptions,
+    kernel_metadata,
+    provenance_record,
+    toolchain_facts,
+)
 from .source import IGNORED_DIRS
 from .toolchain.cuda import provide_cuda
 from .toolchain.torchenv import provide_torch
 from .wheel.assemble import CoreMetadata, write_wheel
-from .wheel.fatbin import FatbinEntry, fatbin_entries
+from .wheel.gates import check_wheel
+from .wheel.inspect import PROVENANCE_FILE, inspect_wheel
 from .wheel.repair import repair
 
 Progress = Callable[[str], None]
 PYTHON_FILES = ("py", "pyi")
 
 
-def build_cell(cell: Cell, cache: Path, staging: Path, log: Log, threads: int,
-               progress: Progress) -> Path:
-    """Build the cell's wheel and return its path inside `staging`."""
-    work = cache / "build" / cell.key
+def build_cell(cell: Cell, cache: Path, options: BuildOptions, staging: Path, log: Log,
+               threads: int, progress: Progress) -> Path:
+    """Build the cell's wheel, check it, and return its path inside `staging`."""
+    work = options.build_root / cell.key
     with exclusive(work):
         if work.exists():
             shutil.rmtree(work)
@@ -49,18 +67,21 @@ def build_cell(cell: Cell, cache: Path, staging: Path, log: Log, threads: int,
         _copy_package(cell, src, package)
         if cell.label is None:
             (package / "_ops.py").write_text(noarch_ops_module(cell.ops_namespace))
-            wheel = write_wheel(work / "pkg", work / "dist", _metadata(cell), "py3-none-any",
-                                purelib=True)
+            wheel = _final_wheel(cell, options, work / "pkg", "py3-none-any", toolchain_facts(),
+                                 work / "dist")
         else:
-            wheel = _build_extension(cell, cache, work, src, package, log, threads, progress)
+            wheel = _build_extension(cell, cache, options, work, src, package, log, threads,
+                                     progress)
+        progress("checking")
+        _run_gates(cell, wheel, log)
         staging.mkdir(parents=True, exist_ok=True)
         staged = staging / wheel.name
         shutil.copyfile(wheel, staged)
     return staged
 
 
-def _build_extension(cell: Cell, cache: Path, work: Path, src: Path, package: Path, log: Log,
-                     threads: int, progress: Progress) -> Path:
+def _build_extension(cell: Cell, cache: Path, options: BuildOptions, work: Path, src: Path,
+                     package: Path, log: Log, threads: int, progress: Progress) -> Path:
     progress("CUDA toolkit")
     toolkit = provide_cuda(cell.cuda, cache, log)
     progress("torch environment")
@@ -78,14 +99,62 @@ def _build_extension(cell: Cell, cache: Path, work: Path, src: Path, package: Pa
     progress("linking")
     shared_object = package / f"{cell.ops_namespace}.abi3.so"
     run(link_command([job.object for job in jobs], shared_object, toolchain), log, what="linking")
-    _check_gpu_code(cell, shared_object, log)
 
-    progress("packaging")
-    wheel = write_wheel(work / "pkg", work / "dist", _metadata(cell),
-                        f"cp39-abi3-linux_{cell.platform}", purelib=False)
     progress("auditwheel")
+    draft = write_wheel(work / "pkg", work / "draft", _metadata(cell),
+                        f"cp39-abi3-linux_{cell.platform}", purelib=False,
+                        epoch=options.epoch(cell))
     log.step("auditwheel repair")
-    return repair(wheel, work / "wheelhouse", log)
+    repaired = repair(draft, work / "wheelhouse", log)
+    tag = repaired.name.removesuffix(".whl").split("-", 2)[2]
+    content = work / "final"
+    _unpack_package(repaired, content)
+    progress("packaging")
+    facts = toolchain_facts(toolchain.cxx, f"{toolkit.version} ({toolkit.origin})",
+                            env.torch_version)
+    return _final_wheel(cell, options, content, tag, facts, work / "dist")
+
+
+def _unpack_package(wheel: Path, target: Path) -> None:
+    """The repaired wheel's files without its .dist-info: the wheel is written again, by the
+    factory's own deterministic writer."""
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            top = info.filename.split("/", 1)[0]
+            if info.is_dir() or top.endswith(".dist-info"):
+                continue
+            path = target / info.filename
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(archive.read(info))
+            if (info.external_attr >> 16) & 0o111:
+                path.chmod(0o755)
+
+
+def _final_wheel(cell: Cell, options: BuildOptions, content: Path, tag: str,
+                 facts: dict[str, str], dist: Path) -> Path:
+    """The published form: the package with its metadata.json, the wheel with provenance."""
+    package = content / cell.spec.python_name
+    (package / "metadata.json").write_bytes(kernel_metadata(cell, package))
+    record = provenance_record(cell, options, facts)
+    provenance = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+    return write_wheel(content, dist, _metadata(cell), tag, purelib=cell.label is None,
+                       epoch=options.epoch(cell), extra_dist_info={PROVENANCE_FILE: provenance})
+
+
+def _run_gates(cell: Cell, wheel: Path, log: Log) -> None:
+    log.step(f"checking {wheel.name}")
+    report = inspect_wheel(wheel)
+    for so in report.shared_objects:
+        log.write(f"   {so.path}: SASS {' '.join(so.sass) or 'none'}, PTX "
+                  f"{' '.join(so.ptx) or 'none'}; needs {' '.join(so.needed)}; symbols allow "
+                  f"{so.manylinux}; {so.abi3.describe() if so.abi3 else 'not an extension'}")
+    problems = check_wheel(report, cell_expectation(cell))
+    for problem in problems:
+        log.write(f"   gate failed: {problem}")
+    if problems:
+        more = f" (and {len(problems) - 1} more, see the log)" if len(problems) > 1 else ""
+        raise BuildError(f"{wheel.name} failed its checks: {problems[0]}{more}")
+    log.write("   all gates passed")
 
 
 def _stage_source(root: Path, target: Path) -> None:
@@ -117,7 +186,9 @@ def _write_generated(cell: Cell, src: Path, package: Path) -> None:
     folders |= {(src / source).parent for source in (cell.spec.torch.src if cell.spec.torch else ())}
     for folder in folders:
         (folder / "registration.h").write_text(REGISTRATION_HEADER)
-    (package / "_ops.py").write_text(ops_module(cell.ops_namespace))
+    guard = import_guard(cell.spec.name, cell.wheel_version, str(cell.torch.major_minor()),
+                         str(cell.cuda.version.major_minor()), cell.label_template or cell.label)
+    (package / "_ops.py").write_text(ops_module(cell.ops_namespace, guard))
 
 
 def _compile_all(jobs, log: Log, threads: int, progress: Progress) -> None:
@@ -143,40 +214,17 @@ def _compile_one(job, log: Log) -> None:
     log.write(f"   {job.source}: {time.monotonic() - started:.1f} s")
 
 
-def expected_gpu_code(cell: Cell) -> set[FatbinEntry]:
-    """The SASS and PTX entries the plan promises for the cell's shared object."""
-    expected: set[FatbinEntry] = set()
-    for cap in cuda_archs(cell):
-        sm = cap.major * 10 + cap.minor
-        expected.add(FatbinEntry("sass", sm, cap.variant))
-        if cap.ptx:
-            expected.add(FatbinEntry("ptx", sm, cap.variant))
-    return expected
-
-
-def _check_gpu_code(cell: Cell, shared_object: Path, log: Log) -> None:
-    found = set(fatbin_entries(shared_object))
-    expected = expected_gpu_code(cell)
-    log.step(f"GPU code in {shared_object.name}: {' '.join(str(e) for e in sorted(found))}")
-    if found != expected:
-        missing = " ".join(str(e) for e in sorted(expected - found)) or "none"
-        extra = " ".join(str(e) for e in sorted(found - expected)) or "none"
-        raise BuildError(f"{shared_object.name} does not hold the GPU code the plan promised "
-                         f"(missing: {missing}; unexpected: {extra})")
-
-
 def _metadata(cell: Cell) -> CoreMetadata:
     spec = cell.spec
     readme = spec.root / "README.md"
     if cell.label is None:
         summary = f"{spec.name} kernel (pure Python, any torch), built by kernel-wheel-factory"
-        requires = ("torch", *spec.python_depends)
+        requires = ("torch", *spec.requirements(cuda=False))
     else:
         sms = " ".join(str(sm.base) for sm in cell.sms)
         summary = (f"{spec.name} kernel for torch {cell.torch.major_minor()} and CUDA "
                    f"{cell.cuda.version} (SM {sms}), built by kernel-wheel-factory")
-        requires = (f"torch=={cell.torch.major_minor()}.*", *spec.python_depends,
-                    *spec.cuda_python_depends)
+        requires = (f"torch=={cell.torch.major_minor()}.*", *spec.requirements(cuda=True))
     return CoreMetadata(
         name=spec.name, version=cell.wheel_version, summary=summary, requires_python=">=3.9",
         requires=tuple(dict.fromkeys(requires)), license=spec.license,

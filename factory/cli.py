@@ -4,6 +4,7 @@ build exits 1, and nothing is written before all input has been validated."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -19,9 +20,13 @@ from .errors import ConfigError, FactoryError
 from .matrix.load import host_platform, load_matrix
 from .matrix.plan import Kernel, Plan, make_plan
 from .progress import make_reporter
+from .provenance import DEFAULT_BUILD_ROOT, BuildOptions
+from .report import print_report, report_json
 from .runner import LocalRunner
 from .source import resolve_path_source
 from .spec.buildtoml import read_build_toml
+from .verify import verify_wheel
+from .wheel.inspect import REPORT_SCHEMA, inspect_wheel
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,6 +67,31 @@ def make_parser() -> argparse.ArgumentParser:
                             "(default: ~/.cache/kernel-wheel-factory)")
     build.add_argument("--force", action="store_true",
                        help="replace a published wheel whose bytes changed")
+    build.add_argument("--build-root", type=Path, default=DEFAULT_BUILD_ROOT, metavar="DIR",
+                       help="where cells are compiled; a fixed path keeps builds reproducible "
+                            f"(default: {DEFAULT_BUILD_ROOT})")
+
+    inspect = commands.add_parser(
+        "inspect", help="show what a wheel holds and check it",
+        description="Show each wheel's tags, torch pin, GPU code, libraries, manylinux and abi3 "
+                    "verdicts and provenance, and run the publishing checks on it. Exit "
+                    "status 1 when a check fails.")
+    inspect.add_argument("wheels", type=Path, nargs="+", metavar="WHEEL")
+    inspect.add_argument("--json", action="store_true",
+                         help=f"print the stable JSON report ({REPORT_SCHEMA})")
+
+    verify = commands.add_parser(
+        "verify", help="rebuild a wheel from its provenance and compare sha256",
+        description="Build WHEEL again from the source, cell and toolchain its provenance "
+                    "records, and report whether the result is byte-identical.")
+    verify.add_argument("wheel", type=Path, metavar="WHEEL")
+    verify.add_argument("--source", type=Path, default=None, metavar="DIR",
+                        help="the kernel's source (default: the recorded location, from here)")
+    verify.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                        help="toolkits and torch environments (default: the factory's cache)")
+    verify.add_argument("--build-root", type=Path, default=None, metavar="DIR",
+                        help="build somewhere else than the recorded build folder (the result "
+                             "then differs)")
     return parser
 
 
@@ -73,7 +103,7 @@ def plan_matrix(matrix_path: Path, console: Console) -> Plan:
         spec = read_build_toml(entry.path)
         for warning in spec.warnings:
             console.print(f"warning: {warning}", style="yellow", markup=False)
-        kernels.append(Kernel(entry, resolve_path_source(entry.path), spec))
+        kernels.append(Kernel(entry, resolve_path_source(entry.path, matrix.path.parent), spec))
     return make_plan(matrix, kernels, host_platform())
 
 
@@ -90,9 +120,71 @@ def _build(args: argparse.Namespace, console: Console) -> int:
             raise ConfigError(f"{' '.join(args.only)!r} matches no cell (cells: {ids})",
                               key="--only")
     cache = args.cache_dir or default_cache_dir()
-    results = run_build(plan, out, LocalRunner(cache.resolve()), args.jobs,
+    options = BuildOptions(_absolute(args.build_root, "--build-root"), source_date_epoch())
+    results = run_build(plan, out, LocalRunner(cache.resolve(), options), args.jobs,
                         make_reporter(console), force=args.force)
     return 1 if any(result.status == "failed" for result in results) else 0
+
+
+def _absolute(path: Path, key: str) -> Path:
+    if not path.is_absolute():
+        raise ConfigError("must be an absolute path (it is written into the build)", file=path,
+                          key=key)
+    return path
+
+
+def source_date_epoch() -> int | None:
+    text = os.environ.get("SOURCE_DATE_EPOCH")
+    if text is None:
+        return None
+    if not text.strip().isdigit():
+        raise ConfigError(f"'{text}' is not a whole number of seconds since 1970",
+                          key="SOURCE_DATE_EPOCH")
+    return int(text)
+
+
+def _wheels(paths: list[Path]) -> list[Path]:
+    for path in paths:
+        if not path.is_file():
+            raise ConfigError("no such wheel", file=path)
+        if path.suffix != ".whl":
+            raise ConfigError("not a .whl file", file=path)
+    return paths
+
+
+def _inspect(args: argparse.Namespace, console: Console) -> int:
+    reports = [inspect_wheel(path) for path in _wheels(args.wheels)]
+    if args.json:
+        document = report_json(reports)
+        sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+        return 1 if any(wheel["problems"] for wheel in document["wheels"]) else 0
+    failed = False
+    for number, report in enumerate(reports):
+        if number:
+            console.print()
+        failed |= bool(print_report(report, console))
+    return 1 if failed else 0
+
+
+def _verify(args: argparse.Namespace, console: Console) -> int:
+    wheel = _wheels([args.wheel])[0]
+    build_root = _absolute(args.build_root, "--build-root") if args.build_root else None
+    cache = (args.cache_dir or default_cache_dir()).resolve()
+    console.print(f"rebuilding {wheel.name} from its provenance ...")
+    verdict = verify_wheel(wheel, args.source, cache, build_root)
+    if verdict.problem:
+        console.print(f"[red]cannot verify:[/red] {verdict.problem}")
+        return 1
+    console.print(f"recorded sha256 {verdict.expected_sha256}")
+    console.print(f"rebuilt  sha256 {verdict.actual_sha256}  ({verdict.rebuilt})")
+    if verdict.matches:
+        console.print("[green]verified: the rebuilt wheel is byte-identical[/green]")
+        return 0
+    console.print("[red]differs:[/red] " + (", ".join(verdict.differing_files) or "zip layout"))
+    for tool in verdict.differing_tools:
+        console.print(f"  toolchain {tool}", markup=False)
+    console.print(f"log: {verdict.log}")
+    return 1
 
 
 def _console(stderr: bool) -> Console:
@@ -108,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = _console(stderr=True)
     try:
         args = make_parser().parse_args(argv)
-        return _build(args, console)
+        command = {"build": _build, "inspect": _inspect, "verify": _verify}[args.command]
+        return command(args, console)
     except FactoryError as exc:
         errors.print(f"error: {exc}", markup=False, soft_wrap=True)
         return exc.exit_status

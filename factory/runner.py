@@ -9,10 +9,12 @@ from typing import Protocol
 from .cellbuild import build_cell
 from .matrix.plan import Cell
 from .process import Log
+from .provenance import BuildOptions
 
 
 class Runner(Protocol):
     name: str
+    options: BuildOptions
 
     def build(self, cell: Cell, staging: Path, log: Log, threads: int,
               progress: Callable[[str], None]) -> Path:
@@ -24,9 +26,10 @@ class LocalRunner:
 
     name = "local"
 
-    def __init__(self, cache: Path) -> None:
+    def __init__(self, cache: Path, options: BuildOptions) -> None:
         self.cache = cache
+        self.options = options
 
     def build(self, cell: Cell, staging: Path, log: Log, threads: int,
               progress: Callable[[str], None]) -> Path:
-        return build_cell(cell, self.cache, staging, log, threads, progress)
+        return build_cell(cell, self.cache, self.options, staging, log, threads, progress)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,19 +18,61 @@ IGNORED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".pytest_cache",
                           ".ruff_cache", ".venv", "result"})
 
 
+# The earliest time a zip entry can hold (1980-01-01): the timestamp of last resort.
+ZIP_EPOCH = 315532800
+
+
+@dataclass(frozen=True)
+class GitState:
+    commit: str  # the last commit that changed the kernel's folder
+    dirty: bool  # the folder has changes no commit holds
+    time: int  # that commit's time (seconds since the epoch)
+
+
 @dataclass(frozen=True)
 class SourceTree:
     root: Path
     revision: str  # hex: a content digest for plain folders
     kind: str
+    location: str  # how the matrix names it: a path relative to the matrix's folder
+    git: GitState | None = None
 
     @property
     def short(self) -> str:
         return self.revision[:7]
 
+    @property
+    def epoch(self) -> int:
+        """The source's own time, which dates the wheel's files: the commit's time for a clean
+        git folder, else the newest file's modification time."""
+        if self.git is not None and not self.git.dirty:
+            return self.git.time
+        newest = max((int((self.root / f).lstat().st_mtime) for f in source_files(self.root)),
+                     default=ZIP_EPOCH)
+        return max(newest, ZIP_EPOCH)
 
-def resolve_path_source(root: Path) -> SourceTree:
-    return SourceTree(root, tree_digest(root), "path")
+
+def resolve_path_source(root: Path, base: Path) -> SourceTree:
+    """A local folder; `base` is the folder its path is written relative to (the matrix's)."""
+    location = os.path.relpath(root, base.resolve()) if root.is_absolute() else str(root)
+    return SourceTree(root, tree_digest(root), "path", Path(location).as_posix(), _git_state(root))
+
+
+def _git_state(root: Path) -> GitState | None:
+    """The git facts of a folder inside a work tree; None outside one or without git."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        except OSError:
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    last = git("log", "-1", "--format=%H %ct", "--", ".")
+    if not last:
+        return None
+    commit, time = last.split()
+    status = git("status", "--porcelain", "--untracked-files=all", "--ignored=no", "--", ".")
+    return GitState(commit, status is None or status != "", int(time))
 
 
 def source_files(root: Path) -> list[Path]:

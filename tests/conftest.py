@@ -4,9 +4,11 @@ and (for the slow tests) a persistent cache of toolkits and torch environments."
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,3 +79,59 @@ def factory_cache() -> Path:
         else default_cache_dir()
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+EXAMPLE_WHEEL = re.compile(
+    r"img2gray-1\.0\.0\+cu130torch211-cp39-abi3-manylinux_(\d+)_(\d+)_x86_64\.whl")
+
+
+def cache_env(cache: Path) -> dict[str, str]:
+    return {"KERNEL_WHEEL_FACTORY_CACHE": str(cache)}
+
+
+@pytest.fixture(scope="session")
+def example_build(tmp_path_factory, factory_cache):
+    """`factory build matrix.yaml` on the shipped example, as README.md runs it."""
+    out = tmp_path_factory.mktemp("example") / "index"
+    result = run_factory("build", "matrix.yaml", "--out", out, cwd=REPO, env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    return out, result
+
+
+@pytest.fixture(scope="session")
+def example_wheel(example_build) -> Path:
+    out, _ = example_build
+    wheels = sorted((out / "files").glob("*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+@pytest.fixture(scope="session")
+def torch_venv(tmp_path_factory, factory_cache) -> Path:
+    """A fresh virtual environment with torch 2.11 (from PyPI) and pytest, made with uv."""
+    from uv import find_uv_bin
+
+    venv = tmp_path_factory.mktemp("venv") / "torch211"
+    env = {**os.environ, "UV_CACHE_DIR": str(factory_cache / "uv")}
+    subprocess.run([find_uv_bin(), "venv", "--quiet", "--seed", "--python", sys.executable, venv],
+                   check=True, env=env)
+    subprocess.run([find_uv_bin(), "pip", "install", "--quiet", "--python", venv / "bin/python",
+                    "torch==2.11.*", "pytest"], check=True, env=env)
+    return venv
+
+
+def venv_python(venv: Path, *args: str, cwd: Path | None = None) -> str:
+    completed = subprocess.run([str(venv / "bin" / "python"), *args], capture_output=True,
+                               text=True, cwd=cwd)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    return completed.stdout
+
+
+def pip_install(venv: Path, wheel: Path) -> None:
+    venv_python(venv, "-m", "pip", "install", "--quiet", "--no-index", str(wheel))
+
+
+def read_dist_info(wheel: Path, name: str) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        (member,) = [n for n in archive.namelist() if n.endswith(f".dist-info/{name}")]
+        return archive.read(member).decode()

@@ -163,6 +163,12 @@ def test_bad_input(project, case):
     (["build", "matrix.yaml", "--only", "nothing/*"],
      "--only: 'nothing/*' matches no cell (cells: demo/cu130torch211/"),
     (["build", "matrix.yaml", "--out", "matrix.yaml"], "matrix.yaml: --out: exists and is not a folder"),
+    (["build", "matrix.yaml", "--build-root", "build"],
+     "build: --build-root: must be an absolute path"),
+    (["inspect"], "the following arguments are required: WHEEL"),
+    (["inspect", "matrix.yaml"], "matrix.yaml: not a .whl file"),
+    (["inspect", "--json", "gone-1.0-py3-none-any.whl"], "gone-1.0-py3-none-any.whl: no such wheel"),
+    (["verify", "matrix.yaml", "--build-root", "/tmp/x"], "matrix.yaml: not a .whl file"),
 ])
 def test_bad_arguments(project, args, expected):
     make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
@@ -170,3 +176,13 @@ def test_bad_arguments(project, args, expected):
     before = snapshot(project / "index")
     result = run_factory(*args, cwd=project, env=cache_env(project))
     assert_rejected(project, result, expected, before)
+
+
+def test_bad_source_date_epoch(project):
+    make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
+    write(project / "matrix.yaml", GOOD_MATRIX)
+    before = snapshot(project / "index")
+    result = run_factory("build", "matrix.yaml", cwd=project,
+                         env={**cache_env(project), "SOURCE_DATE_EPOCH": "yesterday"})
+    assert_rejected(project, result, "SOURCE_DATE_EPOCH: 'yesterday' is not a whole number of "
+                    "seconds since 1970", before)

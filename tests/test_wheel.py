@@ -13,6 +13,7 @@ from packaging.utils import parse_wheel_filename
 from factory.wheel.assemble import CoreMetadata, wheel_filename, write_wheel
 from factory.wheel.fatbin import FatbinEntry, FatbinError, parse_fatbin
 
+EPOCH = 1767225600  # 2026-01-01
 METADATA = CoreMetadata(name="tinygrad-rms", version="1.2.0+cu130torch211", summary="a kernel",
                         requires_python=">=3.9", requires=("torch==2.11.*", "einops"),
                         license="MIT", readme="# tinygrad-rms\n")
@@ -29,7 +30,7 @@ def package(tmp_path):
 
 def test_filename_and_metadata_agree(tmp_path):
     wheel = write_wheel(package(tmp_path), tmp_path / "dist", METADATA, "cp39-abi3-linux_x86_64",
-                        purelib=False)
+                        purelib=False, epoch=EPOCH)
     assert wheel.name == "tinygrad_rms-1.2.0+cu130torch211-cp39-abi3-linux_x86_64.whl"
     name, version, _, tags = parse_wheel_filename(wheel.name)
     with zipfile.ZipFile(wheel) as archive:
@@ -43,7 +44,8 @@ def test_filename_and_metadata_agree(tmp_path):
 
 
 def test_record_lists_every_file_with_its_hash(tmp_path):
-    wheel = write_wheel(package(tmp_path), tmp_path / "dist", METADATA, "py3-none-any", True)
+    wheel = write_wheel(package(tmp_path), tmp_path / "dist", METADATA, "py3-none-any", True,
+                        EPOCH, {"provenance.json": b"{}"})
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         record = archive.read(next(n for n in names if n.endswith("RECORD"))).decode()
@@ -60,15 +62,26 @@ def test_record_lists_every_file_with_its_hash(tmp_path):
         assert so.external_attr >> 16 == 0o100755
 
 
-def test_same_content_same_bytes(tmp_path, monkeypatch):
-    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
-    first = write_wheel(package(tmp_path), tmp_path / "a", METADATA, "py3-none-any", True)
-    second = write_wheel(package(tmp_path), tmp_path / "b", METADATA, "py3-none-any", True)
+def test_same_content_same_bytes(tmp_path):
+    first = write_wheel(package(tmp_path), tmp_path / "a", METADATA, "py3-none-any", True, EPOCH)
+    (tmp_path / "content" / "tinygrad_rms" / "__init__.py").touch()  # a new mtime changes nothing
+    second = write_wheel(package(tmp_path), tmp_path / "b", METADATA, "py3-none-any", True, EPOCH)
     assert first.read_bytes() == second.read_bytes()
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    third = write_wheel(package(tmp_path), tmp_path / "c", METADATA, "py3-none-any", True)
+    third = write_wheel(package(tmp_path), tmp_path / "c", METADATA, "py3-none-any", True,
+                        1700000000)
     assert third.read_bytes() != first.read_bytes()
-    assert zipfile.ZipFile(third).infolist()[0].date_time[:3] == (2023, 11, 14)
+    assert {info.date_time[:3] for info in zipfile.ZipFile(third).infolist()} == {(2023, 11, 14)}
+    old = write_wheel(package(tmp_path), tmp_path / "d", METADATA, "py3-none-any", True, 0)
+    assert zipfile.ZipFile(old).infolist()[0].date_time[:3] == (1980, 1, 1)
+
+
+def test_wheel_lists_every_tag_of_a_compressed_tag_set(tmp_path):
+    tag = "cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64"
+    wheel = write_wheel(package(tmp_path), tmp_path / "dist", METADATA, tag, False, EPOCH)
+    with zipfile.ZipFile(wheel) as archive:
+        wheel_file = archive.read("tinygrad_rms-1.2.0+cu130torch211.dist-info/WHEEL").decode()
+    assert [line for line in wheel_file.splitlines() if line.startswith("Tag:")] == [
+        "Tag: cp39-abi3-manylinux2014_x86_64", "Tag: cp39-abi3-manylinux_2_17_x86_64"]
 
 
 def test_invalid_metadata_is_refused():

@@ -138,11 +138,19 @@ def _includes(unit: _Unit, toolchain: Toolchain, src_root: Path) -> list[str]:
     return [f"-I{path}" for path in own] + [arg for path in system for arg in ("-isystem", str(path))]
 
 
+def _prefix_maps(toolchain: Toolchain) -> list[str]:
+    """Host paths that headers bring into the object (through __FILE__ in torch's checks),
+    rewritten to fixed names so the output does not depend on where the cache is."""
+    return [f"-ffile-prefix-map={toolchain.torch.root}=/torch-env",
+            f"-ffile-prefix-map={toolchain.cuda.home}=/cuda"]
+
+
 def _cxx(cell: Cell, toolchain: Toolchain, unit: _Unit, src_root: Path, obj: Path) -> list[str]:
     return [
         toolchain.cxx, "-c", str(src_root / unit.source), "-o", str(obj),
         f"-std=c++{toolchain.cxx_std}", "-O3", "-DNDEBUG", "-fPIC", "-fno-gnu-unique",
-        *_defines(cell, toolchain), *_includes(unit, toolchain, src_root), *unit.cxx_flags,
+        *_prefix_maps(toolchain), *_defines(cell, toolchain),
+        *_includes(unit, toolchain, src_root), *unit.cxx_flags,
     ]
 
 
@@ -156,7 +164,11 @@ def _nvcc(cell: Cell, toolchain: Toolchain, unit: _Unit, src_root: Path, obj: Pa
     return [
         str(toolchain.cuda.nvcc), "-c", str(src_root / unit.source), "-o", str(obj),
         f"-ccbin={toolchain.cxx}", f"-std=c++{toolchain.cxx_std}", "-O3", "-DNDEBUG",
-        "-Xcompiler=-fPIC", "-Xcompiler=-fno-gnu-unique", "--expt-relaxed-constexpr",
+        "-Xcompiler=-fPIC", "-Xcompiler=-fno-gnu-unique",
+        # Intermediate files next to the object, named after it: in /tmp they get a random
+        # name, which nvcc writes into the object.
+        "--objdir-as-tempdir",
+        *[f"-Xcompiler={flag}" for flag in _prefix_maps(toolchain)], "--expt-relaxed-constexpr",
         "-DENABLE_FP8", *([f"--threads={parallel}"] if parallel > 1 else []),
         *gencode_flags(unit.archs), *_defines(cell, toolchain),
         *_includes(unit, toolchain, src_root), *cuda_flags,

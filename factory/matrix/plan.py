@@ -48,6 +48,7 @@ class Cell:
     label: str | None
     sms: tuple[Capability, ...]
     sections: tuple[SectionPlan, ...]
+    label_template: str | None = None  # the matrix's label, e.g. cu{cuda}torch{torch}
 
     @property
     def id(self) -> str:
@@ -134,6 +135,7 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str) -> Plan:
                         tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)),
                         tuple(_section_plan(spec, s, cuda, matrix)
                               for s in spec.kernels_for("cuda")),
+                        matrix.label,
                     ))
 
     for index, exclude in enumerate(matrix.excludes):

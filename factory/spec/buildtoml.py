@@ -19,18 +19,17 @@ from ..capabilities import Capability, known_sms_text
 from ..errors import ConfigError
 from ..fields import Node, load_toml
 from ..versions import Version
-from .model import BACKENDS, KernelSection, KernelSpec, NoarchSection, TorchSection
+from .model import (
+    BACKEND_PYTHON_DEPENDS,
+    BACKENDS,
+    GENERAL_PYTHON_DEPENDS,
+    KernelSection,
+    KernelSpec,
+    NoarchSection,
+    TorchSection,
+)
 
 LATEST_EDITION = 5
-
-# build.toml `python-depends` names and the pip requirements they stand for.
-GENERAL_PYTHON_DEPENDS = {"einops": "einops", "helion": "helion", "tvm-ffi": "apache-tvm-ffi"}
-BACKEND_PYTHON_DEPENDS = {
-    "cuda": {"nvidia-cutlass-dsl": "nvidia-cutlass-dsl"},
-    "neuron": {"nki": "nki"},
-    "xpu": {"onednn": "onednn-devel"},
-    "cpu": {}, "metal": {}, "rocm": {}, "tpu": {}, "cann": {},
-}
 
 # Warnings found while reading one file (collected per call of read_build_toml).
 _WARNINGS: ContextVar[list[str]] = ContextVar("build_toml_warnings")
@@ -139,14 +138,14 @@ def _python_depends(*tables: dict[str, str]) -> Callable[[Node], tuple[str, ...]
         known.update(table)
 
     def check(node: Node) -> tuple[str, ...]:
-        requirements = []
+        names = []
         for item in node.list():
             value = item.str()
             if value not in known:
                 raise item.error(f"unknown Python dependency '{value}' "
                                  f"(known here: {', '.join(sorted(known)) or 'none'})")
-            requirements.append(known[value])
-        return tuple(requirements)
+            names.append(value)
+        return tuple(names)
 
     return check
 

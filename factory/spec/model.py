@@ -10,6 +10,15 @@ from ..versions import Version
 
 BACKENDS = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu")
 
+# build.toml `python-depends` names and the pip requirements they stand for.
+GENERAL_PYTHON_DEPENDS = {"einops": "einops", "helion": "helion", "tvm-ffi": "apache-tvm-ffi"}
+BACKEND_PYTHON_DEPENDS = {
+    "cuda": {"nvidia-cutlass-dsl": "nvidia-cutlass-dsl"},
+    "neuron": {"nki": "nki"},
+    "xpu": {"onednn": "onednn-devel"},
+    "cpu": {}, "metal": {}, "rocm": {}, "tpu": {}, "cann": {},
+}
+
 
 @dataclass(frozen=True)
 class TorchSection:
@@ -66,14 +75,20 @@ class KernelSpec:
     license: str | None
     backends: tuple[str, ...]
     framework: str  # "torch" | "torch-noarch" | "tvm-ffi"
-    python_depends: tuple[str, ...]  # pip requirements for every backend
-    cuda_python_depends: tuple[str, ...]  # pip requirements for CUDA builds only
+    python_depends: tuple[str, ...]  # build.toml names, for every backend
+    cuda_python_depends: tuple[str, ...]  # build.toml names, for CUDA builds only
     cuda_minver: Version | None
     cuda_maxver: Version | None
     torch: TorchSection | None
     noarch: NoarchSection | None
     kernels: tuple[KernelSection, ...]
     warnings: tuple[str, ...] = ()
+
+    def requirements(self, cuda: bool) -> tuple[str, ...]:
+        """The pip requirements the python-depends names stand for."""
+        names = self.python_depends + (self.cuda_python_depends if cuda else ())
+        table = {**GENERAL_PYTHON_DEPENDS, **BACKEND_PYTHON_DEPENDS["cuda"]}
+        return tuple(dict.fromkeys(table[name] for name in names))
 
     @property
     def python_name(self) -> str:

@@ -1,14 +1,13 @@
 """Write a wheel: core metadata, WHEEL, RECORD, and a zip whose bytes depend only on its content.
 
-Entries are sorted, timestamps fixed (SOURCE_DATE_EPOCH, else 1980-01-01) and permissions
-normalised, so the same files always give the same wheel.
+Entries are sorted, every timestamp is the one given (the source's time, or SOURCE_DATE_EPOCH)
+and permissions are normalised, so the same files always give the same wheel.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import re
 import time
 import zipfile
@@ -16,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.metadata import Metadata
+from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
 
 from .. import __version__
-
-_ZIP_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can hold
+from ..source import ZIP_EPOCH
 
 
 @dataclass(frozen=True)
@@ -77,22 +76,32 @@ def wheel_filename(name: str, version: str, tag: str) -> str:
     return f"{wheel_name(name)}-{version}-{tag}.whl"
 
 
-def write_wheel(content: Path, dist: Path, metadata: CoreMetadata, tag: str,
-                purelib: bool) -> Path:
-    """Zip the files under `content` (the package folders) into a wheel in `dist`."""
+def dist_info_name(name: str, version: str) -> str:
+    return f"{wheel_name(name)}-{version}.dist-info"
+
+
+def write_wheel(content: Path, dist: Path, metadata: CoreMetadata, tag: str, purelib: bool,
+                epoch: int, extra_dist_info: dict[str, bytes] | None = None) -> Path:
+    """Zip the files under `content` (the package folders) into a wheel in `dist`.
+
+    `tag` may be a compressed tag set (cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64);
+    WHEEL lists each tag it stands for. `extra_dist_info` adds files to the .dist-info folder.
+    """
     files = sorted((p for p in content.rglob("*") if p.is_file()),
                    key=lambda p: p.relative_to(content).as_posix())
-    dist_info = f"{wheel_name(metadata.name)}-{metadata.version}.dist-info"
+    dist_info = dist_info_name(metadata.name, metadata.version)
+    tag_lines = "".join(f"Tag: {t}\n" for t in sorted(str(t) for t in parse_tag(tag)))
     generated = {
         f"{dist_info}/METADATA": metadata.render(),
         f"{dist_info}/WHEEL": (
             f"Wheel-Version: 1.0\nGenerator: kernel-wheel-factory {__version__}\n"
-            f"Root-Is-Purelib: {'true' if purelib else 'false'}\nTag: {tag}\n").encode(),
+            f"Root-Is-Purelib: {'true' if purelib else 'false'}\n{tag_lines}").encode(),
+        **{f"{dist_info}/{name}": data for name, data in sorted((extra_dist_info or {}).items())},
     }
     dist.mkdir(parents=True, exist_ok=True)
     target = dist / wheel_filename(metadata.name, metadata.version, tag)
     record_lines = []
-    timestamp = time.gmtime(max(_ZIP_EPOCH, int(os.environ.get("SOURCE_DATE_EPOCH", _ZIP_EPOCH))))
+    timestamp = time.gmtime(max(ZIP_EPOCH, epoch))
     with zipfile.ZipFile(target, "w") as archive:
         def add(name: str, data: bytes, executable: bool = False) -> None:
             info = zipfile.ZipInfo(name, date_time=timestamp[:6])

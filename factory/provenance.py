@@ -1,0 +1,130 @@
+"""The records a wheel carries about its own making.
+
+- `provenance.json` in the .dist-info folder: the source (where, which tree, which commit), the
+  build.toml digest, the cell, the toolchain, the factory version and the build's time. It holds
+  everything `factory verify` needs to build the same wheel again, and nothing that differs
+  between two builds of the same inputs (no wall-clock time, no output folder, no user's home):
+  its time is the source's time (SOURCE_DATE_EPOCH), the same one the zip entries carry.
+- `metadata.json` in the package folder, in kernel-builder's format, so the `kernels` loader can
+  load the installed package folder as a kernel variant.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import platform
+import subprocess
+import time
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from . import __version__
+from .expect import expected_gpu_code
+from .matrix.plan import Cell
+
+SCHEMA = "kernel-wheel-factory/provenance/1"
+DEFAULT_BUILD_ROOT = Path("/tmp/kernel-wheel-factory/build")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How cells are built, the same for every cell of a run."""
+
+    build_root: Path  # a fixed path: nvcc writes the source's absolute path into the object
+    source_date_epoch: int | None  # from the environment; else each source's own time
+
+    def epoch(self, cell: Cell) -> int:
+        return self.source_date_epoch if self.source_date_epoch is not None else cell.source.epoch
+
+
+def provenance_record(cell: Cell, options: BuildOptions, toolchain: dict[str, str]) -> dict:
+    epoch = options.epoch(cell)
+    source = cell.source
+    cuda = cell.cuda
+    return {
+        "schema": SCHEMA,
+        "factory": __version__,
+        "kernel": {
+            "name": cell.spec.name, "version": cell.version, "ops_namespace": cell.ops_namespace,
+            "build_toml_sha256": hashlib.sha256(cell.spec.build_toml.read_bytes()).hexdigest(),
+        },
+        "source": {
+            "kind": source.kind, "location": source.location, "tree_sha256": source.revision,
+            "git": {"commit": source.git.commit, "dirty": source.git.dirty} if source.git else None,
+        },
+        "cell": {
+            "id": cell.id, "label": cell.label, "label_template": cell.label_template,
+            "torch": str(cell.torch) if cell.torch else None,
+            "cuda": str(cuda.version) if cuda else None,
+            "sms": [str(sm) for sm in cuda.sms] if cuda else [],
+            "ptx": cuda.ptx if cuda else False,
+            "torch_index": cuda.torch_index if cuda else None,
+            "cuda_home": str(cuda.home) if cuda and cuda.home else None,
+            "platform": cell.platform,
+            "gpu_code": sorted(str(entry) for entry in expected_gpu_code(cell)),
+        },
+        "toolchain": toolchain,
+        "build": {
+            "root": str(options.build_root), "source_date_epoch": epoch,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)),
+        },
+    }
+
+
+def toolchain_facts(compiler: str | None = None, nvcc: str | None = None,
+                    torch: str | None = None) -> dict[str, str]:
+    """Versions of the tools whose output is in the wheel."""
+    facts = {"python": platform.python_version(), "auditwheel": _package_version("auditwheel")}
+    if compiler:
+        facts["cxx"] = f"{compiler} {_first_line([compiler, '-dumpfullversion'])}"
+        facts["ld"] = _first_line(["ld", "--version"])
+    if nvcc:
+        facts["nvcc"] = nvcc
+    if torch:
+        facts["torch"] = torch
+    return facts
+
+
+def kernel_metadata(cell: Cell, package: Path) -> bytes:
+    """kernel-builder's metadata.json for the package folder, with the digest of its files."""
+    spec = cell.spec
+    files = {}
+    for path in sorted(package.rglob("*")):
+        relative = path.relative_to(package).as_posix()
+        if path.is_file() and relative != "metadata.json":
+            digest = hashlib.sha256(path.read_bytes()).digest()
+            files[relative] = base64.b64encode(digest).decode()
+    if cell.cuda is not None:
+        backend = {"type": "cuda", "archs": [str(arch) for arch in cell.sms]}
+    else:
+        backend = {"type": spec.backends[0] if spec.backends else "cuda"}
+    record = {
+        "name": spec.name,
+        "id": cell.ops_namespace,
+        "version": spec.major_version if spec.major_version is not None
+        else int(cell.version.split(".")[0]),
+        "license": spec.license or "unknown",
+        "python-depends": list(dict.fromkeys(
+            spec.python_depends + (spec.cuda_python_depends if cell.cuda else ()))),
+        "backend": backend,
+        "digest": {"algorithm": "sha256", "files": files},
+    }
+    return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _package_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "missing"
+
+
+def _first_line(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True)
+    except OSError:
+        return "missing"
+    return (done.stdout.strip().splitlines() or ["unknown"])[0]

@@ -1,0 +1,94 @@
+"""`factory inspect`: a wheel's report as tables for people, or as JSON for programs."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .expect import recorded_expectation
+from .wheel.gates import check_wheel
+from .wheel.inspect import REPORT_SCHEMA, WheelReport
+
+
+def report_json(reports: list[WheelReport]) -> dict:
+    wheels = []
+    for report in reports:
+        entry = report.to_json()
+        entry["problems"] = check_wheel(report, recorded_expectation(report))
+        wheels.append(entry)
+    return {"schema": REPORT_SCHEMA, "wheels": wheels}
+
+
+def print_report(report: WheelReport, console: Console) -> list[str]:
+    """Print one wheel's report; return the problems the gates find in it."""
+    console.print(f"[bold]{report.file}[/bold]")
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="dim")
+    facts.add_column(overflow="fold")
+    label = f" (label {report.label})" if report.label else ""
+    facts.add_row("name", report.name)
+    facts.add_row("version", f"{report.version}{label}")
+    facts.add_row("tags", ", ".join(report.tags))
+    facts.add_row("python", report.requires_python or "any")
+    facts.add_row("torch", report.torch_requirement or "not required")
+    others = [r for r in report.requires if not r.replace(" ", "").startswith("torch")]
+    if others:
+        facts.add_row("requires", ", ".join(others))
+    facts.add_row("size", f"{report.size:,} bytes")
+    facts.add_row("sha256", report.sha256)
+    if report.shared_objects:
+        facts.add_row("SASS", " ".join(report.sass) or "none")
+        facts.add_row("PTX", " ".join(report.ptx) or "none")
+    console.print(facts)
+
+    if report.shared_objects:
+        table = Table(show_lines=False, pad_edge=False)
+        for column in ("shared object", "SASS", "PTX", "DT_NEEDED", "symbols allow", "abi3"):
+            table.add_column(column, overflow="fold")
+        for so in report.shared_objects:
+            versions = ", ".join(f"{family} {version}"
+                                 for family, version in so.symbol_versions.items())
+            table.add_row(so.path, " ".join(so.sass) or "-", " ".join(so.ptx) or "-",
+                          "\n".join(so.needed) or "-", f"{so.manylinux}\n({versions})",
+                          so.abi3.describe() if so.abi3 else "not an extension")
+        console.print(table)
+
+    _print_provenance(report.provenance, console)
+    problems = check_wheel(report, recorded_expectation(report))
+    if problems:
+        console.print(f"[red]checks: {len(problems)} problem(s)[/red]")
+        for problem in problems:
+            console.print(f"  - {problem}", markup=False)
+    else:
+        console.print("[green]checks: all passed[/green]")
+    return problems
+
+
+def _print_provenance(record: dict | None, console: Console) -> None:
+    if not record:
+        console.print("provenance: none recorded")
+        return
+    source = record.get("source", {})
+    cell = record.get("cell", {})
+    tools = record.get("toolchain", {})
+    build = record.get("build", {})
+    git = source.get("git")
+    git_text = (f", git {git['commit'][:12]}{' with uncommitted changes' if git['dirty'] else ''}"
+                if git else "")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column(overflow="fold")
+    grid.add_row("source", f"{source.get('kind')} {source.get('location')} (tree "
+                           f"{str(source.get('tree_sha256'))[:12]}{git_text})")
+    grid.add_row("build.toml", f"sha256 {record.get('kernel', {}).get('build_toml_sha256')}")
+    if cell.get("torch"):
+        grid.add_row("cell", f"{cell.get('id')}: torch {cell.get('torch')}, CUDA "
+                             f"{cell.get('cuda')}, SMs {' '.join(cell.get('sms', []))}"
+                             f"{' +PTX' if cell.get('ptx') else ''}, {cell.get('platform')}")
+    else:
+        grid.add_row("cell", str(cell.get("id")))
+    grid.add_row("toolchain", ", ".join(f"{name} {value}" for name, value in tools.items()))
+    grid.add_row("factory", str(record.get("factory")))
+    grid.add_row("built", f"{build.get('time')} (source time), in {build.get('root')}")
+    console.print("provenance:")
+    console.print(grid)

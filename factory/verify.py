@@ -1,0 +1,132 @@
+"""`factory verify WHEEL`: build a wheel again from its provenance record and compare bytes.
+
+The record names the source, the cell, the build folder and the source time; the same inputs
+through the same toolchain must give the same sha256. When they do not, the report says which
+files of the wheel differ and which recorded tool versions differ from this machine's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .cellbuild import build_cell
+from .errors import ConfigError
+from .matrix.model import CudaEntry, KernelEntry, Matrix
+from .matrix.plan import Kernel, make_plan
+from .process import Log
+from .provenance import BuildOptions
+from .source import GitState, SourceTree, resolve_path_source
+from .spec.buildtoml import read_build_toml
+from .versions import Version
+from .wheel.inspect import WheelReport, inspect_wheel
+
+
+@dataclass(frozen=True)
+class Verdict:
+    wheel: Path
+    rebuilt: Path | None
+    expected_sha256: str
+    actual_sha256: str | None
+    problem: str | None  # why the wheel could not be rebuilt as recorded
+    differing_files: tuple[str, ...] = ()
+    differing_tools: tuple[str, ...] = ()
+    log: Path | None = None
+
+    @property
+    def matches(self) -> bool:
+        return self.problem is None and self.expected_sha256 == self.actual_sha256
+
+
+def verify_wheel(wheel: Path, source: Path | None, cache: Path,
+                 build_root: Path | None) -> Verdict:
+    report = inspect_wheel(wheel)
+    record = report.provenance
+    if not record or "cell" not in record or "source" not in record:
+        raise ConfigError("has no provenance record (.dist-info/provenance.json): it was not "
+                          "built by kernel-wheel-factory, so there is nothing to rebuild from",
+                          file=wheel)
+    tree = _source_tree(record, source, wheel)
+    recorded_tree = record["source"]["tree_sha256"]
+    if tree.revision != recorded_tree:
+        return Verdict(wheel, None, report.sha256, None,
+                       f"the source at {tree.root} is not the one the wheel was built from "
+                       f"(its tree is {tree.revision[:12]}, the record's {recorded_tree[:12]})")
+    cell = _recorded_cell(record, tree, wheel)
+    options = BuildOptions(build_root or Path(record["build"]["root"]),
+                           int(record["build"]["source_date_epoch"]))
+    work = cache / "verify" / cell.key
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    log_path = work / "verify.log"
+    with open(log_path, "w", encoding="utf-8") as handle:
+        rebuilt = build_cell(cell, cache, options, work, Log(handle),
+                             threads=os.cpu_count() or 1, progress=lambda step: None)
+    actual = inspect_wheel(rebuilt)
+    return Verdict(wheel, rebuilt, report.sha256, actual.sha256, None,
+                   _differing_files(wheel, rebuilt) if actual.sha256 != report.sha256 else (),
+                   _differing_tools(report, actual), log_path)
+
+
+def _source_tree(record: dict, source: Path | None, wheel: Path) -> SourceTree:
+    recorded = record["source"]
+    if recorded.get("kind") != "path":
+        raise ConfigError(f"the wheel was built from a {recorded.get('kind')} source, which "
+                          "this factory cannot fetch; pass --source with a copy of it", file=wheel)
+    root = (source or Path(recorded["location"])).resolve()
+    if not (root / "build.toml").is_file():
+        raise ConfigError(f"the wheel's source '{recorded['location']}' is not at {root}; pass "
+                          "--source DIR", file=wheel, key="--source")
+    found = resolve_path_source(root, Path.cwd())
+    # Where the source was and its git state are taken from the record: once the tree digest
+    # matches, they are true of this copy too, and the rebuilt record must say the same.
+    git = recorded.get("git")
+    state = GitState(git["commit"], git["dirty"], int(record["build"]["source_date_epoch"])) \
+        if git else None
+    return SourceTree(found.root, found.revision, "path", recorded["location"], state)
+
+
+def _recorded_cell(record: dict, tree: SourceTree, wheel: Path):
+    cell = record["cell"]
+    spec = read_build_toml(tree.root)
+    entry = KernelEntry(tree.root, record["kernel"]["version"], None)
+    cudas: tuple[CudaEntry, ...] = ()
+    torches: tuple[Version, ...] = ()
+    if cell.get("torch"):
+        torches = (Version.parse(cell["torch"]),)
+        cudas = (CudaEntry(Version.parse(cell["cuda"]),
+                           tuple(Version.parse(sm) for sm in cell["sms"]), bool(cell["ptx"]),
+                           Path(cell["cuda_home"]) if cell.get("cuda_home") else None,
+                           cell.get("torch_index"), None),)
+    matrix = Matrix(wheel, (entry,), torches, cudas, (cell["platform"],) if torches else (),
+                    cell.get("label_template") or "cu{cuda}torch{torch}", None, ())
+    plan = make_plan(matrix, [Kernel(entry, tree, spec)], cell["platform"])
+    for planned in plan.cells:
+        if planned.id == cell["id"]:
+            return planned
+    reasons = "; ".join(f"{s.id}: {s.reason}" for s in plan.skipped)
+    raise ConfigError(f"cell {cell['id']} cannot be planned again here"
+                      f"{': ' + reasons if reasons else ''}", file=wheel)
+
+
+def _differing_files(first: Path, second: Path) -> tuple[str, ...]:
+    def digests(path: Path) -> dict[str, str]:
+        with zipfile.ZipFile(path) as archive:
+            return {info.filename: hashlib.sha256(archive.read(info)).hexdigest()
+                    + f"/{info.date_time}/{info.external_attr}"
+                    for info in archive.infolist()}
+
+    a, b = digests(first), digests(second)
+    return tuple(sorted(name for name in a.keys() | b.keys() if a.get(name) != b.get(name)))
+
+
+def _differing_tools(recorded: WheelReport, rebuilt: WheelReport) -> tuple[str, ...]:
+    old = (recorded.provenance or {}).get("toolchain", {})
+    new = (rebuilt.provenance or {}).get("toolchain", {})
+    return tuple(f"{name}: {old.get(name)} then, {new.get(name)} now"
+                 for name in sorted(old.keys() | new.keys()) if old.get(name) != new.get(name))

@@ -1,0 +1,54 @@
+"""What a shared object asks of the dynamic loader: the libraries it names (DT_NEEDED), the
+symbol versions it needs from each (.gnu.version_r), and its run paths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerNeedSection
+
+
+@dataclass(frozen=True)
+class Linkage:
+    needed: tuple[str, ...]
+    version_needs: dict[str, tuple[str, ...]]  # library -> symbol versions, e.g. GLIBC_2.34
+    runpaths: tuple[str, ...]
+    machine: str  # EM_X86_64, EM_AARCH64
+
+
+class NotAnElfFile(ValueError):
+    pass
+
+
+def read_linkage(path: Path) -> Linkage:
+    needed: list[str] = []
+    runpaths: list[str] = []
+    versions: dict[str, set[str]] = {}
+    with open(path, "rb") as handle:
+        try:
+            elf = ELFFile(handle)
+        except ELFError as exc:
+            raise NotAnElfFile(f"{path.name} is not an ELF file: {exc}") from None
+        for section in elf.iter_sections():
+            if isinstance(section, DynamicSection):
+                for tag in section.iter_tags():
+                    if tag.entry.d_tag == "DT_NEEDED":
+                        needed.append(tag.needed)
+                    elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
+                        value = tag.runpath if tag.entry.d_tag == "DT_RUNPATH" else tag.rpath
+                        runpaths.extend(value.split(":"))
+            elif isinstance(section, GNUVerNeedSection):
+                for verneed, auxiliaries in section.iter_versions():
+                    names = versions.setdefault(verneed.name, set())
+                    names.update(aux.name for aux in auxiliaries)
+        machine = elf["e_machine"]
+    return Linkage(tuple(needed), {lib: tuple(sorted(v)) for lib, v in sorted(versions.items())},
+                   tuple(runpaths), machine)
+
+
+def is_elf(data: bytes) -> bool:
+    return data[:4] == b"\x7fELF"

@@ -1,0 +1,147 @@
+"""The checks every wheel passes before it is published. Each returns the problems it found, in
+words a user can act on; an empty list means the wheel may go out.
+
+- abi3: no Python symbol outside the limited API the tag promises (abi3audit's verdict);
+- manylinux: every manylinux tag on the wheel is one its symbol versions allow;
+- libraries: no copy of a torch or CUDA library inside, and every DT_NEEDED is provided by the
+  system, by torch (of the cell's CUDA major) or by the wheel itself;
+- GPU code: SASS for every SM the cell promised, PTX only where promised (the newest SM);
+- metadata: the filename, METADATA, WHEEL and RECORD agree, and the torch pin is the cell's.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from packaging.utils import canonicalize_name
+
+from .inspect import WheelReport
+from .manylinux import system_libraries, tag_glibc
+from .repair import PROVIDED_BY_TORCH
+
+# The NVIDIA driver's own libraries: on every machine that can run the kernel.
+PROVIDED_BY_DRIVER = ("libcuda.so.1", "libnvidia-ml.so.1")
+_CUDART = re.compile(r"libcudart\.so\.(\d+)")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a wheel must be, from the cell it was built for."""
+
+    name: str
+    version: str  # with its local label
+    torch: str | None  # the torch requirement's specifier: ==2.11.*; None: not checked
+    cuda_major: int | None  # None: no CUDA code
+    gpu_code: frozenset[str] | None  # sm_90, compute_90, ...; None: not checked
+    arch: str | None  # x86_64, aarch64; None for pure wheels
+
+
+def check_wheel(report: WheelReport, expect: Expectation) -> list[str]:
+    return [
+        *_check_metadata(report, expect),
+        *_check_abi3(report),
+        *_check_manylinux(report),
+        *_check_libraries(report, expect),
+        *_check_gpu_code(report, expect),
+    ]
+
+
+def _check_metadata(report: WheelReport, expect: Expectation) -> list[str]:
+    problems = []
+    if canonicalize_name(report.name) != canonicalize_name(expect.name):
+        problems.append(f"the filename names '{report.name}', not '{expect.name}'")
+    if report.version != expect.version:
+        problems.append(f"the filename's version is {report.version}, the cell's is "
+                        f"{expect.version}")
+    if report.metadata_name is None:
+        problems.append("METADATA is missing or has no Name")
+    elif canonicalize_name(report.metadata_name) != canonicalize_name(report.name):
+        problems.append(f"METADATA names '{report.metadata_name}' but the filename "
+                        f"'{report.name}'")
+    if report.metadata_version != report.version:
+        problems.append(f"METADATA's version {report.metadata_version} differs from the "
+                        f"filename's {report.version}")
+    if set(report.wheel_tags) != set(report.tags):
+        problems.append(f"WHEEL's tags ({', '.join(report.wheel_tags) or 'none'}) differ from "
+                        f"the filename's ({', '.join(report.tags)})")
+    problems += list(report.record_problems)
+    if expect.torch is not None and report.torch_requirement != expect.torch:
+        problems.append(f"the torch requirement is {report.torch_requirement or 'missing'}, "
+                        f"the cell's torch is torch{expect.torch}")
+    return problems
+
+
+def _check_abi3(report: WheelReport) -> list[str]:
+    if not any(tag.split("-")[1] == "abi3" for tag in report.tags):
+        return []
+    return [f"abi3: {so.path} {so.abi3.describe()}" for so in report.shared_objects
+            if so.abi3 is not None and not so.abi3.ok]
+
+
+def _check_manylinux(report: WheelReport) -> list[str]:
+    problems = []
+    for platform in report.platform_tags:
+        glibc = tag_glibc(platform)
+        if glibc is None:
+            continue
+        for so in report.shared_objects:
+            if so.manylinux_glibc is None or so.manylinux_glibc > glibc:
+                needs = ", ".join(f"{family}_{version}"
+                                  for family, version in so.symbol_versions.items())
+                problems.append(f"manylinux: the wheel is tagged {platform}, but {so.path} "
+                                f"needs {so.manylinux} ({needs})")
+            if so.arch is not None and not platform.endswith("_" + so.arch):
+                problems.append(f"manylinux: the wheel is tagged {platform}, but {so.path} "
+                                f"is {so.arch} code")
+    return problems
+
+
+def _is_torch_library(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in PROVIDED_BY_TORCH)
+
+
+def _check_libraries(report: WheelReport, expect: Expectation) -> list[str]:
+    problems = []
+    shipped = {PurePosixPath(so.path).name for so in report.shared_objects}
+    for path in report.files:
+        name = PurePosixPath(path).name
+        if _is_torch_library(name) and ".so" in name:
+            problems.append(f"libraries: the wheel bundles {path}, a copy of a library torch "
+                            "provides; the user's own torch must supply it")
+    system = system_libraries(expect.arch or "x86_64") | set(PROVIDED_BY_DRIVER)
+    for so in report.shared_objects:
+        for needed in so.needed:
+            cudart = _CUDART.fullmatch(needed)
+            if cudart and expect.cuda_major is not None and int(cudart[1]) != expect.cuda_major:
+                problems.append(f"libraries: {so.path} needs {needed}, but the cell is CUDA "
+                                f"{expect.cuda_major}")
+            elif needed in shipped and _is_torch_library(needed):
+                continue  # reported above as a bundled copy
+            elif not (needed in system or _is_torch_library(needed) or needed in shipped):
+                problems.append(f"libraries: {so.path} needs {needed}, which neither the "
+                                "system, nor torch, nor the wheel provides")
+    return problems
+
+
+def _check_gpu_code(report: WheelReport, expect: Expectation) -> list[str]:
+    problems = [f"GPU code: {so.path}: {so.gpu_error}" for so in report.shared_objects
+                if so.gpu_error]
+    if expect.gpu_code is None:
+        return problems
+    found = {code for so in report.shared_objects for code in (*so.sass, *so.ptx)}
+    missing_sass = sorted(c for c in expect.gpu_code - found if c.startswith("sm_"))
+    missing_ptx = sorted(c for c in expect.gpu_code - found if c.startswith("compute_"))
+    unexpected = sorted(found - expect.gpu_code)
+    if missing_sass:
+        problems.append(f"GPU code: no SASS for {', '.join(missing_sass)}, which the cell "
+                        "promises (those GPUs would fail with 'no kernel image is available')")
+    if missing_ptx:
+        problems.append(f"GPU code: no PTX for {', '.join(missing_ptx)}")
+    if unexpected:
+        problems.append(f"GPU code: {', '.join(unexpected)} not planned for this cell (PTX "
+                        "belongs only to the newest SM)")
+    return problems
+
