@@ -20,7 +20,7 @@ from .errors import ConfigError, FactoryError
 from .matrix.load import host_platform, load_matrix
 from .matrix.plan import Kernel, Plan, make_plan
 from .progress import make_reporter
-from .provenance import DEFAULT_BUILD_ROOT, BuildOptions
+from .provenance import DEFAULT_BUILD_ROOT, BuildOptions, usable_build_root
 from .report import print_report, report_json
 from .runner import LocalRunner
 from .source import resolve_path_source
@@ -120,17 +120,10 @@ def _build(args: argparse.Namespace, console: Console) -> int:
             raise ConfigError(f"{' '.join(args.only)!r} matches no cell (cells: {ids})",
                               key="--only")
     cache = args.cache_dir or default_cache_dir()
-    options = BuildOptions(_absolute(args.build_root, "--build-root"), source_date_epoch())
+    options = BuildOptions(usable_build_root(args.build_root), source_date_epoch())
     results = run_build(plan, out, LocalRunner(cache.resolve(), options), args.jobs,
                         make_reporter(console), force=args.force)
     return 1 if any(result.status == "failed" for result in results) else 0
-
-
-def _absolute(path: Path, key: str) -> Path:
-    if not path.is_absolute():
-        raise ConfigError("must be an absolute path (it is written into the build)", file=path,
-                          key=key)
-    return path
 
 
 def source_date_epoch() -> int | None:
@@ -168,7 +161,7 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
 
 def _verify(args: argparse.Namespace, console: Console) -> int:
     wheel = _wheels([args.wheel])[0]
-    build_root = _absolute(args.build_root, "--build-root") if args.build_root else None
+    build_root = usable_build_root(args.build_root) if args.build_root else None
     cache = (args.cache_dir or default_cache_dir()).resolve()
     console.print(f"rebuilding {wheel.name} from its provenance ...")
     verdict = verify_wheel(wheel, args.source, cache, build_root)

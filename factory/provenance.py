@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import platform
 import subprocess
 import time
@@ -22,6 +23,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from . import __version__
+from .errors import ConfigError
 from .expect import expected_gpu_code
 from .matrix.plan import Cell
 
@@ -38,6 +40,22 @@ class BuildOptions:
 
     def epoch(self, cell: Cell) -> int:
         return self.source_date_epoch if self.source_date_epoch is not None else cell.source.epoch
+
+
+def usable_build_root(path: Path, key: str = "--build-root") -> Path:
+    """A build root: absolute (it is written into the objects) and usable by this user."""
+    if not path.is_absolute():
+        raise ConfigError("must be an absolute path (it is written into the build)", file=path,
+                          key=key)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot be made ({exc.strerror}); pass {key} DIR", file=path,
+                          key=key) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"is not writable by this user (another user's builds?); pass {key} "
+                          "DIR", file=path, key=key)
+    return path
 
 
 def provenance_record(cell: Cell, options: BuildOptions, toolchain: dict[str, str]) -> dict:

@@ -19,7 +19,7 @@ from .errors import ConfigError
 from .matrix.model import CudaEntry, KernelEntry, Matrix
 from .matrix.plan import Kernel, make_plan
 from .process import Log
-from .provenance import BuildOptions
+from .provenance import BuildOptions, usable_build_root
 from .source import GitState, SourceTree, resolve_path_source
 from .spec.buildtoml import read_build_toml
 from .versions import Version
@@ -57,7 +57,7 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
                        f"the source at {tree.root} is not the one the wheel was built from "
                        f"(its tree is {tree.revision[:12]}, the record's {recorded_tree[:12]})")
     cell = _recorded_cell(record, tree, wheel)
-    options = BuildOptions(build_root or Path(record["build"]["root"]),
+    options = BuildOptions(usable_build_root(build_root or Path(record["build"]["root"])),
                            int(record["build"]["source_date_epoch"]))
     work = cache / "verify" / cell.key
     if work.exists():

@@ -165,6 +165,8 @@ def test_bad_input(project, case):
     (["build", "matrix.yaml", "--out", "matrix.yaml"], "matrix.yaml: --out: exists and is not a folder"),
     (["build", "matrix.yaml", "--build-root", "build"],
      "build: --build-root: must be an absolute path"),
+    (["build", "matrix.yaml", "--build-root", "/proc/version/build"],
+     "/proc/version/build: --build-root: cannot be made (Not a directory); pass --build-root DIR"),
     (["inspect"], "the following arguments are required: WHEEL"),
     (["inspect", "matrix.yaml"], "matrix.yaml: not a .whl file"),
     (["inspect", "--json", "gone-1.0-py3-none-any.whl"], "gone-1.0-py3-none-any.whl: no such wheel"),
