@@ -24,6 +24,7 @@ from typing import Protocol
 from . import __version__
 from .compile.commands import host_compiler
 from .errors import BuildError, FactoryError
+from .index.records import CellOutcome
 from .matrix.plan import Cell, Plan, SkippedCell
 from .process import Log
 from .runner import Runner
@@ -96,6 +97,25 @@ def run_build(plan: Plan, out: Path, runner: Runner, jobs: int, reporter: Report
     results += [CellResult(s.id, "skipped", 0.0, detail=s.reason) for s in plan.skipped]
     reporter.finish(results)
     return results
+
+
+def cell_outcomes(plan: Plan, results: list[CellResult]) -> list[CellOutcome]:
+    """What the index records of each cell, for the browse page's coverage grid."""
+    by_id = {result.cell_id: result for result in results}
+    outcomes = []
+    for cell in plan.cells:
+        result = by_id[cell.id]
+        outcomes.append(CellOutcome(
+            cell.id, cell.spec.name, cell.version, str(cell.torch) if cell.torch else None,
+            str(cell.cuda.version) if cell.cuda else None, cell.label, result.status,
+            result.detail, result.wheel))
+    for skipped in plan.skipped:
+        kernel = skipped.id.split("/")[0]
+        outcomes.append(CellOutcome(
+            skipped.id, kernel, skipped.version or "", str(skipped.torch) if skipped.torch else None,
+            str(skipped.cuda) if skipped.cuda else None, skipped.label, "skipped", skipped.reason,
+            None))
+    return outcomes
 
 
 def _run_cell(cell: Cell, layout: Layout, runner: Runner, threads: int, reporter: Reporter,

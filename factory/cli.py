@@ -14,9 +14,11 @@ from typing import NoReturn
 from rich.console import Console
 
 from . import __version__
-from .build import run_build
+from .build import cell_outcomes, run_build
 from .cache import default_cache_dir
 from .errors import ConfigError, FactoryError
+from .index.serve import make_server
+from .index.update import IndexSummary, update_index, yank
 from .matrix.load import host_platform, load_matrix
 from .matrix.plan import Kernel, Plan, make_plan
 from .progress import make_reporter
@@ -46,6 +48,12 @@ def _positive(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a port number (0 to 65535)")
+    return int(text)
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="factory", description="Build kernel-builder kernel repos into "
                      "pip-installable wheels for every torch x CUDA x SM cell of a matrix.")
@@ -70,6 +78,37 @@ def make_parser() -> argparse.ArgumentParser:
     build.add_argument("--build-root", type=Path, default=DEFAULT_BUILD_ROOT, metavar="DIR",
                        help="where cells are compiled; a fixed path keeps builds reproducible "
                             f"(default: {DEFAULT_BUILD_ROOT})")
+
+    index = commands.add_parser(
+        "index", help="regenerate the package index pages of an output folder",
+        description="Regenerate the per-cell and combined PEP 503/691 indexes and the browse "
+                    "page from the wheels in <out>/files (factory build does this at its end).")
+    index.add_argument("--out", type=Path, default=Path("index"),
+                       help="output folder (default: index)")
+    index.add_argument("--force", action="store_true",
+                       help="accept a published wheel whose bytes changed")
+
+    yank_command = commands.add_parser(
+        "yank", help="mark a published release yanked",
+        description="Mark the wheels of NAME VERSION yanked (PEP 592) in every index, or only "
+                    "in one cell's with --label; pip and uv then skip them unless pinned.")
+    yank_command.add_argument("name", metavar="NAME")
+    yank_command.add_argument("version", metavar="VERSION",
+                              help="1.0.0 (every label) or 1.0.0+cu130torch211")
+    yank_command.add_argument("--label", default=None, help="only this cell's wheel")
+    yank_command.add_argument("--reason", required=True, help="shown to users by pip and uv")
+    yank_command.add_argument("--out", type=Path, default=Path("index"),
+                              help="output folder (default: index)")
+
+    serve = commands.add_parser(
+        "serve", help="serve an output folder to pip, uv and browsers",
+        description="Serve DIR over HTTP with PEP 691 content negotiation (JSON or HTML pages).")
+    serve.add_argument("folder", type=Path, nargs="?", default=Path("index"), metavar="DIR",
+                       help="the output folder (default: index)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on "
+                       "(default: 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8000,
+                       help="port (default: 8000; 0 picks a free one)")
 
     inspect = commands.add_parser(
         "inspect", help="show what a wheel holds and check it",
@@ -123,7 +162,25 @@ def _build(args: argparse.Namespace, console: Console) -> int:
     options = BuildOptions(usable_build_root(args.build_root), source_date_epoch())
     results = run_build(plan, out, LocalRunner(cache.resolve(), options), args.jobs,
                         make_reporter(console), force=args.force)
+    summary = update_index(out, force=args.force, outcomes=cell_outcomes(plan, results))
+    _print_index(console, out, summary)
     return 1 if any(result.status == "failed" for result in results) else 0
+
+
+def _print_index(console: Console, out: Path, summary: IndexSummary) -> None:
+    console.print(f"index: {summary.wheels} wheel(s) of {summary.projects} project(s) in "
+                  f"{out}/simple/ and one index per cell "
+                  f"({', '.join(summary.labels) or 'none yet'}); {summary.pages_written} "
+                  f"page(s) written, {summary.pages_removed} removed", markup=False,
+                  soft_wrap=True)
+
+
+def _index(args: argparse.Namespace, console: Console) -> int:
+    out: Path = args.out
+    if not out.is_dir():
+        raise ConfigError("no such folder", file=out, key="--out")
+    _print_index(console, out, update_index(out, force=args.force))
+    return 0
 
 
 def source_date_epoch() -> int | None:
@@ -143,6 +200,36 @@ def _wheels(paths: list[Path]) -> list[Path]:
         if path.suffix != ".whl":
             raise ConfigError("not a .whl file", file=path)
     return paths
+
+
+def _yank(args: argparse.Namespace, console: Console) -> int:
+    if not (args.out / "files").is_dir():
+        raise ConfigError("has no files/ folder: not an index", file=args.out, key="--out")
+    for filename in yank(args.out, args.name, args.version, args.label, args.reason):
+        console.print(f"yanked {filename}: {args.reason}", markup=False, soft_wrap=True)
+    return 0
+
+
+def _serve(args: argparse.Namespace, console: Console) -> int:
+    folder: Path = args.folder
+    if not folder.is_dir():
+        raise ConfigError("no such folder", file=folder)
+    try:
+        server = make_server(folder, args.host, args.port)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {args.host}:{args.port} ({exc.strerror})",
+                          key="--port") from None
+    host, port = server.server_address[:2]
+    console.print(f"Serving {folder.resolve()} at http://{host}:{port}/ (Ctrl-C to stop)",
+                  markup=False, soft_wrap=True)
+    labels = sorted(p.parent.name for p in folder.glob("*/simple") if p.is_dir())
+    for label in labels:
+        console.print(f"  pip install PACKAGE --extra-index-url http://{host}:{port}/{label}/simple",
+                      markup=False, soft_wrap=True)
+    sys.stdout.flush()
+    with server:
+        server.serve_forever()
+    return 0
 
 
 def _inspect(args: argparse.Namespace, console: Console) -> int:
@@ -193,7 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = _console(stderr=True)
     try:
         args = make_parser().parse_args(argv)
-        command = {"build": _build, "inspect": _inspect, "verify": _verify}[args.command]
+        command = {"build": _build, "index": _index, "yank": _yank, "serve": _serve,
+                   "inspect": _inspect, "verify": _verify}[args.command]
         return command(args, console)
     except FactoryError as exc:
         errors.print(f"error: {exc}", markup=False, soft_wrap=True)

@@ -74,6 +74,10 @@ class Cell:
 class SkippedCell:
     id: str
     reason: str
+    version: str | None = None
+    torch: Version | None = None
+    cuda: Version | None = None
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,8 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str) -> Plan:
                     cell_id = f"{spec.name}/{label}/{platform}"
                     reason = _skip_reason(spec, torch, cuda, platform, host)
                     if reason:
-                        skipped.append(SkippedCell(cell_id, reason))
+                        skipped.append(SkippedCell(cell_id, reason, kernel.entry.version, torch,
+                                                   cuda.version, label))
                         continue
                     cells.append(Cell(
                         spec, kernel.source, kernel.entry.version, torch, cuda, platform, label,

@@ -175,7 +175,7 @@ def inspect_wheel(path: Path) -> WheelReport:
             metadata_name=metadata.get("Name") if metadata else None,
             metadata_version=metadata.get("Version") if metadata else None,
             requires_python=metadata.get("Requires-Python") if metadata else None,
-            requires=requires, torch_requirement=_torch_requirement(requires),
+            requires=requires, torch_requirement=torch_requirement(requires),
             wheel_tags=tuple(sorted(wheel_file.get_all("Tag") or ())) if wheel_file else (),
             files=tuple(sorted(members)),
             record_problems=_record_problems(archive, members, f"{dist_info}/RECORD"),
@@ -216,7 +216,7 @@ def _kernel_metadata(archive: zipfile.ZipFile, members: dict, metadata) -> dict 
     return _read_json(archive, members, f"{package}/{KERNEL_METADATA_FILE}")
 
 
-def _torch_requirement(requires: tuple[str, ...]) -> str | None:
+def torch_requirement(requires: tuple[str, ...]) -> str | None:
     for text in requires:
         try:
             requirement = Requirement(text)

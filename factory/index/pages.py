@@ -1,0 +1,98 @@
+"""The simple repository pages, rendered from file records: pure functions, no I/O.
+
+HTML follows PEP 503 (normalised names, `#sha256=` links, percent-encoded file names),
+PEP 592 (data-yanked), PEP 629 (the repository-version meta tag) and PEP 658/714
+(data-core-metadata and the older data-dist-info-metadata). JSON follows PEP 691 with the
+PEP 700 fields (versions, size, upload-time). Links are relative, so the tree can be served
+from any host and any path prefix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from html import escape
+from urllib.parse import quote
+
+from packaging.version import Version
+
+from .records import FileRecord
+
+API_VERSION = "1.1"
+JSON_CONTENT_TYPE = "application/vnd.pypi.simple.v1+json"
+HTML_CONTENT_TYPE = "application/vnd.pypi.simple.v1+html"
+
+
+def project_html(name: str, records: Iterable[FileRecord], files_url: str) -> bytes:
+    """A project's page; `files_url` is the relative URL of files/ seen from the page."""
+    rows = []
+    for record in sorted(records, key=lambda r: r.filename):
+        attributes = [f'href="{escape(_file_url(record, files_url))}#sha256={record.sha256}"']
+        if record.requires_python:
+            attributes.append(f'data-requires-python="{escape(record.requires_python)}"')
+        metadata = f"sha256={record.metadata_sha256}"
+        attributes.append(f'data-dist-info-metadata="{metadata}"')
+        attributes.append(f'data-core-metadata="{metadata}"')
+        if record.yanked is not None:
+            attributes.append(f'data-yanked="{escape(record.yanked)}"')
+        rows.append(f"    <a {' '.join(attributes)}>{escape(record.filename)}</a><br>")
+    return _html(f"Links for {name}", rows)
+
+
+def project_json(name: str, records: Iterable[FileRecord], files_url: str) -> bytes:
+    ordered = sorted(records, key=lambda r: r.filename)
+    files = []
+    for record in ordered:
+        entry: dict = {
+            "filename": record.filename,
+            "url": _file_url(record, files_url),
+            "hashes": {"sha256": record.sha256},
+        }
+        if record.requires_python:
+            entry["requires-python"] = record.requires_python
+        entry["core-metadata"] = {"sha256": record.metadata_sha256}
+        entry["dist-info-metadata"] = {"sha256": record.metadata_sha256}
+        entry["yanked"] = record.yanked if record.yanked is not None else False
+        entry["size"] = record.size
+        entry["upload-time"] = record.upload_time
+        files.append(entry)
+    versions = sorted({r.version for r in ordered}, key=Version)
+    return _json({"meta": {"api-version": API_VERSION}, "name": name, "versions": versions,
+                  "files": files})
+
+
+def root_html(projects: dict[str, str]) -> bytes:
+    """The list of projects: normalised name -> the name as its METADATA spells it."""
+    rows = [f'    <a href="{quote(project)}/">{escape(display)}</a><br>'
+            for project, display in sorted(projects.items())]
+    return _html("Simple index", rows)
+
+
+def root_json(projects: dict[str, str]) -> bytes:
+    return _json({"meta": {"api-version": API_VERSION},
+                  "projects": [{"name": display} for _, display in sorted(projects.items())]})
+
+
+def _file_url(record: FileRecord, files_url: str) -> str:
+    return files_url + quote(record.filename)
+
+
+def _html(title: str, rows: list[str]) -> bytes:
+    lines = [
+        "<!DOCTYPE html>",
+        "<html>",
+        "  <head>",
+        f'    <meta name="pypi:repository-version" content="{API_VERSION}">',
+        f"    <title>{escape(title)}</title>",
+        "  </head>",
+        "  <body>",
+        f"    <h1>{escape(title)}</h1>",
+        *rows,
+        "  </body>",
+        "</html>",
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _json(document: dict) -> bytes:
+    return (json.dumps(document, indent=1, sort_keys=False) + "\n").encode()
