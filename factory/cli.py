@@ -179,7 +179,7 @@ def _index(args: argparse.Namespace, console: Console) -> int:
     out: Path = args.out
     if not out.is_dir():
         raise ConfigError("no such folder", file=out, key="--out")
-    _print_index(console, out, update_index(out, force=args.force))
+    _print_index(console, out, update_index(out, force=args.force, full=True))
     return 0
 
 

@@ -269,8 +269,12 @@ def test_a_failed_cell_does_not_stop_the_others(tmp_path, factory_cache):
     assert re.search(r"img2gray/cu130torch211/x86_64: failed \(compiling csrc/img2gray\.cu "
                      r"failed \(exit \d+\): \S*img2gray\.cu\(1\): error", result.stdout), result.stdout
     assert "log: " in result.stdout and "1 built, 0 unchanged, 1 failed, 0 skipped" in result.stdout
-    assert [p.name for p in (tmp_path / "index" / "files").iterdir()] == [
-        "noarch_kernel-2.0.0-py3-none-any.whl"]
+    assert sorted(p.name for p in (tmp_path / "index" / "files").iterdir()) == [
+        "noarch_kernel-2.0.0-py3-none-any.whl", "noarch_kernel-2.0.0-py3-none-any.whl.metadata"]
+    # The failed cell is on the browse page's grid with its reason.
+    project = json.loads((tmp_path / "index" / "browse" / "img2gray.json").read_text())
+    (cell,) = project["versions"][0]["cells"]
+    assert cell["status"] == "failed" and "compiling csrc/img2gray.cu failed" in cell["detail"]
     log = (tmp_path / "index" / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
     assert "this is not CUDA" in log or "error" in log
     assert "FAILED: compiling csrc/img2gray.cu failed" in log
@@ -315,6 +319,6 @@ def test_cells_build_in_parallel_with_jobs(tmp_path, factory_cache):
     result = run_factory("build", "matrix.yaml", "--jobs", "2", cwd=tmp_path,
                          env=cache_env(factory_cache))
     assert result.exit == 0, result.stdout + result.stderr
-    assert sorted(p.name for p in (tmp_path / "index" / "files").iterdir()) == [
+    assert sorted(p.name for p in (tmp_path / "index" / "files").glob("*.whl")) == [
         "first-1.0.0-py3-none-any.whl", "second-1.0.0-py3-none-any.whl"]
     assert "2 built, 0 unchanged, 0 failed, 0 skipped" in result.stdout

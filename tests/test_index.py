@@ -226,7 +226,8 @@ def test_adding_a_wheel_rewrites_only_the_pages_it_touches(index_out):
     assert changed == ["cu130torch212/simple/img2gray/index.html",
                        "cu130torch212/simple/img2gray/index.json",
                        "simple/img2gray/index.html", "simple/img2gray/index.json"]
-    assert summary.pages_written == 4
+    # ... and the browse page's data: the package's file, and the list (its latest version).
+    assert summary.pages_written == 6
     assert update_index(index_out).pages_written == 0  # nothing new: nothing written
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from functools import cache
 from html import escape
 from urllib.parse import quote
 
@@ -56,7 +57,7 @@ def project_json(name: str, records: Iterable[FileRecord], files_url: str) -> by
         entry["size"] = record.size
         entry["upload-time"] = record.upload_time
         files.append(entry)
-    versions = sorted({r.version for r in ordered}, key=Version)
+    versions = sorted({r.version for r in ordered}, key=_version)
     return _json({"meta": {"api-version": API_VERSION}, "name": name, "versions": versions,
                   "files": files})
 
@@ -74,7 +75,17 @@ def root_json(projects: dict[str, str]) -> bytes:
 
 
 def _file_url(record: FileRecord, files_url: str) -> str:
-    return files_url + quote(record.filename)
+    return files_url + _quoted(record.filename)
+
+
+@cache
+def _quoted(filename: str) -> str:
+    return quote(filename)
+
+
+@cache
+def _version(text: str) -> Version:
+    return Version(text)
 
 
 def _html(title: str, rows: list[str]) -> bytes:
@@ -95,4 +106,4 @@ def _html(title: str, rows: list[str]) -> bytes:
 
 
 def _json(document: dict) -> bytes:
-    return (json.dumps(document, indent=1, sort_keys=False) + "\n").encode()
+    return (json.dumps(document, separators=(",", ":")) + "\n").encode()

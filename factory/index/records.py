@@ -13,9 +13,10 @@ import json
 import os
 import time
 import zipfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from email.parser import BytesParser
 from pathlib import Path
+from typing import NamedTuple
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -25,8 +26,10 @@ from ..wheel.inspect import torch_requirement
 MANIFEST_SCHEMA = "kernel-wheel-factory/manifest/1"
 
 
-@dataclass(frozen=True)
-class FileRecord:
+class FileRecord(NamedTuple):
+    """One published file. A named tuple: an index of ten thousand wheels loads, compares and
+    saves these on every update, and tuples are the cheapest to make and compare."""
+
     filename: str
     project: str  # normalised: img2gray
     display_name: str  # as METADATA spells it
@@ -40,10 +43,7 @@ class FileRecord:
     upload_time: str  # 2026-11-22T04:24:46.000000Z
     yanked: str | None = None  # the reason, when yanked
     torch: str | None = None  # the torch requirement's specifier
-    summary: dict = field(default_factory=dict)  # from provenance: cell, gpu code, toolchain
-
-    def to_json(self) -> dict:
-        return asdict(self)
+    summary: dict = {}  # from provenance: cell, gpu code, toolchain (never mutated)
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,11 @@ class Manifest:
     cells: dict[str, CellOutcome] = field(default_factory=dict)
 
     def to_json(self) -> dict:
+        """Files as rows in FileRecord's field order (FILE_FIELDS names them)."""
         return {
-            "schema": MANIFEST_SCHEMA,
-            "files": {name: record.to_json() for name, record in sorted(self.files.items())},
-            "cells": {name: asdict(cell) for name, cell in sorted(self.cells.items())},
+            "schema": MANIFEST_SCHEMA, "file_fields": list(FileRecord._fields),
+            "files": [list(record) for _, record in sorted(self.files.items())],
+            "cells": {name: dict(vars(cell)) for name, cell in sorted(self.cells.items())},
         }
 
 
@@ -80,11 +81,12 @@ def load_manifest(path: Path) -> Manifest:
     if not path.is_file():
         return Manifest()
     data = json.loads(path.read_text())
-    if data.get("schema") != MANIFEST_SCHEMA:
-        raise IndexConflict(f"{path} is not a manifest this factory reads "
-                          f"(schema {data.get('schema')!r})")
+    if data.get("schema") != MANIFEST_SCHEMA or data.get("file_fields") != list(FileRecord._fields):
+        raise IndexConflict(f"{path} is not a manifest this factory reads (schema "
+                            f"{data.get('schema')!r}): move it away and run 'factory index' to "
+                            "make it again from files/ (the yanks it records are then lost)")
     return Manifest(
-        {name: FileRecord(**record) for name, record in data.get("files", {}).items()},
+        {row[0]: FileRecord(*row) for row in data.get("files", [])},
         {name: CellOutcome(**cell) for name, cell in data.get("cells", {}).items()},
     )
 
@@ -92,7 +94,7 @@ def load_manifest(path: Path) -> Manifest:
 def save_manifest(manifest: Manifest, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(manifest.to_json(), indent=1, sort_keys=True))
+    temporary.write_text(json.dumps(manifest.to_json(), separators=(",", ":")))
     os.replace(temporary, path)
 
 

@@ -3,13 +3,18 @@
     <out>/files/<wheel> and <wheel>.metadata    immutable, written first
     <out>/<label>/simple/[<project>/]            one PEP 503/691 index per cell (e.g. cu130torch211)
     <out>/simple/[<project>/]                    every wheel
-    <out>/index.html, browse.json                the browse page
+    <out>/index.html, browse.css, browse.js      the browse page, which reads
+    <out>/browse.json, browse/<project>.json     packages, coverage and wheel facts
 
 Readers never see a half-written page or a link to a missing file, even if the process is
 killed: every file is written under a temporary name and renamed into place, the files a page
 links to exist before the page does, project pages are written before the root pages that
-link to them, and a project folder is removed only after no root page links to it. Only pages
-whose bytes change are written, so adding a wheel rewrites just the pages it appears on.
+link to them, and a project folder is removed only after no root page links to it.
+
+An update renders only the pages of projects whose files changed (and the root pages of
+indexes whose list of projects changed); `full` renders every page, and so does the first
+update after a process was killed mid-update. Either way only pages whose bytes change are
+written.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ import os
 import shutil
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from ..cache import exclusive
 from ..errors import ConfigError
+from .browse import ASSETS, asset, browse_index, browse_project
 from .pages import project_html, project_json, root_html, root_json
 from .records import (
     CellOutcome,
@@ -39,7 +45,6 @@ from .records import (
 )
 
 COMBINED = "simple"
-PAGE_NAMES = ("index.html", "index.json")
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,11 @@ class IndexLayout:
     def lock(self) -> Path:
         return self.out / ".factory" / "index"
 
+    @property
+    def in_progress(self) -> Path:
+        """Present while an update runs: found at the start, it says the last one was killed."""
+        return self.out / ".factory" / "index-update-in-progress"
+
 
 @dataclass(frozen=True)
 class IndexSummary:
@@ -69,22 +79,32 @@ class IndexSummary:
 
 
 def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutcome] = (),
-                 change: Callable[[Manifest], None] | None = None) -> IndexSummary:
+                 change: Callable[[Manifest], None] | None = None,
+                 full: bool = False) -> IndexSummary:
     """Index what files/ holds; `change` may edit the manifest (a yank) before pages are made."""
     layout = IndexLayout(out)
     layout.files.mkdir(parents=True, exist_ok=True)
     with exclusive(layout.lock):
-        for leftover in out.rglob(".*.tmp"):  # from a process that was killed mid-write
-            leftover.unlink(missing_ok=True)
-        manifest = load_manifest(layout.manifest)
-        manifest.files = _scan_files(layout, manifest, force)
+        interrupted = layout.in_progress.exists()
+        if interrupted:
+            for leftover in out.rglob(".*.tmp"):
+                leftover.unlink(missing_ok=True)
+        previous = load_manifest(layout.manifest)
+        full = full or interrupted or not layout.manifest.exists()
+        layout.in_progress.write_text("")
+        manifest = Manifest(_scan_files(layout, previous, force), dict(previous.cells))
         for outcome in outcomes:
             manifest.cells[outcome.cell] = outcome
         if change is not None:
             change(manifest)
-        written, removed, labels, projects = _write_pages(layout, manifest)
-        save_manifest(manifest, layout.manifest)
-    return IndexSummary(len(manifest.files), labels, projects, written, removed)
+        pages = _Pages(layout, manifest, None if full else previous)
+        pages.write()
+        if full or manifest.files != previous.files or manifest.cells != previous.cells:
+            save_manifest(manifest, layout.manifest)
+        layout.in_progress.unlink()
+    projects = len({record.project for record in manifest.files.values()})
+    return IndexSummary(len(manifest.files), tuple(sorted(pages.labels)), projects,
+                        pages.written, pages.removed)
 
 
 def yank(out: Path, name: str, version: str, label: str | None, reason: str) -> list[str]:
@@ -99,7 +119,7 @@ def yank(out: Path, name: str, version: str, label: str | None, reason: str) -> 
                 continue
             if version not in (record.version, record.version.split("+")[0]):
                 continue
-            manifest.files[filename] = replace(record, yanked=reason)
+            manifest.files[filename] = record._replace(yanked=reason)
             marked.append(filename)
         if not marked:
             where = f" with label {label}" if label else ""
@@ -115,25 +135,35 @@ def _scan_files(layout: IndexLayout, manifest: Manifest, force: bool) -> dict[st
     are unchanged, read again otherwise. A file whose bytes changed under a published name is
     refused unless `force`."""
     records: dict[str, FileRecord] = {}
-    for path in sorted(layout.files.glob("*.whl")):
-        known = manifest.files.get(path.name)
-        info = path.stat()
+    known_files = manifest.files
+    with os.scandir(layout.files) as scan:
+        entries = list(scan)
+    names = {entry.name for entry in entries}
+    for entry in entries:
+        name = entry.name
+        if not name.endswith(".whl"):
+            if name.startswith(".") and name.endswith(".tmp"):
+                os.unlink(entry.path)
+            continue
+        known = known_files.get(name)
+        info = entry.stat()
         if known is not None and known.size == info.st_size and known.mtime_ns == info.st_mtime_ns:
-            record = known
-            if not path.with_name(path.name + ".metadata").is_file():
-                _ensure_metadata(path, record)
-        else:
-            record = read_file_record(path)
-            if known is not None:
-                if known.sha256 != record.sha256 and not force:
-                    raise IndexConflict(
-                        f"{path} changed after it was published (sha256 {known.sha256[:12]}, now "
-                        f"{record.sha256[:12]}); published files are immutable: restore it, or "
-                        "pass --force to publish the new bytes under the same name")
-                record = replace(record, yanked=known.yanked)
-            _ensure_metadata(path, record)
-        records[path.name] = record
-    return records
+            records[name] = known
+            if name + ".metadata" not in names:
+                _ensure_metadata(Path(entry.path), known)
+            continue
+        path = Path(entry.path)
+        record = read_file_record(path)
+        if known is not None:
+            if known.sha256 != record.sha256 and not force:
+                raise IndexConflict(
+                    f"{path} changed after it was published (sha256 {known.sha256[:12]}, now "
+                    f"{record.sha256[:12]}); published files are immutable: restore it, or "
+                    "pass --force to publish the new bytes under the same name")
+            record = record._replace(yanked=known.yanked)
+        _ensure_metadata(path, record)
+        records[name] = record
+    return dict(sorted(records.items()))
 
 
 def _ensure_metadata(wheel: Path, record: FileRecord) -> None:
@@ -141,83 +171,145 @@ def _ensure_metadata(wheel: Path, record: FileRecord) -> None:
     if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == \
             record.metadata_sha256:
         return
-    _write_atomic(target, metadata_bytes(wheel))
+    _write_atomic(target, metadata_bytes(wheel))  # files/ exists: the wheel is in it
 
 
-def _write_pages(layout: IndexLayout, manifest: Manifest) -> tuple[int, int, tuple[str, ...], int]:
-    by_label: dict[str, list[FileRecord]] = defaultdict(list)
-    anywhere = [r for r in manifest.files.values() if r.label is None]
-    labels = sorted({r.label for r in manifest.files.values() if r.label is not None})
-    for record in manifest.files.values():
-        if record.label is not None:
-            by_label[record.label].append(record)
-    indexes = {f"{label}/{COMBINED}": by_label[label] + anywhere for label in labels}
-    indexes[COMBINED] = list(manifest.files.values())
+def _indexes(files: Iterable[FileRecord]) -> dict[str, dict[str, list[FileRecord]]]:
+    """index name (simple, cu130torch211/simple) -> project -> its files in that index.
+    A file without a label (pure Python) is in every cell's index."""
+    records = list(files)
+    labels = {r.label for r in records if r.label is not None}
+    indexes: dict[str, dict[str, list[FileRecord]]] = {
+        f"{label}/{COMBINED}": defaultdict(list) for label in labels}
+    indexes[COMBINED] = defaultdict(list)
+    for record in records:
+        targets = [f"{record.label}/{COMBINED}"] if record.label is not None else \
+            [name for name in indexes if name != COMBINED]
+        for name in [*targets, COMBINED]:
+            indexes[name][record.project].append(record)
+    return indexes
 
-    written = removed = 0
-    roots: list[tuple[Path, bytes]] = []
-    keep: dict[Path, set[str]] = {}
-    for index, records in sorted(indexes.items()):
-        base = layout.out / index
-        files_url = "../" * (index.count("/") + 2) + "files/"
-        projects: dict[str, list[FileRecord]] = defaultdict(list)
-        for record in records:
-            projects[record.project].append(record)
-        names = {project: sorted(rs, key=lambda r: r.filename)[0].display_name
-                 for project, rs in projects.items()}
-        for project, project_records in projects.items():
+
+class _Pages:
+    """Writes the pages of one update, in the order that keeps every link valid."""
+
+    def __init__(self, layout: IndexLayout, manifest: Manifest,
+                 previous: Manifest | None) -> None:
+        self.layout = layout
+        self.manifest = manifest
+        self.previous = previous  # None: render everything
+        self.indexes = _indexes(manifest.files.values())
+        self.labels = {name.split("/")[0] for name in self.indexes if name != COMBINED}
+        self.written = 0
+        self.removed = 0
+        self.folders: set[Path] = set()  # known to exist
+        self.new_folders: set[Path] = set()  # made by this update: nothing to compare with
+
+    def write(self) -> None:
+        old_indexes = _indexes(self.previous.files.values()) if self.previous else {}
+        changed = self._changed_projects()
+        roots = []
+        for name, projects in sorted(self.indexes.items()):
+            base = self.layout.out / name
+            files_url = "../" * (name.count("/") + 2) + "files/"
+            for project, records in sorted(projects.items()):
+                if changed is None or project in changed:
+                    self._put(base / project / "index.html",
+                              project_html(project, records, files_url))
+                    self._put(base / project / "index.json",
+                              project_json(project, records, files_url))
+            old = set(old_indexes.get(name, {}))
+            if changed is None or old != set(projects) or not (base / "index.json").is_file():
+                display = {p: sorted(rs, key=lambda r: r.filename)[0].display_name
+                           for p, rs in projects.items()}
+                roots.append((base, old, set(projects), display))
+        for base, _old, _new, display in roots:
+            self._put(base / "index.html", root_html(display))
+            self._put(base / "index.json", root_json(display))
+        self._write_browse(changed)
+        for base, old, new, _display in roots:
+            self._remove_projects(base, (old - new) if changed is not None else None, new)
+        self._remove_indexes(set(old_indexes) - set(self.indexes) if changed is not None
+                             else None)
+
+    def _changed_projects(self) -> set[str] | None:
+        if self.previous is None:
+            return None
+        before, after = self.previous.files, self.manifest.files
+        changed = set()
+        for name in before.keys() | after.keys():
+            old, new = before.get(name), after.get(name)
+            if old is not new and old != new:
+                changed.update(record.project for record in (old, new) if record is not None)
+        return changed
+
+    def _write_browse(self, changed: set[str] | None) -> None:
+        out = self.layout.out
+        by_project: dict[str, list[FileRecord]] = defaultdict(list)
+        for record in self.manifest.files.values():
+            by_project[record.project].append(record)
+        cells_changed = self.previous is None or self.previous.cells != self.manifest.cells
+        cells_by_project: dict[str, list[CellOutcome]] = defaultdict(list)
+        for outcome in self.manifest.cells.values():
+            cells_by_project[canonicalize_name(outcome.kernel)].append(outcome)
+        for project in sorted(by_project.keys() | cells_by_project.keys()):
+            if changed is None or cells_changed or project in changed:
+                self._put(out / "browse" / f"{project}.json",
+                          browse_project(project, by_project[project],
+                                         cells_by_project[project]))
+        self._put(out / "browse.json", browse_index(self.manifest))
+        for name in ASSETS:
+            self._put(out / name, asset(name))
+        if changed is None and (out / "browse").is_dir():
+            for stale in (out / "browse").glob("*.json"):
+                if stale.stem not in by_project and stale.stem not in cells_by_project:
+                    stale.unlink()
+                    self.removed += 1
+
+    def _put(self, path: Path, data: bytes) -> None:
+        folder = path.parent
+        if folder not in self.folders:
+            if not folder.is_dir():
+                folder.mkdir(parents=True)
+                self.new_folders.add(folder)
+            self.folders.add(folder)
+        if folder not in self.new_folders:
+            try:
+                if path.read_bytes() == data:
+                    return
+            except OSError:
+                pass
+        _write_atomic(path, data)
+        self.written += 1
+
+    def _remove_projects(self, base: Path, gone: set[str] | None, keep: set[str]) -> None:
+        """Project folders no root page links any more (all of them in a full update)."""
+        if gone is None:
+            gone = {folder.name for folder in base.iterdir() if folder.is_dir()} - keep
+        for project in gone:
             folder = base / project
-            written += _write_if_changed(folder / "index.html",
-                                         project_html(project, project_records, files_url))
-            written += _write_if_changed(folder / "index.json",
-                                         project_json(project, project_records, files_url))
-        roots.append((base / "index.html", root_html(names)))
-        roots.append((base / "index.json", root_json(names)))
-        keep[base] = set(projects)
-    for path, data in roots:
-        written += _write_if_changed(path, data)
-    for base, projects in keep.items():
-        removed += _remove_stale_projects(base, projects)
-    removed += _remove_stale_indexes(layout.out, {f"{label}/{COMBINED}" for label in labels})
-    projects_total = len({r.project for r in manifest.files.values()})
-    return written, removed, tuple(labels), projects_total
+            if _is_page_folder(folder):
+                shutil.rmtree(folder)
+                self.removed += 1
 
-
-def _write_if_changed(path: Path, data: bytes) -> int:
-    try:
-        if path.read_bytes() == data:
-            return 0
-    except OSError:
-        pass
-    _write_atomic(path, data)
-    return 1
+    def _remove_indexes(self, gone: set[str] | None) -> None:
+        """Per-cell indexes whose label has no wheel any more."""
+        if gone is None:
+            gone = {f"{simple.parent.name}/{COMBINED}"
+                    for simple in self.layout.out.glob(f"*/{COMBINED}")} - set(self.indexes)
+        for name in gone:
+            simple = self.layout.out / name
+            if simple.is_dir() and _is_page_folder(simple):
+                shutil.rmtree(simple)
+                if not any(simple.parent.iterdir()):
+                    simple.parent.rmdir()
+                self.removed += 1
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_bytes(data)
     os.replace(temporary, path)
-
-
-def _remove_stale_projects(base: Path, projects: set[str]) -> int:
-    removed = 0
-    for folder in base.iterdir():
-        if folder.is_dir() and folder.name not in projects and _is_page_folder(folder):
-            shutil.rmtree(folder)
-            removed += 1
-    return removed
-
-
-def _remove_stale_indexes(out: Path, wanted: set[str]) -> int:
-    """Per-cell indexes whose label no longer has a wheel (all its wheels were removed)."""
-    removed = 0
-    for simple in out.glob(f"*/{COMBINED}"):
-        index = f"{simple.parent.name}/{COMBINED}"
-        if index not in wanted and simple.is_dir() and _is_page_folder(simple):
-            shutil.rmtree(simple.parent if len(list(simple.parent.iterdir())) == 1 else simple)
-            removed += 1
-    return removed
 
 
 def _is_page_folder(folder: Path) -> bool:

@@ -1,0 +1,279 @@
+"use strict";
+// The browse page of a kernel-wheel-factory index: reads browse.json (written beside this file
+// by `factory index`) and, per package, browse/<project>.json; draws each package's torch x
+// CUDA coverage, and turns a choice of package, torch and CUDA into the install commands for
+// that pair's own index.
+
+const state = { data: null, projects: {}, package: null, torch: null, cuda: null };
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined) node.append(child);
+  }
+  return node;
+}
+
+function baseUrl() {
+  return new URL(".", window.location.href).href;
+}
+
+function findPackage(project) {
+  return state.projects[project] || null;
+}
+
+async function loadProject(project) {
+  if (!state.projects[project]) {
+    const response = await fetch(`browse/${encodeURIComponent(project)}.json`, { cache: "no-cache" });
+    if (!response.ok) throw new Error(`browse/${project}.json: ${response.status}`);
+    state.projects[project] = await response.json();
+  }
+  return state.projects[project];
+}
+
+function cellFor(pkg, torch, cuda) {
+  for (const release of pkg.versions) {
+    const cell = release.cells.find((c) => c.torch === torch && c.cuda === cuda);
+    if (cell && cell.status === "built") return { release, cell };
+  }
+  const newest = pkg.versions[0];
+  const cell = newest ? newest.cells.find((c) => c.torch === torch && c.cuda === cuda) : null;
+  return { release: newest, cell: cell || null };
+}
+
+function fillSelect(select, values, chosen) {
+  select.replaceChildren(...values.map((v) => el("option", { value: v }, v)));
+  if (chosen !== null && values.includes(chosen)) select.value = chosen;
+  return select.value || null;
+}
+
+function readHash() {
+  const params = new URLSearchParams(window.location.hash.slice(1));
+  return { package: params.get("package"), torch: params.get("torch"), cuda: params.get("cuda") };
+}
+
+function writeHash() {
+  const params = new URLSearchParams();
+  for (const key of ["package", "torch", "cuda"]) if (state[key]) params.set(key, state[key]);
+  const hash = "#" + params.toString();
+  if (window.location.hash !== hash) history.replaceState(null, "", hash);
+}
+
+function defaultsFor(pkg) {
+  for (const release of pkg.versions) {
+    const built = release.cells.filter((c) => c.status === "built");
+    if (built.length) return { torch: built[built.length - 1].torch, cuda: built[built.length - 1].cuda };
+  }
+  return { torch: state.data.torch[0] || null, cuda: state.data.cuda[0] || null };
+}
+
+async function choose(selection) {
+  const packages = state.data.packages.map((p) => p.project);
+  state.package = fillSelect($("package"), packages, selection.package || state.package);
+  const pkg = state.package ? await loadProject(state.package) : null;
+  const fallback = pkg ? defaultsFor(pkg) : { torch: null, cuda: null };
+  state.torch = fillSelect($("torch"), state.data.torch, selection.torch || fallback.torch);
+  state.cuda = fillSelect($("cuda"), state.data.cuda, selection.cuda || fallback.cuda);
+  writeHash();
+  renderCommands();
+}
+
+function renderCommands() {
+  const status = $("status");
+  const pip = $("pip-command");
+  const uv = $("uv-command");
+  const pkg = findPackage(state.package);
+  status.className = "";
+  if (!pkg) {
+    status.textContent = "This index holds no package yet.";
+    pip.textContent = uv.textContent = "";
+    return;
+  }
+  const noarch = pkg.versions.find((r) => r.anywhere.length);
+  const { release, cell } = cellFor(pkg, state.torch, state.cuda);
+  const label = cell && cell.status === "built" ? cell.label : null;
+  if (!label && !noarch) {
+    status.className = "bad";
+    const why = cell ? `${cell.status}${cell.detail ? ": " + cell.detail : ""}` : "not built";
+    status.textContent = `No ${pkg.name} wheel for torch ${state.torch} with CUDA ${state.cuda} (${why}).`;
+    pip.textContent = uv.textContent = "";
+    return;
+  }
+  const url = label ? `${baseUrl()}${label}/simple` : `${baseUrl()}simple`;
+  const version = label ? `${(release || noarch).version}+${label}` : noarch.version;
+  status.textContent = label
+    ? `${pkg.name} ${version}, built for torch ${state.torch} and CUDA ${state.cuda}:`
+    : `${pkg.name} ${version} is pure Python and works with any torch:`;
+  pip.textContent = `pip install ${pkg.project} --extra-index-url ${url}`;
+  uv.textContent = `uv pip install ${pkg.project} --extra-index-url ${url}`;
+}
+
+function readPaste() {
+  const text = $("paste").value.trim();
+  const result = $("paste-result");
+  const match = text.match(/^(\d+)\.(\d+)\S*\s+(\d+\.\d+|None)\s*$/);
+  if (!text) {
+    result.textContent = "";
+    return;
+  }
+  if (!match) {
+    result.textContent = "Expected something like: 2.11.0+cu130 13.0";
+    return;
+  }
+  const torch = `${match[1]}.${match[2]}`;
+  if (match[3] === "None") {
+    result.textContent = `torch ${torch} without CUDA: these wheels need a CUDA build of torch.`;
+    return;
+  }
+  const known = state.data.torch.includes(torch) && state.data.cuda.includes(match[3]);
+  result.textContent = known
+    ? `Found torch ${torch} with CUDA ${match[3]}.`
+    : `torch ${torch} with CUDA ${match[3]}: no index here for that pair yet.`;
+  if (known) choose({ package: state.package, torch, cuda: match[3] }).then(() => {
+    result.textContent = `Found torch ${torch} with CUDA ${match[3]}.`;
+  });
+}
+
+function formatSize(bytes) {
+  const units = ["B", "kB", "MB", "GB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  return `${value.toFixed(unit ? 1 : 0)} ${units[unit]}`;
+}
+
+function wheelDetails(wheel) {
+  const rows = [
+    ["file", el("a", { href: wheel.url }, wheel.filename)],
+    ["size", formatSize(wheel.size)],
+    ["sha256", wheel.sha256],
+    ["GPU code", (wheel.gpu_code || []).join(" ") || "none (pure Python)"],
+    ["torch", wheel.torch || "any"],
+    ["Python", wheel.requires_python || "any"],
+    ["uploaded", wheel.upload_time],
+  ];
+  const source = (wheel.provenance || {}).source;
+  if (source) {
+    const git = source.git ? `, git ${source.git.commit.slice(0, 12)}${source.git.dirty ? " (dirty)" : ""}` : "";
+    rows.push(["source", `${source.kind} ${source.location} (tree ${String(source.tree_sha256).slice(0, 12)}${git})`]);
+  }
+  const tools = (wheel.provenance || {}).toolchain;
+  if (tools) rows.push(["toolchain", Object.entries(tools).map(([k, v]) => `${k} ${v}`).join(", ")]);
+  if (wheel.provenance && wheel.provenance.factory) rows.push(["built by", `kernel-wheel-factory ${wheel.provenance.factory}`]);
+  const list = el("dl");
+  for (const [name, value] of rows) list.append(el("dt", {}, name), el("dd", {}, value));
+  return el("div", { class: "wheel" },
+    wheel.yanked ? el("p", { class: "yanked" }, `Yanked: ${wheel.yanked}`) : null, list);
+}
+
+function grid(pkg, release, details) {
+  const torches = [...new Set(release.cells.map((c) => c.torch))];
+  const cudas = [...new Set(release.cells.map((c) => c.cuda))];
+  torches.sort((a, b) => state.data.torch.indexOf(a) - state.data.torch.indexOf(b));
+  cudas.sort((a, b) => state.data.cuda.indexOf(a) - state.data.cuda.indexOf(b));
+  const head = el("tr", {}, el("th", { scope: "col" }, "torch \\ CUDA"),
+    ...cudas.map((c) => el("th", { scope: "col" }, c)));
+  const rows = torches.map((torch) => el("tr", {}, el("th", { scope: "row" }, torch),
+    ...cudas.map((cuda) => {
+      const cell = release.cells.find((c) => c.torch === torch && c.cuda === cuda);
+      if (!cell) return el("td", { class: "none" }, "—");
+      if (cell.status === "built") {
+        const open = () => {
+          details.replaceChildren(...(cell.wheels || []).map(wheelDetails));
+          choose({ package: pkg.project, torch, cuda });
+        };
+        return el("td", { class: "built" },
+          el("button", { type: "button", class: "cell", onclick: open,
+                         "aria-label": `${pkg.name} for torch ${torch}, CUDA ${cuda}` }, "built"),
+          el("small", {}, cell.label));
+      }
+      return el("td", { class: cell.status }, cell.status, el("small", {}, cell.detail || ""));
+    })));
+  return el("div", { class: "grid-wrap" },
+    el("table", { class: "grid" }, el("thead", {}, head), el("tbody", {}, ...rows)));
+}
+
+function renderPackages() {
+  const list = $("package-list");
+  list.replaceChildren();
+  for (const entry of state.data.packages) {
+    const body = el("div", { class: "package-body" });
+    const card = el("details", { class: "package", id: `pkg-${entry.project}` },
+      el("summary", {}, el("h3", {}, entry.name), el("span", { class: "latest" }, entry.latest)),
+      body);
+    card.addEventListener("toggle", async () => {
+      if (!card.open || body.dataset.drawn) return;
+      body.dataset.drawn = "true";
+      drawPackage(await loadProject(entry.project), body);
+    });
+    list.append(card);
+  }
+}
+
+function drawPackage(pkg, body) {
+  const versionSelect = el("select", { "aria-label": `${pkg.name} version` },
+    ...pkg.versions.map((r) => el("option", { value: r.version }, r.version)));
+  const content = el("div");
+  const draw = () => {
+    const release = pkg.versions.find((r) => r.version === versionSelect.value);
+    const details = el("div");
+    const parts = [];
+    if (release.cells.length) parts.push(grid(pkg, release, details));
+    for (const wheel of release.anywhere) parts.push(wheelDetails(wheel));
+    content.replaceChildren(...parts, details);
+  };
+  versionSelect.addEventListener("change", draw);
+  body.replaceChildren(el("label", { class: "version" }, "version ", versionSelect), content);
+  draw();
+}
+
+function openPackage(project) {
+  const card = document.getElementById(`pkg-${project}`);
+  if (card && !card.open) card.open = true;
+}
+
+function copyButtons() {
+  for (const button of document.querySelectorAll("button[data-copy]")) {
+    button.addEventListener("click", async () => {
+      const text = $(button.dataset.copy).textContent;
+      try {
+        await navigator.clipboard.writeText(text);
+        button.textContent = "Copied";
+      } catch (error) {
+        button.textContent = "Select and copy";
+      }
+      setTimeout(() => { button.textContent = "Copy"; }, 1500);
+    });
+  }
+}
+
+async function main() {
+  const response = await fetch("browse.json", { cache: "no-cache" });
+  state.data = await response.json();
+  $("generator").textContent = `Made by ${state.data.generator}.`;
+  renderPackages();
+  for (const id of ["package", "torch", "cuda"]) {
+    $(id).addEventListener("change", () => choose({
+      package: $("package").value, torch: $("torch").value, cuda: $("cuda").value }));
+  }
+  $("paste").addEventListener("input", readPaste);
+  window.addEventListener("hashchange", () => choose(readHash()));
+  copyButtons();
+  await choose(readHash());
+  if (state.package) openPackage(state.package);
+  document.body.dataset.ready = "true";
+}
+
+main().catch((error) => {
+  $("status").className = "bad";
+  $("status").textContent = `Could not load browse.json: ${error}`;
+});

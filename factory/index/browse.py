@@ -1,0 +1,119 @@
+"""The browse page's data. browse.json lists the packages and the torch and CUDA versions the
+index covers; browse/<project>.json holds one package's releases, each with a torch x CUDA
+coverage grid (built, skipped with the reason, failed) and the facts of each wheel. The page
+itself (index.html, browse.css, browse.js) is static; it fetches a package's file when the
+package is shown, so adding a wheel rewrites one small file, not one for the whole index.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from functools import cache
+from importlib.resources import files
+from urllib.parse import quote
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from .. import __version__
+from .records import CellOutcome, FileRecord, Manifest
+
+ASSETS = ("index.html", "browse.css", "browse.js")
+
+
+def asset(name: str) -> bytes:
+    return files("factory.data").joinpath("browse", name).read_bytes()
+
+
+def browse_index(manifest: Manifest) -> bytes:
+    names: dict[str, str] = {}
+    versions: dict[str, set[str]] = defaultdict(set)
+    torches: set[str] = set()
+    cudas: set[str] = set()
+    for outcome in manifest.cells.values():
+        project = canonicalize_name(outcome.kernel)
+        names.setdefault(project, outcome.kernel)
+        versions[project].add(outcome.version)
+        if outcome.torch and outcome.cuda:
+            torches.add(outcome.torch)
+            cudas.add(outcome.cuda)
+    for record in manifest.files.values():
+        names[record.project] = record.display_name
+        versions[record.project].add(record.version.split("+")[0])
+        torch, cuda = record.summary.get("torch"), record.summary.get("cuda")
+        if record.label is not None and torch and cuda:
+            torches.add(torch)
+            cudas.add(cuda)
+    latest = {project: max(found, key=_version_key) for project, found in versions.items()}
+    document = {
+        "generator": f"kernel-wheel-factory {__version__}",
+        "torch": sorted(torches, key=_version_key, reverse=True),
+        "cuda": sorted(cudas, key=_version_key, reverse=True),
+        "packages": [{"name": names[p], "project": p, "latest": latest[p]}
+                     for p in sorted(names)],
+    }
+    return _json(document)
+
+
+def browse_project(project: str, records: Iterable[FileRecord],
+                   outcomes: Iterable[CellOutcome]) -> bytes:
+    releases: dict[str, dict] = {}
+
+    def release(version: str) -> dict:
+        return releases.setdefault(version, {"version": version, "cells": {}, "anywhere": []})
+
+    name = project
+    for outcome in outcomes:
+        name = outcome.kernel
+        if outcome.torch is None or outcome.cuda is None:
+            continue
+        status = "built" if outcome.status in ("built", "unchanged") else outcome.status
+        release(outcome.version)["cells"][(outcome.torch, outcome.cuda)] = {
+            "torch": outcome.torch, "cuda": outcome.cuda, "label": outcome.label,
+            "status": status, "detail": None if status == "built" else outcome.detail,
+            "wheels": []}
+    for record in sorted(records, key=lambda r: r.filename):
+        name = record.display_name
+        entry = release(record.version.split("+")[0])
+        wheel = _wheel(record)
+        torch, cuda = record.summary.get("torch"), record.summary.get("cuda")
+        if record.label is None or not torch or not cuda:
+            entry["anywhere"].append(wheel)
+            continue
+        cell = entry["cells"].setdefault((torch, cuda), {
+            "torch": torch, "cuda": cuda, "label": record.label, "detail": None, "wheels": []})
+        cell["status"] = "built"  # a published wheel, whatever a later build of it did
+        cell["wheels"].append(wheel)
+    ordered = sorted(releases.values(), key=lambda r: _version_key(r["version"]), reverse=True)
+    for entry in ordered:
+        entry["cells"] = [entry["cells"][key] for key in sorted(
+            entry["cells"], key=lambda k: (_version_key(k[0]), _version_key(k[1])))]
+    return _json({"name": name, "project": project, "versions": ordered})
+
+
+def _wheel(record: FileRecord) -> dict:
+    summary = record.summary
+    return {
+        "filename": record.filename, "url": "files/" + quote(record.filename),
+        "size": record.size, "sha256": record.sha256, "version": record.version,
+        "label": record.label, "requires_python": record.requires_python,
+        "torch": record.torch, "upload_time": record.upload_time, "yanked": record.yanked,
+        "sms": summary.get("sms", []), "gpu_code": summary.get("gpu_code", []),
+        "provenance": {key: summary[key] for key in ("source", "toolchain", "factory",
+                                                     "build_time", "platform")
+                       if summary.get(key)},
+    }
+
+
+@cache
+def _version_key(text: str) -> tuple:
+    try:
+        return (1, Version(text), "")
+    except InvalidVersion:
+        return (0, Version("0"), text)
+
+
+def _json(document: dict) -> bytes:
+    return (json.dumps(document, separators=(",", ":"), sort_keys=True) + "\n").encode()

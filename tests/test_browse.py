@@ -1,0 +1,85 @@
+"""The browse page in a real browser: Debian's Chromium driven by playwright, on the example's
+index served by `factory serve`, at a phone's width."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import REPO
+from .system import debian_package
+
+pytestmark = pytest.mark.slow
+
+ARTIFACTS = REPO / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def site(example_build):
+    out, _ = example_build
+    process = subprocess.Popen([sys.executable, "-m", "factory", "serve", str(out), "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    url = process.stdout.readline().split(" at ", 1)[1].split()[0]
+    yield url
+    process.terminate()
+    process.wait()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=debian_package("chromium",
+                                                                             "chromium"),
+                                              args=["--no-sandbox", "--disable-gpu"])
+        yield chromium
+        chromium.close()
+
+
+def open_page(browser, url: str):
+    page = browser.new_page(viewport={"width": 390, "height": 844})  # a phone
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url)
+    page.wait_for_selector("body[data-ready=true]")
+    return page, errors
+
+
+def test_the_helper_gives_the_cell_index_command(browser, site):
+    page, errors = open_page(browser, site)
+    page.select_option("#package", "img2gray")
+    page.select_option("#torch", "2.11")
+    page.select_option("#cuda", "13.0")
+    expected = f"{site}cu130torch211/simple"
+    assert page.text_content("#pip-command") == f"pip install img2gray --extra-index-url {expected}"
+    assert page.text_content("#uv-command") == (
+        f"uv pip install img2gray --extra-index-url {expected}")
+    assert "img2gray 1.0.0+cu130torch211" in page.text_content("#status")
+    assert page.evaluate("location.hash") == "#package=img2gray&torch=2.11&cuda=13.0"
+    # The coverage grid: the built cell opens the wheel's facts.
+    page.wait_for_selector("td.built button")
+    page.click("td.built button")
+    details = page.text_content(".wheel")
+    assert "sm_90" in details and "==2.11.*" in details and ">=3.9" in details
+    assert "examples/img2gray" in details and "nvcc 13.0" in details
+    # Nothing wider than the phone's screen.
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "browse-page.png"), full_page=True)
+    assert (ARTIFACTS / "browse-page.png").stat().st_size > 10_000
+    assert errors == []
+
+
+def test_deep_links_and_pasted_versions(browser, site):
+    page, errors = open_page(browser, site + "#package=img2gray&torch=2.11&cuda=13.0")
+    assert page.input_value("#torch") == "2.11" and page.input_value("#cuda") == "13.0"
+    assert page.text_content("#pip-command").endswith("/cu130torch211/simple")
+    page.click("#detect summary")
+    page.fill("#paste", "2.13.0+cpu None")
+    assert "need a CUDA build of torch" in page.text_content("#paste-result")
+    page.fill("#paste", "2.11.0+cu130 13.0")
+    assert page.text_content("#paste-result") == "Found torch 2.11 with CUDA 13.0."
+    assert errors == []
