@@ -9,8 +9,10 @@ For each size it prints:
   compared with the page in place (what changed is written);
 - full regeneration into an empty tree: the same with every page deleted first, so every page
   file and folder is created again (this is mostly the file system's time);
-- add one wheel: one new wheel in files/, the index brought up to date;
-- no change: an update with nothing new.
+- add one wheel: one new wheel in files/, the index brought up to date as `factory build` does
+  (it names the wheels it published; the others are taken from the manifest unread);
+- no change: `factory build`'s update with nothing new;
+- check every file: an update that checks each file's size and mtime against the manifest.
 Times are medians of --repeat runs, in this process (as `factory build` calls it).
 """
 
@@ -88,9 +90,11 @@ def main() -> None:
                 empty.append(timed(lambda: update_index(out, full=True)))
             added = []
             for number in range(args.repeat):
-                make_wheels_one(out / "files", root, number)
-                added.append(timed(lambda: update_index(out)))
-            unchanged = [timed(lambda: update_index(out)) for _ in range(args.repeat)]
+                name = make_wheels_one(out / "files", root, number)
+                added.append(timed(lambda: update_index(out, published=[name])))
+            unchanged = [timed(lambda: update_index(out, published=[]))
+                         for _ in range(args.repeat)]
+            checked = [timed(lambda: update_index(out)) for _ in range(args.repeat)]
             pages = sum(1 for _ in out.rglob("index.*") if ".factory" not in _.parts)
             print(f"  {summary.projects} projects, {len(summary.labels)} labels, {pages} pages")
             print(f"  cold (read every wheel):   {cold:.2f} s")
@@ -98,16 +102,18 @@ def main() -> None:
             print(f"  ... into an empty tree:    {statistics.median(empty):.2f} s")
             print(f"  add one wheel:             {statistics.median(added):.3f} s")
             print(f"  no change:                 {statistics.median(unchanged):.3f} s")
+            print(f"  check every file:          {statistics.median(checked):.3f} s")
 
 
-def make_wheels_one(files: Path, scratch: Path, number: int) -> None:
+def make_wheels_one(files: Path, scratch: Path, number: int) -> str:
     content = scratch / f"added-{number}"
     package = content / "kernel_0"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(f"ADDED = {number}\n")
     metadata = CoreMetadata("kernel-0", f"9.{number}.0+{LABELS[number % len(LABELS)]}",
                             "synthetic kernel", ">=3.9", ("torch",), "MIT", None)
-    write_wheel(content, files, metadata, "cp39-abi3-linux_x86_64", False, 1767225600)
+    return write_wheel(content, files, metadata, "cp39-abi3-linux_x86_64", False,
+                       1767225600).name
 
 
 if __name__ == "__main__":

@@ -162,7 +162,8 @@ def _build(args: argparse.Namespace, console: Console) -> int:
     options = BuildOptions(usable_build_root(args.build_root), source_date_epoch())
     results = run_build(plan, out, LocalRunner(cache.resolve(), options), args.jobs,
                         make_reporter(console), force=args.force)
-    summary = update_index(out, force=args.force, outcomes=cell_outcomes(plan, results))
+    summary = update_index(out, force=args.force, outcomes=cell_outcomes(plan, results),
+                           published=[r.wheel for r in results if r.status == "built" and r.wheel])
     _print_index(console, out, summary)
     return 1 if any(result.status == "failed" for result in results) else 0
 

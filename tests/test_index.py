@@ -393,3 +393,18 @@ def test_serve_refuses_bad_arguments(tmp_path):
     assert missing.exit == 2 and "nothing: no such folder" in missing.stderr
     port = run_factory("serve", tmp_path, "--port", "99999")
     assert port.exit == 2 and "is not a port number" in port.stderr
+
+
+def test_a_builds_update_reads_only_what_it_published(index_out):
+    """`factory build` names the wheels it published; the others are taken from the manifest
+    unread. `factory index` checks every file again."""
+    update_index(index_out)
+    wheel = next((index_out / "files").glob("img2gray-1.0.0+cu130torch211-*.whl"))
+    wheel.write_bytes(wheel.read_bytes() + b"\0")  # changed in place, behind the index's back
+    added = make_wheel(index_out / "files", "img2gray", "1.0.1+cu130torch211")
+    summary = update_index(index_out, published=[added.name])
+    assert summary.wheels == 5
+    html = (index_out / "cu130torch211" / "simple" / "img2gray" / "index.html").read_text()
+    assert added.name.replace("+", "%2B") in html
+    with pytest.raises(Exception, match="changed after it was published"):
+        update_index(index_out, full=True)

@@ -79,9 +79,14 @@ class IndexSummary:
 
 
 def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutcome] = (),
-                 change: Callable[[Manifest], None] | None = None,
-                 full: bool = False) -> IndexSummary:
-    """Index what files/ holds; `change` may edit the manifest (a yank) before pages are made."""
+                 change: Callable[[Manifest], None] | None = None, full: bool = False,
+                 published: Iterable[str] | None = None) -> IndexSummary:
+    """Index what files/ holds; `change` may edit the manifest (a yank) before pages are made.
+
+    `published` names the files a build just put in files/: the other files the manifest knows
+    are then taken as they were, unread, which keeps a build's update of a big index quick.
+    Without it every file is checked against its record (size and mtime, then its bytes).
+    """
     layout = IndexLayout(out)
     layout.files.mkdir(parents=True, exist_ok=True)
     with exclusive(layout.lock):
@@ -92,7 +97,8 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         previous = load_manifest(layout.manifest)
         full = full or interrupted or not layout.manifest.exists()
         layout.in_progress.write_text("")
-        manifest = Manifest(_scan_files(layout, previous, force), dict(previous.cells))
+        trusted = None if published is None or full else set(previous.files) - set(published)
+        manifest = Manifest(_scan_files(layout, previous, force, trusted), dict(previous.cells))
         for outcome in outcomes:
             manifest.cells[outcome.cell] = outcome
         if change is not None:
@@ -130,10 +136,11 @@ def yank(out: Path, name: str, version: str, label: str | None, reason: str) -> 
     return marked
 
 
-def _scan_files(layout: IndexLayout, manifest: Manifest, force: bool) -> dict[str, FileRecord]:
+def _scan_files(layout: IndexLayout, manifest: Manifest, force: bool,
+                trusted: set[str] | None) -> dict[str, FileRecord]:
     """A record for every wheel in files/: from the manifest while the file's size and mtime
-    are unchanged, read again otherwise. A file whose bytes changed under a published name is
-    refused unless `force`."""
+    are unchanged (or, for `trusted` names, while it is there), read again otherwise. A file
+    whose bytes changed under a published name is refused unless `force`."""
     records: dict[str, FileRecord] = {}
     known_files = manifest.files
     with os.scandir(layout.files) as scan:
@@ -146,6 +153,9 @@ def _scan_files(layout: IndexLayout, manifest: Manifest, force: bool) -> dict[st
                 os.unlink(entry.path)
             continue
         known = known_files.get(name)
+        if trusted is not None and name in trusted:
+            records[name] = known
+            continue
         info = entry.stat()
         if known is not None and known.size == info.st_size and known.mtime_ns == info.st_mtime_ns:
             records[name] = known
@@ -163,7 +173,7 @@ def _scan_files(layout: IndexLayout, manifest: Manifest, force: bool) -> dict[st
             record = record._replace(yanked=known.yanked)
         _ensure_metadata(path, record)
         records[name] = record
-    return dict(sorted(records.items()))
+    return records
 
 
 def _ensure_metadata(wheel: Path, record: FileRecord) -> None:
