@@ -19,6 +19,7 @@ from urllib.parse import unquote, urljoin
 import pytest
 from pypi_simple import ProjectPage
 
+from factory.index.records import IndexConflict
 from factory.index.serve import negotiate
 from factory.index.update import update_index
 from factory.wheel.assemble import CoreMetadata, write_wheel
@@ -406,5 +407,5 @@ def test_a_builds_update_reads_only_what_it_published(index_out):
     assert summary.wheels == 5
     html = (index_out / "cu130torch211" / "simple" / "img2gray" / "index.html").read_text()
     assert added.name.replace("+", "%2B") in html
-    with pytest.raises(Exception, match="changed after it was published"):
+    with pytest.raises(IndexConflict, match="changed after it was published"):
         update_index(index_out, full=True)
