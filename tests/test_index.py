@@ -17,7 +17,8 @@ from pathlib import Path
 from urllib.parse import unquote, urljoin
 
 import pytest
-from pypi_simple import ProjectPage
+from packaging.utils import canonicalize_name
+from pypi_simple import IndexPage, ProjectPage
 
 from factory.index.records import IndexConflict
 from factory.index.serve import negotiate
@@ -409,3 +410,32 @@ def test_a_builds_update_reads_only_what_it_published(index_out):
     assert added.name.replace("+", "%2B") in html
     with pytest.raises(IndexConflict, match="changed after it was published"):
         update_index(index_out, full=True)
+
+
+def test_pypi_simple_reads_every_page(index_out):
+    update_index(index_out)
+    make_wheel(index_out / "files", "img2gray", "1.0.1+cu130torch211")
+    yank_result = run_factory("yank", "img2gray", "1.0.1", "--reason", "broken", "--out", index_out)
+    assert yank_result.exit == 0, yank_result.stderr
+    pages = 0
+    for simple in [index_out / "simple", *index_out.glob("*/simple")]:
+        root_html = IndexPage.from_html((simple / "index.html").read_text())
+        root_json = IndexPage.from_json_data(json.loads((simple / "index.json").read_text()))
+        assert sorted(canonicalize_name(p) for p in root_html.projects) == sorted(
+            canonicalize_name(p) for p in root_json.projects)
+        for project in root_html.projects:
+            folder = simple / canonicalize_name(project)
+            base = f"https://host/{folder.relative_to(index_out)}/"
+            from_html = ProjectPage.from_html(project, (folder / "index.html").read_bytes(), base)
+            from_json = ProjectPage.from_json_data(json.loads((folder / "index.json").read_text()),
+                                                   base)
+            assert [(p.filename, p.url, p.digests, p.requires_python, p.yanked_reason, p.has_metadata)
+                    for p in from_html.packages] == [
+                (p.filename, p.url, p.digests, p.requires_python, p.yanked_reason, p.has_metadata)
+                for p in from_json.packages]
+            assert all(p.metadata_url.endswith(".whl.metadata") for p in from_json.packages)
+            pages += 2
+    assert pages == 2 * (3 + 3 + 2)  # simple and cu130torch211: 3 projects; cu130torch212: 2
+    yanked = ProjectPage.from_json_data(json.loads(
+        (index_out / "simple" / "img2gray" / "index.json").read_text()))
+    assert [p.yanked_reason for p in yanked.packages if p.is_yanked] == ["broken"]
