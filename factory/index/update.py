@@ -223,7 +223,7 @@ class _Pages:
             base = self.layout.out / name
             files_url = "../" * (name.count("/") + 2) + "files/"
             for project, records in sorted(projects.items()):
-                if changed is None or project in changed:
+                if changed is None or name in changed.get(project, ()):
                     self._put(base / project / "index.html",
                               project_html(project, records, files_url))
                     self._put(base / project / "index.json",
@@ -242,18 +242,29 @@ class _Pages:
         self._remove_indexes(set(old_indexes) - set(self.indexes) if changed is not None
                              else None)
 
-    def _changed_projects(self) -> set[str] | None:
+    def _changed_projects(self) -> dict[str, set[str]] | None:
+        """project -> the indexes whose page of it changed (None: every page)."""
         if self.previous is None:
             return None
         before, after = self.previous.files, self.manifest.files
-        changed = set()
+        every_cell = [name for name in self.indexes if name != COMBINED]
+        changed: dict[str, set[str]] = defaultdict(set)
         for name in before.keys() | after.keys():
             old, new = before.get(name), after.get(name)
-            if old is not new and old != new:
-                changed.update(record.project for record in (old, new) if record is not None)
+            if old is new or old == new:
+                continue
+            for record in (old, new):
+                if record is None:
+                    continue
+                indexes = changed[record.project]
+                indexes.add(COMBINED)
+                if record.label is None:
+                    indexes.update(every_cell)
+                else:
+                    indexes.add(f"{record.label}/{COMBINED}")
         return changed
 
-    def _write_browse(self, changed: set[str] | None) -> None:
+    def _write_browse(self, changed: dict[str, set[str]] | None) -> None:
         out = self.layout.out
         by_project: dict[str, list[FileRecord]] = defaultdict(list)
         for record in self.manifest.files.values():
