@@ -35,6 +35,7 @@ class SourceTree:
     revision: str  # hex: a content digest for plain folders
     kind: str
     location: str  # how the matrix names it: a path relative to the matrix's folder
+    newest_mtime: int  # the newest file's modification time
     git: GitState | None = None
 
     @property
@@ -47,15 +48,14 @@ class SourceTree:
         git folder, else the newest file's modification time."""
         if self.git is not None and not self.git.dirty:
             return self.git.time
-        newest = max((int((self.root / f).lstat().st_mtime) for f in source_files(self.root)),
-                     default=ZIP_EPOCH)
-        return max(newest, ZIP_EPOCH)
+        return max(self.newest_mtime, ZIP_EPOCH)
 
 
 def resolve_path_source(root: Path, base: Path) -> SourceTree:
     """A local folder; `base` is the folder its path is written relative to (the matrix's)."""
     location = os.path.relpath(root, base.resolve()) if root.is_absolute() else str(root)
-    return SourceTree(root, tree_digest(root), "path", Path(location).as_posix(), _git_state(root))
+    digest, newest = _scan_tree(root)
+    return SourceTree(root, digest, "path", Path(location).as_posix(), newest, _git_state(root))
 
 
 def _git_state(root: Path) -> GitState | None:
@@ -91,10 +91,17 @@ def source_files(root: Path) -> list[Path]:
 
 def tree_digest(root: Path) -> str:
     """sha256 over the tree's paths, executable bits, symlink targets and contents."""
+    return _scan_tree(root)[0]
+
+
+def _scan_tree(root: Path) -> tuple[str, int]:
+    """The tree's digest and its newest modification time, in one pass over its files."""
     digest = hashlib.sha256()
+    newest = 0
     for relative in source_files(root):
         path = root / relative
         info = path.lstat()
+        newest = max(newest, int(info.st_mtime))
         digest.update(relative.as_posix().encode() + b"\0")
         if stat.S_ISLNK(info.st_mode):
             digest.update(b"L" + os.readlink(path).encode() + b"\0")
@@ -105,4 +112,4 @@ def tree_digest(root: Path) -> str:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
         digest.update(b"\0")
-    return digest.hexdigest()
+    return digest.hexdigest(), newest

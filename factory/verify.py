@@ -88,7 +88,8 @@ def _source_tree(record: dict, source: Path | None, wheel: Path) -> SourceTree:
     git = recorded.get("git")
     state = GitState(git["commit"], git["dirty"], int(record["build"]["source_date_epoch"])) \
         if git else None
-    return SourceTree(found.root, found.revision, "path", recorded["location"], state)
+    return SourceTree(found.root, found.revision, "path", recorded["location"],
+                      found.newest_mtime, state)
 
 
 def _recorded_cell(record: dict, tree: SourceTree, wheel: Path):
