@@ -25,6 +25,7 @@ from . import __version__
 from .compile.commands import host_compiler
 from .errors import BuildError, FactoryError
 from .index.records import CellOutcome
+from .layout import Layout
 from .matrix.plan import Cell, Plan, SkippedCell
 from .process import Log
 from .runner import Runner
@@ -45,35 +46,6 @@ class Reporter(Protocol):
     def update(self, cell_id: str, status: str, detail: str = "") -> None: ...
     def finish(self, results: list[CellResult]) -> None: ...
     def stop(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where `factory build` writes inside its output folder."""
-
-    out: Path
-
-    @property
-    def files(self) -> Path:
-        return self.out / "files"
-
-    @property
-    def logs(self) -> Path:
-        return self.out / "logs"
-
-    @property
-    def state(self) -> Path:
-        return self.out / ".factory" / "cells"
-
-    @property
-    def staging(self) -> Path:
-        return self.out / ".factory" / "staging"
-
-    def log_file(self, cell: Cell) -> Path:
-        return self.logs / f"{cell.key}.log"
-
-    def state_file(self, cell: Cell) -> Path:
-        return self.state / f"{cell.key}.json"
 
 
 def run_build(plan: Plan, out: Path, runner: Runner, jobs: int, reporter: Reporter,

@@ -31,6 +31,7 @@ from packaging.utils import canonicalize_name
 
 from ..cache import exclusive
 from ..errors import ConfigError
+from ..layout import Layout
 from .browse import ASSETS, asset, browse_index, browse_project
 from .pages import project_html, project_json, root_html, root_json
 from .records import (
@@ -45,28 +46,6 @@ from .records import (
 )
 
 COMBINED = "simple"
-
-
-@dataclass(frozen=True)
-class IndexLayout:
-    out: Path
-
-    @property
-    def files(self) -> Path:
-        return self.out / "files"
-
-    @property
-    def manifest(self) -> Path:
-        return self.out / ".factory" / "manifest.json"
-
-    @property
-    def lock(self) -> Path:
-        return self.out / ".factory" / "index"
-
-    @property
-    def in_progress(self) -> Path:
-        """Present while an update runs: found at the start, it says the last one was killed."""
-        return self.out / ".factory" / "index-update-in-progress"
 
 
 @dataclass(frozen=True)
@@ -87,16 +66,16 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
     are then taken as they were, unread, which keeps a build's update of a big index quick.
     Without it every file is checked against its record (size and mtime, then its bytes).
     """
-    layout = IndexLayout(out)
+    layout = Layout(out)
     layout.files.mkdir(parents=True, exist_ok=True)
-    with exclusive(layout.lock):
-        interrupted = layout.in_progress.exists()
+    with exclusive(layout.index_lock):
+        interrupted = layout.index_in_progress.exists()
         if interrupted:
             for leftover in out.rglob(".*.tmp"):
                 leftover.unlink(missing_ok=True)
         previous = load_manifest(layout.manifest)
         full = full or interrupted or not layout.manifest.exists()
-        layout.in_progress.write_text("")
+        layout.index_in_progress.write_text("")
         trusted = None if published is None or full else set(previous.files) - set(published)
         manifest = Manifest(_scan_files(layout, previous, force, trusted), dict(previous.cells))
         for outcome in outcomes:
@@ -107,7 +86,7 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         pages.write()
         if full or manifest.files != previous.files or manifest.cells != previous.cells:
             save_manifest(manifest, layout.manifest)
-        layout.in_progress.unlink()
+        layout.index_in_progress.unlink()
     projects = len({record.project for record in manifest.files.values()})
     return IndexSummary(len(manifest.files), tuple(sorted(pages.labels)), projects,
                         pages.written, pages.removed)
@@ -136,7 +115,7 @@ def yank(out: Path, name: str, version: str, label: str | None, reason: str) -> 
     return marked
 
 
-def _scan_files(layout: IndexLayout, manifest: Manifest, force: bool,
+def _scan_files(layout: Layout, manifest: Manifest, force: bool,
                 trusted: set[str] | None) -> dict[str, FileRecord]:
     """A record for every wheel in files/: from the manifest while the file's size and mtime
     are unchanged (or, for `trusted` names, while it is there), read again otherwise. A file
@@ -203,7 +182,7 @@ def _indexes(files: Iterable[FileRecord]) -> dict[str, dict[str, list[FileRecord
 class _Pages:
     """Writes the pages of one update, in the order that keeps every link valid."""
 
-    def __init__(self, layout: IndexLayout, manifest: Manifest,
+    def __init__(self, layout: Layout, manifest: Manifest,
                  previous: Manifest | None) -> None:
         self.layout = layout
         self.manifest = manifest

@@ -1,0 +1,55 @@
+"""Where everything lives inside an output folder (default index/): one definition for the
+build, which publishes wheels and logs, and the index, which writes pages beside them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .matrix.plan import Cell
+
+
+@dataclass(frozen=True)
+class Layout:
+    out: Path
+
+    @property
+    def files(self) -> Path:
+        """The published wheels and their .metadata files."""
+        return self.out / "files"
+
+    @property
+    def logs(self) -> Path:
+        return self.out / "logs"
+
+    @property
+    def private(self) -> Path:
+        """The factory's own records; never served."""
+        return self.out / ".factory"
+
+    @property
+    def state(self) -> Path:
+        return self.private / "cells"
+
+    @property
+    def staging(self) -> Path:
+        return self.private / "staging"
+
+    @property
+    def manifest(self) -> Path:
+        return self.private / "manifest.json"
+
+    @property
+    def index_lock(self) -> Path:
+        return self.private / "index"
+
+    @property
+    def index_in_progress(self) -> Path:
+        """Present while an index update runs: found at the start, the last one was killed."""
+        return self.private / "index-update-in-progress"
+
+    def log_file(self, cell: Cell) -> Path:
+        return self.logs / f"{cell.key}.log"
+
+    def state_file(self, cell: Cell) -> Path:
+        return self.state / f"{cell.key}.json"
