@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from .errors import BuildError, FactoryError
 from .index.records import CellOutcome
 from .layout import Layout
 from .matrix.plan import Cell, Plan, SkippedCell
-from .process import Log
+from .process import Log, first_output_line
 from .runner import Runner
 
 
@@ -148,11 +147,7 @@ def _environment_facts() -> dict:
     """The host facts a build depends on: the Python the environments are made with, the host
     compiler, and the variables the toolchain reads."""
     compiler = host_compiler()
-    try:
-        compiler_version = subprocess.run([compiler, "-dumpfullversion"], capture_output=True,
-                                          text=True).stdout.strip()
-    except OSError:
-        compiler_version = "missing"
+    compiler_version = first_output_line([compiler, "-dumpfullversion"])
     return {
         "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
         "cxx": [compiler, compiler_version],

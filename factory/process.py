@@ -56,3 +56,12 @@ def first_error(output: str) -> str:
         if "error" in lowered and "warning" not in lowered:
             return line[:300]
     return lines[-1][:300] if lines else "no output"
+
+
+def first_output_line(argv: Sequence[str]) -> str:
+    """The first line a tool prints (its version, say); "missing" when it cannot be run."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True)
+    except OSError:
+        return "missing"
+    return (done.stdout.strip().splitlines() or ["unknown"])[0]

@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import platform
-import subprocess
 import time
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -26,6 +25,7 @@ from . import __version__
 from .errors import ConfigError
 from .expect import expected_gpu_code
 from .matrix.plan import Cell
+from .process import first_output_line
 
 SCHEMA = "kernel-wheel-factory/provenance/1"
 DEFAULT_BUILD_ROOT = Path("/tmp/kernel-wheel-factory/build")
@@ -97,8 +97,8 @@ def toolchain_facts(compiler: str | None = None, nvcc: str | None = None,
     """Versions of the tools whose output is in the wheel."""
     facts = {"python": platform.python_version(), "auditwheel": _package_version("auditwheel")}
     if compiler:
-        facts["cxx"] = f"{compiler} {_first_line([compiler, '-dumpfullversion'])}"
-        facts["ld"] = _first_line(["ld", "--version"])
+        facts["cxx"] = f"{compiler} {first_output_line([compiler, '-dumpfullversion'])}"
+        facts["ld"] = first_output_line(["ld", "--version"])
     if nvcc:
         facts["nvcc"] = nvcc
     if torch:
@@ -138,11 +138,3 @@ def _package_version(name: str) -> str:
         return version(name)
     except PackageNotFoundError:
         return "missing"
-
-
-def _first_line(argv: list[str]) -> str:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True)
-    except OSError:
-        return "missing"
-    return (done.stdout.strip().splitlines() or ["unknown"])[0]
