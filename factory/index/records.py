@@ -9,6 +9,7 @@ wheels reads no wheel twice: a file is read again only when its size or mtime ch
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import time
@@ -102,7 +103,7 @@ def read_file_record(path: Path) -> FileRecord:
     """Everything the pages need from one wheel: hashes, METADATA facts and its provenance."""
     name, version, _build, _tags = parse_wheel_filename(path.name)
     data = path.read_bytes()
-    with zipfile.ZipFile(path) as archive:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
         names = archive.namelist()
         dist_info = next(n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info")
                          and n.endswith("/METADATA"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import subprocess
 import sys
@@ -148,41 +149,42 @@ def inspect_wheel(path: Path) -> WheelReport:
         name, version, _build, tags = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
         raise WheelReadError(f"not a wheel file name ({exc})", file=path) from None
+    data = path.read_bytes()
     try:
-        archive = zipfile.ZipFile(path)
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            contents = {info.filename: archive.read(info) for info in archive.infolist()
+                        if not info.is_dir()}
     except (OSError, zipfile.BadZipFile) as exc:
         raise WheelReadError(f"cannot read the wheel ({exc})", file=path) from None
-    with archive, tempfile.TemporaryDirectory(prefix="kwf-inspect-") as scratch:
-        members = {info.filename: info for info in archive.infolist() if not info.is_dir()}
-        dist_info = _dist_info_folder(path, members)
-        metadata = _read_headers(archive, members, f"{dist_info}/METADATA")
-        requires = tuple(metadata.get_all("Requires-Dist") or ()) if metadata else ()
-        wheel_file = _read_headers(archive, members, f"{dist_info}/WHEEL")
-        objects = []
-        abi3 = _abi3_verdicts(path, tags)
-        for member in sorted(members):
-            data = archive.read(member)
-            if not is_elf(data):
+    dist_info = _dist_info_folder(path, contents)
+    metadata = _read_headers(contents, f"{dist_info}/METADATA")
+    requires = tuple(metadata.get_all("Requires-Dist") or ()) if metadata else ()
+    wheel_file = _read_headers(contents, f"{dist_info}/WHEEL")
+    objects = []
+    abi3 = _abi3_verdicts(path, tags)
+    with tempfile.TemporaryDirectory(prefix="kwf-inspect-") as scratch:
+        for member, member_data in sorted(contents.items()):
+            if not is_elf(member_data):
                 continue
             extracted = Path(scratch) / member
             extracted.parent.mkdir(parents=True, exist_ok=True)
-            extracted.write_bytes(data)
+            extracted.write_bytes(member_data)
             objects.append(_shared_object(member, extracted, abi3))
-        return WheelReport(
-            file=path.name, sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-            size=path.stat().st_size, name=str(name), version=str(version),
-            label=version.local, tags=tuple(sorted(str(tag) for tag in tags)),
-            metadata_name=metadata.get("Name") if metadata else None,
-            metadata_version=metadata.get("Version") if metadata else None,
-            requires_python=metadata.get("Requires-Python") if metadata else None,
-            requires=requires, torch_requirement=torch_requirement(requires),
-            wheel_tags=tuple(sorted(wheel_file.get_all("Tag") or ())) if wheel_file else (),
-            files=tuple(sorted(members)),
-            record_problems=_record_problems(archive, members, f"{dist_info}/RECORD"),
-            shared_objects=tuple(objects),
-            provenance=_read_json(archive, members, f"{dist_info}/{PROVENANCE_FILE}"),
-            kernel_metadata=_kernel_metadata(archive, members, metadata),
-        )
+    return WheelReport(
+        file=path.name, sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data), name=str(name), version=str(version),
+        label=version.local, tags=tuple(sorted(str(tag) for tag in tags)),
+        metadata_name=metadata.get("Name") if metadata else None,
+        metadata_version=metadata.get("Version") if metadata else None,
+        requires_python=metadata.get("Requires-Python") if metadata else None,
+        requires=requires, torch_requirement=torch_requirement(requires),
+        wheel_tags=tuple(sorted(wheel_file.get_all("Tag") or ())) if wheel_file else (),
+        files=tuple(sorted(contents)),
+        record_problems=_record_problems(contents, f"{dist_info}/RECORD"),
+        shared_objects=tuple(objects),
+        provenance=_read_json(contents, f"{dist_info}/{PROVENANCE_FILE}"),
+        kernel_metadata=_kernel_metadata(contents, metadata),
+    )
 
 
 def _dist_info_folder(path: Path, members: dict) -> str:
@@ -194,26 +196,26 @@ def _dist_info_folder(path: Path, members: dict) -> str:
     return folders.pop()
 
 
-def _read_headers(archive: zipfile.ZipFile, members: dict, name: str):
-    if name not in members:
+def _read_headers(contents: dict[str, bytes], name: str):
+    if name not in contents:
         return None
-    return BytesParser().parsebytes(archive.read(name))
+    return BytesParser().parsebytes(contents[name])
 
 
-def _read_json(archive: zipfile.ZipFile, members: dict, name: str) -> dict | None:
-    if name not in members:
+def _read_json(contents: dict[str, bytes], name: str) -> dict | None:
+    if name not in contents:
         return None
     try:
-        return json.loads(archive.read(name))
+        return json.loads(contents[name])
     except ValueError as exc:
         return {"error": f"{name} is not JSON: {exc}"}
 
 
-def _kernel_metadata(archive: zipfile.ZipFile, members: dict, metadata) -> dict | None:
+def _kernel_metadata(contents: dict[str, bytes], metadata) -> dict | None:
     if metadata is None or not metadata.get("Name"):
         return None
     package = canonicalize_name(metadata["Name"]).replace("-", "_")
-    return _read_json(archive, members, f"{package}/{KERNEL_METADATA_FILE}")
+    return _read_json(contents, f"{package}/{KERNEL_METADATA_FILE}")
 
 
 def torch_requirement(requires: tuple[str, ...]) -> str | None:
@@ -227,20 +229,20 @@ def torch_requirement(requires: tuple[str, ...]) -> str | None:
     return None
 
 
-def _record_problems(archive: zipfile.ZipFile, members: dict, name: str) -> tuple[str, ...]:
+def _record_problems(contents: dict[str, bytes], name: str) -> tuple[str, ...]:
     """What RECORD gets wrong: files it misses, lists without them, or hashes wrongly."""
-    if name not in members:
+    if name not in contents:
         return ("RECORD is missing",)
     problems = []
     listed = set()
-    for line in archive.read(name).decode("utf-8", "replace").splitlines():
+    for line in contents[name].decode("utf-8", "replace").splitlines():
         if not line.strip():
             continue
         path, hash_field, _size = line.rsplit(",", 2)
         listed.add(path)
         if path == name:
             continue
-        if path not in members:
+        if path not in contents:
             problems.append(f"RECORD lists {path}, which the wheel lacks")
             continue
         algorithm, _, expected = hash_field.partition("=")
@@ -248,10 +250,10 @@ def _record_problems(archive: zipfile.ZipFile, members: dict, name: str) -> tupl
             problems.append(f"RECORD hashes {path} with '{algorithm or 'nothing'}', not sha256")
             continue
         actual = base64.urlsafe_b64encode(
-            hashlib.sha256(archive.read(path)).digest()).rstrip(b"=").decode()
+            hashlib.sha256(contents[path]).digest()).rstrip(b"=").decode()
         if actual != expected:
             problems.append(f"RECORD's sha256 of {path} does not match its content")
-    problems += [f"{path} is not listed in RECORD" for path in sorted(set(members) - listed)]
+    problems += [f"{path} is not listed in RECORD" for path in sorted(set(contents) - listed)]
     return tuple(problems)
 
 
