@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from rich.console import Console
 from rich.table import Table
 
@@ -31,7 +33,7 @@ def print_report(report: WheelReport, console: Console) -> list[str]:
     facts.add_row("tags", ", ".join(report.tags))
     facts.add_row("python", report.requires_python or "any")
     facts.add_row("torch", report.torch_requirement or "not required")
-    others = [r for r in report.requires if not r.replace(" ", "").startswith("torch")]
+    others = [r for r in report.requires if not _names_torch(r)]
     if others:
         facts.add_row("requires", ", ".join(others))
     facts.add_row("size", f"{report.size:,} bytes")
@@ -62,6 +64,14 @@ def print_report(report: WheelReport, console: Console) -> list[str]:
     else:
         console.print("[green]checks: all passed[/green]")
     return problems
+
+
+def _names_torch(requirement: str) -> bool:
+    """Whether a Requires-Dist line is torch's own (torchao, torchvision are others)."""
+    try:
+        return canonicalize_name(Requirement(requirement).name) == "torch"
+    except InvalidRequirement:
+        return False
 
 
 def _print_provenance(record: dict | None, console: Console) -> None:
