@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,12 +20,11 @@ from pathlib import Path
 from typing import Protocol
 
 from . import __version__
-from .compile.commands import host_compiler
 from .errors import BuildError, FactoryError
 from .index.records import CellOutcome
 from .layout import Layout
 from .matrix.plan import Cell, Plan, SkippedCell
-from .process import Log, first_output_line
+from .process import Log
 from .runner import Runner
 
 
@@ -55,15 +53,18 @@ def run_build(plan: Plan, out: Path, runner: Runner, jobs: int, reporter: Report
     cells = list(plan.cells)
     reporter.start([cell.id for cell in cells], list(plan.skipped))
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
-    environment = {**_environment_facts(), "build_root": str(runner.options.build_root)}
 
     def one(cell: Cell) -> CellResult:
-        return _run_cell(cell, layout, runner, threads, reporter, environment, force)
+        return _run_cell(cell, layout, runner, threads, reporter, force)
 
+    pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(one, cells))
+        results = list(pool.map(one, cells))
     finally:
+        # The runner stops first (on Ctrl-C its containers and processes go, so the cells
+        # still building end), then the workers are waited for.
+        runner.close()
+        pool.shutdown(wait=True, cancel_futures=True)
         reporter.stop()
     results += [CellResult(s.id, "skipped", 0.0, detail=s.reason) for s in plan.skipped]
     reporter.finish(results)
@@ -90,7 +91,8 @@ def cell_outcomes(plan: Plan, results: list[CellResult]) -> list[CellOutcome]:
 
 
 def _run_cell(cell: Cell, layout: Layout, runner: Runner, threads: int, reporter: Reporter,
-              environment: dict, force: bool) -> CellResult:
+              force: bool) -> CellResult:
+    environment = {**runner.facts(cell), "build_root": str(runner.options.build_root)}
     fingerprint = cell_fingerprint(cell, environment, runner.name)
     unchanged = _unchanged_wheel(layout, cell, fingerprint)
     if unchanged is not None:
@@ -141,18 +143,6 @@ def cell_fingerprint(cell: Cell, environment: dict, runner: str) -> str:
     if cell.cuda is not None:
         facts["cuda"] = [str(cell.cuda.version), str(cell.cuda.home), cell.cuda.torch_index]
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
-
-
-def _environment_facts() -> dict:
-    """The host facts a build depends on: the Python the environments are made with, the host
-    compiler, and the variables the toolchain reads."""
-    compiler = host_compiler()
-    compiler_version = first_output_line([compiler, "-dumpfullversion"])
-    return {
-        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
-        "cxx": [compiler, compiler_version],
-        "env": {name: os.environ.get(name) for name in ("SOURCE_DATE_EPOCH", "CUDA_HOME")},
-    }
 
 
 def _unchanged_wheel(layout: Layout, cell: Cell, fingerprint: str) -> str | None:

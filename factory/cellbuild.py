@@ -55,8 +55,9 @@ PYTHON_FILES = ("py", "pyi")
 
 
 def build_cell(cell: Cell, cache: Path, options: BuildOptions, staging: Path, log: Log,
-               threads: int, progress: Progress) -> Path:
-    """Build the cell's wheel, check it, and return its path inside `staging`."""
+               threads: int, progress: Progress, prepared: bool = False) -> Path:
+    """Build the cell's wheel, check it, and return its path inside `staging`. With `prepared`,
+    the toolkit and torch environment must be in the cache already, which is only read."""
     work = options.build_root / cell.key
     with exclusive(work):
         if work.exists():
@@ -71,9 +72,9 @@ def build_cell(cell: Cell, cache: Path, options: BuildOptions, staging: Path, lo
                                  work / "dist")
         else:
             wheel = _build_extension(cell, cache, options, work, src, package, log, threads,
-                                     progress)
+                                     progress, prepared)
         progress("checking")
-        _run_gates(cell, wheel, log)
+        run_gates(cell, wheel, log)
         staging.mkdir(parents=True, exist_ok=True)
         staged = staging / wheel.name
         shutil.copyfile(wheel, staged)
@@ -81,11 +82,12 @@ def build_cell(cell: Cell, cache: Path, options: BuildOptions, staging: Path, lo
 
 
 def _build_extension(cell: Cell, cache: Path, options: BuildOptions, work: Path, src: Path,
-                     package: Path, log: Log, threads: int, progress: Progress) -> Path:
+                     package: Path, log: Log, threads: int, progress: Progress,
+                     prepared: bool) -> Path:
     progress("CUDA toolkit")
     toolkit = provide_cuda(cell.cuda, cache, log)
     progress("torch environment")
-    env = provide_torch(cell.torch, cell.cuda, cache, log)
+    env = provide_torch(cell.torch, cell.cuda, cache, log, create=not prepared)
     log.step(f"toolchain: nvcc {toolkit.version} ({toolkit.origin}, {toolkit.home}), "
              f"torch {env.torch_version} ({env.root})")
     toolchain = Toolchain(toolkit, env, host_compiler(), cxx_standard(cell.torch))
@@ -141,7 +143,9 @@ def _final_wheel(cell: Cell, options: BuildOptions, content: Path, tag: str,
                        epoch=options.epoch(cell), extra_dist_info={PROVENANCE_FILE: provenance})
 
 
-def _run_gates(cell: Cell, wheel: Path, log: Log) -> None:
+def run_gates(cell: Cell, wheel: Path, log: Log) -> None:
+    """Inspect a finished wheel and fail the cell, with every reason in the log, unless it
+    passes every gate."""
     log.step(f"checking {wheel.name}")
     report = inspect_wheel(wheel)
     for so in report.shared_objects:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -16,15 +18,19 @@ from rich.console import Console
 from . import __version__
 from .build import cell_outcomes, run_build
 from .cache import default_cache_dir
+from .container.engine import Engine
+from .container.runner import DockerRunner
 from .errors import ConfigError, FactoryError
 from .index.serve import make_server
 from .index.update import IndexSummary, update_index, yank
 from .matrix.load import host_platform, load_matrix
+from .matrix.model import RUNNERS
 from .matrix.plan import Kernel, Plan, make_plan
+from .process import Log
 from .progress import make_reporter
 from .provenance import DEFAULT_BUILD_ROOT, BuildOptions, usable_build_root
 from .report import print_report, report_json
-from .runner import LocalRunner
+from .runner import choose_runner
 from .source import resolve_path_source
 from .spec.buildtoml import read_build_toml
 from .verify import verify_wheel
@@ -78,6 +84,18 @@ def make_parser() -> argparse.ArgumentParser:
     build.add_argument("--build-root", type=Path, default=DEFAULT_BUILD_ROOT, metavar="DIR",
                        help="where cells are compiled; a fixed path keeps builds reproducible "
                             f"(default: {DEFAULT_BUILD_ROOT})")
+    build.add_argument("--runner", choices=RUNNERS, default=None,
+                       help="where cells are built: on this machine (local), in builder "
+                            "containers (docker), or docker when a daemon answers and the "
+                            "images can be had, else local (auto, the default; the matrix's "
+                            "runner: key sets it too)")
+
+    images = commands.add_parser(
+        "images", help="build the builder images a matrix needs",
+        description="Build (when missing) the docker builder image of every CUDA version and "
+                    "platform of MATRIX, and print their names; the docker runner builds them "
+                    "on first use too.")
+    images.add_argument("matrix", type=Path, metavar="MATRIX", help="the matrix.yaml")
 
     index = commands.add_parser(
         "index", help="regenerate the package index pages of an output folder",
@@ -158,14 +176,37 @@ def _build(args: argparse.Namespace, console: Console) -> int:
             ids = ", ".join([c.id for c in everything.cells] + [s.id for s in everything.skipped])
             raise ConfigError(f"{' '.join(args.only)!r} matches no cell (cells: {ids})",
                               key="--only")
-    cache = args.cache_dir or default_cache_dir()
+    cache = (args.cache_dir or default_cache_dir()).resolve()
     options = BuildOptions(usable_build_root(args.build_root), source_date_epoch())
-    results = run_build(plan, out, LocalRunner(cache.resolve(), options), args.jobs,
-                        make_reporter(console), force=args.force)
+    requested = args.runner or plan.matrix.runner or "auto"
+    runner, why = choose_runner(requested, plan, cache, options, plan.matrix.docker_base)
+    console.print(f"runner: {runner.name} ({why})", markup=False, soft_wrap=True)
+    results = run_build(plan, out, runner, args.jobs, make_reporter(console), force=args.force)
     summary = update_index(out, force=args.force, outcomes=cell_outcomes(plan, results),
                            published=[r.wheel for r in results if r.status == "built" and r.wheel])
     _print_index(console, out, summary)
     return 1 if any(result.status == "failed" for result in results) else 0
+
+
+def _images(args: argparse.Namespace, console: Console) -> int:
+    plan = plan_matrix(args.matrix, console)
+    engine = Engine()
+    problem = engine.unavailable()
+    if problem:
+        raise ConfigError(f"cannot build images: {problem}", key="images")
+    runner = DockerRunner(default_cache_dir(), BuildOptions(DEFAULT_BUILD_ROOT, None),
+                          plan.matrix.docker_base, engine)
+    try:
+        images = runner.make_images(plan.cells, Log(sys.stdout))
+        if not images:
+            console.print(f"no cell of {args.matrix} is compiled: no builder image is needed",
+                          markup=False, soft_wrap=True)
+        for image in images:
+            console.print(f"image {image.name} (CUDA {image.cuda}, {image.platform}, base "
+                          f"{image.base})", markup=False, soft_wrap=True)
+    finally:
+        runner.close()
+    return 0
 
 
 def _print_index(console: Console, out: Path, summary: IndexSummary) -> None:
@@ -276,12 +317,19 @@ def _console(stderr: bool) -> Console:
     return console
 
 
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM (a CI job cancelled) stops a build as Ctrl-C does: containers are removed."""
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop)
     console = _console(stderr=False)
     errors = _console(stderr=True)
     try:
         args = make_parser().parse_args(argv)
-        command = {"build": _build, "index": _index, "yank": _yank, "serve": _serve,
+        command = {"build": _build, "images": _images, "index": _index, "yank": _yank, "serve": _serve,
                    "inspect": _inspect, "verify": _verify}[args.command]
         return command(args, console)
     except FactoryError as exc:

@@ -37,6 +37,7 @@ class BuildOptions:
 
     build_root: Path  # a fixed path: nvcc writes the source's absolute path into the object
     source_date_epoch: int | None  # from the environment; else each source's own time
+    builder: str | None = None  # the builder image, for builds in a container
 
     def epoch(self, cell: Cell) -> int:
         return self.source_date_epoch if self.source_date_epoch is not None else cell.source.epoch
@@ -61,8 +62,7 @@ def usable_build_root(path: Path, key: str = "--build-root") -> Path:
 def provenance_record(cell: Cell, options: BuildOptions, toolchain: dict[str, str]) -> dict:
     epoch = options.epoch(cell)
     source = cell.source
-    cuda = cell.cuda
-    return {
+    record = {
         "schema": SCHEMA,
         "factory": __version__,
         "kernel": {
@@ -73,22 +73,31 @@ def provenance_record(cell: Cell, options: BuildOptions, toolchain: dict[str, st
             "kind": source.kind, "location": source.location, "tree_sha256": source.revision,
             "git": {"commit": source.git.commit, "dirty": source.git.dirty} if source.git else None,
         },
-        "cell": {
-            "id": cell.id, "label": cell.label, "label_template": cell.label_template,
-            "torch": str(cell.torch) if cell.torch else None,
-            "cuda": str(cuda.version) if cuda else None,
-            "sms": [str(sm) for sm in cuda.sms] if cuda else [],
-            "ptx": cuda.ptx if cuda else False,
-            "torch_index": cuda.torch_index if cuda else None,
-            "cuda_home": str(cuda.home) if cuda and cuda.home else None,
-            "platform": cell.platform,
-            "gpu_code": sorted(str(entry) for entry in expected_gpu_code(cell)),
-        },
+        "cell": cell_record(cell),
         "toolchain": toolchain,
         "build": {
             "root": str(options.build_root), "source_date_epoch": epoch,
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)),
         },
+    }
+    if options.builder is not None:
+        record["build"]["builder"] = options.builder
+    return record
+
+
+def cell_record(cell: Cell) -> dict:
+    """The cell, as the provenance records it: enough to plan it again (see replan.py)."""
+    cuda = cell.cuda
+    return {
+        "id": cell.id, "label": cell.label, "label_template": cell.label_template,
+        "torch": str(cell.torch) if cell.torch else None,
+        "cuda": str(cuda.version) if cuda else None,
+        "sms": [str(sm) for sm in cuda.sms] if cuda else [],
+        "ptx": cuda.ptx if cuda else False,
+        "torch_index": cuda.torch_index if cuda else None,
+        "cuda_home": str(cuda.home) if cuda and cuda.home else None,
+        "platform": cell.platform,
+        "gpu_code": sorted(str(entry) for entry in expected_gpu_code(cell)),
     }
 
 

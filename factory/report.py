@@ -99,6 +99,9 @@ def _print_provenance(record: dict | None, console: Console) -> None:
         grid.add_row("cell", str(cell.get("id")))
     grid.add_row("toolchain", ", ".join(f"{name} {value}" for name, value in tools.items()))
     grid.add_row("factory", str(record.get("factory")))
-    grid.add_row("built", f"{build.get('time')} (source time), in {build.get('root')}")
+    where = f"in {build.get('root')}"
+    if build.get("builder"):
+        where += f" of a {build['builder']} container"
+    grid.add_row("built", f"{build.get('time')} (source time), {where}")
     console.print("provenance:")
     console.print(grid)

@@ -51,6 +51,21 @@ class SourceTree:
         return max(self.newest_mtime, ZIP_EPOCH)
 
 
+def source_facts(tree: SourceTree) -> dict:
+    """What is known of a source besides its files, for a build that runs elsewhere."""
+    git = tree.git
+    return {"revision": tree.revision, "kind": tree.kind, "location": tree.location,
+            "newest_mtime": tree.newest_mtime,
+            "git": [git.commit, git.dirty, git.time] if git else None}
+
+
+def source_from_facts(facts: dict, root: Path) -> SourceTree:
+    """The source_facts() of a tree whose files are now at `root`."""
+    git = GitState(*facts["git"]) if facts["git"] else None
+    return SourceTree(root, facts["revision"], facts["kind"], facts["location"],
+                      facts["newest_mtime"], git)
+
+
 def resolve_path_source(root: Path, base: Path) -> SourceTree:
     """A local folder; `base` is the folder its path is written relative to (the matrix's)."""
     location = os.path.relpath(root, base.resolve()) if root.is_absolute() else str(root)

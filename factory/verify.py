@@ -16,13 +16,10 @@ from pathlib import Path
 
 from .cellbuild import build_cell
 from .errors import ConfigError
-from .matrix.model import CudaEntry, KernelEntry, Matrix
-from .matrix.plan import Kernel, make_plan
 from .process import Log
 from .provenance import BuildOptions, usable_build_root
+from .replan import replan_cell
 from .source import GitState, SourceTree, resolve_path_source
-from .spec.buildtoml import read_build_toml
-from .versions import Version
 from .wheel.inspect import WheelReport, inspect_wheel
 
 
@@ -56,7 +53,7 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
         return Verdict(wheel, None, report.sha256, None,
                        f"the source at {tree.root} is not the one the wheel was built from "
                        f"(its tree is {tree.revision[:12]}, the record's {recorded_tree[:12]})")
-    cell = _recorded_cell(record, tree, wheel)
+    cell = replan_cell(record["cell"], record["kernel"]["version"], tree, wheel)
     options = BuildOptions(usable_build_root(build_root or Path(record["build"]["root"])),
                            int(record["build"]["source_date_epoch"]))
     work = cache / "verify" / cell.key
@@ -90,29 +87,6 @@ def _source_tree(record: dict, source: Path | None, wheel: Path) -> SourceTree:
         if git else None
     return SourceTree(found.root, found.revision, "path", recorded["location"],
                       found.newest_mtime, state)
-
-
-def _recorded_cell(record: dict, tree: SourceTree, wheel: Path):
-    cell = record["cell"]
-    spec = read_build_toml(tree.root)
-    entry = KernelEntry(tree.root, record["kernel"]["version"], None)
-    cudas: tuple[CudaEntry, ...] = ()
-    torches: tuple[Version, ...] = ()
-    if cell.get("torch"):
-        torches = (Version.parse(cell["torch"]),)
-        cudas = (CudaEntry(Version.parse(cell["cuda"]),
-                           tuple(Version.parse(sm) for sm in cell["sms"]), bool(cell["ptx"]),
-                           Path(cell["cuda_home"]) if cell.get("cuda_home") else None,
-                           cell.get("torch_index"), None),)
-    matrix = Matrix(wheel, (entry,), torches, cudas, (cell["platform"],) if torches else (),
-                    cell.get("label_template") or "cu{cuda}torch{torch}", None, ())
-    plan = make_plan(matrix, [Kernel(entry, tree, spec)], cell["platform"])
-    for planned in plan.cells:
-        if planned.id == cell["id"]:
-            return planned
-    reasons = "; ".join(f"{s.id}: {s.reason}" for s in plan.skipped)
-    raise ConfigError(f"cell {cell['id']} cannot be planned again here"
-                      f"{': ' + reasons if reasons else ''}", file=wheel)
 
 
 def _differing_files(first: Path, second: Path) -> tuple[str, ...]:

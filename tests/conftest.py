@@ -3,6 +3,7 @@ and (for the slow tests) a persistent cache of toolkits and torch environments."
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -109,9 +110,12 @@ def example_wheel(example_build) -> Path:
 @pytest.fixture(scope="session")
 def torch_venv(tmp_path_factory, factory_cache) -> Path:
     """A fresh virtual environment with torch 2.11 (from PyPI) and pytest, made with uv."""
+    return new_torch_venv(tmp_path_factory.mktemp("venv") / "torch211", factory_cache)
+
+
+def new_torch_venv(venv: Path, factory_cache: Path) -> Path:
     from uv import find_uv_bin
 
-    venv = tmp_path_factory.mktemp("venv") / "torch211"
     env = {**os.environ, "UV_CACHE_DIR": str(factory_cache / "uv")}
     subprocess.run([find_uv_bin(), "venv", "--quiet", "--seed", "--python", sys.executable, venv],
                    check=True, env=env)
@@ -135,3 +139,31 @@ def read_dist_info(wheel: Path, name: str) -> str:
     with zipfile.ZipFile(wheel) as archive:
         (member,) = [n for n in archive.namelist() if n.endswith(f".dist-info/{name}")]
         return archive.read(member).decode()
+
+
+def run_example(venv: Path, wheel: Path, tmp_path: Path) -> dict:
+    """Install an img2gray wheel into a torch venv and run its op three ways on images of four
+    shapes against a reference computed with torch; what the run reports."""
+    pip_install(venv, wheel)
+    script = write(tmp_path / "check.py", """
+        import json
+        import torch
+        import img2gray
+
+        name = img2gray.add_op_namespace_prefix("img2gray")
+        namespace = name.split("::")[0]
+        op = getattr(getattr(torch.ops, namespace), "img2gray")
+        generator = torch.Generator().manual_seed(1)
+        results = []
+        for shape in [(1, 1), (3, 5), (480, 640), (1024, 768)]:
+            rgb = torch.randint(0, 256, (*shape, 3), dtype=torch.uint8, generator=generator)
+            weights = torch.tensor([210, 720, 70], dtype=torch.int32)
+            expected = ((rgb.to(torch.int32) * weights).sum(-1) + 500).div(1000, rounding_mode="floor")
+            expected = expected.to(torch.uint8)
+            results.append(torch.equal(op(rgb), expected)
+                           and torch.equal(img2gray.img2gray(rgb), expected)
+                           and torch.equal(img2gray.ops.img2gray(rgb), expected))
+        print(json.dumps({"namespace": namespace, "results": results, "torch": torch.__version__,
+                          "location": img2gray.__file__}))
+    """)
+    return json.loads(venv_python(venv, str(script), cwd=tmp_path).splitlines()[-1])

@@ -1,4 +1,4 @@
-"""System packages some tests drive (Debian's chromium, later docker.io): installed on first use
+"""System packages some tests drive (Debian's chromium, docker.io): installed on first use
 with apt-get when the tests run as root on Debian, as on CI; elsewhere the test says what to
 install instead of pretending the check passed."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -28,3 +29,18 @@ def debian_package(package: str, command: str) -> str:
     found = shutil.which(command)
     assert found, f"apt-get installed {package}, but {command} is not on PATH"
     return found
+
+
+def docker_engine() -> None:
+    """A docker engine that answers; docker/ensure-engine.sh installs and starts one (Debian's
+    docker.io) when the tests run as root on Debian."""
+    from factory.container.engine import Engine
+
+    if Engine().unavailable() is None:
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.fail(f"this test needs a docker engine: {Engine().unavailable()} (as root on "
+                    "Debian, docker/ensure-engine.sh installs and starts one)")
+    script = Path(__file__).resolve().parent.parent / "docker" / "ensure-engine.sh"
+    done = subprocess.run([str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

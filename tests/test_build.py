@@ -29,6 +29,7 @@ from .conftest import (
     cache_env,
     pip_install,
     read_dist_info,
+    run_example,
     run_factory,
     venv_python,
     write,
@@ -108,34 +109,11 @@ def test_example_holds_sass_for_the_cell_and_ptx_for_the_newest(example_wheel, t
 
 def test_example_installs_and_runs_with_torch_211(example_wheel, torch_venv, tmp_path):
     before = venv_python(torch_venv, "-m", "pip", "freeze")
-    pip_install(torch_venv, example_wheel)
+    report = run_example(torch_venv, example_wheel, tmp_path)
     after = venv_python(torch_venv, "-m", "pip", "freeze")
     added = set(after.splitlines()) - set(before.splitlines())
     assert set(before.splitlines()) <= set(after.splitlines())  # torch untouched
     assert [line.split(" @ ")[0] for line in added] == ["img2gray"]
-
-    script = write(tmp_path / "check.py", """
-        import json
-        import torch
-        import img2gray
-
-        name = img2gray.add_op_namespace_prefix("img2gray")
-        namespace = name.split("::")[0]
-        op = getattr(getattr(torch.ops, namespace), "img2gray")
-        generator = torch.Generator().manual_seed(1)
-        results = []
-        for shape in [(1, 1), (3, 5), (480, 640), (1024, 768)]:
-            rgb = torch.randint(0, 256, (*shape, 3), dtype=torch.uint8, generator=generator)
-            weights = torch.tensor([210, 720, 70], dtype=torch.int32)
-            expected = ((rgb.to(torch.int32) * weights).sum(-1) + 500).div(1000, rounding_mode="floor")
-            expected = expected.to(torch.uint8)
-            results.append(torch.equal(op(rgb), expected)
-                           and torch.equal(img2gray.img2gray(rgb), expected)
-                           and torch.equal(img2gray.ops.img2gray(rgb), expected))
-        print(json.dumps({"namespace": namespace, "results": results, "torch": torch.__version__,
-                          "location": img2gray.__file__}))
-    """)
-    report = json.loads(venv_python(torch_venv, str(script), cwd=tmp_path).splitlines()[-1])
     assert report["results"] == [True] * 4
     assert report["torch"] == "2.11.0+cu130"
     assert str(torch_venv) in report["location"]

@@ -97,6 +97,15 @@ CASES = {
     "CUDA home without nvcc": (
         matrix_with('sms: ["9.0"]', 'sms: ["9.0"]\n    home: demo'), GOOD_KERNEL,
         "matrix.yaml:8: cuda.13.0.home: no CUDA toolkit at 'demo'"),
+    "unknown runner": (
+        GOOD_MATRIX + "runner: podman\n", GOOD_KERNEL,
+        "matrix.yaml:8: runner: unknown runner 'podman' (known: local, docker, auto)"),
+    "bad builder base": (
+        GOOD_MATRIX + 'docker: {base: "Not An Image"}\n', GOOD_KERNEL,
+        "matrix.yaml:8: docker.base: 'Not An Image' is not an image reference"),
+    "unknown docker key": (
+        GOOD_MATRIX + "docker: {image: debian}\n", GOOD_KERNEL,
+        "matrix.yaml:8: docker.image: unknown key"),
     "broken TOML": (
         GOOD_MATRIX, kernel_with("[torch]", "[torch"),
         "demo/build.toml:7: invalid TOML"),
@@ -167,6 +176,8 @@ def test_bad_input(project, case):
      "build: --build-root: must be an absolute path"),
     (["build", "matrix.yaml", "--build-root", "/proc/version/build"],
      "/proc/version/build: --build-root: cannot be made (Not a directory); pass --build-root DIR"),
+    (["build", "matrix.yaml", "--runner", "podman"], "argument --runner: invalid choice: 'podman'"),
+    (["images"], "the following arguments are required: MATRIX"),
     (["inspect"], "the following arguments are required: WHEEL"),
     (["inspect", "matrix.yaml"], "matrix.yaml: not a .whl file"),
     (["inspect", "--json", "gone-1.0-py3-none-any.whl"], "gone-1.0-py3-none-any.whl: no such wheel"),
@@ -188,3 +199,15 @@ def test_bad_source_date_epoch(project):
                          env={**cache_env(project), "SOURCE_DATE_EPOCH": "yesterday"})
     assert_rejected(project, result, "SOURCE_DATE_EPOCH: 'yesterday' is not a whole number of "
                     "seconds since 1970", before)
+
+
+@pytest.mark.parametrize("where", ["--runner", "matrix"])
+def test_docker_runner_without_a_daemon(project, where):
+    make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
+    write(project / "matrix.yaml", GOOD_MATRIX + ("runner: docker\n" if where == "matrix" else ""))
+    before = snapshot(project / "index")
+    args = ["--runner", "docker"] if where == "--runner" else []
+    result = run_factory("build", "matrix.yaml", *args, cwd=project,
+                         env={**cache_env(project), "DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert_rejected(project, result, "runner: the docker runner cannot be used: no docker daemon "
+                    "answers (", before)

@@ -21,7 +21,15 @@ from ..policy import (
     torch_releases,
 )
 from ..versions import Version
-from .model import DEFAULT_LABEL, PLATFORMS, CudaEntry, Exclude, KernelEntry, Matrix
+from .model import (
+    DEFAULT_LABEL,
+    PLATFORMS,
+    RUNNERS,
+    CudaEntry,
+    Exclude,
+    KernelEntry,
+    Matrix,
+)
 
 LABEL_FIELDS = ("cuda", "torch", "cuda_major", "cuda_minor", "torch_major", "torch_minor")
 _LOCAL_LABEL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")
@@ -36,8 +44,8 @@ def load_matrix(path: Path) -> Matrix:
     root = load_yaml(path)
     if not isinstance(root.value, dict):
         raise root.error("expected a table of settings at the top of the file")
-    top = root.table(["kernels", "torch", "cuda", "platforms", "label", "exclude"],
-                     required=["kernels", "torch", "cuda"])
+    top = root.table(["kernels", "torch", "cuda", "platforms", "label", "exclude", "runner",
+                      "docker"], required=["kernels", "torch", "cuda"])
     base = path.parent
     matrix = Matrix(
         path=path,
@@ -48,6 +56,8 @@ def load_matrix(path: Path) -> Matrix:
         label=top["label"].nonempty_str() if "label" in top else DEFAULT_LABEL,
         label_line=top["label"].line if "label" in top else None,
         excludes=_excludes(top.get("exclude")),
+        runner=_runner(top["runner"]) if "runner" in top else None,
+        docker_base=_docker(top["docker"]) if "docker" in top else None,
     )
     if "label" in top:
         _check_label_template(top["label"])
@@ -207,6 +217,29 @@ def _excludes(node: Node | None) -> tuple[Exclude, ...]:
             line=item.line,
         ))
     return tuple(excludes)
+
+
+def _runner(node: Node) -> str:
+    value = node.str()
+    if value not in RUNNERS:
+        raise node.error(f"unknown runner '{value}' (known: {', '.join(RUNNERS)})")
+    return value
+
+
+_IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-z0-9._/:{}-]*(@sha256:[0-9a-f]{64})?")
+
+
+def _docker(node: Node) -> str | None:
+    if not isinstance(node.value, dict):
+        raise node.error("expected a table, e.g.  docker: {base: quay.io/pypa/manylinux_2_28_{arch}}")
+    fields = node.table(["base"])
+    if "base" not in fields:
+        return None
+    base = fields["base"].nonempty_str()
+    if not _IMAGE_REFERENCE.fullmatch(base):
+        raise fields["base"].error(f"'{base}' is not an image reference (name[:tag][@sha256:digest]; "
+                                   "{arch} stands for the platform)")
+    return base
 
 
 def _check_label_template(node: Node) -> None:

@@ -9,6 +9,7 @@ from ..versions import Version
 
 DEFAULT_LABEL = "cu{cuda}torch{torch}"
 PLATFORMS = ("x86_64", "aarch64")
+RUNNERS = ("local", "docker", "auto")
 
 
 @dataclass(frozen=True)
@@ -58,3 +59,5 @@ class Matrix:
     label: str
     label_line: int | None
     excludes: tuple[Exclude, ...]
+    runner: str | None = None  # local | docker | auto; None: the command line's choice
+    docker_base: str | None = None  # the builder images' base, "{arch}" standing for the platform

@@ -62,17 +62,24 @@ def env_key(torch: Version, cuda: CudaEntry, python: str) -> str:
 
 
 def provide_torch(torch: Version, cuda: CudaEntry, cache: Path, log: Log,
-                  python: str = sys.executable) -> TorchEnv:
-    """A cached environment holding the torch build for this cell, made on first use."""
+                  python: str = sys.executable, create: bool = True) -> TorchEnv:
+    """A cached environment holding the torch build for this cell, made on first use; with
+    `create` false it must exist already, and the cache is only read (it may be read-only)."""
     python_version = subprocess.run(
         [python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
         capture_output=True, text=True, check=True).stdout.strip()
     root = cache / "envs" / env_key(torch, cuda, python_version)
-    with exclusive(root):
-        marker = root / _MARKER
-        if not marker.is_file():
-            _create(root, torch, cuda, cache, log, python)
+    marker = root / _MARKER
+    if create:
+        with exclusive(root):
+            if not marker.is_file():
+                _create(root, torch, cuda, cache, log, python)
+            info = json.loads(marker.read_text())
+    elif marker.is_file():
         info = json.loads(marker.read_text())
+    else:
+        raise BuildError(f"the environment for {torch_requirement(torch)} was not prepared "
+                         f"({root} is missing)")
     env = TorchEnv(
         root=root, python=root / "bin" / "python", site_packages=root / info["site_packages"],
         torch_version=info["torch_version"],

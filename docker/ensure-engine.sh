@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Make sure a docker engine answers here: install Debian's docker.io (and debootstrap, which
+# make-bullseye-base.sh needs) when they are missing, and start dockerd when none runs.
+# For Debian machines, run as root (CI does; see .ci/run). Prints the engine's version.
+set -euo pipefail
+
+answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+
+missing=()
+command -v dockerd >/dev/null || missing+=(docker.io)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+if ((${#missing[@]})); then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if ! answers; then
+    nohup dockerd >/var/log/kernel-wheel-factory-dockerd.log 2>&1 &
+    for _ in $(seq 60); do
+        answers && break
+        sleep 1
+    done
+fi
+if ! answers; then
+    echo "error: dockerd did not start; see /var/log/kernel-wheel-factory-dockerd.log" >&2
+    exit 1
+fi
+echo "docker $(docker version --format '{{.Server.Version}}') answers"

@@ -1,0 +1,225 @@
+"""The container engine, driven through the docker command line.
+
+Every docker command the factory runs is a child process it keeps track of, so that stopping a
+build (Ctrl-C, a failed run) can end them all and remove every container it made. Containers
+carry labels naming the run and the process that owns it; a later run removes the containers
+of an owner that died without cleaning up (killed with SIGKILL, say).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tarfile
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from ..errors import BuildError
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+OWNER_LABEL = "kernel-wheel-factory.owner"
+RUN_LABEL = "kernel-wheel-factory.run"
+
+
+class Engine:
+    """One factory run's view of the docker daemon."""
+
+    def __init__(self, binary: str = "docker") -> None:
+        self.binary = shutil.which(binary) or binary
+        self.run_id = uuid.uuid4().hex[:12]
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._children: set[subprocess.Popen] = set()
+        self._containers: set[str] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- asking -------------------------------------------------------------------------------
+
+    def unavailable(self) -> str | None:
+        """Why no daemon can be used, or None when one answers."""
+        if shutil.which(self.binary) is None:
+            return "the docker command is not installed"
+        try:
+            done = subprocess.run([self.binary, "version", "--format", "{{.Server.Version}}"],
+                                  capture_output=True, text=True, timeout=20)
+        except subprocess.TimeoutExpired:
+            return "the docker daemon does not answer (20 s)"
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            return f"no docker daemon answers ({lines[-1] if lines else 'no output'})"
+        return None
+
+    def server_version(self) -> str:
+        return self.call(["version", "--format", "{{.Server.Version}}"]).strip()
+
+    def has_image(self, name: str) -> bool:
+        return self.call(["image", "inspect", "--format", "{{.Id}}", name], check=False) != ""
+
+    def pull(self, name: str) -> str | None:
+        """Pull an image; the reason it failed, or None."""
+        try:
+            self.call(["pull", "--quiet", name])
+        except BuildError as exc:
+            return str(exc)
+        return None
+
+    # -- running ------------------------------------------------------------------------------
+
+    def call(self, args: Sequence[str], *, stdin: bytes | None = None, check: bool = True,
+             what: str | None = None) -> str:
+        """Run one docker command to its end; its stdout (stderr is in the error)."""
+        process = self._start(args, stdin=subprocess.PIPE if stdin is not None else None,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out, err = process.communicate(stdin)
+        finally:
+            self._forget(process)
+        if process.returncode != 0:
+            if not check:
+                return ""
+            message = (err or out).decode(errors="replace").strip().splitlines()
+            raise BuildError(f"{what or 'docker ' + args[0]} failed (exit {process.returncode}): "
+                             f"{message[-1] if message else 'no output'}")
+        return out.decode(errors="replace")
+
+    def stream(self, args: Sequence[str], on_line: Callable[[str], None],
+               stdin: bytes | None = None) -> int:
+        """Run a docker command, handing each line of its output (stdout and stderr merged)
+        to `on_line` as it comes; its exit status."""
+        process = self._start(args, stdin=subprocess.PIPE if stdin is not None else None,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            if stdin is not None:
+                try:
+                    process.stdin.write(stdin)
+                    process.stdin.close()
+                except BrokenPipeError:
+                    pass
+            for raw in process.stdout:
+                on_line(_ANSI.sub("", raw.decode(errors="replace").rstrip("\n")))
+            return process.wait()
+        finally:
+            self._forget(process)
+
+    def _start(self, args: Sequence[str], **streams) -> subprocess.Popen:
+        with self._lock:
+            if self._closed:
+                raise BuildError("the build was stopped")
+            # A new session: Ctrl-C reaches the factory, which then stops these itself.
+            process = subprocess.Popen([self.binary, *args], start_new_session=True, **streams)
+            self._children.add(process)
+        return process
+
+    def _forget(self, process: subprocess.Popen) -> None:
+        with self._lock:
+            self._children.discard(process)
+
+    # -- containers ---------------------------------------------------------------------------
+
+    def labels(self) -> list[str]:
+        return ["--label", f"{OWNER_LABEL}={self.owner}", "--label", f"{RUN_LABEL}={self.run_id}"]
+
+    def create(self, image: str, name: str, options: Iterable[str]) -> str:
+        """Create (not start) a container that idles until the factory removes it."""
+        container = f"kwf-{self.run_id}-{name}"
+        with self._lock:
+            self._containers.add(container)
+        self.call(["create", "--name", container, *self.labels(), "--init", *options, image,
+                   "sleep", "infinity"], what=f"creating container {container}")
+        return container
+
+    def start(self, container: str) -> None:
+        self.call(["start", container], what=f"starting container {container}")
+
+    def copy_in(self, container: str, folder: str, archive: bytes) -> None:
+        """Unpack a tar archive into a folder of the container."""
+        self.call(["cp", "-", f"{container}:{folder}"], stdin=archive,
+                  what=f"copying into {container}")
+
+    def copy_out(self, container: str, path: str) -> tarfile.TarFile:
+        """One file or folder of the container, as a tar archive."""
+        data = self._bytes(["cp", f"{container}:{path}", "-"], what=f"copying {path} out")
+        return tarfile.open(fileobj=io.BytesIO(data))
+
+    def _bytes(self, args: Sequence[str], what: str) -> bytes:
+        process = self._start(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out, err = process.communicate()
+        finally:
+            self._forget(process)
+        if process.returncode != 0:
+            raise BuildError(f"{what} failed: {err.decode(errors='replace').strip()}")
+        return out
+
+    def close(self) -> None:
+        """Stop every docker command still running and remove this run's containers."""
+        with self._lock:
+            self._closed = True
+            children = list(self._children)
+            containers = sorted(self._containers)
+        for process in children:
+            if process.poll() is None:
+                process.terminate()
+        if containers:
+            subprocess.run([self.binary, "rm", "--force", "--volumes", *containers],
+                           capture_output=True)
+        for process in children:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+    def remove_orphans(self) -> list[str]:
+        """Remove containers left by factory processes of this machine that no longer run."""
+        listing = self.call(["ps", "--all", "--filter", f"label={OWNER_LABEL}", "--format",
+                             f'{{{{.Names}}}} {{{{.Label "{OWNER_LABEL}"}}}}'], check=False)
+        host = socket.gethostname()
+        orphans = []
+        for line in listing.splitlines():
+            name, _, owner = line.partition(" ")
+            owner_host, _, pid = owner.rpartition(":")
+            if owner_host == host and pid.isdigit() and not _alive(int(pid)):
+                orphans.append(name)
+        if orphans:
+            subprocess.run([self.binary, "rm", "--force", *orphans], capture_output=True)
+        return orphans
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def source_archive(root: Path, files: Iterable[Path], prefix: str) -> bytes:
+    """A tar archive of a kernel's files under `prefix/`, owned by root and writable by no one
+    else: the container's build user can read the copy but not change it."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        files = list(files)
+        folders = {parent for relative in files for parent in relative.parents}
+        for folder in sorted(folders, key=lambda path: len(path.parts)):
+            entry = tarfile.TarInfo(f"{prefix}/{folder.as_posix()}".rstrip("/.") or prefix)
+            entry.type, entry.mode = tarfile.DIRTYPE, 0o755
+            archive.addfile(entry)
+        for relative in files:
+            info = archive.gettarinfo(str(root / relative), f"{prefix}/{relative.as_posix()}")
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            info.mode &= 0o755
+            if info.isreg():
+                with open(root / relative, "rb") as handle:
+                    archive.addfile(info, handle)
+            else:
+                archive.addfile(info)
+    return buffer.getvalue()

@@ -1,0 +1,230 @@
+"""The docker runner, for real: builder images on the offline bullseye base, builds in
+containers with no network as a non-root user, and nothing left behind after a failure or
+Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from factory.source import tree_digest
+
+from .conftest import (
+    EXAMPLE,
+    REPO,
+    cache_env,
+    new_torch_venv,
+    read_dist_info,
+    run_example,
+    run_factory,
+    snapshot,
+    write,
+)
+from .system import docker_engine
+
+pytestmark = pytest.mark.slow
+
+BASE = "kernel-wheel-factory/base:bullseye"
+OURS = "label=kernel-wheel-factory.owner"
+
+
+@pytest.fixture(scope="session")
+def bullseye_base() -> str:
+    """The offline base image, made by docker/make-bullseye-base.sh when it is not there."""
+    docker_engine()
+    if subprocess.run(["docker", "image", "inspect", BASE], capture_output=True).returncode:
+        done = subprocess.run([str(REPO / "docker" / "make-bullseye-base.sh"), BASE],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    return BASE
+
+
+def our_containers() -> list[str]:
+    listing = subprocess.run(["docker", "ps", "--all", "--filter", OURS, "--format",
+                              "{{.Names}}"], capture_output=True, text=True, check=True)
+    return listing.stdout.split()
+
+
+def docker_matrix(folder: Path, kernel: Path) -> Path:
+    return write(folder / "matrix.yaml", f"""
+        kernels:
+          - {{path: {kernel}, version: 1.0.0}}
+        torch: ["2.11"]
+        cuda:
+          "13.0":
+            sms: ["9.0"]
+        runner: docker
+        docker:
+          base: {BASE}
+    """)
+
+
+def hostile_kernel(folder: Path, script: str) -> Path:
+    """The example, with a build step of its own: gcc's -wrapper runs `script` (sh, no commas)
+    before each compiler pass of the torch bindings."""
+    kernel = shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("tests"))
+    toml = kernel / "build.toml"
+    flags = json.dumps(["-wrapper", f"/bin/sh,-c,{script}"])
+    toml.write_text(toml.read_text().replace(
+        '[torch]\n', f'[torch]\ncxx-flags = {flags}\n', 1))
+    return kernel
+
+
+@pytest.fixture(scope="session")
+def docker_build(tmp_path_factory, factory_cache, bullseye_base):
+    folder = tmp_path_factory.mktemp("docker")
+    docker_matrix(folder, EXAMPLE)
+    result = run_factory("build", "matrix.yaml", "--out", folder / "index", cwd=folder,
+                         env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    (wheel,) = (folder / "index" / "files").glob("*.whl")
+    return result, wheel
+
+
+def test_container_build_gives_a_wheel_for_the_bases_glibc(docker_build):
+    result, wheel = docker_build
+    assert re.search(r"runner: docker \(docker \S+ answers", result.stdout), result.stdout
+    tag = re.fullmatch(r"img2gray-1\.0\.0\+cu130torch211-cp39-abi3-manylinux_(\d+)_(\d+)_x86_64"
+                       r"\.whl", wheel.name)
+    assert tag, wheel.name
+    # Built on glibc 2.31, the wheel needs no newer glibc; auditwheel tags it with the oldest
+    # policy its symbols allow (the host build of the same cell needs 2.34).
+    assert (int(tag[1]), int(tag[2])) <= (2, 31)
+    report = json.loads(run_factory("inspect", "--json", wheel).stdout)
+    (so,) = report["wheels"][0]["shared_objects"]
+    assert so["manylinux"] == f"manylinux_{tag[1]}_{tag[2]}"
+    assert report["wheels"][0]["problems"] == []
+    provenance = json.loads(read_dist_info(wheel, "provenance.json"))
+    assert provenance["build"]["builder"].startswith(
+        "kernel-wheel-factory/builder-cu13.0-x86_64:")
+    assert provenance["cell"]["cuda_home"] == "/usr/local/cuda"
+    # bullseye's compiler and Python, not the host's
+    assert provenance["toolchain"]["cxx"] == "g++ 10.2.1"
+    assert provenance["toolchain"]["python"] == "3.11.2"
+    assert provenance["source"]["tree_sha256"] == tree_digest(EXAMPLE)
+    with zipfile.ZipFile(wheel) as archive:
+        assert any(name.endswith(".abi3.so") for name in archive.namelist())
+    assert our_containers() == []
+
+
+def test_container_wheel_installs_and_runs(docker_build, tmp_path, factory_cache):
+    _, wheel = docker_build
+    venv = new_torch_venv(tmp_path / "venv", factory_cache)
+    report = run_example(venv, wheel, tmp_path)
+    assert report["results"] == [True] * 4
+    assert report["torch"] == "2.11.0+cu130"
+    assert str(venv) in report["location"]
+
+
+def test_unchanged_container_cell_is_not_rebuilt(docker_build, factory_cache):
+    _, wheel = docker_build
+    folder = wheel.parent.parent.parent
+    again = run_factory("build", "matrix.yaml", "--out", folder / "index", cwd=folder,
+                        env=cache_env(factory_cache))
+    assert again.exit == 0 and "Nothing to rebuild" in again.stdout, again.stdout
+    assert our_containers() == []
+
+
+def test_a_build_that_downloads_fails_clearly(tmp_path, factory_cache, bullseye_base):
+    kernel = hostile_kernel(
+        tmp_path / "fetching", 'curl -fsS --max-time 20 https://pypi.org/simple/ -o /dev/null '
+                               '&& exec "$0" "$@"')
+    docker_matrix(tmp_path, kernel)
+    result = run_factory("build", "matrix.yaml", cwd=tmp_path, env=cache_env(factory_cache))
+    assert result.exit == 1, result.stdout
+    assert "the docker runner builds with the network off" in result.stdout
+    log = (tmp_path / "index" / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
+    assert "Could not resolve host: pypi.org" in log
+    assert list((tmp_path / "index" / "files").iterdir()) == []
+    assert our_containers() == []
+
+
+def test_a_build_cannot_write_outside_its_build_folder(tmp_path, factory_cache, bullseye_base):
+    out = tmp_path / "out"
+    targets = [tmp_path / "kernel" / "ESCAPED", out / "ESCAPED", "/work/src/img2gray/ESCAPED"]
+    script = "; ".join(f't={target}; touch "$t" && echo "wrote $t" || echo "refused $t"'
+                       for target in targets) + "; exit 1"
+    kernel = hostile_kernel(tmp_path / "kernel", script)
+    before = snapshot(kernel)
+    docker_matrix(tmp_path, kernel)
+    result = run_factory("build", "matrix.yaml", "--out", out, cwd=tmp_path,
+                         env=cache_env(factory_cache))
+    assert result.exit == 1, result.stdout
+    log = (out / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
+    assert re.search(r"^refused /work/src/img2gray/ESCAPED$", log, re.M)  # its copy is read-only
+    assert len(re.findall(r"^refused ", log, re.M)) == 3 and not re.search(r"^wrote ", log, re.M)
+    assert snapshot(kernel) == before
+    assert not list(tmp_path.rglob("ESCAPED"))
+    assert our_containers() == []
+
+    # The same kernel on the host runner does write into the user's tree: the check is real.
+    local = run_factory("build", "matrix.yaml", "--out", out, "--runner", "local",
+                        cwd=tmp_path, env=cache_env(factory_cache))
+    assert local.exit == 1
+    assert (kernel / "ESCAPED").exists()
+    assert re.search(rf"^wrote {kernel}/ESCAPED$", (out / "logs" / "img2gray-cu130torch211-x86_64.log").read_text(), re.M)
+
+
+def test_ctrl_c_removes_the_containers(tmp_path, factory_cache, bullseye_base):
+    kernel = hostile_kernel(tmp_path / "slow", 'sleep 300; exec "$0" "$@"')
+    docker_matrix(tmp_path, kernel)
+    log = tmp_path / "index" / "logs" / "img2gray-cu130torch211-x86_64.log"
+    process = subprocess.Popen([sys.executable, "-m", "factory", "build", "matrix.yaml"],
+                               cwd=tmp_path, env={**os.environ, **cache_env(factory_cache)},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not (log.is_file() and "csrc/img2gray.cu" in log.read_text()):
+            assert process.poll() is None, process.stdout.read()
+            assert time.monotonic() < deadline, "the build never reached the compile step"
+            time.sleep(0.5)
+        time.sleep(2)  # the torch bindings' compile is now waiting in its wrapper
+        running = our_containers()
+        assert any(name.endswith("-build") for name in running), running
+        started = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, output
+    assert "interrupted" in output
+    assert time.monotonic() - started < 30
+    assert our_containers() == []
+    assert list((tmp_path / "index" / "files").iterdir()) == []
+
+
+def test_auto_takes_docker_when_it_can_and_says_why(tmp_path, factory_cache, bullseye_base):
+    write(tmp_path / "matrix.yaml", f"""
+        kernels: [{{path: {REPO / "tests" / "fixtures" / "noarch-kernel"}, version: 2.0.0}}]
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+        docker: {{base: {BASE}}}
+    """)
+    env = cache_env(factory_cache)
+    chosen = run_factory("build", "matrix.yaml", "--out", "a", cwd=tmp_path, env=env)
+    assert chosen.exit == 0, chosen.stdout + chosen.stderr
+    assert re.search(r"^runner: docker \(docker \S+ answers\)$", chosen.stdout, re.M)
+    without = run_factory("build", "matrix.yaml", "--out", "b", cwd=tmp_path,
+                          env={**env, "DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert without.exit == 0, without.stdout + without.stderr
+    assert re.search(r"^runner: local \(no docker daemon answers \(.*nonexistent\.sock",
+                     without.stdout, re.M)
+    assert "no builder image is needed" in run_factory("images", "matrix.yaml", cwd=tmp_path,
+                                                       env=env).stdout
+    docker_matrix(tmp_path, EXAMPLE)
+    images = run_factory("images", "matrix.yaml", cwd=tmp_path, env=env)
+    assert images.exit == 0, images.stdout + images.stderr
+    assert re.search(r"^image kernel-wheel-factory/builder-cu13\.0-x86_64:\S+ \(CUDA 13\.0, "
+                     rf"x86_64, base {re.escape(BASE)}\)$", images.stdout, re.M), images.stdout
+    assert our_containers() == []
