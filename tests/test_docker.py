@@ -228,3 +228,38 @@ def test_auto_takes_docker_when_it_can_and_says_why(tmp_path, factory_cache, bul
     assert re.search(r"^image kernel-wheel-factory/builder-cu13\.0-x86_64:\S+ \(CUDA 13\.0, "
                      rf"x86_64, base {re.escape(BASE)}\)$", images.stdout, re.M), images.stdout
     assert our_containers() == []
+
+
+def test_an_installed_factory_builds_the_same_image(tmp_path, factory_cache):
+    """Installed from its wheel (not from this checkout), the factory finds its Dockerfiles
+    and assembles the same build context, so it names the same image."""
+    from uv import find_uv_bin
+
+    from factory.container.image import builder_image, requirements
+    from factory.versions import Version
+
+    env = {**os.environ, "UV_CACHE_DIR": str(factory_cache / "uv")}
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        """Outputs and environments of this checkout (at its top only: factory/index stays)."""
+        top = {".git", ".venv", "build", "index", "test-artifacts", ".device-run"}
+        return {name for name in names if name == "__pycache__" or name.endswith(".egg-info")
+                or (Path(folder) == REPO and name in top)}
+
+    source = shutil.copytree(REPO, tmp_path / "source", symlinks=True, ignore=ignore)
+    subprocess.run([find_uv_bin(), "build", "--quiet", "--wheel", "--out-dir", tmp_path / "dist",
+                    source], check=True, env=env, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("kernel_wheel_factory-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([find_uv_bin(), "venv", "--quiet", "--python", sys.executable, venv],
+                   check=True, env=env)
+    pins = write(tmp_path / "pins.txt", "\n".join(requirements()))
+    subprocess.run([find_uv_bin(), "pip", "install", "--quiet", "--python", venv / "bin/python",
+                    wheel, "-c", pins], check=True, env=env)
+    probe = ("from factory.container.image import builder_image, PACKAGE; "
+             "from factory.versions import Version; "
+             f"print(PACKAGE, builder_image(Version((13, 0)), 'x86_64', {BASE!r}).name)")
+    done = subprocess.run([venv / "bin/python", "-c", probe], capture_output=True, text=True,
+                          cwd=tmp_path, check=True)
+    package, name = done.stdout.split()
+    assert package.startswith(str(venv))
+    assert name == builder_image(Version((13, 0)), "x86_64", BASE).name
