@@ -293,6 +293,11 @@ def _verify(args: argparse.Namespace, console: Console) -> int:
     build_root = usable_build_root(args.build_root) if args.build_root else None
     cache = (args.cache_dir or default_cache_dir()).resolve()
     console.print(f"rebuilding {wheel.name} from its provenance ...")
+    builder = ((inspect_wheel(wheel).provenance or {}).get("build") or {}).get("builder")
+    if builder:
+        console.print(f"note: it was built in a {builder} container and is rebuilt on this "
+                      "host, so a different toolchain will make it differ", markup=False,
+                      soft_wrap=True)
     verdict = verify_wheel(wheel, args.source, cache, build_root)
     if verdict.problem:
         console.print(f"[red]cannot verify:[/red] {verdict.problem}")

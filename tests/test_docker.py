@@ -153,7 +153,7 @@ def test_a_build_cannot_write_outside_its_build_folder(tmp_path, factory_cache, 
     out = tmp_path / "out"
     targets = [tmp_path / "kernel" / "ESCAPED", out / "ESCAPED", "/work/src/img2gray/ESCAPED"]
     script = "; ".join(f't={target}; touch "$t" && echo "wrote $t" || echo "refused $t"'
-                       for target in targets) + "; exit 1"
+                       for target in targets) + '; echo "uid $(id -u)"; exit 1'
     kernel = hostile_kernel(tmp_path / "kernel", script)
     before = snapshot(kernel)
     docker_matrix(tmp_path, kernel)
@@ -163,6 +163,7 @@ def test_a_build_cannot_write_outside_its_build_folder(tmp_path, factory_cache, 
     log = (out / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
     assert re.search(r"^refused /work/src/img2gray/ESCAPED$", log, re.M)  # its copy is read-only
     assert len(re.findall(r"^refused ", log, re.M)) == 3 and not re.search(r"^wrote ", log, re.M)
+    assert re.search(r"^uid (\d+)$", log, re.M)[1] == str(os.getuid() or 10001)  # never root
     assert snapshot(kernel) == before
     assert not list(tmp_path.rglob("ESCAPED"))
     assert our_containers() == []
@@ -172,7 +173,8 @@ def test_a_build_cannot_write_outside_its_build_folder(tmp_path, factory_cache, 
                         cwd=tmp_path, env=cache_env(factory_cache))
     assert local.exit == 1
     assert (kernel / "ESCAPED").exists()
-    assert re.search(rf"^wrote {kernel}/ESCAPED$", (out / "logs" / "img2gray-cu130torch211-x86_64.log").read_text(), re.M)
+    log = (out / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
+    assert re.search(rf"^wrote {kernel}/ESCAPED$", log, re.M)
 
 
 def test_ctrl_c_removes_the_containers(tmp_path, factory_cache, bullseye_base):
@@ -190,7 +192,15 @@ def test_ctrl_c_removes_the_containers(tmp_path, factory_cache, bullseye_base):
             time.sleep(0.5)
         time.sleep(2)  # the torch bindings' compile is now waiting in its wrapper
         running = our_containers()
-        assert any(name.endswith("-build") for name in running), running
+        (build,) = [name for name in running if name.endswith("-build")]
+        settings = subprocess.run(
+            ["docker", "inspect", "--format", "{{.HostConfig.NetworkMode}} {{.Config.User}} "
+             "{{.HostConfig.CapDrop}} {{range .Mounts}}{{.Destination}}:{{.RW}} {{end}}", build],
+            capture_output=True, text=True, check=True).stdout.split()
+        assert settings[0] == "none" and settings[2] == "[ALL]", settings
+        user = "10001:10001" if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}"
+        assert settings[1] == user
+        assert [m.split(":")[1] for m in settings[3:]] == ["false"]  # only the cache, read-only
         started = time.monotonic()
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=60)
@@ -263,3 +273,35 @@ def test_an_installed_factory_builds_the_same_image(tmp_path, factory_cache):
     package, name = done.stdout.split()
     assert package.startswith(str(venv))
     assert name == builder_image(Version((13, 0)), "x86_64", BASE).name
+
+
+def test_containers_of_a_killed_run_are_removed_by_the_next(tmp_path, factory_cache,
+                                                           bullseye_base):
+    kernel = hostile_kernel(tmp_path / "slow", 'sleep 300; exec "$0" "$@"')
+    docker_matrix(tmp_path, kernel)
+    log = tmp_path / "index" / "logs" / "img2gray-cu130torch211-x86_64.log"
+    env = {**os.environ, **cache_env(factory_cache)}
+    process = subprocess.Popen([sys.executable, "-m", "factory", "build", "matrix.yaml"],
+                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while not (log.is_file() and "csrc/img2gray.cu" in log.read_text()):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
+    finally:
+        process.kill()  # SIGKILL: no chance to clean up
+        process.wait()
+    left = our_containers()
+    assert len(left) == 2, left
+    write(tmp_path / "noarch.yaml", f"""
+        kernels: [{{path: {REPO / "tests" / "fixtures" / "noarch-kernel"}, version: 2.0.0}}]
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+        runner: docker
+        docker: {{base: {BASE}}}
+    """)
+    again = run_factory("build", "noarch.yaml", "--out", "other", cwd=tmp_path,
+                        env=cache_env(factory_cache))
+    assert "removed 2 container(s) an interrupted run left" in again.stdout, again.stdout
+    assert our_containers() == []

@@ -231,14 +231,15 @@ _IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-z0-9._/:{}-]*(@sha256:[0-9a-f]{64})?"
 
 def _docker(node: Node) -> str | None:
     if not isinstance(node.value, dict):
-        raise node.error("expected a table, e.g.  docker: {base: quay.io/pypa/manylinux_2_28_{arch}}")
+        raise node.error("expected a table, e.g.  docker: "
+                         "{base: quay.io/pypa/manylinux_2_28_{arch}}")
     fields = node.table(["base"])
     if "base" not in fields:
         return None
     base = fields["base"].nonempty_str()
     if not _IMAGE_REFERENCE.fullmatch(base):
-        raise fields["base"].error(f"'{base}' is not an image reference (name[:tag][@sha256:digest]; "
-                                   "{arch} stands for the platform)")
+        raise fields["base"].error(f"'{base}' is not an image reference "
+                                   "(name[:tag][@sha256:digest]; {arch} stands for the platform)")
     return base
 
 
