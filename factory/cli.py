@@ -293,11 +293,6 @@ def _verify(args: argparse.Namespace, console: Console) -> int:
     build_root = usable_build_root(args.build_root) if args.build_root else None
     cache = (args.cache_dir or default_cache_dir()).resolve()
     console.print(f"rebuilding {wheel.name} from its provenance ...")
-    builder = ((inspect_wheel(wheel).provenance or {}).get("build") or {}).get("builder")
-    if builder:
-        console.print(f"note: it was built in a {builder} container and is rebuilt on this "
-                      "host, so a different toolchain will make it differ", markup=False,
-                      soft_wrap=True)
     verdict = verify_wheel(wheel, args.source, cache, build_root)
     if verdict.problem:
         console.print(f"[red]cannot verify:[/red] {verdict.problem}")
@@ -308,6 +303,9 @@ def _verify(args: argparse.Namespace, console: Console) -> int:
         console.print("[green]verified: the rebuilt wheel is byte-identical[/green]")
         return 0
     console.print("[red]differs:[/red] " + (", ".join(verdict.differing_files) or "zip layout"))
+    if verdict.builder:
+        console.print(f"  it was built in a {verdict.builder} container and rebuilt on this host",
+                      markup=False, soft_wrap=True)
     for tool in verdict.differing_tools:
         console.print(f"  toolchain {tool}", markup=False)
     console.print(f"log: {verdict.log}")
@@ -334,8 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = _console(stderr=True)
     try:
         args = make_parser().parse_args(argv)
-        command = {"build": _build, "images": _images, "index": _index, "yank": _yank, "serve": _serve,
-                   "inspect": _inspect, "verify": _verify}[args.command]
+        command = {"build": _build, "images": _images, "index": _index, "yank": _yank,
+                   "serve": _serve, "inspect": _inspect, "verify": _verify}[args.command]
         return command(args, console)
     except FactoryError as exc:
         errors.print(f"error: {exc}", markup=False, soft_wrap=True)

@@ -13,7 +13,7 @@ from .cellbuild import build_cell
 from .compile.commands import host_compiler
 from .container.engine import Engine
 from .container.image import builder_image
-from .container.runner import DockerRunner
+from .container.runner import DockerRunner, missing_base
 from .errors import ConfigError
 from .matrix.plan import Cell, Plan
 from .process import Log, first_output_line
@@ -90,9 +90,8 @@ def _missing_image(engine: Engine, plan: Plan, base: str | None) -> str | None:
     images = {builder_image(cell.cuda.version, cell.platform, base)
               for cell in plan.cells if cell.cuda is not None}
     for image in sorted(images, key=lambda image: image.name):
-        if engine.has_image(image.name) or engine.has_image(image.base):
-            continue
-        failure = engine.pull(image.base)
-        if failure is not None:
-            return f"the base image {image.base} is not here and cannot be pulled ({failure})"
+        if not engine.has_image(image.name):
+            failure = missing_base(engine, image)
+            if failure is not None:
+                return failure
     return None

@@ -33,6 +33,7 @@ class Verdict:
     differing_files: tuple[str, ...] = ()
     differing_tools: tuple[str, ...] = ()
     log: Path | None = None
+    builder: str | None = None  # the container image the wheel was built in, if any
 
     @property
     def matches(self) -> bool:
@@ -67,7 +68,7 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
     actual = inspect_wheel(rebuilt)
     return Verdict(wheel, rebuilt, report.sha256, actual.sha256, None,
                    _differing_files(wheel, rebuilt) if actual.sha256 != report.sha256 else (),
-                   _differing_tools(report, actual), log_path)
+                   _differing_tools(report, actual), log_path, record["build"].get("builder"))
 
 
 def _source_tree(record: dict, source: Path | None, wheel: Path) -> SourceTree:

@@ -74,19 +74,26 @@ class Engine:
     def call(self, args: Sequence[str], *, stdin: bytes | None = None, check: bool = True,
              what: str | None = None) -> str:
         """Run one docker command to its end; its stdout (stderr is in the error)."""
+        out = self._run(args, stdin, check, what)
+        return "" if out is None else out.decode(errors="replace")
+
+    def _run(self, args: Sequence[str], stdin: bytes | None, check: bool,
+             what: str | None) -> bytes | None:
+        """Run one docker command to its end; its raw stdout, or None when it failed and
+        `check` is off."""
         process = self._start(args, stdin=subprocess.PIPE if stdin is not None else None,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             out, err = process.communicate(stdin)
         finally:
             self._forget(process)
-        if process.returncode != 0:
-            if not check:
-                return ""
-            message = (err or out).decode(errors="replace").strip().splitlines()
-            raise BuildError(f"{what or 'docker ' + args[0]} failed (exit {process.returncode}): "
-                             f"{message[-1] if message else 'no output'}")
-        return out.decode(errors="replace")
+        if process.returncode == 0:
+            return out
+        if not check:
+            return None
+        message = (err or out).decode(errors="replace").strip().splitlines()
+        raise BuildError(f"{what or 'docker ' + args[0]} failed (exit {process.returncode}): "
+                         f"{message[-1] if message else 'no output'}")
 
     def stream(self, args: Sequence[str], on_line: Callable[[str], None],
                stdin: bytes | None = None) -> int:
@@ -125,17 +132,14 @@ class Engine:
     def labels(self) -> list[str]:
         return ["--label", f"{OWNER_LABEL}={self.owner}", "--label", f"{RUN_LABEL}={self.run_id}"]
 
-    def create(self, image: str, name: str, options: Iterable[str]) -> str:
-        """Create (not start) a container that idles until the factory removes it."""
+    def launch(self, image: str, name: str, options: Iterable[str]) -> str:
+        """Start a container that idles until the factory removes it; its name."""
         container = f"kwf-{self.run_id}-{name}"
         with self._lock:
             self._containers.add(container)
-        self.call(["create", "--name", container, *self.labels(), "--init", *options, image,
-                   "sleep", "infinity"], what=f"creating container {container}")
+        self.call(["run", "--detach", "--name", container, *self.labels(), "--init", *options,
+                   image, "sleep", "infinity"], what=f"starting container {container}")
         return container
-
-    def start(self, container: str) -> None:
-        self.call(["start", container], what=f"starting container {container}")
 
     def copy_in(self, container: str, folder: str, archive: bytes) -> None:
         """Unpack a tar archive into a folder of the container."""
@@ -144,18 +148,8 @@ class Engine:
 
     def copy_out(self, container: str, path: str) -> tarfile.TarFile:
         """One file or folder of the container, as a tar archive."""
-        data = self._bytes(["cp", f"{container}:{path}", "-"], what=f"copying {path} out")
+        data = self._run(["cp", f"{container}:{path}", "-"], None, True, f"copying {path} out")
         return tarfile.open(fileobj=io.BytesIO(data))
-
-    def _bytes(self, args: Sequence[str], what: str) -> bytes:
-        process = self._start(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            out, err = process.communicate()
-        finally:
-            self._forget(process)
-        if process.returncode != 0:
-            raise BuildError(f"{what} failed: {err.decode(errors='replace').strip()}")
-        return out
 
     def close(self) -> None:
         """Stop every docker command still running and remove this run's containers."""
@@ -166,9 +160,7 @@ class Engine:
         for process in children:
             if process.poll() is None:
                 process.terminate()
-        if containers:
-            subprocess.run([self.binary, "rm", "--force", "--volumes", *containers],
-                           capture_output=True)
+        self._remove(containers)
         for process in children:
             try:
                 process.wait(timeout=30)
@@ -186,9 +178,14 @@ class Engine:
             owner_host, _, pid = owner.rpartition(":")
             if owner_host == host and pid.isdigit() and not _alive(int(pid)):
                 orphans.append(name)
-        if orphans:
-            subprocess.run([self.binary, "rm", "--force", *orphans], capture_output=True)
+        self._remove(orphans)
         return orphans
+
+    def _remove(self, containers: list[str]) -> None:
+        """Remove containers, running or not (outside _start: it works after close())."""
+        if containers:
+            subprocess.run([self.binary, "rm", "--force", "--volumes", *containers],
+                           capture_output=True, check=False)
 
 
 def _alive(pid: int) -> bool:
@@ -196,8 +193,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # another user's process
+        pass
     return True
 
 

@@ -36,10 +36,26 @@ CACHE = PurePosixPath("/cache")  # the factory's cache, as containers see it
 SOURCES = PurePosixPath("/work/src")
 OUTPUT = PurePosixPath("/tmp/kernel-wheel-factory/out")
 CUDA_HOME = "/usr/local/cuda"
-BUILD_USER = "10001:10001"  # the build user when the factory itself runs as root
+NOBODY = "10001:10001"  # the build user when the factory itself runs as root
 NETWORK_FAILURES = ("could not resolve host", "temporary failure in name resolution",
                     "name or service not known", "network is unreachable",
                     "failed to establish a new connection", "getaddrinfo failed")
+
+
+def build_user() -> str:
+    """Who builds in the container: the invoking user, or an unprivileged one for root."""
+    return NOBODY if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}"
+
+
+def missing_base(engine: Engine, image: BuilderImage) -> str | None:
+    """Why an image that is not here cannot be built (its base is not here and cannot be
+    pulled), or None."""
+    if engine.has_image(image.base):
+        return None
+    failure = engine.pull(image.base)
+    if failure is None:
+        return None
+    return f"the base image {image.base} is not here and cannot be pulled ({failure})"
 
 
 @dataclass
@@ -81,10 +97,10 @@ class DockerRunner:
 
     def make_images(self, cells, log: Log) -> list[BuilderImage]:
         """Make sure the builder image of every cell is there; the images."""
-        images = {self.image(cell).name: self.image(cell) for cell in cells if cell.cuda}
-        for image in images.values():
+        images = list(dict.fromkeys(self.image(cell) for cell in cells if cell.cuda))
+        for image in images:
             self._ensure_image(self._group(image), log)
-        return list(images.values())
+        return images
 
     # -- one cell -----------------------------------------------------------------------------
 
@@ -123,13 +139,10 @@ class DockerRunner:
     def _make_image(self, image: BuilderImage, log: Log) -> None:
         if self.engine.has_image(image.name):
             return
-        if not self.engine.has_image(image.base):
-            log.step(f"pulling {image.base}")
-            failure = self.engine.pull(image.base)
-            if failure is not None:
-                raise BuildError(f"the base image {image.base} is not here and cannot be pulled "
-                                 f"({failure}); make an offline one with "
-                                 "docker/make-bullseye-base.sh and set docker.base in the matrix")
+        failure = missing_base(self.engine, image)
+        if failure is not None:
+            raise BuildError(f"{failure}; make an offline one with docker/make-bullseye-base.sh "
+                             "and set docker.base in the matrix")
         log.step(f"building {image.name}")
         with build_context() as context:
             args = [arg for name, value in image.build_args
@@ -151,12 +164,11 @@ class DockerRunner:
                 return
             if group.prepare is None:
                 self.cache.mkdir(parents=True, exist_ok=True)
-                group.prepare = self.engine.create(group.image.name, f"{group.image.tag}-prepare", [
+                group.prepare = self.engine.launch(group.image.name, f"{group.image.tag}-prepare", [
                     "--network", "bridge", "--user", f"{os.getuid()}:{os.getgid()}",
                     "--env", "HOME=/tmp", "--env", f"UV_CACHE_DIR={CACHE}/uv",
                     "--mount", f"type=bind,source={self.cache},target={CACHE}",
                 ])
-                self.engine.start(group.prepare)
             job = {"torch": key[0], "cuda": key[1], "torch_index": key[2],
                    "cache": str(self._image_cache(group.image, inside=True))}
             log.step(f"preparing torch {cell.torch} for CUDA {key[1]} in {group.prepare}")
@@ -173,14 +185,12 @@ class DockerRunner:
             if group.build is None:
                 host_side = self._image_cache(group.image, inside=False)
                 host_side.mkdir(parents=True, exist_ok=True)
-                user = BUILD_USER if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}"
-                group.build = self.engine.create(group.image.name, f"{group.image.tag}-build", [
-                    "--network", "none", "--user", user, "--cap-drop", "ALL",
+                group.build = self.engine.launch(group.image.name, f"{group.image.tag}-build", [
+                    "--network", "none", "--user", build_user(), "--cap-drop", "ALL",
                     "--security-opt", "no-new-privileges", "--env", "HOME=/tmp",
                     "--mount", f"type=bind,source={host_side},"
                                f"target={self._image_cache(group.image, inside=True)},readonly",
                 ])
-                self.engine.start(group.build)
             name = cell.spec.name
             if name not in group.sources:
                 root = cell.source.root
@@ -200,8 +210,7 @@ class DockerRunner:
             "cache": str(self._image_cache(group.image, inside=True)), "out": str(out),
             "threads": threads,
         }
-        log.step(f"building in {container} (no network, user {BUILD_USER.split(':')[0]} or "
-                 "the invoking user)")
+        log.step(f"building in {container} (no network, user {build_user()})")
         name = self._exec(container, "build", job, log, progress)
         archive = self.engine.copy_out(container, str(out / name))
         for member in archive.getmembers():
