@@ -135,6 +135,7 @@ def cell_fingerprint(cell: Cell, environment: dict, runner: str) -> str:
     facts = {
         "factory": __version__, "runner": runner, "environment": environment,
         "id": cell.id, "version": cell.wheel_version, "source": cell.source.revision,
+        "digest": cell.source.digest, "subdir": cell.source.subdir,
         "location": cell.source.location, "label_template": cell.label_template,
         "torch": str(cell.torch) if cell.torch else None,
         "sms": [str(sm) for sm in cell.sms],

@@ -11,7 +11,9 @@ dated with the source's time, so building the same cell again gives the same byt
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import time
 import zipfile
 from collections.abc import Callable
@@ -165,6 +167,12 @@ def _stage_source(root: Path, target: Path) -> None:
     """A private copy of the kernel repo to build in: the user's tree is never written."""
     shutil.copytree(root, target, symlinks=True,
                     ignore=shutil.ignore_patterns(*IGNORED_DIRS, "*.pyc"))
+    # Fetched trees are read-only; the generated files replace committed copies in this one.
+    for folder, _, files in os.walk(target):
+        for name in files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | stat.S_IWUSR)
 
 
 def _copy_package(cell: Cell, src: Path, package: Path) -> None:

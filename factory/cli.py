@@ -23,15 +23,18 @@ from .container.runner import DockerRunner
 from .errors import ConfigError, FactoryError
 from .index.serve import make_server
 from .index.update import IndexSummary, update_index, yank
+from .lockfile import Locked, lock_path
+from .lockfile import render as render_lock
+from .lockfile import write as write_lock
 from .matrix.load import host_platform, load_matrix
-from .matrix.model import RUNNERS
-from .matrix.plan import Kernel, Plan, make_plan
+from .matrix.model import RUNNERS, Matrix
+from .matrix.plan import Kernel, Plan, check_unique_names, make_plan
 from .process import Log
 from .progress import make_reporter
 from .provenance import DEFAULT_BUILD_ROOT, BuildOptions, usable_build_root
 from .report import print_report, report_json
+from .resolve import resolve_kernels
 from .runner import choose_runner
-from .source import resolve_path_source
 from .spec.buildtoml import read_build_toml
 from .verify import verify_wheel
 from .wheel.inspect import REPORT_SCHEMA, inspect_wheel
@@ -84,6 +87,7 @@ def make_parser() -> argparse.ArgumentParser:
     build.add_argument("--build-root", type=Path, default=DEFAULT_BUILD_ROOT, metavar="DIR",
                        help="where cells are compiled; a fixed path keeps builds reproducible "
                             f"(default: {DEFAULT_BUILD_ROOT})")
+    _source_options(build)
     build.add_argument("--runner", choices=RUNNERS, default=None,
                        help="where cells are built: on this machine (local), in builder "
                             "containers (docker), or docker when a daemon answers and the "
@@ -96,6 +100,20 @@ def make_parser() -> argparse.ArgumentParser:
                     "platform of MATRIX, and print their names; the docker runner builds them "
                     "on first use too.")
     images.add_argument("matrix", type=Path, metavar="MATRIX", help="the matrix.yaml")
+    _source_options(images)
+
+    lock = commands.add_parser(
+        "lock", help="pin every kernel source of a matrix in its lock file",
+        description="Resolve every kernel source of MATRIX (git and Hub revs to commits, each "
+                    "tree to its sha256, each wheel version) and write them to the lock file "
+                    "beside it (matrix.lock for matrix.yaml); `factory build --locked` then "
+                    "builds exactly those.")
+    lock.add_argument("matrix", type=Path, metavar="MATRIX", help="the matrix.yaml")
+    lock.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                      help="where fetched sources are kept (default: the factory's cache)")
+    lock.add_argument("--offline", action="store_true",
+                      help="resolve from the cache only (git refs as last fetched, the "
+                           "Hugging Face cache)")
 
     index = commands.add_parser(
         "index", help="regenerate the package index pages of an output folder",
@@ -152,15 +170,36 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def plan_matrix(matrix_path: Path, console: Console) -> Plan:
-    """Validate the matrix and every kernel it names, and expand it into cells."""
+def _source_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--locked", action="store_true",
+                        help="build the sources the lock file pins (see `factory lock`); fail "
+                             "when one has moved or changed")
+    parser.add_argument("--offline", action="store_true",
+                        help="fetch nothing: git and Hub sources come from the cache (refs as "
+                             "last fetched; HF_HUB_OFFLINE=1 does this for Hub sources)")
+
+
+def resolve_matrix(matrix_path: Path, console: Console, cache: Path, offline: bool = False,
+                   locked: bool = False) -> tuple[Matrix, list[Kernel]]:
+    """Validate the matrix, fetch every kernel it names and read their build.toml files."""
     matrix = load_matrix(matrix_path)
+
+    def say(text: str) -> None:
+        console.print(text, style="yellow", markup=False, soft_wrap=True)
+
     kernels = []
-    for entry in matrix.kernels:
-        spec = read_build_toml(entry.path)
+    for found in resolve_kernels(matrix, cache, offline=offline, locked=locked, say=say):
+        spec = read_build_toml(found.tree.root)
         for warning in spec.warnings:
-            console.print(f"warning: {warning}", style="yellow", markup=False)
-        kernels.append(Kernel(entry, resolve_path_source(entry.path, matrix.path.parent), spec))
+            say(f"warning: {warning}")
+        kernels.append(Kernel(found.entry, found.tree, spec, found.version))
+    return matrix, kernels
+
+
+def plan_matrix(matrix_path: Path, console: Console, cache: Path, offline: bool = False,
+                locked: bool = False) -> Plan:
+    """The matrix's cells, every input validated and every source fetched."""
+    matrix, kernels = resolve_matrix(matrix_path, console, cache, offline, locked)
     return make_plan(matrix, kernels, host_platform())
 
 
@@ -168,7 +207,8 @@ def _build(args: argparse.Namespace, console: Console) -> int:
     out: Path = args.out
     if out.exists() and not out.is_dir():
         raise ConfigError("exists and is not a folder", file=out, key="--out")
-    plan = plan_matrix(args.matrix, console)
+    cache = (args.cache_dir or default_cache_dir()).resolve()
+    plan = plan_matrix(args.matrix, console, cache, args.offline, args.locked)
     if args.only:
         everything = plan
         plan = plan.only(args.only)
@@ -176,7 +216,6 @@ def _build(args: argparse.Namespace, console: Console) -> int:
             ids = ", ".join([c.id for c in everything.cells] + [s.id for s in everything.skipped])
             raise ConfigError(f"{' '.join(args.only)!r} matches no cell (cells: {ids})",
                               key="--only")
-    cache = (args.cache_dir or default_cache_dir()).resolve()
     options = BuildOptions(usable_build_root(args.build_root), source_date_epoch())
     requested = args.runner or plan.matrix.runner or "auto"
     runner, why = choose_runner(requested, plan, cache, options, plan.matrix.docker_base)
@@ -189,7 +228,7 @@ def _build(args: argparse.Namespace, console: Console) -> int:
 
 
 def _images(args: argparse.Namespace, console: Console) -> int:
-    plan = plan_matrix(args.matrix, console)
+    plan = plan_matrix(args.matrix, console, default_cache_dir(), args.offline, args.locked)
     engine = Engine()
     problem = engine.unavailable()
     if problem:
@@ -206,6 +245,25 @@ def _images(args: argparse.Namespace, console: Console) -> int:
                           f"{image.base})", markup=False, soft_wrap=True)
     finally:
         runner.close()
+    return 0
+
+
+def _lock(args: argparse.Namespace, console: Console) -> int:
+    cache = (args.cache_dir or default_cache_dir()).resolve()
+    matrix, kernels = resolve_matrix(args.matrix, console, cache, args.offline)
+    check_unique_names(matrix, kernels)
+    entries = []
+    for kernel in kernels:
+        tree, source = kernel.source, kernel.entry.source
+        entries.append(Locked(kernel.spec.name, source.kind, source.location, source.subdir,
+                              source.revision, tree.revision, tree.digest, kernel.version))
+        rev = f" {source.revision} ->" if source.revision else ""
+        console.print(f"{kernel.spec.name} {kernel.version}: {source.kind}:{source.location}"
+                      f"{' (' + source.subdir + ')' if source.subdir else ''}{rev} "
+                      f"{tree.revision[:12]}", markup=False, soft_wrap=True)
+    path = lock_path(matrix.path)
+    changed = write_lock(path, render_lock(matrix.path, entries))
+    console.print(f"{'wrote' if changed else 'unchanged:'} {path}", markup=False, soft_wrap=True)
     return 0
 
 
@@ -332,8 +390,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = _console(stderr=True)
     try:
         args = make_parser().parse_args(argv)
-        command = {"build": _build, "images": _images, "index": _index, "yank": _yank,
-                   "serve": _serve, "inspect": _inspect, "verify": _verify}[args.command]
+        command = {"build": _build, "images": _images, "lock": _lock, "index": _index,
+                   "yank": _yank, "serve": _serve, "inspect": _inspect,
+                   "verify": _verify}[args.command]
         return command(args, console)
     except FactoryError as exc:
         errors.print(f"error: {exc}", markup=False, soft_wrap=True)

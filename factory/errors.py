@@ -38,6 +38,10 @@ class ConfigError(FactoryError):
         return f"{where}{key}{self.message}"
 
 
+class SourceError(FactoryError):
+    """A kernel source could not be fetched (network, a cache miss offline): exit status 1."""
+
+
 class BuildError(FactoryError):
     """A cell failed to build (compiler error, toolchain missing, ...)."""
 

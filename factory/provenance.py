@@ -70,7 +70,7 @@ def provenance_record(cell: Cell, options: BuildOptions, toolchain: dict[str, st
             "build_toml_sha256": hashlib.sha256(cell.spec.build_toml.read_bytes()).hexdigest(),
         },
         "source": {
-            "kind": source.kind, "location": source.location, "tree_sha256": source.revision,
+            "kind": source.kind, "location": source.location, "tree_sha256": source.digest,
             "git": {"commit": source.git.commit, "dirty": source.git.dirty} if source.git else None,
         },
         "cell": cell_record(cell),
@@ -80,6 +80,8 @@ def provenance_record(cell: Cell, options: BuildOptions, toolchain: dict[str, st
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)),
         },
     }
+    if source.kind != "path":
+        record["source"].update(revision=source.requested, subdir=source.subdir)
     if options.builder is not None:
         record["build"]["builder"] = options.builder
     return record

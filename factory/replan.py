@@ -18,7 +18,7 @@ def replan_cell(record: dict, version: str, tree: SourceTree, origin: Path,
     """The cell `record` describes, for the kernel at tree.root. `origin` names what the record
     came from in errors; `cuda_home` replaces the recorded toolkit folder."""
     spec = read_build_toml(tree.root)
-    entry = KernelEntry(tree.root, version, None)
+    entry = KernelEntry.local(tree.root, version)
     cudas: tuple[CudaEntry, ...] = ()
     torches: tuple[Version, ...] = ()
     if record.get("torch"):
@@ -29,7 +29,7 @@ def replan_cell(record: dict, version: str, tree: SourceTree, origin: Path,
                            home, record.get("torch_index"), None),)
     matrix = Matrix(origin, (entry,), torches, cudas, (record["platform"],) if torches else (),
                     record.get("label_template") or DEFAULT_LABEL, None, ())
-    plan = make_plan(matrix, [Kernel(entry, tree, spec)], record["platform"])
+    plan = make_plan(matrix, [Kernel(entry, tree, spec, version)], record["platform"])
     for planned in plan.cells:
         if planned.id == record["id"]:
             return planned

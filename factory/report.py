@@ -88,8 +88,12 @@ def _print_provenance(record: dict | None, console: Console) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column(overflow="fold")
-    grid.add_row("source", f"{source.get('kind')} {source.get('location')} (tree "
-                           f"{str(source.get('tree_sha256'))[:12]}{git_text})")
+    where = f"{source.get('kind')} {source.get('location')}"
+    if source.get("subdir"):
+        where += f" ({source['subdir']})"
+    if source.get("revision"):
+        where += f" @ {source['revision']}"
+    grid.add_row("source", f"{where} (tree {str(source.get('tree_sha256'))[:12]}{git_text})")
     grid.add_row("build.toml", f"sha256 {record.get('kernel', {}).get('build_toml_sha256')}")
     if cell.get("torch"):
         grid.add_row("cell", f"{cell.get('id')}: torch {cell.get('torch')}, CUDA "

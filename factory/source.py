@@ -1,7 +1,11 @@
 """Kernel sources: a folder resolved to a tree and the revision that names its build.
 
-The revision seeds the op namespace (`_<name>_<7 hex>`), so two builds of different source
-never register ops under the same name, and an unchanged tree keeps its name across runs.
+The revision (a git or Hub commit, or a plain folder's content digest) seeds the op namespace
+(`_<name>_<7 hex>`), so two builds of different source never register ops under the same name,
+and an unchanged tree keeps its name across runs.
+
+A kernel repo is untrusted input: before any of its files is read or copied, every name in it
+is checked, and a symlink that leads outside the repo, or a special file, is refused.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from .errors import ConfigError
 
 # Folders that are never part of a kernel's source.
 IGNORED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache",
@@ -32,11 +38,18 @@ class GitState:
 @dataclass(frozen=True)
 class SourceTree:
     root: Path
-    revision: str  # hex: a content digest for plain folders
-    kind: str
-    location: str  # how the matrix names it: a path relative to the matrix's folder
+    revision: str  # hex: the resolved commit; a content digest for plain folders
+    kind: str  # path | git | hub
+    location: str  # how the matrix names it: a folder relative to the matrix's, a URL, a repo id
     newest_mtime: int  # the newest file's modification time
     git: GitState | None = None
+    digest: str = ""  # tree_digest(root); the revision itself for plain folders
+    subdir: str | None = None  # the kernel's folder inside the repository
+    requested: str | None = None  # the rev the matrix asked for (a branch, tag or commit)
+
+    def __post_init__(self) -> None:
+        if not self.digest:
+            object.__setattr__(self, "digest", self.revision)
 
     @property
     def short(self) -> str:
@@ -56,20 +69,22 @@ def source_facts(tree: SourceTree) -> dict:
     git = tree.git
     return {"revision": tree.revision, "kind": tree.kind, "location": tree.location,
             "newest_mtime": tree.newest_mtime,
-            "git": [git.commit, git.dirty, git.time] if git else None}
+            "git": [git.commit, git.dirty, git.time] if git else None,
+            "digest": tree.digest, "subdir": tree.subdir, "requested": tree.requested}
 
 
 def source_from_facts(facts: dict, root: Path) -> SourceTree:
     """The source_facts() of a tree whose files are now at `root`."""
     git = GitState(*facts["git"]) if facts["git"] else None
     return SourceTree(root, facts["revision"], facts["kind"], facts["location"],
-                      facts["newest_mtime"], git)
+                      facts["newest_mtime"], git, facts["digest"], facts["subdir"],
+                      facts["requested"])
 
 
 def resolve_path_source(root: Path, base: Path) -> SourceTree:
     """A local folder; `base` is the folder its path is written relative to (the matrix's)."""
     location = os.path.relpath(root, base.resolve()) if root.is_absolute() else str(root)
-    digest, newest = _scan_tree(root)
+    digest, newest = scan_tree(root)
     return SourceTree(root, digest, "path", Path(location).as_posix(), newest, _git_state(root))
 
 
@@ -91,25 +106,85 @@ def _git_state(root: Path) -> GitState | None:
 
 
 def source_files(root: Path) -> list[Path]:
-    """Every file of the tree, relative and sorted, skipping VCS and cache folders."""
+    """Every file of the tree, relative and sorted, skipping VCS and cache folders. Each name
+    and each symlink is checked first (check_entry): an unsafe tree is refused whole."""
     found = []
+    real_root = os.path.realpath(root)
     for folder, dirs, files in os.walk(root):
         base = Path(folder)
         links = [d for d in dirs if (base / d).is_symlink()]
         dirs[:] = sorted(d for d in dirs if d not in IGNORED_DIRS and d not in links)
+        for name in dirs:
+            _check_name(root, (base / name).relative_to(root).as_posix())
         for name in files + links:
-            if name.endswith((".pyc", ".pyo")):
+            if name.endswith((".pyc", ".pyo")) or name in IGNORED_DIRS:
                 continue
-            found.append((base / name).relative_to(root))
+            relative = (base / name).relative_to(root)
+            check_entry(root, real_root, relative)
+            found.append(relative)
     return sorted(found, key=lambda p: p.as_posix())
+
+
+def unsafe_name(name: str) -> str | None:
+    """Why a repo path is refused: it must be plain (relative, no '..' or '.git' part, no
+    control characters). None when it is fine."""
+    parts = name.split("/")
+    if (name.startswith("/") or any(part in ("", ".", "..") for part in parts)
+            or any(part.lower() == ".git" for part in parts)
+            or any(ord(c) < 32 or ord(c) == 127 for c in name)):
+        return f"unsafe file name {name!r} in the kernel repo is refused"
+    return None
+
+
+def _check_name(root: Path, name: str) -> None:
+    problem = unsafe_name(name)
+    if problem:
+        raise ConfigError(problem, file=root)
+
+
+def check_entry(root: Path, real_root: str, relative: Path) -> None:
+    """Refuse special files and symlinks that lead outside the repo (even through other
+    links), reading nothing but the link itself."""
+    _check_name(root, relative.as_posix())
+    path = root / relative
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        target = os.readlink(path)
+        resolved = os.path.realpath(path)
+        if os.path.isabs(target) or not _inside(resolved, real_root):
+            raise ConfigError(f"the symlink {relative.as_posix()} -> {target} leads outside the "
+                              "kernel repo; it is refused", file=root)
+    elif not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"{relative.as_posix()} is not a regular file, folder or symlink; it "
+                          "is refused", file=root)
+
+
+def link_target_inside(link: str, target: str) -> bool:
+    """Whether a symlink at repo path `link` with text `target` stays inside the repo, judged
+    by its text alone (for trees not yet on disk): relative, and never above the root."""
+    if os.path.isabs(target) or "\0" in target:
+        return False
+    depth = len(link.split("/")) - 1
+    for part in target.split("/"):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return False
+        elif part not in ("", "."):
+            depth += 1
+    return True
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def tree_digest(root: Path) -> str:
     """sha256 over the tree's paths, executable bits, symlink targets and contents."""
-    return _scan_tree(root)[0]
+    return scan_tree(root)[0]
 
 
-def _scan_tree(root: Path) -> tuple[str, int]:
+def scan_tree(root: Path) -> tuple[str, int]:
     """The tree's digest and its newest modification time, in one pass over its files."""
     digest = hashlib.sha256()
     newest = 0

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from .cellbuild import build_cell
 from .errors import ConfigError
+from .fetch import Sources
+from .matrix.model import KernelEntry, SourceRequest
 from .process import Log
 from .provenance import BuildOptions, usable_build_root
 from .replan import replan_cell
@@ -48,12 +50,12 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
         raise ConfigError("has no provenance record (.dist-info/provenance.json): it was not "
                           "built by kernel-wheel-factory, so there is nothing to rebuild from",
                           file=wheel)
-    tree = _source_tree(record, source, wheel)
+    tree = _source_tree(record, source, wheel, cache)
     recorded_tree = record["source"]["tree_sha256"]
-    if tree.revision != recorded_tree:
+    if tree.digest != recorded_tree:
         return Verdict(wheel, None, report.sha256, None,
                        f"the source at {tree.root} is not the one the wheel was built from "
-                       f"(its tree is {tree.revision[:12]}, the record's {recorded_tree[:12]})")
+                       f"(its tree is {tree.digest[:12]}, the record's {recorded_tree[:12]})")
     cell = replan_cell(record["cell"], record["kernel"]["version"], tree, wheel)
     options = BuildOptions(usable_build_root(build_root or Path(record["build"]["root"])),
                            int(record["build"]["source_date_epoch"]))
@@ -71,11 +73,22 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
                    _differing_tools(report, actual), log_path, record["build"].get("builder"))
 
 
-def _source_tree(record: dict, source: Path | None, wheel: Path) -> SourceTree:
+def _source_tree(record: dict, source: Path | None, wheel: Path, cache: Path) -> SourceTree:
+    """The recorded source: fetched again by its commit (git, Hub), or found at --source or
+    its recorded folder."""
     recorded = record["source"]
-    if recorded.get("kind") != "path":
-        raise ConfigError(f"the wheel was built from a {recorded.get('kind')} source, which "
-                          "this factory cannot fetch; pass --source with a copy of it", file=wheel)
+    kind = recorded.get("kind")
+    git = recorded.get("git")
+    if kind not in ("path", "git", "hub"):
+        raise ConfigError(f"the wheel records a source of unknown kind {kind!r}", file=wheel)
+    if source is None and kind != "path":
+        location = recorded["location"]
+        folder = Path(location).resolve() if kind == "git" and Path(location).is_dir() else None
+        request = SourceRequest(kind, location, recorded.get("revision"), recorded.get("subdir"),
+                                folder)
+        entry = KernelEntry(request, record["kernel"]["version"], None)
+        return Sources(cache).resolve(entry, wheel, pin=git["commit"],
+                                      version=record["kernel"]["version"]).tree
     root = (source or Path(recorded["location"])).resolve()
     if not (root / "build.toml").is_file():
         raise ConfigError(f"the wheel's source '{recorded['location']}' is not at {root}; pass "
@@ -83,11 +96,11 @@ def _source_tree(record: dict, source: Path | None, wheel: Path) -> SourceTree:
     found = resolve_path_source(root, Path.cwd())
     # Where the source was and its git state are taken from the record: once the tree digest
     # matches, they are true of this copy too, and the rebuilt record must say the same.
-    git = recorded.get("git")
     state = GitState(git["commit"], git["dirty"], int(record["build"]["source_date_epoch"])) \
         if git else None
-    return SourceTree(found.root, found.revision, "path", recorded["location"],
-                      found.newest_mtime, state)
+    revision = found.revision if kind == "path" else git["commit"]
+    return SourceTree(found.root, revision, kind, recorded["location"], found.newest_mtime, state,
+                      found.digest, recorded.get("subdir"), recorded.get("revision"))
 
 
 def _differing_files(first: Path, second: Path) -> tuple[str, ...]:

@@ -76,6 +76,31 @@ CASES = {
     "missing kernel folder": (
         matrix_with("path: demo", "path: nowhere"), GOOD_KERNEL,
         "matrix.yaml:2: kernels[0].path: kernel folder 'nowhere' does not exist"),
+    "two source kinds": (
+        matrix_with("path: demo", "path: demo\n    git: https://example.com/k.git"), GOOD_KERNEL,
+        "matrix.yaml:2: kernels[0]: give exactly one of path: (a folder), git: (a repository "
+        "URL) or hub: (a Hugging Face repo id), not path and git"),
+    "git key on a hub source": (
+        matrix_with("path: demo", "hub: org/demo\n    rev: v1"), GOOD_KERNEL,
+        "matrix.yaml:3: kernels[0].rev: 'rev' belongs to git sources; a hub source takes "
+        "revision, subdir, version"),
+    "subdir outside the repo": (
+        matrix_with("path: demo", "git: https://example.com/k.git\n    subdir: ../etc"),
+        GOOD_KERNEL, "matrix.yaml:3: kernels[0].subdir: '../etc' must be a folder inside the "
+        "repository"),
+    "bad hub repo id": (
+        matrix_with("path: demo", "hub: just-a-name"), GOOD_KERNEL,
+        "matrix.yaml:2: kernels[0].hub: 'just-a-name' is not a Hugging Face repo id"),
+    "bad git URL": (
+        matrix_with("path: demo", "git: ftp://example.com/k.git"), GOOD_KERNEL,
+        "matrix.yaml:2: kernels[0].git: 'ftp://example.com/k.git' is not a git URL"),
+    "token in a git URL": (
+        matrix_with("path: demo", "git: https://me:ghp_secret@example.com/k.git"), GOOD_KERNEL,
+        "matrix.yaml:2: kernels[0].git: the URL holds a password or token"),
+    "bad git rev": (
+        matrix_with("path: demo", "git: https://example.com/k.git\n    rev: main..dev"),
+        GOOD_KERNEL, "matrix.yaml:3: kernels[0].rev: 'main..dev' is not a branch, tag or "
+        "commit name"),
     "bad wheel version": (
         matrix_with("version: 1.0.0", "version: 1.0.0+cu130"), GOOD_KERNEL,
         "matrix.yaml:3: kernels[0].version: '1.0.0+cu130' has a local label"),
@@ -115,6 +140,15 @@ CASES = {
     "missing src file": (
         GOOD_MATRIX, kernel_with('"csrc/demo.cu"', '"csrc/gone.cu"'),
         "demo/build.toml:13: kernel.demo.src[0]: file 'csrc/gone.cu' does not exist"),
+    "src outside the repo": (
+        GOOD_MATRIX, kernel_with('"csrc/demo.cu"', '"../../etc/passwd"'),
+        "demo/build.toml:13: kernel.demo.src[0]: '../../etc/passwd' must be a path inside the "
+        "kernel repo"),
+    "include folder outside the repo": (
+        GOOD_MATRIX, kernel_with('src = ["csrc/demo.cu"]', 'src = ["csrc/demo.cu"]\n'
+                                 'include = ["csrc/../.."]'),
+        "demo/build.toml:14: kernel.demo.include[0]: 'csrc/../..' must be a path inside the "
+        "kernel repo"),
     "build.toml wrong type": (
         GOOD_MATRIX, kernel_with('src = ["csrc/demo.cu"]', 'src = "csrc/demo.cu"'),
         "demo/build.toml:13: kernel.demo.src: expected a list"),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import platform as host
 import re
 import string
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion
 from packaging.version import Version as Pep440Version
@@ -29,6 +30,7 @@ from .model import (
     Exclude,
     KernelEntry,
     Matrix,
+    SourceRequest,
 )
 
 LABEL_FIELDS = ("cuda", "torch", "cuda_major", "cuda_minor", "torch_major", "torch_minor")
@@ -71,17 +73,94 @@ def _nonempty_list(node: Node) -> list[Node]:
     return items
 
 
+_KERNEL_KEYS = {
+    "path": ("path", "version"),
+    "git": ("git", "rev", "subdir", "version"),
+    "hub": ("hub", "revision", "subdir", "version"),
+}
+_HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+_GIT_URL = re.compile(r"(https?|ssh|git|file)://\S+|[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:\S+")
+_REV = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+@-]*")
+
+
 def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
     entries = []
-    for item in _nonempty_list(node):
-        fields = item.table(["path", "version"], required=["path", "version"])
-        folder = (base / fields["path"].nonempty_str()).resolve()
-        if not folder.is_dir():
-            raise fields["path"].error(f"kernel folder '{fields['path'].str()}' does not exist")
-        if not (folder / "build.toml").is_file():
-            raise fields["path"].error(f"'{fields['path'].str()}' has no build.toml")
-        entries.append(KernelEntry(folder, _wheel_version(fields["version"]), item.line))
+    for index, item in enumerate(_nonempty_list(node)):
+        if not isinstance(item.value, dict):
+            raise item.error("expected a table with one of path:, git: or hub:")
+        kinds = [kind for kind in _KERNEL_KEYS if kind in item.value]
+        if len(kinds) != 1:
+            raise item.error("give exactly one of path: (a folder), git: (a repository URL) or "
+                             "hub: (a Hugging Face repo id)"
+                             + (f", not {' and '.join(kinds)}" if kinds else ""))
+        kind = kinds[0]
+        allowed = _KERNEL_KEYS[kind]
+        for name, child in item.mapping().items():
+            if name not in allowed and any(name in keys for keys in _KERNEL_KEYS.values()):
+                owners = [k for k, keys in _KERNEL_KEYS.items() if name in keys]
+                raise child.error(f"'{name}' belongs to {' and '.join(owners)} sources; a {kind} "
+                                  f"source takes {', '.join(allowed[1:])}")
+        fields = item.table(allowed, required=[kind])
+        source = {"path": _path_source, "git": _git_source, "hub": _hub_source}[kind](fields, base)
+        version = _wheel_version(fields["version"]) if "version" in fields else None
+        entries.append(KernelEntry(source, version, item.line, index))
     return tuple(entries)
+
+
+def _path_source(fields: dict[str, Node], base: Path) -> SourceRequest:
+    text = fields["path"].nonempty_str()
+    folder = (base / text).resolve()
+    if not folder.is_dir():
+        raise fields["path"].error(f"kernel folder '{text}' does not exist")
+    if not (folder / "build.toml").is_file():
+        raise fields["path"].error(f"'{text}' has no build.toml")
+    return SourceRequest("path", Path(text).as_posix(), folder=folder)
+
+
+def _git_source(fields: dict[str, Node], base: Path) -> SourceRequest:
+    url = fields["git"].nonempty_str().strip().rstrip("/")
+    if "://" in url and urlsplit(url).password is not None:
+        raise fields["git"].error("the URL holds a password or token, which would be written into "
+                                  "the lock file and every wheel's provenance; use a git "
+                                  "credential helper instead")
+    folder = None
+    if not _GIT_URL.fullmatch(url):
+        if "://" in url or any(c.isspace() for c in url):
+            raise fields["git"].error(f"'{url}' is not a git URL (https://, ssh://, git://, "
+                                      "file://, user@host:path or a local folder)")
+        folder = (base / Path(url).expanduser()).resolve()
+        if not folder.exists():
+            raise fields["git"].error(f"'{url}' is neither a git URL nor an existing folder")
+    return SourceRequest("git", url, _rev(fields.get("rev"), "HEAD"),
+                         _subdir(fields.get("subdir")), folder)
+
+
+def _hub_source(fields: dict[str, Node], base: Path) -> SourceRequest:
+    repo = fields["hub"].nonempty_str().strip()
+    if not _HUB_REPO.fullmatch(repo) or ".." in repo:
+        raise fields["hub"].error(f"'{repo}' is not a Hugging Face repo id (org/name)")
+    return SourceRequest("hub", repo, _rev(fields.get("revision"), "main"),
+                         _subdir(fields.get("subdir")))
+
+
+def _rev(node: Node | None, default: str) -> str:
+    if node is None:
+        return default
+    text = node.scalar_text().strip()
+    if not _REV.fullmatch(text) or ".." in text or text.endswith((".lock", "/")):
+        raise node.error(f"'{text}' is not a branch, tag or commit name")
+    return text
+
+
+def _subdir(node: Node | None) -> str | None:
+    if node is None:
+        return None
+    text = node.nonempty_str().strip()
+    path = PurePosixPath(text)
+    if path.is_absolute() or any(part in ("..", ".git") for part in path.parts) or "\\" in text:
+        raise node.error(f"'{text}' must be a folder inside the repository (relative, "
+                         "without '..')")
+    return None if path == PurePosixPath(".") else path.as_posix()
 
 
 def _wheel_version(node: Node) -> str:

@@ -10,15 +10,47 @@ from ..versions import Version
 DEFAULT_LABEL = "cu{cuda}torch{torch}"
 PLATFORMS = ("x86_64", "aarch64")
 RUNNERS = ("local", "docker", "auto")
+SOURCE_KINDS = ("path", "git", "hub")
+
+
+@dataclass(frozen=True)
+class SourceRequest:
+    """Where a kernel's source comes from, as matrix.yaml asks for it."""
+
+    kind: str  # path | git | hub
+    location: str  # the folder, URL or repo id as written (the lock file's key)
+    revision: str | None = None  # git rev / hub revision as written; None for folders
+    subdir: str | None = None  # the kernel's folder inside the repo (posix, relative)
+    folder: Path | None = None  # path kind: the folder; git kind: a local repo's absolute path
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        """What names a source across matrix.yaml and matrix.lock."""
+        return (self.kind, self.location, self.subdir or "")
+
+    def describe(self) -> str:
+        where = f"{self.kind}:{self.location}"
+        if self.subdir:
+            where += f" ({self.subdir})"
+        return where + (f" @ {self.revision}" if self.revision else "")
 
 
 @dataclass(frozen=True)
 class KernelEntry:
     """One kernel to build: where its source is and the wheel version to give it."""
 
-    path: Path
-    version: str
+    source: SourceRequest
+    version: str | None  # None: from a vX.Y.Z tag on the resolved commit
     line: int | None
+    index: int = 0  # its position in the kernels list (kernels[index] in errors)
+
+    @classmethod
+    def local(cls, folder: Path, version: str) -> KernelEntry:
+        return cls(SourceRequest("path", str(folder), folder=folder), version, None)
+
+    @property
+    def key(self) -> str:
+        return f"kernels[{self.index}]"
 
 
 @dataclass(frozen=True)

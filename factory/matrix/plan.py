@@ -97,15 +97,16 @@ class Plan:
 
 @dataclass(frozen=True)
 class Kernel:
-    """A matrix entry with its resolved source and its read build.toml."""
+    """A matrix entry with its resolved source, its read build.toml and its wheel version."""
 
     entry: KernelEntry
     source: SourceTree
     spec: KernelSpec
+    version: str
 
 
 def make_plan(matrix: Matrix, kernels: list[Kernel], host: str) -> Plan:
-    _check_unique_names(matrix, kernels)
+    check_unique_names(matrix, kernels)
     labels = _labels(matrix)
     used_excludes: set[int] = set()
     cells: list[Cell] = []
@@ -120,7 +121,7 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str) -> Plan:
         if spec.is_noarch:
             if _excluded(matrix, spec.name, None, None, "any", used_excludes):
                 continue
-            cells.append(Cell(spec, kernel.source, kernel.entry.version, None, None, "any",
+            cells.append(Cell(spec, kernel.source, kernel.version, None, None, "any",
                               None, (), ()))
             continue
         for torch in matrix.torch:
@@ -132,11 +133,11 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str) -> Plan:
                     cell_id = f"{spec.name}/{label}/{platform}"
                     reason = _skip_reason(spec, torch, cuda, platform, host)
                     if reason:
-                        skipped.append(SkippedCell(cell_id, reason, kernel.entry.version, torch,
+                        skipped.append(SkippedCell(cell_id, reason, kernel.version, torch,
                                                    cuda.version, label))
                         continue
                     cells.append(Cell(
-                        spec, kernel.source, kernel.entry.version, torch, cuda, platform, label,
+                        spec, kernel.source, kernel.version, torch, cuda, platform, label,
                         tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)),
                         tuple(_section_plan(spec, s, cuda, matrix)
                               for s in spec.kernels_for("cuda")),
@@ -150,7 +151,7 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str) -> Plan:
     return Plan(matrix, tuple(cells), tuple(skipped))
 
 
-def _check_unique_names(matrix: Matrix, kernels: list[Kernel]) -> None:
+def check_unique_names(matrix: Matrix, kernels: list[Kernel]) -> None:
     seen: dict[str, KernelEntry] = {}
     for kernel in kernels:
         name = kernel.spec.name

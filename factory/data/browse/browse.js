@@ -164,7 +164,8 @@ function wheelDetails(wheel) {
   const source = (wheel.provenance || {}).source;
   if (source) {
     const git = source.git ? `, git ${source.git.commit.slice(0, 12)}${source.git.dirty ? " (dirty)" : ""}` : "";
-    rows.push(["source", `${source.kind} ${source.location} (tree ${String(source.tree_sha256).slice(0, 12)}${git})`]);
+    const where = `${source.kind} ${source.location}${source.subdir ? ` (${source.subdir})` : ""}${source.revision ? ` @ ${source.revision}` : ""}`;
+    rows.push(["source", `${where} (tree ${String(source.tree_sha256).slice(0, 12)}${git})`]);
   }
   const tools = (wheel.provenance || {}).toolchain;
   if (tools) rows.push(["toolchain", Object.entries(tools).map(([k, v]) => `${k} ${v}`).join(", ")]);

@@ -1,0 +1,130 @@
+"""A stand-in for the Hugging Face Hub on 127.0.0.1, serving git repositories as model repos.
+
+It answers the endpoints huggingface_hub's snapshot_download, model_info and list_repo_refs
+use (revision info, recursive tree listing, refs, resolve with HEAD and GET), with the Hub's
+headers and error codes, so the real client code runs against it. Every request is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+
+class HubRepos:
+    def __init__(self, repos: dict[str, Path]) -> None:
+        self.repos = repos  # repo id -> a git repository
+
+    def git(self, repo: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(self.repos[repo]), *args], capture_output=True)
+
+    def commit(self, repo: str, revision: str) -> str | None:
+        for name in (revision, f"refs/heads/{revision}", f"refs/tags/{revision}"):
+            done = self.git(repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
+            if done.returncode == 0:
+                return done.stdout.decode().strip()
+        return None
+
+    def files(self, repo: str, commit: str) -> list[tuple[str, str, int]]:
+        """(path, blob id, size) of every file at the commit."""
+        done = self.git(repo, "ls-tree", "-r", "-l", "-z", commit)
+        entries = []
+        for record in done.stdout.decode().split("\0"):
+            if record:
+                meta, path = record.split("\t", 1)
+                _, kind, oid, size = meta.split()
+                if kind == "blob":
+                    entries.append((path, oid, int(size)))
+        return entries
+
+    def refs(self, repo: str, prefix: str) -> list[dict]:
+        done = self.git(repo, "for-each-ref", "--format=%(refname) %(*objectname) %(objectname)",
+                        prefix)
+        refs = []
+        for line in done.stdout.decode().splitlines():
+            name, *ids = line.split()
+            refs.append({"name": name.removeprefix(prefix), "ref": name, "targetCommit": ids[0]})
+        return refs
+
+
+def serve(repos: dict[str, Path]) -> tuple[ThreadingHTTPServer, list[str]]:
+    """Start the server in a thread; the caller shuts it down. Returns it and its request log."""
+    hub = HubRepos(repos)
+    requests: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_HEAD(self) -> None:
+            self.answer(head=True)
+
+        def do_GET(self) -> None:
+            self.answer(head=False)
+
+        def send(self, status: int, body: bytes, headers: dict[str, str], head: bool) -> None:
+            self.send_response(status)
+            for name, value in {"Content-Length": str(len(body)), **headers}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if not head:
+                self.wfile.write(body)
+
+        def fail(self, code: str, message: str, head: bool) -> None:
+            body = json.dumps({"error": message}).encode()
+            self.send(404, body, {"Content-Type": "application/json", "X-Error-Code": code,
+                                  "X-Error-Message": message}, head)
+
+        def answer(self, head: bool) -> None:
+            path = unquote(urlsplit(self.path).path)
+            requests.append(f"{self.command} {path}")
+            parts = path.strip("/").split("/")
+            api = parts[:2] == ["api", "models"]
+            repo = "/".join(parts[2:4] if api else parts[0:2])
+            rest = parts[4:] if api else parts[2:]
+            if repo not in hub.repos:
+                return self.fail("RepoNotFound", f"Repository {repo} not found", head)
+            if api and rest == ["refs"]:
+                body = {"branches": hub.refs(repo, "refs/heads/"),
+                        "tags": hub.refs(repo, "refs/tags/"), "converts": []}
+                return self.send(200, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"}, head)
+            if len(rest) < 2 or rest[0] not in (("revision", "tree") if api else ("resolve",)):
+                return self.fail("EntryNotFound", f"no such endpoint {path}", head)
+            commit = hub.commit(repo, rest[1])
+            if commit is None:
+                return self.fail("RevisionNotFound", f"Invalid rev id: {rest[1]}", head)
+            files = hub.files(repo, commit)
+            if api and rest[0] == "revision":
+                when = int(hub.git(repo, "show", "-s", "--format=%ct", commit).stdout)
+                body = {"id": repo, "modelId": repo, "sha": commit, "private": False,
+                        "lastModified": datetime.fromtimestamp(when, timezone.utc).strftime(
+                            "%Y-%m-%dT%H:%M:%S.000Z"),
+                        "siblings": [{"rfilename": name} for name, _, _ in files], "tags": []}
+                return self.send(200, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"}, head)
+            if api:
+                folders = sorted({str(Path(name).parent) for name, _, _ in files} - {"."})
+                body = [{"type": "directory", "oid": "0" * 40, "size": 0, "path": folder}
+                        for folder in folders]
+                body += [{"type": "file", "oid": oid, "size": size, "path": name}
+                         for name, oid, size in files]
+                return self.send(200, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"}, head)
+            wanted = "/".join(rest[2:])
+            for name, oid, _ in files:
+                if name == wanted:
+                    data = hub.git(repo, "cat-file", "blob", oid).stdout
+                    return self.send(200, data, {"X-Repo-Commit": commit, "ETag": f'"{oid}"',
+                                                 "Content-Type": "application/octet-stream"},
+                                     head)
+            return self.fail("EntryNotFound", f"{wanted} does not exist at {commit}", head)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, requests
