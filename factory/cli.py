@@ -21,11 +21,13 @@ from .cache import default_cache_dir
 from .container.engine import Engine
 from .container.runner import DockerRunner
 from .errors import ConfigError, FactoryError
+from .index.merge import merge_outputs
 from .index.serve import make_server
 from .index.update import IndexSummary, update_index, yank
 from .lockfile import Locked, lock_path
 from .lockfile import render as render_lock
 from .lockfile import write as write_lock
+from .matrix.jobs import DEFAULT_MAX_CELLS, parse_shard, plan_jobs, select_job, select_shard
 from .matrix.load import host_platform, load_matrix
 from .matrix.model import RUNNERS, Matrix
 from .matrix.plan import Kernel, Plan, check_unique_names, make_plan
@@ -55,6 +57,13 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _port(text: str) -> int:
@@ -88,6 +97,14 @@ def make_parser() -> argparse.ArgumentParser:
                        help="where cells are compiled; a fixed path keeps builds reproducible "
                             f"(default: {DEFAULT_BUILD_ROOT})")
     _source_options(build)
+    slice_options = build.add_mutually_exclusive_group()
+    slice_options.add_argument("--job", metavar="ID", default=None,
+                               help="build one job of `factory plan` (e.g. cu130-x86_64-1)")
+    slice_options.add_argument("--shard", type=_shard, metavar="I/N", default=None,
+                               help="build shard I of N (1/4 ... 4/4): a deterministic slice")
+    build.add_argument("--max-cells", type=_positive, default=DEFAULT_MAX_CELLS, metavar="N",
+                       help="cells per job, as given to `factory plan` (default "
+                            f"{DEFAULT_MAX_CELLS})")
     build.add_argument("--runner", choices=RUNNERS, default=None,
                        help="where cells are built: on this machine (local), in builder "
                             "containers (docker), or docker when a daemon answers and the "
@@ -101,6 +118,20 @@ def make_parser() -> argparse.ArgumentParser:
                     "on first use too.")
     images.add_argument("matrix", type=Path, metavar="MATRIX", help="the matrix.yaml")
     _source_options(images)
+
+    plan = commands.add_parser(
+        "plan", help="split a matrix into jobs for a CI fan-out",
+        description="Group the cells of MATRIX into jobs (one builder image each, at most "
+                    "--max-cells cells) and print them: as JSON, or (--format github) as one "
+                    "line a workflow's strategy.matrix takes. `factory build MATRIX --job ID` "
+                    "builds one.")
+    plan.add_argument("matrix", type=Path, metavar="MATRIX", help="the matrix.yaml")
+    plan.add_argument("--format", choices=("json", "github"), default="json")
+    plan.add_argument("--max-cells", type=_positive, default=DEFAULT_MAX_CELLS, metavar="N",
+                      help=f"cells per job at most (default {DEFAULT_MAX_CELLS})")
+    plan.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                      help="where fetched sources are kept (default: the factory's cache)")
+    _source_options(plan)
 
     lock = commands.add_parser(
         "lock", help="pin every kernel source of a matrix in its lock file",
@@ -121,6 +152,9 @@ def make_parser() -> argparse.ArgumentParser:
                     "page from the wheels in <out>/files (factory build does this at its end).")
     index.add_argument("--out", type=Path, default=Path("index"),
                        help="output folder (default: index)")
+    index.add_argument("--merge", type=Path, nargs="+", default=None, metavar="DIR",
+                       help="first copy in the wheels, logs and cell outcomes of these output "
+                            "folders (build jobs' artifacts); --out is made when missing")
     index.add_argument("--force", action="store_true",
                        help="accept a published wheel whose bytes changed")
 
@@ -197,10 +231,11 @@ def resolve_matrix(matrix_path: Path, console: Console, cache: Path, offline: bo
 
 
 def plan_matrix(matrix_path: Path, console: Console, cache: Path, offline: bool = False,
-                locked: bool = False) -> Plan:
-    """The matrix's cells, every input validated and every source fetched."""
+                locked: bool = False, every_platform: bool = False) -> Plan:
+    """The matrix's cells, every input validated and every source fetched; with
+    `every_platform`, other platforms' cells too (a CI fan-out's plan)."""
     matrix, kernels = resolve_matrix(matrix_path, console, cache, offline, locked)
-    return make_plan(matrix, kernels, host_platform())
+    return make_plan(matrix, kernels, None if every_platform else host_platform())
 
 
 def _build(args: argparse.Namespace, console: Console) -> int:
@@ -208,7 +243,12 @@ def _build(args: argparse.Namespace, console: Console) -> int:
     if out.exists() and not out.is_dir():
         raise ConfigError("exists and is not a folder", file=out, key="--out")
     cache = (args.cache_dir or default_cache_dir()).resolve()
-    plan = plan_matrix(args.matrix, console, cache, args.offline, args.locked)
+    sliced = bool(args.job or args.shard)
+    plan = plan_matrix(args.matrix, console, cache, args.offline, args.locked, sliced)
+    if args.job:
+        plan = select_job(plan, args.job, args.max_cells).on_host(host_platform())
+    elif args.shard:
+        plan = select_shard(plan, *args.shard).on_host(host_platform())
     if args.only:
         everything = plan
         plan = plan.only(args.only)
@@ -248,6 +288,21 @@ def _images(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _plan(args: argparse.Namespace, console: Console) -> int:
+    cache = (args.cache_dir or default_cache_dir()).resolve()
+    plan = plan_matrix(args.matrix, _console(stderr=True), cache, args.offline, args.locked,
+                       every_platform=True)
+    jobs = plan_jobs(plan, args.max_cells)
+    if args.format == "github":
+        text = json.dumps({"include": [job.summary() for job in jobs]}, separators=(",", ":"))
+    else:
+        text = json.dumps({"matrix": str(args.matrix), "max_cells": args.max_cells,
+                           "jobs": [{**job.summary(), "cells": list(job.cells),
+                                     "skipped": list(job.skipped)} for job in jobs]}, indent=1)
+    print(text)
+    return 0
+
+
 def _lock(args: argparse.Namespace, console: Console) -> int:
     cache = (args.cache_dir or default_cache_dir()).resolve()
     matrix, kernels = resolve_matrix(args.matrix, console, cache, args.offline)
@@ -277,6 +332,11 @@ def _print_index(console: Console, out: Path, summary: IndexSummary) -> None:
 
 def _index(args: argparse.Namespace, console: Console) -> int:
     out: Path = args.out
+    if args.merge:
+        if out.exists() and not out.is_dir():
+            raise ConfigError("exists and is not a folder", file=out, key="--out")
+        _print_index(console, out, merge_outputs(out, args.merge, force=args.force))
+        return 0
     if not out.is_dir():
         raise ConfigError("no such folder", file=out, key="--out")
     _print_index(console, out, update_index(out, force=args.force, full=True))
@@ -390,8 +450,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = _console(stderr=True)
     try:
         args = make_parser().parse_args(argv)
-        command = {"build": _build, "images": _images, "lock": _lock, "index": _index,
-                   "yank": _yank, "serve": _serve, "inspect": _inspect,
+        command = {"build": _build, "images": _images, "plan": _plan, "lock": _lock,
+                   "index": _index, "yank": _yank, "serve": _serve, "inspect": _inspect,
                    "verify": _verify}[args.command]
         return command(args, console)
     except FactoryError as exc:

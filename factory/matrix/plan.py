@@ -94,6 +94,19 @@ class Plan:
         return Plan(self.matrix, tuple(c for c in self.cells if keep(c.id)),
                     tuple(s for s in self.skipped if keep(s.id)))
 
+    def on_host(self, host: str) -> Plan:
+        """The cells another platform has to build, moved to the skipped ones."""
+        foreign = [c for c in self.cells if c.platform not in (host, "any")]
+        skipped = [SkippedCell(c.id, _wrong_host(c.platform, host), c.version, c.torch,
+                               c.cuda.version if c.cuda else None, c.label) for c in foreign]
+        return Plan(self.matrix, tuple(c for c in self.cells if c not in foreign),
+                    self.skipped + tuple(skipped))
+
+    def select(self, ids: set[str]) -> Plan:
+        """The cells (built or skipped) whose id is in `ids`."""
+        return Plan(self.matrix, tuple(c for c in self.cells if c.id in ids),
+                    tuple(s for s in self.skipped if s.id in ids))
+
 
 @dataclass(frozen=True)
 class Kernel:
@@ -105,7 +118,9 @@ class Kernel:
     version: str
 
 
-def make_plan(matrix: Matrix, kernels: list[Kernel], host: str) -> Plan:
+def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None) -> Plan:
+    """The matrix's cells. `host` (this machine's platform) skips the cells of others; None
+    keeps every platform's cells (a CI plan, whose jobs run on several kinds of machine)."""
     check_unique_names(matrix, kernels)
     labels = _labels(matrix)
     used_excludes: set[int] = set()
@@ -194,7 +209,7 @@ def _excluded(matrix: Matrix, kernel: str, torch: Version | None, cuda: Version 
 
 
 def _skip_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry, platform: str,
-                 host: str) -> str | None:
+                 host: str | None) -> str | None:
     """Why this cell cannot be built, where that is the kernel's or the matrix's own choice."""
     if "cuda" not in spec.backends:
         return f"the kernel has no CUDA backend (backends: {', '.join(spec.backends)})"
@@ -217,9 +232,13 @@ def _skip_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry, platform: st
         return (f"torch {torch_mm} on PyPI is a CUDA {release.pypi_cuda} build, not CUDA "
                 f"{cuda_mm}; set cuda.\"{cuda_mm}\".torch-index in the matrix to build it "
                 f"(e.g. https://download.pytorch.org/whl/cu{cuda_mm.compact()})")
-    if platform != host:
-        return f"a {platform} cell needs a {platform} machine; this one is {host}"
+    if host is not None and platform != host:
+        return _wrong_host(platform, host)
     return None
+
+
+def _wrong_host(platform: str, host: str) -> str:
+    return f"a {platform} cell needs a {platform} machine; this one is {host}"
 
 
 def _section_plan(spec: KernelSpec, section: KernelSection, cuda: CudaEntry,
