@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from . import __version__
+from .atomic import write_atomic
 from .errors import BuildError, FactoryError
 from .index.records import CellOutcome
 from .layout import Layout
@@ -182,6 +183,4 @@ def sha256_file(path: Path) -> str:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(temporary, path)
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True))

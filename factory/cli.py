@@ -142,9 +142,7 @@ def make_parser() -> argparse.ArgumentParser:
     lock.add_argument("matrix", type=Path, metavar="MATRIX", help="the matrix.yaml")
     lock.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
                       help="where fetched sources are kept (default: the factory's cache)")
-    lock.add_argument("--offline", action="store_true",
-                      help="resolve from the cache only (git refs as last fetched, the "
-                           "Hugging Face cache)")
+    _source_options(lock, lockable=False)
 
     index = commands.add_parser(
         "index", help="regenerate the package index pages of an output folder",
@@ -204,10 +202,15 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _source_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--locked", action="store_true",
-                        help="build the sources the lock file pins (see `factory lock`); fail "
-                             "when one has moved or changed")
+def _cache_dir(args: argparse.Namespace) -> Path:
+    return (args.cache_dir or default_cache_dir()).resolve()
+
+
+def _source_options(parser: argparse.ArgumentParser, lockable: bool = True) -> None:
+    if lockable:
+        parser.add_argument("--locked", action="store_true",
+                            help="build the sources the lock file pins (see `factory lock`); "
+                                 "fail when one has moved or changed")
     parser.add_argument("--offline", action="store_true",
                         help="fetch nothing: git and Hub sources come from the cache (refs as "
                              "last fetched; HF_HUB_OFFLINE=1 does this for Hub sources)")
@@ -242,7 +245,7 @@ def _build(args: argparse.Namespace, console: Console) -> int:
     out: Path = args.out
     if out.exists() and not out.is_dir():
         raise ConfigError("exists and is not a folder", file=out, key="--out")
-    cache = (args.cache_dir or default_cache_dir()).resolve()
+    cache = _cache_dir(args)
     sliced = bool(args.job or args.shard)
     plan = plan_matrix(args.matrix, console, cache, args.offline, args.locked, sliced)
     if args.job:
@@ -289,7 +292,7 @@ def _images(args: argparse.Namespace, console: Console) -> int:
 
 
 def _plan(args: argparse.Namespace, console: Console) -> int:
-    cache = (args.cache_dir or default_cache_dir()).resolve()
+    cache = _cache_dir(args)
     plan = plan_matrix(args.matrix, _console(stderr=True), cache, args.offline, args.locked,
                        every_platform=True)
     jobs = plan_jobs(plan, args.max_cells)
@@ -304,7 +307,7 @@ def _plan(args: argparse.Namespace, console: Console) -> int:
 
 
 def _lock(args: argparse.Namespace, console: Console) -> int:
-    cache = (args.cache_dir or default_cache_dir()).resolve()
+    cache = _cache_dir(args)
     matrix, kernels = resolve_matrix(args.matrix, console, cache, args.offline)
     check_unique_names(matrix, kernels)
     entries = []
@@ -409,7 +412,7 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
 def _verify(args: argparse.Namespace, console: Console) -> int:
     wheel = _wheels([args.wheel])[0]
     build_root = usable_build_root(args.build_root) if args.build_root else None
-    cache = (args.cache_dir or default_cache_dir()).resolve()
+    cache = _cache_dir(args)
     console.print(f"rebuilding {wheel.name} from its provenance ...")
     verdict = verify_wheel(wheel, args.source, cache, build_root)
     if verdict.problem:

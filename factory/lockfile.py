@@ -8,13 +8,13 @@ A plain `factory build` never writes it.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .atomic import write_atomic
 from .errors import ConfigError
 from .fields import load_toml
-from .matrix.model import KernelEntry
+from .matrix.model import KernelEntry, SourceRequest
 
 LOCK_VERSION = 1
 _HEADER = """\
@@ -38,12 +38,9 @@ class Locked:
     line: int | None = None
 
     @property
-    def identity(self) -> tuple[str, str, str]:
-        return (self.kind, self.location, self.subdir or "")
-
-    def describe(self) -> str:
-        where = f"{self.kind}:{self.location}" + (f" ({self.subdir})" if self.subdir else "")
-        return where + (f" @ {self.requested}" if self.requested else "")
+    def request(self) -> SourceRequest:
+        """The matrix entry this was resolved from (which names it, and how it reads)."""
+        return SourceRequest(self.kind, self.location, self.requested, self.subdir)
 
 
 def lock_path(matrix: Path) -> Path:
@@ -66,9 +63,7 @@ def write(path: Path, text: str) -> bool:
     """Write the lock in one step; False when it already said exactly that."""
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return False
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
+    write_atomic(path, text)
     return True
 
 
@@ -87,9 +82,9 @@ def read(path: Path) -> dict[tuple[str, str, str], Locked]:
         entry = Locked(text["name"], text["kind"], text["location"], text.get("subdir"),
                        text.get("requested"), text["commit"], text["tree"], text["version"],
                        node.line)
-        if entry.identity in found:
-            raise node.error(f"{entry.describe()} is locked twice")
-        found[entry.identity] = entry
+        if entry.request.identity in found:
+            raise node.error(f"{entry.request.describe()} is locked twice")
+        found[entry.request.identity] = entry
     return found
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from . import lockfile
 from .errors import ConfigError
 from .fetch import Resolved, Sources
 from .fetch.git import COMMIT_ID
-from .matrix.model import Matrix
+from .matrix.model import KernelEntry, Matrix
 
 
 def resolve_kernels(matrix: Matrix, cache: Path, *, offline: bool, locked: bool,
@@ -28,9 +27,9 @@ def resolve_kernels(matrix: Matrix, cache: Path, *, offline: bool, locked: bool,
         pins = lockfile.read(path)
         stale = lockfile.unused(list(matrix.kernels), pins)
         if stale:
-            raise ConfigError(f"{stale[0].describe()} is locked, but {matrix.path.name} no longer "
-                              f"lists it; run `factory lock {matrix.path.name}`", file=path,
-                              line=stale[0].line, key="kernel")
+            raise ConfigError(f"{stale[0].request.describe()} is locked, but "
+                              f"{matrix.path.name} no longer lists it; run `factory lock "
+                              f"{matrix.path.name}`", file=path, line=stale[0].line, key="kernel")
     resolved = []
     for entry in matrix.kernels:
         if pins is None:
@@ -50,7 +49,8 @@ def resolve_kernels(matrix: Matrix, cache: Path, *, offline: bool, locked: bool,
     return resolved
 
 
-def _resolve_locked(sources: Sources, entry, pins, path: Path, matrix: Matrix, offline: bool,
+def _resolve_locked(sources: Sources, entry: KernelEntry, pins: dict[tuple, lockfile.Locked],
+                    path: Path, matrix: Matrix, offline: bool,
                     say: Callable[[str], None]) -> Resolved:
     pin = lockfile.pin_for(entry, pins, path, matrix.path)
     kind, rev = entry.source.kind, entry.source.revision or ""
@@ -74,7 +74,7 @@ def _resolve_locked(sources: Sources, entry, pins, path: Path, matrix: Matrix, o
                           f"hash to {result.tree.digest[:12]}, the lock has {pin.tree[:12]}. "
                           f"Run `factory lock {matrix.path.name}` if the change is wanted",
                           file=path, line=pin.line, key="kernel.tree")
-    return replace(result, version_origin=f"{path.name}")
+    return result
 
 
 def _note_lock_differences(resolved: list[Resolved], path: Path,
@@ -88,6 +88,6 @@ def _note_lock_differences(resolved: list[Resolved], path: Path,
         pin = pins.get(result.entry.source.identity)
         if pin is not None and (pin.commit, pin.tree) != (result.tree.revision,
                                                           result.tree.digest):
-            say(f"note: {path.name} pins {pin.describe()} at {pin.commit[:12]}; building "
+            say(f"note: {path.name} pins {pin.request.describe()} at {pin.commit[:12]}; building "
                 f"{result.tree.revision[:12]} (`--locked` builds the pinned one, `factory lock` "
                 "updates the lock)")

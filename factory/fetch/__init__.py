@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from ..errors import ConfigError, SourceError
-from ..matrix.model import KernelEntry
+from ..matrix.model import KernelEntry, SourceRequest
 from ..source import ZIP_EPOCH, GitState, SourceTree, resolve_path_source, scan_tree
 from .git import GitFetcher
 from .hub import HubFetcher
@@ -30,7 +30,6 @@ class Resolved:
     entry: KernelEntry
     tree: SourceTree
     version: str | None  # None: neither the matrix nor a tag gives one
-    version_origin: str  # where the version came from, for people
 
 
 def version_from_tags(tags: list[str]) -> tuple[str, str] | None:
@@ -71,38 +70,33 @@ class Sources:
                 tree = self._git(entry, pin)
             else:
                 tree = self._hub(entry, pin)
-            version, origin = version or entry.version, "matrix"
+            version = version or entry.version
             if version is None:
                 # A rev that is itself a version tag names the commit it resolved to, even
                 # offline, when the remote's tags cannot be listed.
                 tags = self._tags(entry, tree) + [request.revision or ""]
                 found = version_from_tags(tags)
                 if found:
-                    version, origin = found[0], f"tag {found[1]}"
+                    version = found[0]
         except LookupError as error:
             raise ConfigError(str(error.args[0]), file=matrix, line=entry.line,
                               key=f"{entry.key}.{request.kind}") from None
         except SourceError as error:
             raise SourceError(f"{matrix.name}:{entry.line}: {entry.key}: {error}") from None
-        return Resolved(entry, tree, version, origin)
+        return Resolved(entry, tree, version)
 
     def _git(self, entry: KernelEntry, pin: str | None) -> SourceTree:
         request = entry.source
         url = _git_url(entry)
         commit, ref = (pin, None) if pin else self.git.resolve(url, request.revision or "HEAD")
         root, when = self.git.tree(url, commit, ref, request.subdir)
-        digest, _ = scan_tree(root)
-        return SourceTree(root, commit, "git", request.location, when,
-                          GitState(commit, False, when), digest, request.subdir, request.revision)
+        return _fetched_tree(request, commit, root, when)
 
     def _hub(self, entry: KernelEntry, pin: str | None) -> SourceTree:
         request = entry.source
         commit, root, when = self.hub.fetch(request.location, pin or request.revision or "main",
                                             request.subdir)
-        digest, _ = scan_tree(root)
-        when = when if when is not None else ZIP_EPOCH
-        return SourceTree(root, commit, "hub", request.location, when,
-                          GitState(commit, False, when), digest, request.subdir, request.revision)
+        return _fetched_tree(request, commit, root, when if when is not None else ZIP_EPOCH)
 
     def _tags(self, entry: KernelEntry, tree: SourceTree) -> list[str]:
         if tree.kind == "git":
@@ -114,6 +108,13 @@ class Sources:
         done = subprocess.run(["git", "-C", str(tree.root), "tag", "--points-at", "HEAD"],
                               capture_output=True, text=True)
         return done.stdout.split() if done.returncode == 0 else []
+
+
+def _fetched_tree(request: SourceRequest, commit: str, root: Path, when: int) -> SourceTree:
+    """A git or Hub commit's tree: named by the commit, dated by its time (never dirty)."""
+    digest, _ = scan_tree(root)
+    return SourceTree(root, commit, request.kind, request.location, when,
+                      GitState(commit, False, when), digest, request.subdir, request.revision)
 
 
 def _git_url(entry: KernelEntry) -> str:

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..cache import exclusive
 from ..errors import SourceError
 from ..source import link_target_inside, unsafe_name
@@ -84,10 +85,8 @@ class GitFetcher:
                     refs.setdefault(name, commit)
             with exclusive(repo):
                 self._init(repo)
-                partial = saved.with_name(saved.name + f".{os.getpid()}")
-                partial.write_text(json.dumps({"url": url, "time": int(time.time()),
-                                               "refs": refs}, indent=1, sort_keys=True))
-                os.replace(partial, saved)
+                write_atomic(saved, json.dumps({"url": url, "time": int(time.time()),
+                                                "refs": refs}, indent=1, sort_keys=True))
         self._refs[url] = refs
         return refs
 
@@ -121,9 +120,7 @@ class GitFetcher:
             self._run(["init", "--quiet", "--bare", str(repo)], None)
 
     def _has(self, repo: Path, commit: str) -> bool:
-        done = subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{commit}^{{commit}}"],
-                              capture_output=True, env={**os.environ, **_ENV})
-        return done.returncode == 0
+        return _git(["cat-file", "-e", f"{commit}^{{commit}}"], repo).returncode == 0
 
     def _fetch(self, repo: Path, url: str, commit: str, ref: str | None) -> None:
         if not self._has(repo, commit):
@@ -157,8 +154,7 @@ class GitFetcher:
         """(mode, object id, path) of every file under subdir, each checked before any is
         written; submodules are left out."""
         treeish = f"{commit}:{subdir}" if subdir else f"{commit}^{{tree}}"
-        kind = subprocess.run(["git", "-C", str(repo), "cat-file", "-t", treeish],
-                              capture_output=True, text=True, env={**os.environ, **_ENV})
+        kind = _git(["cat-file", "-t", treeish], repo)
         if kind.returncode != 0 or kind.stdout.strip() != "tree":
             raise LookupError(f"commit {commit[:12]} of {url} has no folder '{subdir}'")
         output = self._run(["ls-tree", "-r", "-z", "--full-tree", treeish], repo)
@@ -183,9 +179,8 @@ class GitFetcher:
 
     def _write(self, repo: Path, entries: list[tuple[str, str, str]], target: Path) -> None:
         """The listed blobs, read in one `git cat-file --batch`, written under target."""
-        process = subprocess.Popen(["git", "-C", str(repo), "cat-file", "--batch"],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   env={**os.environ, **_ENV})
+        process = subprocess.Popen(_command(["cat-file", "--batch"], repo),
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env())
         assert process.stdin is not None and process.stdout is not None
         try:
             for mode, oid, path in entries:
@@ -209,9 +204,7 @@ class GitFetcher:
             process.wait()
 
     def _run(self, argv: list[str], repo: Path | None, network: str | None = None) -> str:
-        command = ["git"] + (["-C", str(repo)] if repo else []) + argv
-        done = subprocess.run(command, capture_output=True, text=True, errors="replace",
-                              env={**os.environ, **_ENV})
+        done = _git(argv, repo)
         if done.returncode == 0:
             return done.stdout
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
@@ -222,3 +215,19 @@ class GitFetcher:
                 raise SourceError(f"cannot reach {network}: {message}")
             raise LookupError(f"git {argv[0]} {network} failed: {message}")
         raise SourceError(f"git {argv[0]} failed: {message}")
+
+
+def _command(argv: list[str], repo: Path | None) -> list[str]:
+    return ["git"] + (["-C", str(repo)] if repo else []) + argv
+
+
+def _env() -> dict[str, str]:
+    """No prompts (a missing credential fails instead of hanging), C messages, no system
+    config; the user's own git config and credential helpers still apply."""
+    return {**os.environ, **_ENV}
+
+
+def _git(argv: list[str], repo: Path | None) -> subprocess.CompletedProcess:
+    """Run git, its output captured as text; the caller judges the exit status."""
+    return subprocess.run(_command(argv, repo), capture_output=True, text=True,
+                          errors="replace", env=_env())

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..errors import SourceError
 from ..source import unsafe_name
 from .store import TreeStore
@@ -91,10 +92,8 @@ class HubFetcher:
             if refs is not None:
                 tags = {tag.name: tag.target_commit for tag in refs.tags}
                 saved.parent.mkdir(parents=True, exist_ok=True)
-                partial = saved.with_name(saved.name + f".{os.getpid()}")
-                partial.write_text(json.dumps({"repo": repo, "time": int(time.time()),
-                                               "tags": tags}, indent=1, sort_keys=True))
-                os.replace(partial, saved)
+                write_atomic(saved, json.dumps({"repo": repo, "time": int(time.time()),
+                                                "tags": tags}, indent=1, sort_keys=True))
         return sorted(name for name, target in tags.items() if target == commit)
 
 

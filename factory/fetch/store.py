@@ -16,6 +16,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from ..atomic import write_atomic
+
 
 class TreeStore:
     def __init__(self, root: Path) -> None:
@@ -56,10 +58,8 @@ class TreeStore:
 
     def set_meta(self, kind: str, commit: str, subdir: str | None, meta: dict) -> None:
         folder = self.folder(kind, commit, subdir)
-        path = folder.with_name(folder.name + ".json")
-        partial = path.with_name(path.name + f".{os.getpid()}")
-        partial.write_text(json.dumps(meta, indent=1, sort_keys=True))
-        os.replace(partial, path)
+        write_atomic(folder.with_name(folder.name + ".json"),
+                     json.dumps(meta, indent=1, sort_keys=True))
 
 
 def _read_only(root: Path) -> None:

@@ -8,10 +8,9 @@ the index one `factory build` of the whole matrix would have made.
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
+from ..atomic import copy_atomic
 from ..build import sha256_file
 from ..errors import ConfigError
 from ..layout import Layout
@@ -54,17 +53,11 @@ def merge_outputs(out: Path, folders: list[Path], force: bool = False) -> IndexS
     for name, wheel in sorted(copies.items()):
         destination = target.files / name
         if not destination.is_file() or sha256_file(destination) != digests[name]:
-            _copy_atomic(wheel, destination)
+            copy_atomic(wheel, destination)
     for folder in folders:
         layout = Layout(folder)
         for source, destination in ((layout.logs, target.logs), (layout.state, target.state)):
             for path in sorted(source.glob("*")) if source.is_dir() else []:
                 destination.mkdir(parents=True, exist_ok=True)
-                _copy_atomic(path, destination / path.name)
+                copy_atomic(path, destination / path.name)
     return update_index(out, force=force, outcomes=outcomes.values(), full=True)
-
-
-def _copy_atomic(source: Path, destination: Path) -> None:
-    temporary = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
-    shutil.copyfile(source, temporary)
-    os.replace(temporary, destination)

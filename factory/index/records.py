@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import NamedTuple
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from ..atomic import write_atomic
 from ..errors import FactoryError
 from ..wheel.inspect import torch_requirement
 
@@ -94,9 +94,7 @@ def load_manifest(path: Path) -> Manifest:
 
 def save_manifest(manifest: Manifest, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(manifest.to_json(), separators=(",", ":")))
-    os.replace(temporary, path)
+    write_atomic(path, json.dumps(manifest.to_json(), separators=(",", ":")))
 
 
 def read_file_record(path: Path) -> FileRecord:

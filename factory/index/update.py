@@ -29,6 +29,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from ..atomic import write_atomic
 from ..cache import exclusive
 from ..errors import ConfigError
 from ..layout import Layout
@@ -160,7 +161,7 @@ def _ensure_metadata(wheel: Path, record: FileRecord) -> None:
     if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == \
             record.metadata_sha256:
         return
-    _write_atomic(target, metadata_bytes(wheel))  # files/ exists: the wheel is in it
+    write_atomic(target, metadata_bytes(wheel))  # files/ exists: the wheel is in it
 
 
 def _indexes(files: Iterable[FileRecord]) -> dict[str, dict[str, list[FileRecord]]]:
@@ -279,7 +280,7 @@ class _Pages:
                     return
             except OSError:
                 pass
-        _write_atomic(path, data)
+        write_atomic(path, data)
         self.written += 1
 
     def _remove_projects(self, base: Path, gone: set[str] | None, keep: set[str]) -> None:
@@ -304,12 +305,6 @@ class _Pages:
                 if not any(simple.parent.iterdir()):
                     simple.parent.rmdir()
                 self.removed += 1
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
 
 
 def _is_page_folder(folder: Path) -> bool:

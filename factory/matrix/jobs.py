@@ -40,9 +40,14 @@ def image_group(cell: Cell) -> str:
     return f"cu{cell.cuda.version.major_minor().compact()}-{cell.platform}"
 
 
+def _ordered(plan: Plan) -> list[Cell]:
+    """The plan's cells by builder image, then id: the order jobs and shards are cut from."""
+    return sorted(plan.cells, key=lambda c: (image_group(c), c.id))
+
+
 def plan_jobs(plan: Plan, max_cells: int = DEFAULT_MAX_CELLS) -> list[Job]:
     groups: dict[str, list[Cell]] = {}
-    for cell in sorted(plan.cells, key=lambda c: (image_group(c), c.id)):
+    for cell in _ordered(plan):
         groups.setdefault(image_group(cell), []).append(cell)
     jobs = []
     for group, cells in groups.items():
@@ -81,8 +86,7 @@ def parse_shard(text: str) -> tuple[int, int]:
 def select_shard(plan: Plan, index: int, count: int) -> Plan:
     """Shard `index` of `count` (from 1): a contiguous run of the ordered cells, the shards'
     sizes differing by one at most."""
-    cells = sorted(plan.cells, key=lambda c: (image_group(c), c.id))
-    chosen = {cell.id for cell in _split(cells, count)[index - 1]}
+    chosen = {cell.id for cell in _split(_ordered(plan), count)[index - 1]}
     if index == 1:
         chosen |= {skipped.id for skipped in plan.skipped}
     return plan.select(chosen)
