@@ -34,6 +34,8 @@ from .matrix.plan import Kernel, Plan, check_unique_names, make_plan
 from .process import Log
 from .progress import make_reporter
 from .provenance import DEFAULT_BUILD_ROOT, BuildOptions, usable_build_root
+from .publish.registry import publish_to_registry
+from .publish.static import publish_static
 from .report import print_report, report_json
 from .resolve import resolve_kernels
 from .runner import choose_runner
@@ -167,6 +169,29 @@ def make_parser() -> argparse.ArgumentParser:
     yank_command.add_argument("--reason", required=True, help="shown to users by pip and uv")
     yank_command.add_argument("--out", type=Path, default=Path("index"),
                               help="output folder (default: index)")
+
+    publish = commands.add_parser(
+        "publish", help="upload the wheels to a PyPI-compatible registry with twine, or copy "
+        "the static index to a folder, s3:// or hf://",
+        description="Without --to: upload the wheels of DIR/files that the registry lacks, "
+        "with twine (credentials: TWINE_USERNAME/TWINE_PASSWORD, keyring or ~/.pypirc); a "
+        "wheel already there with the same sha256 is skipped, one with other bytes stops the "
+        "publish. With --to: copy the static index, wheels first and pages last.")
+    publish.add_argument("folder", type=Path, nargs="?", default=Path("index"), metavar="DIR",
+                         help="the output folder to publish (default: index)")
+    destination = publish.add_mutually_exclusive_group()
+    destination.add_argument("--repository-url", metavar="URL", default=None,
+                             help="the registry's upload URL (default: TWINE_REPOSITORY_URL, "
+                             "else the --repository section, else PyPI)")
+    destination.add_argument("--repository", metavar="NAME", default=None,
+                             help="a repository section of ~/.pypirc")
+    destination.add_argument("--to", metavar="TARGET", default=None,
+                             help="a folder, s3://BUCKET[/PREFIX] or "
+                             "hf://[datasets/|spaces/]OWNER/NAME[@REVISION][/PATH]")
+    publish.add_argument("--index-url", metavar="URL", default=None,
+                         help="the registry's simple index, when it is not <upload URL>/simple/")
+    publish.add_argument("--dry-run", action="store_true",
+                         help="say what would be sent, send nothing")
 
     serve = commands.add_parser(
         "serve", help="serve an output folder to pip, uv and browsers",
@@ -373,6 +398,28 @@ def _yank(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _publish(args: argparse.Namespace, console: Console) -> int:
+    def say(text: str) -> None:
+        console.print(text, markup=False, soft_wrap=True)
+
+    if not args.folder.is_dir():
+        raise ConfigError("no such folder", file=args.folder)
+    if args.to is not None:
+        if args.index_url is not None:
+            raise ConfigError("only applies to a registry, not with --to", key="--index-url")
+        report = publish_static(args.folder, args.to, dry_run=args.dry_run, say=say)
+        say(f"{'would send' if args.dry_run else 'sent'} {len(report.sent)} file(s) to "
+            f"{report.target}, {report.unchanged} unchanged")
+        return 0
+    registry = publish_to_registry(args.folder, repository_url=args.repository_url,
+                                   repository=args.repository, index_url=args.index_url,
+                                   dry_run=args.dry_run, say=say)
+    say(f"{'dry run: nothing uploaded' if args.dry_run else f'uploaded {len(registry.uploaded)}'}"
+        f", {len(registry.skipped)} already there"
+        + (f", {len(registry.yanked)} yanked left out" if registry.yanked else ""))
+    return 0
+
+
 def _serve(args: argparse.Namespace, console: Console) -> int:
     folder: Path = args.folder
     if not folder.is_dir():
@@ -454,8 +501,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = make_parser().parse_args(argv)
         command = {"build": _build, "images": _images, "plan": _plan, "lock": _lock,
-                   "index": _index, "yank": _yank, "serve": _serve, "inspect": _inspect,
-                   "verify": _verify}[args.command]
+                   "index": _index, "yank": _yank, "publish": _publish, "serve": _serve,
+                   "inspect": _inspect, "verify": _verify}[args.command]
         return command(args, console)
     except FactoryError as exc:
         errors.print(f"error: {exc}", markup=False, soft_wrap=True)

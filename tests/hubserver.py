@@ -2,13 +2,18 @@
 
 It answers the endpoints huggingface_hub's snapshot_download, model_info and list_repo_refs
 use (revision info, recursive tree listing, refs, resolve with HEAD and GET), with the Hub's
-headers and error codes, so the real client code runs against it. Every request is recorded.
+headers and error codes, so the real client code runs against it. Model and dataset repos are
+both served. With a write token, create_commit works too: preupload (every file "regular") and
+commit, which writes a real git commit onto the branch. Every request is recorded.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import subprocess
+import tempfile
 import threading
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +47,30 @@ class HubRepos:
                     entries.append((path, oid, int(size)))
         return entries
 
+    def commit_files(self, repo: str, branch: str, files: dict[str, bytes],
+                     message: str) -> str:
+        """A commit on `branch` adding `files` to its tree, made with git's plumbing."""
+        parent = self.commit(repo, branch)
+        with tempfile.TemporaryDirectory() as scratch:
+            env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index"),
+                   "GIT_AUTHOR_NAME": "hub", "GIT_AUTHOR_EMAIL": "hub@127.0.0.1",
+                   "GIT_COMMITTER_NAME": "hub", "GIT_COMMITTER_EMAIL": "hub@127.0.0.1"}
+
+            def git(*args: str, data: bytes | None = None) -> str:
+                return subprocess.run(["git", "-C", str(self.repos[repo]), *args], input=data,
+                                      capture_output=True, check=True, env=env).stdout.decode()
+
+            if parent:
+                git("read-tree", parent)
+            for path, data in sorted(files.items()):
+                blob = git("hash-object", "-w", "--stdin", data=data).strip()
+                git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
+            tree = git("write-tree").strip()
+            commit = git("commit-tree", tree, *(["-p", parent] if parent else []), "-m",
+                         message).strip()
+            git("update-ref", f"refs/heads/{branch}", commit)
+        return commit
+
     def refs(self, repo: str, prefix: str) -> list[dict]:
         done = self.git(repo, "for-each-ref", "--format=%(refname) %(*objectname) %(objectname)",
                         prefix)
@@ -52,9 +81,11 @@ class HubRepos:
         return refs
 
 
-def serve(repos: dict[str, Path]) -> tuple[ThreadingHTTPServer, list[str]]:
+def serve(repos: dict[str, Path], write_token: str | None = None,
+          ) -> tuple[ThreadingHTTPServer, list[str]]:
     """Start the server in a thread; the caller shuts it down. Returns it and its request log."""
     hub = HubRepos(repos)
+    lock = threading.Lock()
     requests: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -66,6 +97,43 @@ def serve(repos: dict[str, Path]) -> tuple[ThreadingHTTPServer, list[str]]:
 
         def do_GET(self) -> None:
             self.answer(head=False)
+
+        def do_POST(self) -> None:
+            path = unquote(urlsplit(self.path).path)
+            requests.append(f"POST {path}")
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            parts = path.strip("/").split("/")
+            repo, rest = "/".join(parts[2:4]), parts[4:]
+            if parts[:2] not in (["api", "models"], ["api", "datasets"]) or len(rest) != 2 \
+                    or rest[0] not in ("preupload", "commit"):
+                return self.fail("EntryNotFound", f"no such endpoint {path}", False)
+            if repo not in hub.repos:
+                return self.fail("RepoNotFound", f"Repository {repo} not found", False)
+            if write_token is None or \
+                    self.headers.get("Authorization") != f"Bearer {write_token}":
+                return self.send(401, b'{"error": "Invalid credentials"}',
+                                 {"Content-Type": "application/json",
+                                  "X-Error-Message": "Invalid credentials in Authorization"},
+                                 False)
+            if rest[0] == "preupload":
+                files = json.loads(body)["files"]
+                answer = {"files": [{"path": f["path"], "uploadMode": "regular",
+                                     "shouldIgnore": False} for f in files]}
+                return self.send(200, json.dumps(answer).encode(),
+                                 {"Content-Type": "application/json"}, False)
+            items = [json.loads(line) for line in body.splitlines() if line.strip()]
+            header = next(i["value"] for i in items if i["key"] == "header")
+            files = {i["value"]["path"]: base64.b64decode(i["value"]["content"])
+                     for i in items if i["key"] == "file"}
+            if len(files) != len(items) - 1:
+                return self.send(400, b'{"error": "only regular files are served here"}',
+                                 {"Content-Type": "application/json"}, False)
+            with lock:
+                commit = hub.commit_files(repo, rest[1], files, header["summary"])
+            answer = {"commitUrl": f"http://127.0.0.1/{repo}/commit/{commit}",
+                      "commitOid": commit}
+            return self.send(200, json.dumps(answer).encode(),
+                             {"Content-Type": "application/json"}, False)
 
         def send(self, status: int, body: bytes, headers: dict[str, str], head: bool) -> None:
             self.send_response(status)
@@ -84,7 +152,7 @@ def serve(repos: dict[str, Path]) -> tuple[ThreadingHTTPServer, list[str]]:
             path = unquote(urlsplit(self.path).path)
             requests.append(f"{self.command} {path}")
             parts = path.strip("/").split("/")
-            api = parts[:2] == ["api", "models"]
+            api = parts[:2] in (["api", "models"], ["api", "datasets"])
             repo = "/".join(parts[2:4] if api else parts[0:2])
             rest = parts[4:] if api else parts[2:]
             if repo not in hub.repos:

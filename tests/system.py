@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,9 @@ def docker_engine() -> None:
     script = Path(__file__).resolve().parent.parent / "docker" / "ensure-engine.sh"
     done = subprocess.run([str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    assert found, f"{name} is missing: pip install -e '.[test]'"
+    return found

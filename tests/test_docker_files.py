@@ -3,22 +3,14 @@ PyPI, as the test extras install them)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from .conftest import REPO
+from .system import tool
 
 DOCKER = REPO / "docker"
-
-
-def tool(name: str) -> str:
-    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
-    assert found, f"{name} is missing: pip install -e '.[test]'"
-    return found
 
 
 @pytest.mark.parametrize("dockerfile", sorted(DOCKER.glob("*Dockerfile")), ids=lambda p: p.name)

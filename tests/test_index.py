@@ -122,9 +122,9 @@ def index_problems(out: Path) -> list[str]:
     return problems
 
 
-@pytest.fixture
-def index_out(tmp_path) -> Path:
-    out = tmp_path / "index"
+def small_index_files(out: Path) -> Path:
+    """files/ of a small index: two cells of one kernel, a kernel of one cell, a pure-Python
+    kernel."""
     files = out / "files"
     files.mkdir(parents=True)
     make_wheel(files, "img2gray", "1.0.0+cu130torch211")
@@ -132,6 +132,11 @@ def index_out(tmp_path) -> Path:
     make_wheel(files, "Tiny_RMS", "0.2.0+cu130torch211", requires_python=">=3.9,<4")
     make_wheel(files, "noarch-kernel", "2.0.0", tag="py3-none-any")
     return out
+
+
+@pytest.fixture
+def index_out(tmp_path) -> Path:
+    return small_index_files(tmp_path / "index")
 
 
 def test_layout_and_what_each_index_holds(index_out):

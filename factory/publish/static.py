@@ -1,0 +1,343 @@
+"""`factory publish --to TARGET`: an output folder's static index copied to a web root, an S3
+bucket or a Hugging Face repo, without ever showing a reader a page that links a missing file.
+
+The tree goes out in four waves, each finished before the next starts:
+
+    1. files/            the wheels and their .metadata files (immutable)
+    2. project pages     <label>/simple/<project>/, simple/<project>/, browse/<project>.json
+    3. root pages        <label>/simple/index.*, simple/index.*
+    4. the browse page   index.html, browse.json, browse.css, browse.js
+
+A file the target already holds with the same bytes is not sent again. A wheel or metadata file
+it holds with other bytes stops the publish before anything is sent: published files are
+immutable there too. Pages are replaced in place. Nothing at the target is ever deleted, and
+the factory's private records (.factory/) and the build logs (logs/) stay home.
+
+On the Hub all changes go in one commit, which readers see whole or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+import os
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..atomic import copy_atomic
+from ..build import sha256_file
+from ..errors import ConfigError
+from .registry import PublishError
+
+PRIVATE = {".factory", "logs"}
+WAVES = ("files", "project pages", "root pages", "browse page")
+CONTENT_TYPES = {".whl": "application/zip", ".metadata": "text/plain; charset=utf-8",
+                 ".html": "text/html; charset=utf-8", ".json": "application/json",
+                 ".css": "text/css", ".js": "text/javascript"}
+
+
+@dataclass
+class StaticReport:
+    target: str
+    sent: list[str] = field(default_factory=list)
+    unchanged: int = 0
+
+
+def static_tree(out: Path) -> list[list[tuple[str, Path]]]:
+    """The files of the static index in their waves, each wave sorted by path."""
+    if not (out / "files").is_dir() or not (out / "simple" / "index.html").is_file():
+        raise ConfigError("is not a factory index (no files/ and simple/index.html); build "
+                          "or run 'factory index' first", file=out)
+    waves: list[list[tuple[str, Path]]] = [[] for _ in WAVES]
+    for folder, subfolders, names in os.walk(out):
+        here = Path(folder)
+        top = here == out
+        subfolders[:] = sorted(d for d in subfolders
+                               if not d.startswith(".") and not (top and d in PRIVATE))
+        for name in sorted(names):
+            if name.startswith("."):
+                continue
+            path = here / name
+            relative = path.relative_to(out).as_posix()
+            waves[_wave(relative.split("/"))].append((relative, path))
+    return waves
+
+
+def _wave(parts: list[str]) -> int:
+    if parts[0] == "files":
+        return 0
+    if parts[0] == "browse" and len(parts) == 2:
+        return 1
+    if "simple" in parts:
+        depth = len(parts) - parts.index("simple")
+        return 1 if depth >= 3 else 2
+    return 3
+
+
+class _Target:
+    description: str
+
+    def matches(self, relative: str, path: Path, digest: str) -> bool | None:
+        """None: absent there; True: the same bytes; False: other bytes."""
+        raise NotImplementedError
+
+    def send(self, waves: list[list[tuple[str, Path, str]]]) -> None:
+        raise NotImplementedError
+
+
+def open_target(spec: str, out: Path) -> _Target:
+    if spec.startswith("s3://"):
+        return _S3Target(spec)
+    if spec.startswith("hf://"):
+        return _HubTarget(spec)
+    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", spec):
+        raise ConfigError(f"'{spec}' is not a folder, s3://BUCKET[/PREFIX] or "
+                          "hf://[datasets/|spaces/]OWNER/NAME[@REVISION][/PATH]", key="--to")
+    return _FolderTarget(Path(spec.removeprefix("file:")), out)
+
+
+def publish_static(out: Path, spec: str, *, dry_run: bool,
+                   say: Callable[[str], None]) -> StaticReport:
+    waves = static_tree(out)
+    target = open_target(spec, out)
+    report = StaticReport(target.description)
+    plan: list[list[tuple[str, Path, str]]] = [[] for _ in WAVES]
+    conflicts = []
+    for number, wave in enumerate(waves):
+        for relative, path in wave:
+            digest = sha256_file(path)
+            same = target.matches(relative, path, digest)
+            if same:
+                report.unchanged += 1
+            elif same is False and number == 0:
+                conflicts.append(relative)
+            else:
+                plan[number].append((relative, path, digest))
+    if conflicts:
+        raise PublishError(f"{target.description} holds other bytes under {len(conflicts)} "
+                           f"published name(s): {', '.join(conflicts[:5])}"
+                           f"{' ...' if len(conflicts) > 5 else ''}; published files are "
+                           "immutable, so nothing was sent")
+    count = sum(len(wave) for wave in plan)
+    say(f"{target.description}: {count} file(s) to send, {report.unchanged} already there")
+    for name, wave in zip(WAVES, plan):
+        if wave:
+            say(f"  {'would send' if dry_run else 'sending'} {name}: {len(wave)} file(s)")
+    if not dry_run and count:
+        target.send(plan)
+    report.sent = [relative for wave in plan for relative, _, _ in wave]
+    return report
+
+
+class _FolderTarget(_Target):
+    def __init__(self, root: Path, out: Path) -> None:
+        resolved, source = root.resolve(), out.resolve()
+        if resolved == source or source in resolved.parents or resolved in source.parents:
+            raise ConfigError("is the output folder, or inside it, or holds it", file=root,
+                              key="--to")
+        if root.exists() and not root.is_dir():
+            raise ConfigError("exists and is not a folder", file=root, key="--to")
+        self.root = root
+        self.description = str(root)
+
+    def matches(self, relative: str, path: Path, digest: str) -> bool | None:
+        there = self.root / relative
+        if not there.is_file():
+            return None
+        return there.stat().st_size == path.stat().st_size and sha256_file(there) == digest
+
+    def send(self, waves: list[list[tuple[str, Path, str]]]) -> None:
+        for wave in waves:
+            for relative, path, _ in wave:
+                destination = self.root / relative
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                copy_atomic(path, destination)
+
+
+class _S3Target(_Target):
+    """boto3 with its usual configuration: credentials, region and AWS_ENDPOINT_URL (MinIO,
+    R2 and other S3-compatible stores) from the environment or ~/.aws. Each object carries its
+    sha256 as metadata, so later runs compare without downloading."""
+
+    def __init__(self, spec: str) -> None:
+        try:
+            import boto3
+            from boto3.s3.transfer import TransferConfig
+        except ImportError:
+            raise ConfigError("s3:// targets need boto3: pip install "
+                              "'kernel-wheel-factory[s3]'", key="--to") from None
+        bucket, _, prefix = spec.removeprefix("s3://").partition("/")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
+            raise ConfigError(f"'{bucket}' is not an S3 bucket name", key="--to")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.description = f"s3://{bucket}/{self.prefix}"
+        self.client = boto3.client("s3")
+        self.transfer = TransferConfig(multipart_threshold=5 * 1024 ** 3)
+        self._listing: dict[str, tuple[int, str]] | None = None
+
+    def _call(self, what: str, function, *args, **kwargs):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return function(*args, **kwargs)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise PublishError(f"{self.description}: {what} refused: {error.get('Code')} "
+                               f"{error.get('Message', '')}".rstrip()) from None
+        except BotoCoreError as exc:
+            raise PublishError(f"{self.description}: {what} failed: {exc}") from None
+
+    def listing(self) -> dict[str, tuple[int, str]]:
+        if self._listing is None:
+            self._listing = {}
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self.prefix)
+            for page in self._call("listing", list, pages):
+                for item in page.get("Contents", []):
+                    self._listing[item["Key"]] = (item["Size"], item["ETag"].strip('"'))
+        return self._listing
+
+    def matches(self, relative: str, path: Path, digest: str) -> bool | None:
+        key = self.prefix + relative
+        there = self.listing().get(key)
+        if there is None:
+            return None
+        size, etag = there
+        if size != path.stat().st_size:
+            return False
+        if "-" not in etag and etag == _md5(path):
+            return True
+        head = self._call("reading metadata", self.client.head_object, Bucket=self.bucket,
+                          Key=key)
+        recorded = head.get("Metadata", {}).get("sha256")
+        if recorded:
+            return recorded == digest
+        body = self._call("download", self.client.get_object, Bucket=self.bucket, Key=key)
+        return hashlib.sha256(body["Body"].read()).hexdigest() == digest
+
+    def send(self, waves: list[list[tuple[str, Path, str]]]) -> None:
+        def put(item: tuple[str, Path, str]) -> None:
+            relative, path, digest = item
+            self._call(f"upload of {relative}", self.client.upload_file, str(path),
+                       self.bucket, self.prefix + relative, Config=self.transfer,
+                       ExtraArgs={"ContentType": _content_type(relative),
+                                  "Metadata": {"sha256": digest}})
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for wave in waves:
+                list(pool.map(put, wave))  # a wave is complete before the next starts
+
+
+class _HubTarget(_Target):
+    """A Hub repo through huggingface_hub (HF_TOKEN, HF_ENDPOINT): every change in one commit."""
+
+    KINDS = {"datasets": "dataset", "spaces": "space", "models": "model"}
+
+    def __init__(self, spec: str) -> None:
+        from huggingface_hub import HfApi
+
+        parts = spec.removeprefix("hf://").strip("/").split("/")
+        kind = self.KINDS.get(parts[0])
+        if kind is not None:
+            parts = parts[1:]
+        if len(parts) < 2 or not all(parts[:2]):
+            raise ConfigError(f"'{spec}' does not name a repo: hf://[datasets/|spaces/]"
+                              "OWNER/NAME[@REVISION][/PATH]", key="--to")
+        name, _, revision = parts[1].partition("@")
+        self.repo_id = f"{parts[0]}/{name}"
+        self.repo_type = kind or "model"
+        self.revision = revision or None
+        self.prefix = "/".join(p for p in parts[2:] if p)
+        self.description = spec.rstrip("/")
+        self.api = HfApi()
+        self._listing: dict[str, tuple[int, str | None, str]] | None = None
+
+    def _call(self, what: str, function, *args, **kwargs):
+        from huggingface_hub.errors import (
+            HfHubHTTPError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
+
+        try:
+            return function(*args, **kwargs)
+        except RepositoryNotFoundError:
+            raise PublishError(f"{self.description}: no such {self.repo_type} repo, or no "
+                               "access to it (create it first; HF_TOKEN must allow "
+                               "writing)") from None
+        except RevisionNotFoundError:
+            raise PublishError(f"{self.description}: the repo has no branch "
+                               f"'{self.revision}'") from None
+        except HfHubHTTPError as exc:
+            raise PublishError(f"{self.description}: {what} failed: "
+                               f"{' '.join(str(exc).split())[:300]}") from None
+        except Exception as exc:
+            # the HTTP client's own errors: connection refused, timeouts
+            if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in (
+                    "httpx", "httpx2", "httpcore", "httpcore2"):
+                raise PublishError(f"{self.description}: {what} failed: "
+                                   f"{exc or type(exc).__name__}") from None
+            raise
+
+    def listing(self) -> dict[str, tuple[int, str | None, str]]:
+        """path -> (size, LFS sha256 or None, git blob id)."""
+        from huggingface_hub.hf_api import RepoFile
+
+        if self._listing is None:
+            from huggingface_hub.errors import EntryNotFoundError
+
+            try:
+                entries = self._call("listing", list, self.api.list_repo_tree(
+                    self.repo_id, path_in_repo=self.prefix or None, recursive=True,
+                    repo_type=self.repo_type, revision=self.revision))
+            except EntryNotFoundError:
+                entries = []
+            self._listing = {}
+            for entry in entries:
+                if isinstance(entry, RepoFile):
+                    lfs = entry.lfs.sha256 if entry.lfs else None
+                    self._listing[entry.path] = (entry.size, lfs, entry.blob_id)
+        return self._listing
+
+    def _path(self, relative: str) -> str:
+        return f"{self.prefix}/{relative}" if self.prefix else relative
+
+    def matches(self, relative: str, path: Path, digest: str) -> bool | None:
+        there = self.listing().get(self._path(relative))
+        if there is None:
+            return None
+        size, lfs, blob = there
+        if size != path.stat().st_size:
+            return False
+        if lfs is not None:
+            return lfs == digest
+        data = path.read_bytes()
+        return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob
+
+    def send(self, waves: list[list[tuple[str, Path, str]]]) -> None:
+        from huggingface_hub import CommitOperationAdd
+
+        operations = [CommitOperationAdd(path_in_repo=self._path(relative),
+                                         path_or_fileobj=str(path))
+                      for wave in waves for relative, path, _ in wave]
+        self._call("commit", self.api.create_commit, self.repo_id, operations=operations,
+                   commit_message=f"Publish {len(operations)} index file(s)",
+                   repo_type=self.repo_type, revision=self.revision)
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _content_type(relative: str) -> str:
+    suffix = Path(relative).suffix
+    return CONTENT_TYPES.get(suffix) or mimetypes.guess_type(relative)[0] or \
+        "application/octet-stream"

