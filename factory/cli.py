@@ -21,7 +21,7 @@ from .cache import default_cache_dir
 from .container.engine import Engine
 from .container.runner import DockerRunner
 from .errors import ConfigError, FactoryError
-from .index.merge import merge_outputs
+from .index.merge import is_url, merge_outputs
 from .index.serve import make_server
 from .index.update import IndexSummary, update_index, yank
 from .lockfile import Locked, lock_path
@@ -152,9 +152,11 @@ def make_parser() -> argparse.ArgumentParser:
                     "page from the wheels in <out>/files (factory build does this at its end).")
     index.add_argument("--out", type=Path, default=Path("index"),
                        help="output folder (default: index)")
-    index.add_argument("--merge", type=Path, nargs="+", default=None, metavar="DIR",
+    index.add_argument("--merge", nargs="+", default=None, metavar="DIR|URL",
                        help="first copy in the wheels, logs and cell outcomes of these output "
-                            "folders (build jobs' artifacts); --out is made when missing")
+                            "folders (build jobs' artifacts), and the wheels and yanks of "
+                            "indexes the factory published at these http(s) URLs; --out is "
+                            "made when missing")
     index.add_argument("--force", action="store_true",
                        help="accept a published wheel whose bytes changed")
 
@@ -363,7 +365,8 @@ def _index(args: argparse.Namespace, console: Console) -> int:
     if args.merge:
         if out.exists() and not out.is_dir():
             raise ConfigError("exists and is not a folder", file=out, key="--out")
-        _print_index(console, out, merge_outputs(out, args.merge, force=args.force))
+        sources = [source if is_url(source) else Path(source) for source in args.merge]
+        _print_index(console, out, merge_outputs(out, sources, force=args.force))
         return 0
     if not out.is_dir():
         raise ConfigError("no such folder", file=out, key="--out")

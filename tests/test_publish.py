@@ -391,3 +391,62 @@ def test_publish_to_a_hub_repo_in_one_commit(index_out, tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def served_site(index_out, tmp_path):
+    """index_out (one release yanked) published to a folder and served over http, as a
+    GitHub Pages site is."""
+    assert main(["yank", "noarch-kernel", "2.0.0", "--reason", "broken on torch 2.11", "--out",
+                 str(index_out)]) == 0
+    site = tmp_path / "site"
+    assert main(["publish", str(index_out), "--to", str(site)]) == 0
+    server = subprocess.Popen([sys.executable, "-m", "factory", "serve", str(site), "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = server.stdout.readline()
+    yield site, line.split(" at ", 1)[1].split()[0]
+    server.terminate()
+    server.wait()
+
+
+def test_merge_keeps_what_a_published_site_holds(served_site, tmp_path):
+    site, url = served_site
+    job = tmp_path / "job"
+    make_wheel(job / "files", "img2gray", "1.1.0+cu130torch211")
+    update_index(job)
+
+    merged = run_factory("index", "--merge", url, job, "--out", tmp_path / "merged")
+    assert merged.exit == 0, merged.stdout + merged.stderr
+    files = sorted(p.name for p in (tmp_path / "merged" / "files").glob("*.whl"))
+    assert files == sorted([p.name for p in (site / "files").glob("*.whl")] +
+                           ["img2gray-1.1.0+cu130torch211-cp39-abi3-linux_x86_64.whl"])
+    for name in files:
+        origin = site / "files" / name if (site / "files" / name).exists() else \
+            job / "files" / name
+        assert sha256(tmp_path / "merged" / "files" / name) == sha256(origin)
+    page = json.loads((tmp_path / "merged" / "simple" / "noarch-kernel" / "index.json")
+                      .read_text())
+    assert [f["yanked"] for f in page["files"]] == ["broken on torch 2.11"]
+    assert index_problems(tmp_path / "merged") == []
+    # the pages of what was there before are the same, byte for byte (the HTML form: these
+    # test wheels have no build record, so their JSON upload times are the files' own)
+    for name in ("cu130torch212/simple/img2gray/index.html", "simple/tiny-rms/index.html"):
+        assert (tmp_path / "merged" / name).read_bytes() == (site / name).read_bytes()
+
+    tampered = tampered_copy(job, tmp_path / "tampered")
+    shutil.copy(site / "files" / "img2gray-1.0.0+cu130torch211-cp39-abi3-linux_x86_64.whl",
+                tampered / "files")
+    with zipfile.ZipFile(next((tampered / "files").glob("img2gray-1.0.0*.whl")), "a") as wheel:
+        wheel.comment = b"rebuilt with other bytes"
+    refused = run_factory("index", "--merge", url, tampered, "--out", tmp_path / "refused")
+    assert refused.exit == 1 and "published files are immutable" in refused.stderr
+    assert not (tmp_path / "refused").exists()
+
+    (site / "files" / "img2gray-1.0.0+cu130torch212-cp39-abi3-linux_x86_64.whl").write_bytes(
+        b"not the listed bytes")
+    corrupt = run_factory("index", "--merge", url, "--out", tmp_path / "corrupt")
+    assert corrupt.exit == 1 and "does not have the sha256 its index" in corrupt.stderr
+    assert not (tmp_path / "corrupt" / "files").exists()
+
+    missing = run_factory("index", "--merge", url + "nothing-here/", "--out", tmp_path / "x")
+    assert missing.exit == 2 and "has no simple/index.json" in missing.stderr

