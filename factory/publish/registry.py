@@ -20,6 +20,7 @@ import io
 import json
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -166,10 +167,8 @@ def publish_to_registry(out: Path, *, repository_url: str | None, repository: st
         _upload(settings, wheel, upload_url)
         say(f"  uploaded {wheel.path.name}")
         report.uploaded.append(wheel.path.name)
-    for project in sorted({w.project for w in pending}):
-        reader.forget(project)
     for wheel in pending:
-        there = reader.files(wheel.project).get(wheel.path.name, "missing")
+        there = _listed_after_upload(reader, wheel)
         if there == "missing":
             raise PublishError(f"{wheel.path.name} was accepted by {upload_url} but "
                                f"{simple} does not list it (is --index-url right?)")
@@ -178,6 +177,19 @@ def publish_to_registry(out: Path, *, repository_url: str | None, repository: st
             raise PublishError(f"{simple} lists {wheel.path.name} with sha256 {digest[:12]}, "
                                f"not the uploaded {wheel.sha256[:12]}")
     return report
+
+
+def _listed_after_upload(reader: _IndexReader, wheel: LocalWheel) -> str | None:
+    """The uploaded file's listing: its sha256, None when listed without one, "missing".
+    Registries behind a cache (PyPI's CDN, Artifactory's remote indexes) may show a new file
+    a little late: the page is read again for up to half a minute."""
+    for pause in (0, 1, 2, 4, 8, 15):
+        time.sleep(pause)
+        reader.forget(wheel.project)
+        there = reader.files(wheel.project).get(wheel.path.name, "missing")
+        if there != "missing":
+            return there
+    return "missing"
 
 
 def _check_credentials(settings, upload_url: str) -> None:
