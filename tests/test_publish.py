@@ -20,6 +20,7 @@ import pytest
 
 from factory.cli import main
 from factory.index.update import update_index
+from factory.publish.registry import index_url_for
 
 from .conftest import new_torch_venv, run_factory, snapshot, venv_python
 from .hubserver import serve as serve_hub
@@ -208,6 +209,20 @@ def test_publish_to_a_private_registry(index_out, private_registry, tmp_path):
     again = run_factory("publish", index_out, "--repository-url", url,
                         env=publish_env(tmp_path, "alice", PASSWORD))
     assert again.exit == 0 and "uploaded 0, 3 already there" in again.stdout, again.stdout
+
+
+@pytest.mark.parametrize("upload, index", [
+    ("https://upload.pypi.org/legacy/", "https://pypi.org/simple/"),
+    ("https://test.pypi.org/legacy/", "https://test.pypi.org/simple/"),
+    ("http://127.0.0.1:8080/", "http://127.0.0.1:8080/simple/"),  # pypiserver
+    ("https://acme.jfrog.io/artifactory/api/pypi/kernels",
+     "https://acme.jfrog.io/artifactory/api/pypi/kernels/simple/"),
+    ("https://gitlab.com/api/v4/projects/7/packages/pypi",
+     "https://gitlab.com/api/v4/projects/7/packages/pypi/simple/"),
+    ("https://warehouse.example.org/legacy/", "https://warehouse.example.org/simple/"),
+])
+def test_the_index_beside_an_upload_url(upload, index):
+    assert index_url_for(upload) == index
 
 
 def published_tree(out: Path) -> dict[str, bytes | None]:

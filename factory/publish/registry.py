@@ -102,7 +102,8 @@ def twine_settings(repository_url: str | None, repository: str | None):
     try:
         return Settings.from_argparse(parser.parse_args(argv))
     except twine_errors.TwineException as exc:
-        raise ConfigError(_one_line(str(exc)), key="--repository") from None
+        key = "--repository-url" if repository_url is not None else "--repository"
+        raise ConfigError(_one_line(str(exc)), key=key) from None
 
 
 def index_url_for(repository_url: str) -> str:
