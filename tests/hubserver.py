@@ -177,7 +177,15 @@ def serve(repos: dict[str, Path], write_token: str | None = None,
                 return self.send(200, json.dumps(body).encode(),
                                  {"Content-Type": "application/json"}, head)
             if api:
-                folders = sorted({str(Path(name).parent) for name, _, _ in files} - {"."})
+                # the tree under a folder, as the Hub lists it; a folder that is not there
+                # is the Hub's EntryNotFound
+                folder = "/".join(rest[2:])
+                if folder:
+                    files = [f for f in files if f[0].startswith(folder + "/")]
+                    if not files:
+                        return self.fail("EntryNotFound", f"{folder} does not exist", head)
+                folders = sorted(f for f in {str(Path(name).parent) for name, _, _ in files}
+                                 if f != "." and (not folder or f.startswith(folder + "/")))
                 body = [{"type": "directory", "oid": "0" * 40, "size": 0, "path": folder}
                         for folder in folders]
                 body += [{"type": "file", "oid": oid, "size": size, "path": name}

@@ -294,12 +294,15 @@ class _HubTarget(_Target):
         if self._listing is None:
             from huggingface_hub.errors import EntryNotFoundError
 
-            try:
-                entries = self._call("listing", list, self.api.list_repo_tree(
-                    self.repo_id, path_in_repo=self.prefix or None, recursive=True,
-                    repo_type=self.repo_type, revision=self.revision))
-            except EntryNotFoundError:
-                entries = []
+            def tree() -> list:
+                try:
+                    return list(self.api.list_repo_tree(
+                        self.repo_id, path_in_repo=self.prefix or None, recursive=True,
+                        repo_type=self.repo_type, revision=self.revision))
+                except EntryNotFoundError:  # PATH is not in the repo yet: nothing there
+                    return []
+
+            entries = self._call("listing", tree)
             self._listing = {}
             for entry in entries:
                 if isinstance(entry, RepoFile):
