@@ -61,11 +61,12 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
     outcomes: dict[str, CellOutcome] = {}
     yanks: dict[str, str] = {}
     folders: list[Path] = []
+    present: dict[str, str] = {}  # wheel name -> sha256 of the target's copy
 
     def offer(name: str, digest: str, origin: Path | PublishedFile, where: str) -> None:
         known = digests.get(name)
         if known is None and (target.files / name).is_file():
-            known = sha256_file(target.files / name)
+            known = present[name] = sha256_file(target.files / name)
         if known is not None and known != digest and not force:
             raise IndexConflict(f"{where} holds another {name} (sha256 {digest[:12]}, known "
                                 f"as {known[:12]}); published files are immutable, so the "
@@ -100,8 +101,7 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
         wheels: dict[str, Path] = {}
         downloads: list[tuple[PublishedFile, Path]] = []
         for name, origin in sorted(origins.items()):
-            destination = target.files / name
-            if destination.is_file() and sha256_file(destination) == digests[name]:
+            if present.get(name) == digests[name]:
                 continue
             if isinstance(origin, Path):
                 wheels[name] = origin
