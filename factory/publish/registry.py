@@ -168,6 +168,8 @@ def publish_to_registry(out: Path, *, repository_url: str | None, repository: st
         _upload(settings, wheel, upload_url)
         say(f"  uploaded {wheel.path.name}")
         report.uploaded.append(wheel.path.name)
+    for project in {wheel.project for wheel in pending}:
+        reader.forget(project)
     for wheel in pending:
         there = _listed_after_upload(reader, wheel)
         if there == "missing":
@@ -185,8 +187,9 @@ def _listed_after_upload(reader: _IndexReader, wheel: LocalWheel) -> str | None:
     Registries behind a cache (PyPI's CDN, Artifactory's remote indexes) may show a new file
     a little late: the page is read again for up to half a minute."""
     for pause in (0, 1, 2, 4, 8, 15):
-        time.sleep(pause)
-        reader.forget(wheel.project)
+        if pause:
+            time.sleep(pause)
+            reader.forget(wheel.project)
         there = reader.files(wheel.project).get(wheel.path.name, "missing")
         if there != "missing":
             return there
