@@ -5,8 +5,9 @@ environment and with the same nvcc.
     .venv/bin/python benchmarks/build_vs_setuppy.py [--repeat N] [--cache-dir DIR]
 
 Prints each run and the medians. setuptools adds the interpreter's build flags (`-g` among
-them); the baseline cancels -g with CFLAGS=-g0 so that both sides use the same flags. The toolkit and torch environment are provisioned first (not
-timed), so both sides start from the same warm cache. The setup.py build can use ninja when it is
+them); the baseline cancels -g with CFLAGS=-g0 so that both sides use the same flags. The
+toolkit and torch environment are provisioned first (not timed), so both sides start from the
+same warm cache. The setup.py build can use ninja when it is
 on PATH (torch's default) and setuptools' one-file-at-a-time build otherwise; both are timed
 where ninja is available.
 """
@@ -23,17 +24,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from rich.console import Console
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from factory.cache import default_cache_dir  # noqa: E402
-from factory.cli import plan_matrix  # noqa: E402
 from factory.compile.generated import REGISTRATION_HEADER  # noqa: E402
+from factory.plan.load import plan_matrix  # noqa: E402
 from factory.process import Log  # noqa: E402
 from factory.toolchain.cuda import provide_cuda  # noqa: E402
-from factory.toolchain.torchenv import provide_torch  # noqa: E402
+from factory.toolchain.torch import provide_torch  # noqa: E402
 
 SETUP_PY = """
 from setuptools import setup
@@ -66,7 +65,8 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> float:
     completed = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if completed.returncode != 0:
-        sys.exit(f"failed: {' '.join(command)}\n{completed.stdout[-3000:]}{completed.stderr[-3000:]}")
+        sys.exit(f"failed: {' '.join(command)}\n{completed.stdout[-3000:]}"
+                 f"{completed.stderr[-3000:]}")
     return seconds
 
 
@@ -81,25 +81,24 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
     args = parser.parse_args()
-    console = Console(highlight=False)
     cache = args.cache_dir.resolve()
 
-    plan = plan_matrix(REPO / "matrix.yaml", console)
+    plan = plan_matrix(REPO / "matrix.yaml", cache, print)
     cell = plan.cells[0]
     work = Path(tempfile.mkdtemp(prefix="factory-bench-"))
     with open(work / "provision.log", "w") as handle:
         log = Log(handle)
-        toolkit = provide_cuda(cell.cuda, cache, log)
-        env = provide_torch(cell.torch, cell.cuda, cache, log)
+        toolkit = provide_cuda(cell.cuda.version, cell.cuda.home, cache, log)
+        env = provide_torch(cell.torch, cell.cuda.version, cell.cuda.torch_index, cache, log)
     sms = " ".join(str(sm) for sm in cell.sms)
     print(f"cell {cell.id}: torch {env.torch_version}, nvcc {toolkit.version} "
           f"({toolkit.origin}), SMs {sms}; {os.cpu_count()} cores")
 
     factory_env = {**os.environ, "KERNEL_WHEEL_FACTORY_CACHE": str(cache)}
     factory = [sys.executable, "-m", "factory", "build", str(REPO / "matrix.yaml")]
-    fresh = [timed(factory + ["--out", str(work / f"index{i}")], REPO, factory_env)
+    fresh = [timed([*factory, "--out", str(work / f"index{i}")], REPO, factory_env)
              for i in range(args.repeat)]
-    unchanged = [timed(factory + ["--out", str(work / "index0")], REPO, factory_env)
+    unchanged = [timed([*factory, "--out", str(work / "index0")], REPO, factory_env)
                  for _ in range(args.repeat)]
 
     includes = [str(path) for path in env.cuda_library_includes]

@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from factory.expect import recorded_expectation  # noqa: E402
+from factory.wheel.expect import recorded_expectation  # noqa: E402
 from factory.wheel.gates import check_wheel  # noqa: E402
 from factory.wheel.inspect import inspect_wheel  # noqa: E402
 

@@ -1,18 +1,39 @@
-"""One error hierarchy for the whole factory; the CLI turns each into an exit status."""
+"""Every error the factory raises on purpose, each with its exit status.
+
+The command line catches `FactoryError` once and prints it as one line; anything else that
+escapes is a bug, reported as such (and, inside a cell, written with its traceback to the
+cell's log).
+
+    2  bad input: a file, line and key the user can fix; nothing was written
+    1  the work failed: a fetch, a build, an index update or a publish
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+__all__ = [
+    "BuildError",
+    "ConfigError",
+    "FactoryError",
+    "FatbinError",
+    "IndexConflict",
+    "NotAnElfFile",
+    "PublishError",
+    "SourceError",
+    "SourceRefused",
+    "WheelReadError",
+]
+
 
 class FactoryError(Exception):
-    """An error the user can act on; printed as one line, exit status 1."""
+    """An error the user can act on; printed as one line."""
 
     exit_status = 1
 
 
 class ConfigError(FactoryError):
-    """Bad input (matrix.yaml, build.toml, CLI arguments): exit status 2, nothing written.
+    """Bad input (matrix.yaml, build.toml, the lock file, CLI arguments): nothing is written.
 
     The message names the file, the line and the key, so the user can go straight there.
     """
@@ -38,17 +59,55 @@ class ConfigError(FactoryError):
         return f"{where}{key}{self.message}"
 
 
+class SourceRefused(ConfigError):
+    """A kernel source names something that is not there (a repo, a revision, a folder) or holds
+    something the factory refuses (an unsafe name, a link out of the repo). The fetchers raise it
+    bare; the resolver adds the matrix entry it came from."""
+
+
 class SourceError(FactoryError):
-    """A kernel source could not be fetched (network, a cache miss offline): exit status 1."""
+    """A kernel source could not be fetched (network, a cache miss offline)."""
+
+    exit_status = 1
 
 
 class BuildError(FactoryError):
-    """A cell failed to build (compiler error, toolchain missing, ...)."""
+    """A cell failed to build (compiler error, toolchain missing, a gate failed, ...)."""
+
+    exit_status = 1
+
+
+class WheelReadError(ConfigError):
+    """A file given as a wheel is not one the factory can read."""
+
+
+class NotAnElfFile(WheelReadError):
+    """A wheel member that looks like an ELF file is not a readable one."""
+
+
+class FatbinError(FactoryError):
+    """A shared object's .nv_fatbin section cannot be read: recorded against the object, so
+    the GPU-code gate reports it."""
+
+    exit_status = 1
+
+
+class IndexConflict(FactoryError):
+    """The index cannot be updated without losing or changing something published."""
+
+    exit_status = 1
+
+
+class PublishError(FactoryError):
+    """A registry or static target refused something, or holds other bytes under a published
+    name."""
+
+    exit_status = 1
 
 
 def _display_path(path: Path) -> str:
     """Paths relative to the working directory when they are inside it, else absolute."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+    except (ValueError, OSError):
         return str(path)

@@ -1,12 +1,13 @@
 """Where everything lives inside an output folder (default index/): one definition for the
-build, which publishes wheels and logs, and the index, which writes pages beside them."""
+build, which publishes wheels, logs and cell records there, and for the index, merge and
+publish steps, which read them and write pages beside them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from .matrix.plan import Cell
+__all__ = ["Layout"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Layout:
 
     @property
     def private(self) -> Path:
-        """The factory's own records; never served."""
+        """The factory's own records; never served or published."""
         return self.out / ".factory"
 
     @property
@@ -48,8 +49,8 @@ class Layout:
         """Present while an index update runs: found at the start, the last one was killed."""
         return self.private / "index-update-in-progress"
 
-    def log_file(self, cell: Cell) -> Path:
-        return self.logs / f"{cell.key}.log"
+    def log_file(self, cell_key: str) -> Path:
+        return self.logs / f"{cell_key}.log"
 
-    def state_file(self, cell: Cell) -> Path:
-        return self.state / f"{cell.key}.json"
+    def state_file(self, cell_key: str) -> Path:
+        return self.state / f"{cell_key}.json"

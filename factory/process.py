@@ -12,6 +12,8 @@ from typing import TextIO
 
 from .errors import BuildError
 
+__all__ = ["Log", "first_error", "first_output_line", "run"]
+
 
 class Log:
     """A cell's log file, safe to write from the threads that compile its sources."""

@@ -1,5 +1,6 @@
-"""Shared helpers: the real CLI in a subprocess, folder snapshots, kernels written on the fly,
-and (for the slow tests) a persistent cache of toolkits and torch environments."""
+"""Shared helpers: the real CLI in a subprocess or in-process, folder snapshots, kernels written
+on the fly, and the tests' own persistent cache of toolkits and torch environments (never the
+user's: every factory the tests start is pointed at it)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.cache import default_cache_dir
+from factory.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
@@ -36,6 +37,13 @@ def run_factory(*args: str | Path, cwd: Path | None = None, env: dict | None = N
         capture_output=True, text=True, env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
     return Result(completed.returncode, completed.stdout, completed.stderr)
+
+
+def factory_main(*args: str | Path, capsys: pytest.CaptureFixture[str]) -> Result:
+    """The `factory` command run in this process (for bad-input cases: no interpreter start)."""
+    status = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return Result(status, captured.out, captured.err)
 
 
 def snapshot(folder: Path) -> dict[str, bytes | None]:
@@ -72,14 +80,27 @@ def kernel_factory(tmp_path):
     return make
 
 
+def tests_cache_dir() -> Path:
+    """The tests' cache: FACTORY_TEST_CACHE, else kernel-wheel-factory-tests beside the user's
+    cache folder. It persists between runs (toolkits and torch environments are big) and is
+    never the cache a user's own builds use."""
+    if "FACTORY_TEST_CACHE" in os.environ:
+        return Path(os.environ["FACTORY_TEST_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "kernel-wheel-factory-tests"
+
+
+TEST_CACHE = tests_cache_dir()
+# Set before any test runs, so every factory a test starts (in a subprocess or in-process)
+# that is not given a cache of its own uses the tests' cache, not the user's.
+os.environ["KERNEL_WHEEL_FACTORY_CACHE"] = str(TEST_CACHE)
+
+
 @pytest.fixture(scope="session")
 def factory_cache() -> Path:
-    """Toolkits and torch environments for the slow tests: the factory's own cache, so a build
-    a user already ran is reused (they are big). FACTORY_TEST_CACHE points elsewhere."""
-    path = Path(os.environ["FACTORY_TEST_CACHE"]) if "FACTORY_TEST_CACHE" in os.environ \
-        else default_cache_dir()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    """Toolkits and torch environments for the slow tests, shared by the whole run."""
+    TEST_CACHE.mkdir(parents=True, exist_ok=True)
+    return TEST_CACHE
 
 
 EXAMPLE_WHEEL = re.compile(
@@ -94,7 +115,8 @@ def cache_env(cache: Path) -> dict[str, str]:
 def example_build(tmp_path_factory, factory_cache):
     """`factory build matrix.yaml` on the shipped example, as README.md runs it."""
     out = tmp_path_factory.mktemp("example") / "index"
-    result = run_factory("build", "matrix.yaml", "--out", out, cwd=REPO, env=cache_env(factory_cache))
+    result = run_factory("build", "matrix.yaml", "--out", out, cwd=REPO,
+                         env=cache_env(factory_cache))
     assert result.exit == 0, result.stdout + result.stderr
     return out, result
 
@@ -158,7 +180,8 @@ def run_example(venv: Path, wheel: Path, tmp_path: Path) -> dict:
         for shape in [(1, 1), (3, 5), (480, 640), (1024, 768)]:
             rgb = torch.randint(0, 256, (*shape, 3), dtype=torch.uint8, generator=generator)
             weights = torch.tensor([210, 720, 70], dtype=torch.int32)
-            expected = ((rgb.to(torch.int32) * weights).sum(-1) + 500).div(1000, rounding_mode="floor")
+            expected = ((rgb.to(torch.int32) * weights).sum(-1) + 500).div(
+                1000, rounding_mode="floor")
             expected = expected.to(torch.uint8)
             results.append(torch.equal(op(rgb), expected)
                            and torch.equal(img2gray.img2gray(rgb), expected)

@@ -3,8 +3,10 @@
 It answers the endpoints huggingface_hub's snapshot_download, model_info and list_repo_refs
 use (revision info, recursive tree listing, refs, resolve with HEAD and GET), with the Hub's
 headers and error codes, so the real client code runs against it. Model and dataset repos are
-both served. With a write token, create_commit works too: preupload (every file "regular") and
-commit, which writes a real git commit onto the branch. Every request is recorded.
+both served, at branches, tags and special refs such as refs/pr/1 (which clients send
+percent-encoded as one path segment). With a write token, create_commit works too: preupload
+(every file "regular") and commit, which writes a real git commit onto the branch or ref.
+Every request is recorded.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import os
 import subprocess
 import tempfile
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -51,6 +53,7 @@ class HubRepos:
                      message: str) -> str:
         """A commit on `branch` adding `files` to its tree, made with git's plumbing."""
         parent = self.commit(repo, branch)
+        ref = branch if branch.startswith("refs/") else f"refs/heads/{branch}"
         with tempfile.TemporaryDirectory() as scratch:
             env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index"),
                    "GIT_AUTHOR_NAME": "hub", "GIT_AUTHOR_EMAIL": "hub@127.0.0.1",
@@ -68,7 +71,7 @@ class HubRepos:
             tree = git("write-tree").strip()
             commit = git("commit-tree", tree, *(["-p", parent] if parent else []), "-m",
                          message).strip()
-            git("update-ref", f"refs/heads/{branch}", commit)
+            git("update-ref", ref, commit)
         return commit
 
     def refs(self, repo: str, prefix: str) -> list[dict]:
@@ -79,6 +82,13 @@ class HubRepos:
             name, *ids = line.split()
             refs.append({"name": name.removeprefix(prefix), "ref": name, "targetCommit": ids[0]})
         return refs
+
+
+def _segments(raw: str) -> tuple[str, list[str]]:
+    """A request's decoded path, and its segments each decoded on its own (a revision such as
+    refs/pr/1 comes as one segment, refs%2Fpr%2F1)."""
+    path = urlsplit(raw).path
+    return unquote(path), [unquote(part) for part in path.strip("/").split("/")]
 
 
 def serve(repos: dict[str, Path], write_token: str | None = None,
@@ -99,10 +109,9 @@ def serve(repos: dict[str, Path], write_token: str | None = None,
             self.answer(head=False)
 
         def do_POST(self) -> None:
-            path = unquote(urlsplit(self.path).path)
+            path, parts = _segments(self.path)
             requests.append(f"POST {path}")
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            parts = path.strip("/").split("/")
             repo, rest = "/".join(parts[2:4]), parts[4:]
             if parts[:2] not in (["api", "models"], ["api", "datasets"]) or len(rest) != 2 \
                     or rest[0] not in ("preupload", "commit"):
@@ -149,9 +158,8 @@ def serve(repos: dict[str, Path], write_token: str | None = None,
                                   "X-Error-Message": message}, head)
 
         def answer(self, head: bool) -> None:
-            path = unquote(urlsplit(self.path).path)
+            path, parts = _segments(self.path)
             requests.append(f"{self.command} {path}")
-            parts = path.strip("/").split("/")
             api = parts[:2] in (["api", "models"], ["api", "datasets"])
             repo = "/".join(parts[2:4] if api else parts[0:2])
             rest = parts[4:] if api else parts[2:]
@@ -171,7 +179,7 @@ def serve(repos: dict[str, Path], write_token: str | None = None,
             if api and rest[0] == "revision":
                 when = int(hub.git(repo, "show", "-s", "--format=%ct", commit).stdout)
                 body = {"id": repo, "modelId": repo, "sha": commit, "private": False,
-                        "lastModified": datetime.fromtimestamp(when, timezone.utc).strftime(
+                        "lastModified": datetime.fromtimestamp(when, UTC).strftime(
                             "%Y-%m-%dT%H:%M:%S.000Z"),
                         "siblings": [{"rfilename": name} for name, _, _ in files], "tags": []}
                 return self.send(200, json.dumps(body).encode(),
@@ -202,5 +210,5 @@ def serve(repos: dict[str, Path], write_token: str | None = None,
             return self.fail("EntryNotFound", f"{wanted} does not exist at {commit}", head)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     return server, requests

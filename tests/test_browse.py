@@ -11,7 +11,7 @@ import pytest
 from .conftest import REPO
 from .system import debian_package
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.network]
 
 ARTIFACTS = REPO / "test-artifacts"
 

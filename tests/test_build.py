@@ -35,7 +35,7 @@ from .conftest import (
     write,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 def cuobjdump() -> Path:
     """NVIDIA's cuobjdump, from the nvidia-cuda-cuobjdump wheel of the test extras."""
@@ -71,7 +71,7 @@ def gpu_functions(shared_object: Path) -> dict[tuple[str, str], set[str]]:
 
 def test_example_wheel_name_tags_and_metadata(example_wheel):
     assert EXAMPLE_WHEEL.fullmatch(example_wheel.name), example_wheel.name
-    name, version, _, tags = parse_wheel_filename(example_wheel.name)
+    _, version, _, tags = parse_wheel_filename(example_wheel.name)
     metadata = read_dist_info(example_wheel, "METADATA")
     assert f"\nVersion: {version}\n" in metadata and str(version) == "1.0.0+cu130torch211"
     assert "\nRequires-Dist: torch==2.11.*\n" in metadata
@@ -133,7 +133,8 @@ def test_example_passes_its_own_tests(example_wheel, torch_venv, tmp_path):
 def test_running_again_rebuilds_nothing(example_build, example_wheel, factory_cache):
     out, first = example_build
     stamp = (example_wheel.stat().st_mtime_ns, example_wheel.read_bytes())
-    again = run_factory("build", "matrix.yaml", "--out", out, cwd=REPO, env=cache_env(factory_cache))
+    again = run_factory("build", "matrix.yaml", "--out", out, cwd=REPO,
+                        env=cache_env(factory_cache))
     assert again.exit == 0, again.stdout + again.stderr
     assert "Nothing to rebuild: all 1 cell(s) are up to date." in again.stdout
     assert "img2gray/cu130torch211/x86_64: unchanged" in again.stdout
@@ -245,7 +246,8 @@ def test_a_failed_cell_does_not_stop_the_others(tmp_path, factory_cache):
     result = run_factory("build", "matrix.yaml", cwd=tmp_path, env=cache_env(factory_cache))
     assert result.exit == 1
     assert re.search(r"img2gray/cu130torch211/x86_64: failed \(compiling csrc/img2gray\.cu "
-                     r"failed \(exit \d+\): \S*img2gray\.cu\(1\): error", result.stdout), result.stdout
+                     r"failed \(exit \d+\): \S*img2gray\.cu\(1\): error", result.stdout), \
+        result.stdout
     assert "log: " in result.stdout and "1 built, 0 unchanged, 1 failed, 0 skipped" in result.stdout
     assert sorted(p.name for p in (tmp_path / "index" / "files").iterdir()) == [
         "noarch_kernel-2.0.0-py3-none-any.whl", "noarch_kernel-2.0.0-py3-none-any.whl.metadata"]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from packaging.version import Version
 
-from factory.capabilities import Capability
+from factory.config.buildtoml import read_build_toml
 from factory.errors import ConfigError
-from factory.spec.buildtoml import read_build_toml
-from factory.versions import Version
+from factory.policy.capabilities import Capability
 
 SOURCES = {"csrc/k.cu": "", "csrc/k.h": "", "torch-ext/torch_binding.cpp": ""}
 
@@ -145,17 +145,17 @@ def test_v1_languages_become_backends(kernel_factory):
 def test_v2_fields(kernel_factory):
     spec = read_build_toml(kernel_factory(V2, SOURCES, package="v2_kernel"))
     kernel = spec.kernels[0]
-    assert spec.cuda_minver == Version((12, 4)) and spec.cuda_maxver is None
+    assert spec.cuda_minver == Version("12.4") and spec.cuda_maxver is None
     assert spec.python_depends == ("einops",)
-    assert (spec.torch.minver, spec.torch.maxver) == (Version((2, 5)), Version((2, 12)))
+    assert (spec.torch.minver, spec.torch.maxver) == (Version("2.5"), Version("2.12"))
     assert kernel.depends == ("torch", "cutlass_3_8")
-    assert kernel.cuda_flags == ("-DFOO",) and kernel.cuda_minver == Version((12, 8))
+    assert kernel.cuda_flags == ("-DFOO",) and kernel.cuda_minver == Version("12.8")
     assert kernel.cuda_capabilities is None
 
 
 def test_v3_general_cuda_table(kernel_factory):
     spec = read_build_toml(kernel_factory(V3, SOURCES, package="v3_kernel"))
-    assert spec.cuda_maxver == Version((13, 0))
+    assert spec.cuda_maxver == Version("13.0")
     assert spec.cuda_python_depends == ("nvidia-cutlass-dsl",)
     assert [k.name for k in spec.kernels_for("cuda")] == ["k"]
     assert spec.kernels_for("cpu")[0].cxx_flags == ("-O3",)
@@ -166,14 +166,14 @@ def test_v4_capabilities_and_stable_abi(kernel_factory):
     assert spec.major_version == 2 and spec.license == "Apache-2.0"
     assert [str(c) for c in spec.kernels_for("cuda")[0].cuda_capabilities] == [
         "8.0", "9.0a", "12.0+PTX"]
-    assert spec.torch.stable_abi_for("cuda") == Version((2, 10))
+    assert spec.torch.stable_abi_for("cuda") == Version("2.10")
     assert spec.torch.cxx_flags == ("-DBINDING",)
     assert spec.kernels_for("cuda")[0].include == ("csrc",)
 
 
 def test_v5_per_backend_stable_abi(kernel_factory):
     spec = read_build_toml(kernel_factory(V5, SOURCES, package="v5_kernel"))
-    assert spec.torch.stable_abi_for("cuda") == Version((2, 10))
+    assert spec.torch.stable_abi_for("cuda") == Version("2.10")
     assert spec.torch.stable_abi_for("metal") is None
 
 

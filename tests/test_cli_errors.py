@@ -1,11 +1,12 @@
-"""Bad input through the real `factory build`: one line naming file, line and key, exit status
-2, and nothing written (the output folder stays byte for byte as it was, no cache is made)."""
+"""Bad input through the `factory` command, run in-process: one line naming file, line and key,
+exit status 2, and nothing written (the output folder stays byte for byte as it was, no cache
+is made)."""
 
 from __future__ import annotations
 
 import pytest
 
-from .conftest import make_kernel, run_factory, snapshot, write
+from .conftest import factory_main, make_kernel, snapshot, write
 
 GOOD_KERNEL = """
 [general]
@@ -172,8 +173,18 @@ def project(tmp_path):
     return tmp_path
 
 
-def cache_env(project) -> dict[str, str]:
-    return {"KERNEL_WHEEL_FACTORY_CACHE": str(project / "cache")}
+@pytest.fixture
+def factory(project, monkeypatch, capsys):
+    """`factory ARGS...` in this process, from the project folder, with a cache of its own
+    (which must never be made) and `env` set."""
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("KERNEL_WHEEL_FACTORY_CACHE", str(project / "cache"))
+
+    def run(*args: str, env: dict[str, str] | None = None):
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
+        return factory_main(*args, capsys=capsys)
+    return run
 
 
 def assert_rejected(project, result, expected: str, before: dict) -> None:
@@ -187,13 +198,12 @@ def assert_rejected(project, result, expected: str, before: dict) -> None:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input(project, case):
+def test_bad_input(project, factory, case):
     matrix, build_toml, expected = CASES[case]
     make_kernel(project / "demo", build_toml, SOURCES, package="demo")
     write(project / "matrix.yaml", matrix)
     before = snapshot(project / "index")
-    result = run_factory("build", "matrix.yaml", cwd=project, env=cache_env(project))
-    assert_rejected(project, result, expected, before)
+    assert_rejected(project, factory("build", "matrix.yaml"), expected, before)
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -205,7 +215,8 @@ def test_bad_input(project, case):
     (["build", "missing.yaml"], "missing.yaml: file not found"),
     (["build", "matrix.yaml", "--only", "nothing/*"],
      "--only: 'nothing/*' matches no cell (cells: demo/cu130torch211/"),
-    (["build", "matrix.yaml", "--out", "matrix.yaml"], "matrix.yaml: --out: exists and is not a folder"),
+    (["build", "matrix.yaml", "--out", "matrix.yaml"],
+     "matrix.yaml: --out: exists and is not a folder"),
     (["build", "matrix.yaml", "--build-root", "build"],
      "build: --build-root: must be an absolute path"),
     (["build", "matrix.yaml", "--build-root", "/proc/version/build"],
@@ -214,34 +225,33 @@ def test_bad_input(project, case):
     (["images"], "the following arguments are required: MATRIX"),
     (["inspect"], "the following arguments are required: WHEEL"),
     (["inspect", "matrix.yaml"], "matrix.yaml: not a .whl file"),
-    (["inspect", "--json", "gone-1.0-py3-none-any.whl"], "gone-1.0-py3-none-any.whl: no such wheel"),
+    (["inspect", "--json", "gone-1.0-py3-none-any.whl"],
+     "gone-1.0-py3-none-any.whl: no such wheel"),
     (["verify", "matrix.yaml", "--build-root", "/tmp/x"], "matrix.yaml: not a .whl file"),
 ])
-def test_bad_arguments(project, args, expected):
+def test_bad_arguments(project, factory, args, expected):
     make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
     write(project / "matrix.yaml", GOOD_MATRIX)
     before = snapshot(project / "index")
-    result = run_factory(*args, cwd=project, env=cache_env(project))
-    assert_rejected(project, result, expected, before)
+    assert_rejected(project, factory(*args), expected, before)
 
 
-def test_bad_source_date_epoch(project):
+def test_bad_source_date_epoch(project, factory):
     make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
     write(project / "matrix.yaml", GOOD_MATRIX)
     before = snapshot(project / "index")
-    result = run_factory("build", "matrix.yaml", cwd=project,
-                         env={**cache_env(project), "SOURCE_DATE_EPOCH": "yesterday"})
+    result = factory("build", "matrix.yaml", env={"SOURCE_DATE_EPOCH": "yesterday"})
     assert_rejected(project, result, "SOURCE_DATE_EPOCH: 'yesterday' is not a whole number of "
                     "seconds since 1970", before)
 
 
 @pytest.mark.parametrize("where", ["--runner", "matrix"])
-def test_docker_runner_without_a_daemon(project, where):
+def test_docker_runner_without_a_daemon(project, factory, where):
     make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
     write(project / "matrix.yaml", GOOD_MATRIX + ("runner: docker\n" if where == "matrix" else ""))
     before = snapshot(project / "index")
     args = ["--runner", "docker"] if where == "--runner" else []
-    result = run_factory("build", "matrix.yaml", *args, cwd=project,
-                         env={**cache_env(project), "DOCKER_HOST": "unix:///nonexistent.sock"})
+    result = factory("build", "matrix.yaml", *args,
+                     env={"DOCKER_HOST": "unix:///nonexistent.sock"})
     assert_rejected(project, result, "runner: the docker runner cannot be used: no docker daemon "
                     "answers (", before)

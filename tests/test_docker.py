@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.source import tree_digest
+from factory.sources.tree import tree_digest
 
 from .conftest import (
     EXAMPLE,
@@ -32,7 +32,7 @@ from .conftest import (
 )
 from .system import docker_engine
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.root, pytest.mark.network]
 
 BASE = "kernel-wheel-factory/base:bullseye"
 OURS = "label=kernel-wheel-factory.owner"
@@ -243,10 +243,10 @@ def test_auto_takes_docker_when_it_can_and_says_why(tmp_path, factory_cache, bul
 def test_an_installed_factory_builds_the_same_image(tmp_path, factory_cache):
     """Installed from its wheel (not from this checkout), the factory finds its Dockerfiles
     and assembles the same build context, so it names the same image."""
+    from packaging.version import Version
     from uv import find_uv_bin
 
-    from factory.container.image import builder_image, requirements
-    from factory.versions import Version
+    from factory.build.runners.docker.image import builder_image, requirements
 
     env = {**os.environ, "UV_CACHE_DIR": str(factory_cache / "uv")}
     def ignore(folder: str, names: list[str]) -> set[str]:
@@ -265,14 +265,14 @@ def test_an_installed_factory_builds_the_same_image(tmp_path, factory_cache):
     pins = write(tmp_path / "pins.txt", "\n".join(requirements()))
     subprocess.run([find_uv_bin(), "pip", "install", "--quiet", "--python", venv / "bin/python",
                     wheel, "-c", pins], check=True, env=env)
-    probe = ("from factory.container.image import builder_image, PACKAGE; "
-             "from factory.versions import Version; "
-             f"print(PACKAGE, builder_image(Version((13, 0)), 'x86_64', {BASE!r}).name)")
+    probe = ("from factory.build.runners.docker.image import builder_image, PACKAGE; "
+             "from packaging.version import Version; "
+             f"print(PACKAGE, builder_image(Version('13.0'), 'x86_64', {BASE!r}).name)")
     done = subprocess.run([venv / "bin/python", "-c", probe], capture_output=True, text=True,
                           cwd=tmp_path, check=True)
     package, name = done.stdout.split()
     assert package.startswith(str(venv))
-    assert name == builder_image(Version((13, 0)), "x86_64", BASE).name
+    assert name == builder_image(Version("13.0"), "x86_64", BASE).name
 
 
 def test_containers_of_a_killed_run_are_removed_by_the_next(tmp_path, factory_cache,

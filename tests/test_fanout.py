@@ -7,10 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from factory.cli import plan_matrix
-from factory.matrix.jobs import plan_jobs, select_shard
+from factory.plan.jobs import plan_jobs, select_shard
+from factory.plan.load import plan_matrix
 
 from .conftest import EXAMPLE, FIXTURES, REPO, cache_env, run_factory, snapshot, write
 
@@ -42,7 +41,7 @@ def test_plan_is_stable_and_covers_every_cell_once(tmp_path, which):
     assert first.stdout == again.stdout
     jobs = json.loads(first.stdout)["jobs"]
 
-    plan = plan_matrix(matrix, Console(quiet=True), tmp_path / "cache", every_platform=True)
+    plan = plan_matrix(matrix, tmp_path / "cache", lambda text: None, every_platform=True)
     every = sorted([c.id for c in plan.cells] + [s.id for s in plan.skipped])
     assert len(every) == (1 if which == "root" else 12)
     listed = sorted(i for job in jobs for i in job["cells"] + job["skipped"])
@@ -87,6 +86,7 @@ def test_job_and_shard_arguments_are_checked(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_two_shards_merge_into_the_index_of_one_run(tmp_path, factory_cache):
     """img2gray (compiled), a pure-Python kernel and a skipped CUDA 12.8 cell."""
     shutil.copytree(EXAMPLE, tmp_path / "img2gray")

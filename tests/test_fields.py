@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from factory.config.nodes import load_toml, load_yaml
 from factory.errors import ConfigError
-from factory.fields import load_toml, load_yaml
 
 
 def test_toml_lines_of_tables_keys_and_list_items(tmp_path):

@@ -16,11 +16,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
-from factory.matrix.model import CudaEntry
 from factory.process import Log
 from factory.toolchain.cuda import provide_cuda
-from factory.versions import Version
 from factory.wheel.assemble import CoreMetadata, write_wheel
 from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import inspect_wheel
@@ -28,7 +27,7 @@ from factory.wheel.repair import repair
 
 from .conftest import run_factory
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 EPOCH = 1767225600
 VERSION = "1.0.0+cu130torch211"
@@ -123,8 +122,7 @@ class Builder:
 def cuda_home(factory_cache, tmp_path_factory) -> Path:
     log_file = tmp_path_factory.mktemp("cuda-log") / "log"
     with open(log_file, "w") as handle:
-        toolkit = provide_cuda(CudaEntry(Version.parse("13.0"), (), True, None, None, None),
-                               factory_cache, Log(handle))
+        toolkit = provide_cuda(Version("13.0"), None, factory_cache, Log(handle))
     return toolkit.home
 
 

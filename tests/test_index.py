@@ -20,10 +20,11 @@ import pytest
 from packaging.utils import canonicalize_name
 from pypi_simple import IndexPage, ProjectPage
 
-from factory.index.records import IndexConflict
+from factory.errors import IndexConflict
 from factory.index.serve import negotiate
 from factory.index.update import update_index
 from factory.wheel.assemble import CoreMetadata, write_wheel
+from factory.wheel.read import read_wheel
 
 from .conftest import run_factory, snapshot
 
@@ -152,11 +153,12 @@ def test_layout_and_what_each_index_holds(index_out):
     assert files_of("cu130torch212/simple", "img2gray") == [
         "img2gray-1.0.0+cu130torch212-cp39-abi3-linux_x86_64.whl"]
     # noarch wheels appear in every cell's index; Tiny_RMS only where it was built.
-    assert files_of("cu130torch212/simple", "noarch-kernel") == ["noarch_kernel-2.0.0-py3-none-any.whl"]
+    assert files_of("cu130torch212/simple", "noarch-kernel") == [
+        "noarch_kernel-2.0.0-py3-none-any.whl"]
     assert not (index_out / "cu130torch212" / "simple" / "tiny-rms").exists()
     assert len(files_of("simple", "img2gray")) == 2
     root = parse(index_out / "cu130torch211" / "simple" / "index.html")
-    assert [(a["href"], t) for a, t in zip(root.anchors, root.texts)] == [
+    assert [(a["href"], t) for a, t in zip(root.anchors, root.texts, strict=True)] == [
         ("img2gray/", "img2gray"), ("noarch-kernel/", "noarch-kernel"), ("tiny-rms/", "Tiny_RMS")]
     assert index_problems(index_out) == []
 
@@ -205,7 +207,8 @@ def test_json_pages_follow_pep_691_and_700(index_out):
     assert page["versions"] == ["1.0.0+cu130torch211"]
     (entry,) = page["files"]
     wheel = index_out / "files" / entry["filename"]
-    assert entry["url"] == "../../../files/img2gray-1.0.0%2Bcu130torch211-cp39-abi3-linux_x86_64.whl"
+    assert entry["url"] == \
+        "../../../files/img2gray-1.0.0%2Bcu130torch211-cp39-abi3-linux_x86_64.whl"
     assert entry["hashes"] == {"sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}
     assert entry["requires-python"] == ">=3.9"
     metadata = hashlib.sha256(_wheel_metadata(wheel)).hexdigest()
@@ -283,6 +286,7 @@ def test_yank_marks_files_in_html_and_json(index_out):
     assert missing.exit == 2 and "no published file of img2gray 9.9" in missing.stderr
 
 
+@pytest.mark.slow
 def test_killing_factory_index_never_leaves_a_broken_page(tmp_path):
     """SIGKILL at random moments of `factory index`: every page a reader can see links only
     files that exist, with the right hashes; a rerun completes the index."""
@@ -403,13 +407,13 @@ def test_serve_refuses_bad_arguments(tmp_path):
 
 
 def test_a_builds_update_reads_only_what_it_published(index_out):
-    """`factory build` names the wheels it published; the others are taken from the manifest
-    unread. `factory index` checks every file again."""
+    """`factory build` hands on the wheels it published, as its gates read them; the others are
+    taken from the manifest unread. `factory index` checks every file again."""
     update_index(index_out)
     wheel = next((index_out / "files").glob("img2gray-1.0.0+cu130torch211-*.whl"))
     wheel.write_bytes(wheel.read_bytes() + b"\0")  # changed in place, behind the index's back
     added = make_wheel(index_out / "files", "img2gray", "1.0.1+cu130torch211")
-    summary = update_index(index_out, published=[added.name])
+    summary = update_index(index_out, published={added.name: read_wheel(added)})
     assert summary.wheels == 5
     html = (index_out / "cu130torch211" / "simple" / "img2gray" / "index.html").read_text()
     assert added.name.replace("+", "%2B") in html
@@ -434,10 +438,11 @@ def test_pypi_simple_reads_every_page(index_out):
             from_html = ProjectPage.from_html(project, (folder / "index.html").read_bytes(), base)
             from_json = ProjectPage.from_json_data(json.loads((folder / "index.json").read_text()),
                                                    base)
-            assert [(p.filename, p.url, p.digests, p.requires_python, p.yanked_reason, p.has_metadata)
-                    for p in from_html.packages] == [
-                (p.filename, p.url, p.digests, p.requires_python, p.yanked_reason, p.has_metadata)
-                for p in from_json.packages]
+            def facts(page: ProjectPage) -> list[tuple]:
+                return [(p.filename, p.url, p.digests, p.requires_python, p.yanked_reason,
+                         p.has_metadata) for p in page.packages]
+
+            assert facts(from_html) == facts(from_json)
             assert all(p.metadata_url.endswith(".whl.metadata") for p in from_json.packages)
             pages += 2
     assert pages == 2 * (3 + 3 + 2)  # simple and cu130torch211: 3 projects; cu130torch212: 2

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from packaging.version import Version
 
+from factory.config.buildtoml import read_build_toml
+from factory.config.matrix import load_matrix
+from factory.defaults import host_platform
 from factory.errors import ConfigError
-from factory.matrix.load import host_platform, load_matrix
-from factory.matrix.plan import Kernel, make_plan
-from factory.source import resolve_path_source
-from factory.spec.buildtoml import read_build_toml
-from factory.versions import Version
+from factory.plan.cells import Kernel, make_plan
+from factory.sources.tree import resolve_path_source
 
 from .conftest import make_kernel, write
 
@@ -64,7 +65,7 @@ def test_defaults(tmp_path):
     assert cuda.ptx and cuda.home is None and cuda.torch_index is None
     assert matrix.platforms == (host_platform(),)
     assert matrix.kernels[0].version == "1.0"
-    assert matrix.torch == (Version((2, 11)),)
+    assert matrix.torch == (Version("2.11"),)
 
 
 def test_cells_labels_and_sms(tmp_path):
@@ -127,7 +128,7 @@ def test_torch_from_pypi_with_the_wrong_cuda_is_skipped(tmp_path):
         torch: ["2.10", "2.11"]
         cuda: {"13.0": {sms: ["9.0"]}}
     """)
-    assert [c.torch for c in plan.cells] == [Version((2, 11))]
+    assert [c.torch for c in plan.cells] == [Version("2.11")]
     (skipped,) = plan.skipped
     assert "torch 2.10 on PyPI is a CUDA 12.8 build, not CUDA 13.0; set " \
            "cuda.\"13.0\".torch-index" in skipped.reason

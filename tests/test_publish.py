@@ -22,7 +22,7 @@ from factory.cli import main
 from factory.index.update import update_index
 from factory.publish.registry import index_url_for
 
-from .conftest import new_torch_venv, run_factory, snapshot, venv_python
+from .conftest import factory_main, new_torch_venv, run_factory, snapshot, venv_python
 from .hubserver import serve as serve_hub
 from .test_index import index_problems, make_wheel, small_index_files
 
@@ -107,6 +107,7 @@ def tampered_copy(out: Path, destination: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.network
 @pytest.mark.filterwarnings("ignore:'crypt' is deprecated:DeprecationWarning")
 def test_publish_to_pypiserver_then_pip_installs(example_build, registry, tmp_path,
                                                  factory_cache):
@@ -231,7 +232,8 @@ def published_tree(out: Path) -> dict[str, bytes | None]:
             if not name.startswith((".factory", "logs"))}
 
 
-def test_publish_refuses_bad_input_and_writes_nothing(index_out, tmp_path):
+def test_publish_refuses_bad_input_and_writes_nothing(index_out, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.pypirc of the user's
     before = snapshot(tmp_path)
     cases = [
         (["publish", tmp_path / "missing"], "missing: no such folder"),
@@ -253,7 +255,7 @@ def test_publish_refuses_bad_input_and_writes_nothing(index_out, tmp_path):
          "Missing 'nosuchsection' section"),
     ]
     for args, message in cases:
-        result = run_factory(*args, env={"HOME": str(tmp_path / "home")})
+        result = factory_main(*args, capsys=capsys)
         assert result.exit == 2, (args, result.stdout, result.stderr)
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, \
             (args, result.stderr)
@@ -408,6 +410,37 @@ def test_publish_to_a_hub_repo_in_one_commit(index_out, tmp_path):
         server.server_close()
 
 
+def test_publish_to_a_hub_pull_request_ref(index_out, tmp_path):
+    """hf://datasets/OWNER/NAME@refs/pr/1/PATH: the revision is the whole special ref (as
+    huggingface_hub's own parser reads it), the folder the rest."""
+    repo = tmp_path / "hub-dataset"
+    repo.mkdir()
+    git = ["git", "-C", str(repo)]
+    subprocess.run([*git, "init", "--quiet", "--initial-branch=main"], check=True)
+    subprocess.run([*git, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet",
+                    "--allow-empty", "-m", "empty"], check=True)
+    subprocess.run([*git, "update-ref", "refs/pr/1", "main"], check=True)
+    server, requests = serve_hub({"kwf-test/wheels": repo}, write_token="hf_write_token")
+    env = {"HF_ENDPOINT": f"http://127.0.0.1:{server.server_port}", "HF_HOME": str(tmp_path / "hf"),
+           "HF_TOKEN": "hf_write_token", "HF_HUB_DISABLE_TELEMETRY": "1"}
+    try:
+        done = run_factory("publish", index_out, "--to",
+                           "hf://datasets/kwf-test/wheels@refs/pr/1/site", env=env)
+        assert done.exit == 0, done.stdout + done.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "POST /api/datasets/kwf-test/wheels/commit/refs/pr/1" in requests
+
+    def names(ref: str) -> list[str]:
+        return subprocess.run([*git, "ls-tree", "-r", "--name-only", ref], capture_output=True,
+                              text=True, check=True).stdout.split()
+
+    assert names("main") == []  # the branch is untouched
+    assert sorted(names("refs/pr/1")) == sorted(
+        f"site/{name}" for name, data in published_tree(index_out).items() if data is not None)
+
+
 @pytest.fixture
 def served_site(index_out, tmp_path):
     """index_out (one release yanked) published to a folder and served over http, as a
@@ -464,4 +497,5 @@ def test_merge_keeps_what_a_published_site_holds(served_site, tmp_path):
     assert not (tmp_path / "corrupt" / "files").exists()
 
     missing = run_factory("index", "--merge", url + "nothing-here/", "--out", tmp_path / "x")
-    assert missing.exit == 2 and "has no simple/index.json" in missing.stderr
+    assert missing.exit == 2 and f"--merge: {url}nothing-here/ has no simple index" in \
+        missing.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.source import tree_digest
+from factory.sources.tree import tree_digest
 
 from .conftest import EXAMPLE, FIXTURES, make_kernel, run_example, run_factory, snapshot, write
 from .hubserver import serve
@@ -192,7 +192,7 @@ def test_git_source_errors(tmp_path, monorepo):
 
 
 def test_offline_resolves_from_the_cache(tmp_path, monorepo):
-    work, url = monorepo
+    _, url = monorepo
     cache = tmp_path / "cache"
     matrix = git_matrix(tmp_path, url, "v1.1.0")
     assert run_factory("lock", matrix, "--cache-dir", cache).exit == 0
@@ -466,6 +466,7 @@ def source_cache(tmp_path, factory_cache) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_git_source_builds_each_tag_and_verifies(tmp_path, monorepo, source_cache, torch_venv):
     work, url = monorepo
     out = tmp_path / "index"

@@ -5,12 +5,11 @@ from __future__ import annotations
 import io
 
 import pytest
+from packaging.version import Version
 
 from factory.errors import BuildError
-from factory.matrix.model import CudaEntry
 from factory.process import Log
 from factory.toolchain.cuda import provide_cuda
-from factory.versions import Version
 
 
 def fake_toolkit(root, release: str):
@@ -26,10 +25,6 @@ def fake_toolkit(root, release: str):
     return root
 
 
-def entry(version: str, home=None) -> CudaEntry:
-    return CudaEntry(Version.parse(version), (Version((9, 0)),), True, home, None, 1)
-
-
 @pytest.fixture
 def no_installed_cuda(monkeypatch, tmp_path):
     for variable in ("CUDA_HOME", "CUDA_PATH"):
@@ -39,7 +34,7 @@ def no_installed_cuda(monkeypatch, tmp_path):
 
 def test_cuda_12_without_a_toolkit_says_what_to_do(no_installed_cuda, tmp_path):
     with pytest.raises(BuildError) as caught:
-        provide_cuda(entry("12.8"), tmp_path / "cache", Log(io.StringIO()))
+        provide_cuda(Version("12.8"), None, tmp_path / "cache", Log(io.StringIO()))
     message = str(caught.value)
     assert "no CUDA 12.8 toolkit on this machine: nvcc for CUDA 12 is not on PyPI" in message
     assert "cuda-minimal-build-12-8" in message and 'cuda."12.8".home' in message
@@ -49,8 +44,8 @@ def test_cuda_12_without_a_toolkit_says_what_to_do(no_installed_cuda, tmp_path):
 def test_cuda_12_from_cuda_home(no_installed_cuda, monkeypatch, tmp_path):
     home = fake_toolkit(tmp_path / "cuda-12.8", "12.8.93")
     monkeypatch.setenv("CUDA_HOME", str(home))
-    toolkit = provide_cuda(entry("12.8"), tmp_path / "cache", Log(io.StringIO()))
-    assert (toolkit.version, toolkit.home, toolkit.origin) == (Version((12, 8, 93)), home,
+    toolkit = provide_cuda(Version("12.8"), None, tmp_path / "cache", Log(io.StringIO()))
+    assert (toolkit.version, toolkit.home, toolkit.origin) == (Version("12.8.93"), home,
                                                                "installed")
     assert toolkit.lib == home / "lib64"
 
@@ -59,4 +54,4 @@ def test_a_home_of_another_version_is_refused(tmp_path):
     home = fake_toolkit(tmp_path / "cuda", "12.4.131")
     with pytest.raises(BuildError, match=r"bin/nvcc is CUDA 12\.4\.131, the matrix asks for "
                                          r"CUDA 12\.8"):
-        provide_cuda(entry("12.8", home), tmp_path / "cache", Log(io.StringIO()))
+        provide_cuda(Version("12.8"), home, tmp_path / "cache", Log(io.StringIO()))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.source import tree_digest
+from factory.sources.tree import tree_digest
 
 from .conftest import (
     EXAMPLE,
@@ -32,7 +32,7 @@ from .conftest import (
     write,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
 def sha256(path: Path) -> str:
@@ -75,7 +75,8 @@ def test_inspect_json_reports_the_example_wheel(example_wheel):
 def test_provenance_and_kernel_metadata(example_wheel):
     record = json.loads(member(example_wheel, ".dist-info/provenance.json"))
     assert record["schema"] == "kernel-wheel-factory/provenance/1"
-    assert record["source"]["kind"] == "path" and record["source"]["location"] == "examples/img2gray"
+    assert (record["source"]["kind"], record["source"]["location"]) == ("path",
+                                                                        "examples/img2gray")
     assert record["source"]["tree_sha256"] == tree_digest(EXAMPLE)
     assert record["kernel"]["build_toml_sha256"] == sha256(EXAMPLE / "build.toml")
     assert record["cell"] | {"gpu_code": None} == {

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
+import io
 import struct
+import subprocess
+import sys
 import zipfile
+from importlib.metadata import distributions
 
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from factory.wheel.assemble import CoreMetadata, wheel_filename, write_wheel
+from factory.wheel.assemble import CoreMetadata, compressed_tag, wheel_filename, write_wheel
 from factory.wheel.fatbin import FatbinEntry, FatbinError, parse_fatbin
+from factory.wheel.inspect import inspect_wheel
 
 EPOCH = 1767225600  # 2026-01-01
 METADATA = CoreMetadata(name="tinygrad-rms", version="1.2.0+cu130torch211", summary="a kernel",
@@ -32,7 +38,7 @@ def test_filename_and_metadata_agree(tmp_path):
     wheel = write_wheel(package(tmp_path), tmp_path / "dist", METADATA, "cp39-abi3-linux_x86_64",
                         purelib=False, epoch=EPOCH)
     assert wheel.name == "tinygrad_rms-1.2.0+cu130torch211-cp39-abi3-linux_x86_64.whl"
-    name, version, _, tags = parse_wheel_filename(wheel.name)
+    _, version, _, tags = parse_wheel_filename(wheel.name)
     with zipfile.ZipFile(wheel) as archive:
         metadata = archive.read("tinygrad_rms-1.2.0+cu130torch211.dist-info/METADATA").decode()
         wheel_file = archive.read("tinygrad_rms-1.2.0+cu130torch211.dist-info/WHEEL").decode()
@@ -60,6 +66,41 @@ def test_record_lists_every_file_with_its_hash(tmp_path):
             assert digest == f"sha256={expected.decode()}" and int(size) == len(data)
         so = archive.getinfo("tinygrad_rms/_ops.abi3.so")
         assert so.external_attr >> 16 == 0o100755
+
+
+def test_a_name_with_a_comma_is_quoted_in_record_and_pip_reads_it_right(tmp_path):
+    """RECORD is CSV: a data file named k/a,b.txt must be one quoted field, or pip reads four
+    fields, warns, and records a file that does not exist."""
+    content = tmp_path / "content"
+    (content / "tinygrad_rms" / "k").mkdir(parents=True)
+    (content / "tinygrad_rms" / "__init__.py").write_text("x = 1\n")
+    (content / "tinygrad_rms" / "k" / "a,b.txt").write_text("weights\n")
+    wheel = write_wheel(content, tmp_path / "dist", METADATA, "py3-none-any", purelib=True,
+                        epoch=EPOCH)
+    with zipfile.ZipFile(wheel) as archive:
+        record = archive.read("tinygrad_rms-1.2.0+cu130torch211.dist-info/RECORD").decode()
+    rows = {row[0]: row for row in csv.reader(io.StringIO(record))}
+    assert all(len(row) == 3 for row in rows.values())
+    assert rows["tinygrad_rms/k/a,b.txt"][2] == "8"
+    assert inspect_wheel(wheel).record_problems == ()
+
+    target = tmp_path / "target"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
+                           "--disable-pip-version-check", "--target", target, wheel],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "RECORD" not in done.stdout + done.stderr  # no "more than three elements" warning
+    (installed,) = distributions(path=[str(target)])
+    files = {str(f): f for f in installed.files or ()}
+    assert files["tinygrad_rms/k/a,b.txt"].hash is not None
+    assert "tinygrad_rms/k/a" not in files
+
+
+def test_a_filenames_tags_are_read_past_a_build_tag():
+    assert compressed_tag("demo-1.0-1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl") \
+        == "cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64"
+    with pytest.raises(ValueError):
+        compressed_tag("not-a-wheel.whl")
 
 
 def test_same_content_same_bytes(tmp_path):
@@ -100,7 +141,8 @@ def test_license_that_is_not_an_expression():
 
 
 def test_wheel_filename_normalises_the_name():
-    assert wheel_filename("Flash.Attn-3", "1.0", "py3-none-any") == "flash_attn_3-1.0-py3-none-any.whl"
+    assert wheel_filename("Flash.Attn-3", "1.0", "py3-none-any") == \
+        "flash_attn_3-1.0-py3-none-any.whl"
 
 
 def container(*entries: tuple[int, int, int]) -> bytes:

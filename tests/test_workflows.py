@@ -65,11 +65,15 @@ def lint(actionlint: list[str], *files: Path) -> list[dict]:
     return json.loads(done.stdout)
 
 
+@pytest.mark.network
+@pytest.mark.root
 def test_actionlint_passes_every_workflow(actionlint):
     assert {path.name for path in WORKFLOWS} >= {"ci.yml", "wheels.yml"}
     assert lint(actionlint, *WORKFLOWS) == []
 
 
+@pytest.mark.network
+@pytest.mark.root
 def test_actionlint_catches_mistakes(actionlint, tmp_path):
     """The same check on a copy of wheels.yml with three mistakes: it must see each."""
     text = (REPO / ".github" / "workflows" / "wheels.yml").read_text()

@@ -1,39 +1,33 @@
 """Compiler and linker command lines for one cell, the way kernel-builder compiles a kernel:
 
-- every [torch] source and every source of the cell's CUDA [kernel.*] sections, each section
-  with its own include folders and flags (cuda-flags for .cu files, cxx-flags for C++ files);
+- every unit the plan lists (the [torch] binding and the sources of the cell's CUDA
+  [kernel.*] sections), each with its section's include folders and flags (cuda-flags for .cu
+  files, cxx-flags for C++ files);
 - TORCH_EXTENSION_NAME set to the op namespace, CUDA_KERNEL defined, Python's limited API 3.9;
-- -gencode for the SMs the plan chose per section, PTX where it said so;
+- -gencode for the archs the plan chose per section, PTX where it said so;
 - one shared object `<namespace>.abi3.so` linked against torch and the CUDA runtime.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ..capabilities import Capability, gencode_flags
 from ..errors import BuildError
-from ..matrix.plan import Cell
-from ..policy import torch_release
-from ..toolchain.cuda import CudaToolkit
-from ..toolchain.torchenv import TorchEnv
+from ..plan.cells import CUDA_SUFFIXES, Cell, Unit
+from ..policy.capabilities import Capability
+from ..toolchain import Toolchain
 from ..versions import Version
+from .deps import torch_includes
 
-CUDA_SUFFIXES = frozenset({".cu"})
+__all__ = ["CXX_SUFFIXES", "HEADER_SUFFIXES", "CompileJob", "compile_jobs", "gencode_flags",
+           "link_command"]
+
 CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".c++", ".c"})
 HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".tcc", ".ipp"})
 LIMITED_API = "0x03090000"  # CPython 3.9: one abi3 wheel serves 3.9 and every later version
 TORCH_LIBRARIES = ("c10", "torch", "torch_cpu", "c10_cuda", "torch_cuda")
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    cuda: CudaToolkit
-    torch: TorchEnv
-    cxx: str  # the host C++ compiler
-    cxx_std: str
 
 
 @dataclass(frozen=True)
@@ -43,30 +37,10 @@ class CompileJob:
     argv: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class _Unit:
-    section: str
-    source: str
-    include: tuple[str, ...]
-    cxx_flags: tuple[str, ...]
-    cuda_flags: tuple[str, ...]
-    archs: tuple[Capability, ...]
-
-
-def host_compiler() -> str:
-    """The C++ compiler for host code and for nvcc's host side: $CXX, else g++."""
-    return os.environ.get("CXX", "g++")
-
-
-def cxx_standard(torch: Version) -> str:
-    release = torch_release(torch)
-    return release.cxx_std if release else "20"
-
-
 def compile_jobs(cell: Cell, toolchain: Toolchain, src_root: Path, obj_root: Path,
                  threads: int = 1) -> list[CompileJob]:
     jobs = []
-    for unit in _units(cell):
+    for unit in cell.units:
         suffix = PurePosixPath(unit.source).suffix.lower()
         if suffix in HEADER_SUFFIXES:
             continue
@@ -82,10 +56,13 @@ def compile_jobs(cell: Cell, toolchain: Toolchain, src_root: Path, obj_root: Pat
     return jobs
 
 
-def cuda_archs(cell: Cell) -> set[Capability]:
-    """Every architecture some CUDA source of the cell is compiled for."""
-    return {cap for unit in _units(cell)
-            if PurePosixPath(unit.source).suffix.lower() in CUDA_SUFFIXES for cap in unit.archs}
+def gencode_flags(archs: Iterable[Capability]) -> list[str]:
+    flags = []
+    for cap in sorted(archs):
+        flags.append(f"-gencode=arch=compute_{cap.arch},code=sm_{cap.arch}")
+        if cap.ptx:
+            flags.append(f"-gencode=arch=compute_{cap.arch},code=compute_{cap.arch}")
+    return flags
 
 
 def link_command(objects: list[Path], output: Path, toolchain: Toolchain) -> list[str]:
@@ -94,24 +71,6 @@ def link_command(objects: list[Path], output: Path, toolchain: Toolchain) -> lis
         f"-L{toolchain.torch.lib_dir}", f"-L{toolchain.cuda.lib}",
         "-Wl,--as-needed", *[f"-l{lib}" for lib in TORCH_LIBRARIES], "-lcudart",
     ]
-
-
-def _units(cell: Cell) -> list[_Unit]:
-    spec = cell.spec
-    units = []
-    if spec.torch is not None:
-        for source in spec.torch.src:
-            units.append(_Unit("torch", source, spec.torch.include, spec.torch.cxx_flags, (),
-                               cell.sms))
-    sections = {section.name: section for section in spec.kernels_for("cuda")}
-    for plan in cell.sections:
-        if plan.skipped:
-            continue
-        section = sections[plan.name]
-        for source in section.src:
-            units.append(_Unit(section.name, source, section.include, section.cxx_flags,
-                               section.cuda_flags, plan.archs))
-    return units
 
 
 def _defines(cell: Cell, toolchain: Toolchain) -> list[str]:
@@ -129,13 +88,12 @@ def _defines(cell: Cell, toolchain: Toolchain) -> list[str]:
     return defines
 
 
-def _includes(unit: _Unit, toolchain: Toolchain, src_root: Path) -> list[str]:
+def _includes(unit: Unit, toolchain: Toolchain, src_root: Path) -> list[str]:
     own = [src_root / folder for folder in unit.include]
     if (src_root / "csrc").is_dir():
         own.append(src_root / "csrc")
-    system = [*toolchain.torch.include_dirs, toolchain.torch.python_include,
-              toolchain.cuda.include, *toolchain.torch.cuda_library_includes]
-    return [f"-I{path}" for path in own] + [arg for path in system for arg in ("-isystem", str(path))]
+    return [f"-I{path}" for path in own] + \
+        [arg for path in torch_includes(toolchain) for arg in ("-isystem", str(path))]
 
 
 def _prefix_maps(toolchain: Toolchain) -> list[str]:
@@ -145,7 +103,7 @@ def _prefix_maps(toolchain: Toolchain) -> list[str]:
             f"-ffile-prefix-map={toolchain.cuda.home}=/cuda"]
 
 
-def _cxx(cell: Cell, toolchain: Toolchain, unit: _Unit, src_root: Path, obj: Path) -> list[str]:
+def _cxx(cell: Cell, toolchain: Toolchain, unit: Unit, src_root: Path, obj: Path) -> list[str]:
     return [
         toolchain.cxx, "-c", str(src_root / unit.source), "-o", str(obj),
         f"-std=c++{toolchain.cxx_std}", "-O3", "-DNDEBUG", "-fPIC", "-fno-gnu-unique",
@@ -154,10 +112,10 @@ def _cxx(cell: Cell, toolchain: Toolchain, unit: _Unit, src_root: Path, obj: Pat
     ]
 
 
-def _nvcc(cell: Cell, toolchain: Toolchain, unit: _Unit, src_root: Path, obj: Path,
+def _nvcc(cell: Cell, toolchain: Toolchain, unit: Unit, src_root: Path, obj: Path,
           threads: int) -> list[str]:
     cuda_flags = list(unit.cuda_flags)
-    if toolchain.cuda.version < Version((12, 8)):
+    if toolchain.cuda.version < Version("12.8"):
         cuda_flags = [flag for flag in cuda_flags
                       if not flag.startswith("-static-global-template-stub")]
     parallel = min(threads, len(unit.archs))

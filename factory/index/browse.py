@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from functools import cache
 from importlib.resources import files
+from typing import Any
 from urllib.parse import quote
 
 from packaging.utils import canonicalize_name
@@ -59,9 +60,9 @@ def browse_index(manifest: Manifest) -> bytes:
 
 def browse_project(project: str, records: Iterable[FileRecord],
                    outcomes: Iterable[CellOutcome]) -> bytes:
-    releases: dict[str, dict] = {}
+    releases: dict[str, dict[str, Any]] = {}
 
-    def release(version: str) -> dict:
+    def release(version: str) -> dict[str, Any]:
         return releases.setdefault(version, {"version": version, "cells": {}, "anywhere": []})
 
     name = project
@@ -93,7 +94,7 @@ def browse_project(project: str, records: Iterable[FileRecord],
     return _json({"name": name, "project": project, "versions": ordered})
 
 
-def _wheel(record: FileRecord) -> dict:
+def _wheel(record: FileRecord) -> dict[str, Any]:
     summary = record.summary
     return {
         "filename": record.filename, "url": "files/" + quote(record.filename),
@@ -108,12 +109,12 @@ def _wheel(record: FileRecord) -> dict:
 
 
 @cache
-def _version_key(text: str) -> tuple:
+def _version_key(text: str) -> tuple[int, Version, str]:
     try:
         return (1, Version(text), "")
     except InvalidVersion:
         return (0, Version("0"), text)
 
 
-def _json(document: dict) -> bytes:
+def _json(document: dict[str, Any]) -> bytes:
     return (json.dumps(document, separators=(",", ":"), sort_keys=True) + "\n").encode()

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable
 from functools import cache
 from html import escape
+from typing import Any
 from urllib.parse import quote
 
 from packaging.version import Version
@@ -44,7 +45,7 @@ def project_json(name: str, records: Iterable[FileRecord], files_url: str) -> by
     ordered = sorted(records, key=lambda r: r.filename)
     files = []
     for record in ordered:
-        entry: dict = {
+        entry: dict[str, Any] = {
             "filename": record.filename,
             "url": _file_url(record, files_url),
             "hashes": {"sha256": record.sha256},
@@ -105,5 +106,5 @@ def _html(title: str, rows: list[str]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _json(document: dict) -> bytes:
+def _json(document: dict[str, Any]) -> bytes:
     return (json.dumps(document, separators=(",", ":")) + "\n").encode()

@@ -9,20 +9,26 @@ wheels reads no wheel twice: a file is read again only when its size or mtime ch
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import time
-import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from email.parser import BytesParser
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
-from ..atomic import write_atomic
-from ..errors import FactoryError
-from ..wheel.inspect import torch_requirement
+from ..errors import IndexConflict, WheelReadError
+from ..files import write_atomic
+from ..wheel.read import WheelFile, read_wheel, torch_requirement
+
+if TYPE_CHECKING:  # the build's results, described here only as types
+    from ..build.run import CellResult, CellStatus
+    from ..plan.cells import Plan
+
+__all__ = ["MANIFEST_SCHEMA", "CellOutcome", "FileRecord", "Manifest", "cell_outcomes",
+           "file_record", "load_manifest", "metadata_bytes", "read_file_record",
+           "save_manifest"]
 
 MANIFEST_SCHEMA = "kernel-wheel-factory/manifest/1"
 
@@ -44,7 +50,8 @@ class FileRecord(NamedTuple):
     upload_time: str  # 2026-11-22T04:24:46.000000Z
     yanked: str | None = None  # the reason, when yanked
     torch: str | None = None  # the torch requirement's specifier
-    summary: dict = {}  # from provenance: cell, gpu code, toolchain (never mutated)
+    # from provenance: cell, GPU code, toolchain (a named tuple's default, never mutated)
+    summary: dict[str, Any] = {}  # noqa: RUF012
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,7 @@ class CellOutcome:
     torch: str | None
     cuda: str | None
     label: str | None
-    status: str  # built | unchanged | skipped | failed
+    status: CellStatus
     detail: str | None
     wheel: str | None
 
@@ -65,17 +72,13 @@ class Manifest:
     files: dict[str, FileRecord] = field(default_factory=dict)
     cells: dict[str, CellOutcome] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """Files as rows in FileRecord's field order (FILE_FIELDS names them)."""
         return {
             "schema": MANIFEST_SCHEMA, "file_fields": list(FileRecord._fields),
             "files": [list(record) for _, record in sorted(self.files.items())],
             "cells": {name: dict(vars(cell)) for name, cell in sorted(self.cells.items())},
         }
-
-
-class IndexConflict(FactoryError):
-    """The index cannot be updated without losing or changing something published."""
 
 
 def load_manifest(path: Path) -> Manifest:
@@ -97,40 +100,57 @@ def save_manifest(manifest: Manifest, path: Path) -> None:
     write_atomic(path, json.dumps(manifest.to_json(), separators=(",", ":")))
 
 
-def read_file_record(path: Path) -> FileRecord:
-    """Everything the pages need from one wheel: hashes, METADATA facts and its provenance."""
-    name, version, _build, _tags = parse_wheel_filename(path.name)
-    data = path.read_bytes()
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        names = archive.namelist()
-        dist_info = next(n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info")
-                         and n.endswith("/METADATA"))
-        metadata = archive.read(f"{dist_info}/METADATA")
-        provenance_name = f"{dist_info}/provenance.json"
-        provenance = json.loads(archive.read(provenance_name)) if provenance_name in names else {}
-    headers = BytesParser().parsebytes(metadata)
-    info = path.stat()
+def file_record(wheel: WheelFile, mtime_ns: int) -> FileRecord:
+    """Everything the pages need from one wheel, from what was read of it once (by the build's
+    gates, or by read_wheel)."""
+    if wheel.metadata is None or wheel.headers is None:
+        raise WheelReadError("has no .dist-info/METADATA", file=wheel.filename)
+    headers = wheel.headers
     return FileRecord(
-        filename=path.name, project=canonicalize_name(name),
-        display_name=headers.get("Name") or str(name), version=str(version),
-        label=version.local, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
-        mtime_ns=info.st_mtime_ns, metadata_sha256=hashlib.sha256(metadata).hexdigest(),
+        filename=wheel.filename, project=canonicalize_name(wheel.name),
+        display_name=headers.get("Name") or wheel.name, version=wheel.version,
+        label=wheel.label, sha256=wheel.sha256, size=wheel.size, mtime_ns=mtime_ns,
+        metadata_sha256=hashlib.sha256(wheel.metadata).hexdigest(),
         requires_python=headers.get("Requires-Python"),
-        upload_time=_upload_time(provenance, info.st_mtime),
-        torch=torch_requirement(tuple(headers.get_all("Requires-Dist") or ())),
-        summary=_summary(provenance),
+        upload_time=_upload_time(wheel.provenance or {}, mtime_ns / 1e9),
+        torch=torch_requirement(wheel.requires),
+        summary=_summary(wheel.provenance or {}),
     )
+
+
+def read_file_record(path: Path) -> FileRecord:
+    return file_record(read_wheel(path), path.stat().st_mtime_ns)
 
 
 def metadata_bytes(path: Path) -> bytes:
     """The wheel's METADATA, byte for byte (served as <wheel>.metadata, PEP 658)."""
-    with zipfile.ZipFile(path) as archive:
-        (member,) = [n for n in archive.namelist()
-                     if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
-        return archive.read(member)
+    metadata = read_wheel(path).metadata
+    if metadata is None:
+        raise WheelReadError("has no .dist-info/METADATA", file=path)
+    return metadata
 
 
-def _upload_time(provenance: dict, mtime: float) -> str:
+def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome]:
+    """What the index records of each cell of a build, for the browse page's coverage grid."""
+    by_id = {result.cell_id: result for result in results}
+    outcomes = []
+    for cell in plan.cells:
+        result = by_id[cell.id]
+        outcomes.append(CellOutcome(
+            cell.id, cell.spec.name, cell.version, str(cell.torch) if cell.torch else None,
+            str(cell.cuda.version) if cell.cuda else None, cell.label, result.status,
+            result.detail, result.wheel))
+    for skipped in plan.skipped:
+        kernel = skipped.id.split("/")[0]
+        outcomes.append(CellOutcome(
+            skipped.id, kernel, skipped.version or "",
+            str(skipped.torch) if skipped.torch else None,
+            str(skipped.cuda) if skipped.cuda else None, skipped.label, "skipped", skipped.reason,
+            None))
+    return outcomes
+
+
+def _upload_time(provenance: dict[str, Any], mtime: float) -> str:
     """The wheel's own time (its build record's source time), so that indexes made from the
     same wheels anywhere agree; the file's time for wheels without a record."""
     epoch = provenance.get("build", {}).get("source_date_epoch")
@@ -138,7 +158,7 @@ def _upload_time(provenance: dict, mtime: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(seconds))
 
 
-def _summary(provenance: dict) -> dict:
+def _summary(provenance: dict[str, Any]) -> dict[str, Any]:
     cell = provenance.get("cell") or {}
     if not cell:
         return {}
@@ -146,7 +166,7 @@ def _summary(provenance: dict) -> dict:
         "cell": cell.get("id"), "torch": cell.get("torch"), "cuda": cell.get("cuda"),
         "sms": cell.get("sms", []), "gpu_code": cell.get("gpu_code", []),
         "platform": cell.get("platform"),
-        "source": {k: v for k, v in (provenance.get("source") or {}).items()},
+        "source": dict((provenance.get("source") or {}).items()),
         "toolchain": provenance.get("toolchain", {}), "factory": provenance.get("factory"),
         "build_time": (provenance.get("build") or {}).get("time"),
     }

@@ -3,21 +3,29 @@
 A folder holding index.html and index.json is a simple-repository page: the JSON form is sent
 when the client's Accept header prefers application/vnd.pypi.simple.v1+json (PEP 691), the
 HTML form otherwise. A page URL without its trailing slash is redirected to it; a project that
-does not exist is a 404; nothing outside the served folder is ever read.
+does not exist is a 404; nothing outside the served folder is ever read. Files are streamed
+(a wheel of gigabytes is never held in memory), and a connection that sends nothing for
+`idle_timeout` seconds is closed.
 """
 
 from __future__ import annotations
 
-import mimetypes
-import posixpath
+import os
+import shutil
 import sys
 from functools import partial
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from .. import defaults
+from ..files import content_type
+from ..safety import served_parts
 from .pages import HTML_CONTENT_TYPE, JSON_CONTENT_TYPE
+
+__all__ = ["IndexHandler", "make_server", "negotiate"]
 
 _TYPES = {
     JSON_CONTENT_TYPE: ("index.json", JSON_CONTENT_TYPE),
@@ -66,20 +74,22 @@ def negotiate(accept: str | None) -> tuple[str, str]:
 class IndexHandler(BaseHTTPRequestHandler):
     server_version = "kernel-wheel-factory"
 
-    def __init__(self, *args, root: Path, **kwargs) -> None:
+    def __init__(self, *args: Any, root: Path, idle_timeout: float, **kwargs: Any) -> None:
         self.root = root
+        # socketserver's own setting: a read that waits longer ends the connection.
+        self.timeout = idle_timeout  # type: ignore[misc]
         super().__init__(*args, **kwargs)
 
-    def do_HEAD(self) -> None:  # noqa: N802 (the http.server name)
+    def do_HEAD(self) -> None:
         self._respond(body=False)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._respond(body=True)
 
     def _respond(self, body: bool) -> None:
         url_path = unquote(urlsplit(self.path).path)
-        parts = [part for part in posixpath.normpath(url_path).split("/") if part]
-        if any(part in ("..", ".") or part.startswith(".") for part in parts):
+        parts = served_parts(url_path)
+        if parts is None:
             self.send_error(HTTPStatus.NOT_FOUND)
             return
         target = self.root.joinpath(*parts)
@@ -95,25 +105,32 @@ class IndexHandler(BaseHTTPRequestHandler):
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
-            page, content_type = negotiate(self.headers.get("Accept"))
+            page, kind = negotiate(self.headers.get("Accept"))
             if not (target / page).is_file():
-                page, content_type = "index.html", "text/html; charset=utf-8"
-            target = target / page
-            self._send_file(target, content_type, body, vary=True)
+                page, kind = "index.html", "text/html; charset=utf-8"
+            self._send_file(target / page, kind, body, vary=True)
             return
         if not target.is_file():
             self.send_error(HTTPStatus.NOT_FOUND)
             return
-        self._send_file(target, _content_type(target), body, vary=False)
+        self._send_file(target, content_type(target.name), body, vary=False)
 
-    def _send_file(self, path: Path, content_type: str, body: bool, vary: bool) -> None:
-        if not path.is_file():
+    def _send_file(self, path: Path, kind: str, body: bool, vary: bool) -> None:
+        try:
+            # Opened apart from the `with`: only a failure to open is a 404, not one to send.
+            handle = open(path, "rb")  # noqa: SIM115
+        except OSError:
             self.send_error(HTTPStatus.NOT_FOUND)
             return
-        data = path.read_bytes()
+        with handle:
+            self._send_open_file(path, handle, kind, body, vary)
+
+    def _send_open_file(self, path: Path, handle: Any, kind: str, body: bool,
+                        vary: bool) -> None:
+        size = os.fstat(handle.fileno()).st_size
         self.send_response(HTTPStatus.OK)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(size))
         if vary:
             self.send_header("Vary", "Accept")
             self.send_header("Cache-Control", "max-age=60")
@@ -122,24 +139,14 @@ class IndexHandler(BaseHTTPRequestHandler):
                              if path.parent.name == "files" else "max-age=60")
         self.end_headers()
         if body:
-            self.wfile.write(data)
+            shutil.copyfileobj(handle, self.wfile, 1 << 20)
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 (the http.server name)
+    def log_message(self, format: str, *args: Any) -> None:
         sys.stderr.write(f"{self.address_string()} - {format % args}\n")
         sys.stderr.flush()
 
 
-def _content_type(path: Path) -> str:
-    if path.suffix == ".whl":
-        return "application/zip"
-    if path.name.endswith(".metadata"):
-        return "text/plain; charset=utf-8"
-    if path.suffix == ".json":
-        return "application/json"
-    guessed, _ = mimetypes.guess_type(path.name)
-    return guessed or "application/octet-stream"
-
-
-def make_server(root: Path, host: str, port: int) -> ThreadingHTTPServer:
-    handler = partial(IndexHandler, root=root.resolve())
+def make_server(root: Path, host: str, port: int,
+                idle_timeout: float = defaults.SERVE_IDLE_TIMEOUT) -> ThreadingHTTPServer:
+    handler = partial(IndexHandler, root=root.resolve(), idle_timeout=idle_timeout)
     return ThreadingHTTPServer((host, port), handler)

@@ -23,28 +23,31 @@ import hashlib
 import os
 import shutil
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ..atomic import write_atomic
 from ..cache import exclusive
-from ..errors import ConfigError
+from ..errors import ConfigError, IndexConflict
+from ..files import write_atomic
 from ..layout import Layout
+from ..wheel.read import WheelFile
 from .browse import ASSETS, asset, browse_index, browse_project
 from .pages import project_html, project_json, root_html, root_json
 from .records import (
     CellOutcome,
     FileRecord,
-    IndexConflict,
     Manifest,
+    file_record,
     load_manifest,
     metadata_bytes,
     read_file_record,
     save_manifest,
 )
+
+__all__ = ["COMBINED", "IndexSummary", "update_index", "yank"]
 
 COMBINED = "simple"
 
@@ -60,12 +63,13 @@ class IndexSummary:
 
 def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutcome] = (),
                  change: Callable[[Manifest], None] | None = None, full: bool = False,
-                 published: Iterable[str] | None = None) -> IndexSummary:
+                 published: Mapping[str, WheelFile] | None = None) -> IndexSummary:
     """Index what files/ holds; `change` may edit the manifest (a yank) before pages are made.
 
-    `published` names the files a build just put in files/: the other files the manifest knows
-    are then taken as they were, unread, which keeps a build's update of a big index quick.
-    Without it every file is checked against its record (size and mtime, then its bytes).
+    `published` holds the files a build just put in files/, as the build read them: their
+    records are made from that, and the other files the manifest knows are taken as they were,
+    unread, which keeps a build's update of a big index quick. Without it every file is
+    checked against its record (size and mtime, then its bytes).
     """
     layout = Layout(out)
     layout.files.mkdir(parents=True, exist_ok=True)
@@ -78,7 +82,8 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         full = full or interrupted or not layout.manifest.exists()
         layout.index_in_progress.write_text("")
         trusted = None if published is None or full else set(previous.files) - set(published)
-        manifest = Manifest(_scan_files(layout, previous, force, trusted), dict(previous.cells))
+        manifest = Manifest(_scan_files(layout, previous, force, trusted, published or {}),
+                            dict(previous.cells))
         for outcome in outcomes:
             manifest.cells[outcome.cell] = outcome
         if change is not None:
@@ -116,11 +121,12 @@ def yank(out: Path, name: str, version: str, label: str | None, reason: str) -> 
     return marked
 
 
-def _scan_files(layout: Layout, manifest: Manifest, force: bool,
-                trusted: set[str] | None) -> dict[str, FileRecord]:
+def _scan_files(layout: Layout, manifest: Manifest, force: bool, trusted: set[str] | None,
+                published: Mapping[str, WheelFile]) -> dict[str, FileRecord]:
     """A record for every wheel in files/: from the manifest while the file's size and mtime
-    are unchanged (or, for `trusted` names, while it is there), read again otherwise. A file
-    whose bytes changed under a published name is refused unless `force`."""
+    are unchanged (or, for `trusted` names, while it is there), from what the build read of a
+    file it just published, read again otherwise. A file whose bytes changed under a published
+    name is refused unless `force`."""
     records: dict[str, FileRecord] = {}
     known_files = manifest.files
     with os.scandir(layout.files) as scan:
@@ -133,7 +139,7 @@ def _scan_files(layout: Layout, manifest: Manifest, force: bool,
                 os.unlink(entry.path)
             continue
         known = known_files.get(name)
-        if trusted is not None and name in trusted:
+        if trusted is not None and name in trusted and known is not None:
             records[name] = known
             continue
         info = entry.stat()
@@ -143,7 +149,11 @@ def _scan_files(layout: Layout, manifest: Manifest, force: bool,
                 _ensure_metadata(Path(entry.path), known)
             continue
         path = Path(entry.path)
-        record = read_file_record(path)
+        fresh = published.get(name)
+        if fresh is not None and fresh.size == info.st_size:
+            record = file_record(fresh, info.st_mtime_ns)
+        else:
+            fresh, record = None, read_file_record(path)
         if known is not None:
             if known.sha256 != record.sha256 and not force:
                 raise IndexConflict(
@@ -151,17 +161,19 @@ def _scan_files(layout: Layout, manifest: Manifest, force: bool,
                     f"{record.sha256[:12]}); published files are immutable: restore it, or "
                     "pass --force to publish the new bytes under the same name")
             record = record._replace(yanked=known.yanked)
-        _ensure_metadata(path, record)
+        _ensure_metadata(path, record, fresh.metadata if fresh is not None else None)
         records[name] = record
     return records
 
 
-def _ensure_metadata(wheel: Path, record: FileRecord) -> None:
+def _ensure_metadata(wheel: Path, record: FileRecord, metadata: bytes | None = None) -> None:
+    """<wheel>.metadata with the wheel's METADATA (PEP 658), from `metadata` when the caller
+    has it at hand, else read from the wheel."""
     target = wheel.with_name(wheel.name + ".metadata")
     if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == \
             record.metadata_sha256:
         return
-    write_atomic(target, metadata_bytes(wheel))  # files/ exists: the wheel is in it
+    write_atomic(target, metadata if metadata is not None else metadata_bytes(wheel))
 
 
 def _indexes(files: Iterable[FileRecord]) -> dict[str, dict[str, list[FileRecord]]]:

@@ -1,10 +1,10 @@
 """`factory publish`: an output folder's wheels onto a PyPI-compatible registry, through twine.
 
 What the registry already holds is read first, from its simple index (PEP 691 JSON when it
-answers with it, PEP 503 HTML otherwise): a wheel there with the same sha256 is skipped, one
-there with other bytes stops the publish before anything is uploaded (published files are
-immutable, on the registry as here). The rest go up one by one with twine's own upload, and
-the index is read again to check that each is listed with its sha256.
+answers with it, PEP 503 HTML otherwise, both read by pypi-simple): a wheel there with the same
+sha256 is skipped, one there with other bytes stops the publish before anything is uploaded
+(published files are immutable, on the registry as here). The rest go up one by one with
+twine's own upload, and the index is read again to check that each is listed with its sha256.
 
 Credentials are twine's: TWINE_USERNAME / TWINE_PASSWORD, the keyring, ~/.pypirc, or PyPI's
 trusted publishing in CI. The factory hands them to twine and to the index reads and never
@@ -17,33 +17,29 @@ import argparse
 import contextlib
 import hashlib
 import io
-import json
 import logging
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import unquote, urljoin, urlsplit
+from typing import Any
+from urllib.parse import urlsplit
 
+import requests
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from ..build import sha256_file
-from ..errors import ConfigError, FactoryError
+from .. import defaults
+from ..errors import ConfigError, PublishError
+from ..files import file_sha256
 from ..index.records import load_manifest
+from ..index.remote import ListedFile, SimpleIndex
 from ..layout import Layout
+
+__all__ = ["RegistryReport", "index_url_for", "publish_to_registry"]
 
 PYPI_UPLOAD = {"https://upload.pypi.org/legacy/": "https://pypi.org/simple/",
                "https://test.pypi.org/legacy/": "https://test.pypi.org/simple/"}
-JSON_ACCEPT = ("application/vnd.pypi.simple.v1+json, "
-               "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1")
-TIMEOUT = 60
-
-
-class PublishError(FactoryError):
-    """The registry refused something, or holds other bytes under a published name."""
-
 
 @dataclass(frozen=True)
 class LocalWheel:
@@ -76,11 +72,11 @@ def local_wheels(out: Path) -> tuple[list[LocalWheel], list[str]]:
             yanked.append(path.name)
             continue
         name, version, _, _ = parse_wheel_filename(path.name)
-        wheels.append(LocalWheel(path, canonicalize_name(name), str(version), sha256_file(path)))
+        wheels.append(LocalWheel(path, canonicalize_name(name), str(version), file_sha256(path)))
     return wheels, yanked
 
 
-def twine_settings(repository_url: str | None, repository: str | None):
+def twine_settings(repository_url: str | None, repository: str | None) -> Any:
     """twine's Settings as `twine upload` makes them: the same environment variables
     (TWINE_REPOSITORY_URL, TWINE_USERNAME, TWINE_PASSWORD, TWINE_CERT), ~/.pypirc and keyring,
     never a prompt."""
@@ -137,16 +133,13 @@ def publish_to_registry(out: Path, *, repository_url: str | None, repository: st
     say(f"registry {upload_url} (index {simple}): {len(wheels)} wheel(s) in {out}/files"
         + (f", {len(yanked)} yanked left out" if yanked else ""))
 
-    listed: dict[str, dict[str, str | None]] = {}
-    for project in sorted({w.project for w in wheels}):
-        listed[project] = reader.files(project)
     pending, conflicts = [], []
     for wheel in wheels:
-        there = listed[wheel.project]
-        if wheel.path.name not in there:
+        there = reader.files(wheel.project).get(wheel.path.name)
+        if there is None:
             pending.append(wheel)
             continue
-        digest = there[wheel.path.name] or reader.digest_of(wheel.project, wheel.path.name)
+        digest = there.sha256 or reader.digest_of(wheel.project, wheel.path.name)
         if digest == wheel.sha256:
             report.skipped.append(wheel.path.name)
         else:
@@ -171,32 +164,32 @@ def publish_to_registry(out: Path, *, repository_url: str | None, repository: st
     for project in {wheel.project for wheel in pending}:
         reader.forget(project)
     for wheel in pending:
-        there = _listed_after_upload(reader, wheel)
-        if there == "missing":
+        listed = _listed_after_upload(reader, wheel)
+        if listed is None:
             raise PublishError(f"{wheel.path.name} was accepted by {upload_url} but "
                                f"{simple} does not list it (is --index-url right?)")
-        digest = there or reader.digest_of(wheel.project, wheel.path.name)
+        digest = listed.sha256 or reader.digest_of(wheel.project, wheel.path.name)
         if digest != wheel.sha256:
             raise PublishError(f"{simple} lists {wheel.path.name} with sha256 {digest[:12]}, "
                                f"not the uploaded {wheel.sha256[:12]}")
     return report
 
 
-def _listed_after_upload(reader: _IndexReader, wheel: LocalWheel) -> str | None:
-    """The uploaded file's listing: its sha256, None when listed without one, "missing".
-    Registries behind a cache (PyPI's CDN, Artifactory's remote indexes) may show a new file
-    a little late: the page is read again for up to half a minute."""
-    for pause in (0, 1, 2, 4, 8, 15):
+def _listed_after_upload(reader: _IndexReader, wheel: LocalWheel) -> ListedFile | None:
+    """The uploaded file's listing, or None when the index does not list it. Registries
+    behind a cache (PyPI's CDN, Artifactory's remote indexes) may show a new file a little
+    late: the page is read again for up to half a minute."""
+    for pause in defaults.LISTING_RETRIES:
         if pause:
             time.sleep(pause)
             reader.forget(wheel.project)
-        there = reader.files(wheel.project).get(wheel.path.name, "missing")
-        if there != "missing":
-            return there
-    return "missing"
+        listed = reader.files(wheel.project).get(wheel.path.name)
+        if listed is not None:
+            return listed
+    return None
 
 
-def _check_credentials(settings, upload_url: str) -> None:
+def _check_credentials(settings: Any, upload_url: str) -> None:
     """Credentials as twine finds them (environment, ~/.pypirc, keyring, trusted publishing);
     none at all is said plainly instead of as the registry's 401."""
     from twine import exceptions as twine_errors
@@ -211,10 +204,9 @@ def _check_credentials(settings, upload_url: str) -> None:
                            f"{upload_url} USER)")
 
 
-def _upload(settings, wheel: LocalWheel, upload_url: str) -> None:
+def _upload(settings: Any, wheel: LocalWheel, upload_url: str) -> None:
     """twine's upload of one file; its console output is dropped (the caller reports), its
     errors become one line."""
-    import requests
     from twine import exceptions as twine_errors
     from twine.commands.upload import upload
 
@@ -225,7 +217,8 @@ def _upload(settings, wheel: LocalWheel, upload_url: str) -> None:
             twine_logger.disabled = True
             upload(settings, [str(wheel.path)])
     except requests.HTTPError as exc:
-        raise _http_error(exc.response, upload_url, settings, f"upload of {wheel.path.name}")
+        raise _http_error(exc.response, upload_url, settings,
+                          f"upload of {wheel.path.name}") from None
     except requests.RequestException as exc:
         raise PublishError(f"cannot reach {upload_url}: {type(exc).__name__}") from None
     except twine_errors.TwineException as exc:
@@ -234,7 +227,8 @@ def _upload(settings, wheel: LocalWheel, upload_url: str) -> None:
         twine_logger.disabled = False
 
 
-def _http_error(response, url: str, settings, what: str) -> PublishError:
+def _http_error(response: requests.Response, url: str, settings: Any,
+                what: str) -> PublishError:
     status = response.status_code
     if status in (401, 403):
         return PublishError(
@@ -247,60 +241,41 @@ def _http_error(response, url: str, settings, what: str) -> PublishError:
 
 
 class _IndexReader:
-    """A registry's simple index: the files of a project with their sha256 when listed."""
+    """A registry's simple index: the files of a project with their sha256 when listed. Reads
+    use twine's credentials when the index asks for them, and follow redirects on the
+    registry's own host only: one to another host (pypiserver sends unknown projects to
+    pypi.org) means the registry does not hold the project."""
 
-    def __init__(self, url: str, settings) -> None:
-        import requests
-
-        self.url = url if url.endswith("/") else url + "/"
-        self.settings = settings
-        self.session = requests.Session()
-        self.session.verify = settings.cacert or True
+    def __init__(self, url: str, settings: Any) -> None:
+        session = requests.Session()
+        session.verify = settings.cacert or True
         if settings.client_cert:
-            self.session.cert = settings.client_cert
-        self.pages: dict[str, dict[str, str | None]] = {}
-        self.links: dict[tuple[str, str], str] = {}
+            session.cert = settings.client_cert
+        self.settings = settings
+        self.index = SimpleIndex(
+            url, session, timeout=defaults.REGISTRY_TIMEOUT,
+            failure=PublishError,
+            http_error=lambda response: _http_error(response, self.index.url, settings,
+                                                    "index read"),
+            credentials=self._credentials, same_host=True)
+        self.pages: dict[str, dict[str, ListedFile]] = {}
 
     def forget(self, project: str) -> None:
         self.pages.pop(project, None)
 
-    def files(self, project: str) -> dict[str, str | None]:
+    def files(self, project: str) -> dict[str, ListedFile]:
+        """The project's files as the index lists them (read once, until forgotten)."""
         if project not in self.pages:
-            self.pages[project] = self._read(project)
+            self.pages[project] = self.index.project_files(project)
         return self.pages[project]
 
     def digest_of(self, project: str, filename: str) -> str:
         """A listed file's sha256 when the page gives none: its bytes, downloaded."""
-        response = self._get(self.links[(project, filename)], stream=True)
+        response = self.index.get(self.pages[project][filename].url, stream=True)
         digest = hashlib.sha256()
         for block in response.iter_content(1 << 20):
             digest.update(block)
         return digest.hexdigest()
-
-    def _get(self, url: str, **kwargs):
-        """A GET of the registry's own URL. Redirects are followed on the registry's host only:
-        one to another host (pypiserver sends unknown projects to pypi.org) means the
-        registry does not hold the project, and is answered as a 404."""
-        import requests
-
-        try:
-            for _ in range(10):
-                response = self.session.get(url, headers={"Accept": JSON_ACCEPT},
-                                            timeout=TIMEOUT, allow_redirects=False, **kwargs)
-                if response.status_code == 401 and self.session.auth is None:
-                    self.session.auth = self._credentials()
-                    continue
-                if not response.is_redirect:
-                    break
-                url = urljoin(url, response.headers["Location"])
-                if urlsplit(url).netloc != urlsplit(self.url).netloc:
-                    response.status_code = 404
-                    break
-        except requests.RequestException as exc:
-            raise PublishError(f"cannot reach {self.url}: {type(exc).__name__}") from None
-        if response.status_code != 404 and not response.ok:
-            raise _http_error(response, self.url, self.settings, "index read")
-        return response
 
     def _credentials(self) -> tuple[str, str]:
         from twine import exceptions as twine_errors
@@ -310,44 +285,9 @@ class _IndexReader:
         except twine_errors.NonInteractive:
             username = password = None
         if not username or not password:
-            raise PublishError(f"{self.url} asks for credentials and none are set: "
+            raise PublishError(f"{self.index.url} asks for credentials and none are set: "
                                "TWINE_USERNAME and TWINE_PASSWORD, or the keyring")
         return username, password
-
-    def _read(self, project: str) -> dict[str, str | None]:
-        page = urljoin(self.url, f"{project}/")
-        response = self._get(page)
-        if response.status_code == 404:
-            return {}
-        kind = response.headers.get("Content-Type", "").split(";")[0].strip()
-        found: dict[str, str | None] = {}
-        if kind == "application/vnd.pypi.simple.v1+json":
-            for entry in json.loads(response.content).get("files", []):
-                name = entry["filename"]
-                found[name] = entry.get("hashes", {}).get("sha256")
-                self.links[(project, name)] = urljoin(response.url, entry["url"])
-            return found
-        anchors = _Anchors()
-        anchors.feed(response.text)
-        for href in anchors.hrefs:
-            link, _, fragment = href.partition("#")
-            name = unquote(urlsplit(link).path.rsplit("/", 1)[-1])
-            algorithm, _, value = fragment.partition("=")
-            found[name] = value.lower() if algorithm == "sha256" and value else None
-            self.links[(project, name)] = urljoin(response.url, link)
-        return found
-
-
-class _Anchors(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            href = dict(attrs).get("href")
-            if href:
-                self.hrefs.append(href)
 
 
 def _one_line(text: str) -> str:

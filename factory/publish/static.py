@@ -19,24 +19,23 @@ On the Hub all changes go in one commit, which readers see whole or not at all.
 from __future__ import annotations
 
 import hashlib
-import mimetypes
 import os
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from ..atomic import copy_atomic
-from ..build import sha256_file
-from ..errors import ConfigError
-from .registry import PublishError
+from .. import defaults
+from ..errors import ConfigError, PublishError
+from ..files import content_type, copy_atomic, file_sha256
+from ..hub import hub_errors, parse_hf_target
+
+__all__ = ["StaticReport", "publish_static", "static_tree"]
 
 PRIVATE = {".factory", "logs"}
 WAVES = ("files", "project pages", "root pages", "browse page")
-CONTENT_TYPES = {".whl": "application/zip", ".metadata": "text/plain; charset=utf-8",
-                 ".html": "text/html; charset=utf-8", ".json": "application/json",
-                 ".css": "text/css", ".js": "text/javascript"}
 
 
 @dataclass
@@ -101,14 +100,13 @@ def open_target(spec: str, out: Path) -> _Target:
 
 def publish_static(out: Path, spec: str, *, dry_run: bool,
                    say: Callable[[str], None]) -> StaticReport:
-    waves = static_tree(out)
     target = open_target(spec, out)
     report = StaticReport(target.description)
     plan: list[list[tuple[str, Path, str]]] = [[] for _ in WAVES]
     conflicts = []
-    for number, wave in enumerate(waves):
-        for relative, path in wave:
-            digest = sha256_file(path)
+    for number, files in enumerate(static_tree(out)):
+        for relative, path in files:
+            digest = file_sha256(path)
             same = target.matches(relative, path, digest)
             if same:
                 report.unchanged += 1
@@ -123,7 +121,7 @@ def publish_static(out: Path, spec: str, *, dry_run: bool,
                            "immutable, so nothing was sent")
     count = sum(len(wave) for wave in plan)
     say(f"{target.description}: {count} file(s) to send, {report.unchanged} already there")
-    for name, wave in zip(WAVES, plan):
+    for name, wave in zip(WAVES, plan, strict=True):
         if wave:
             say(f"  {'would send' if dry_run else 'sending'} {name}: {len(wave)} file(s)")
     if not dry_run and count:
@@ -147,7 +145,7 @@ class _FolderTarget(_Target):
         there = self.root / relative
         if not there.is_file():
             return None
-        return there.stat().st_size == path.stat().st_size and sha256_file(there) == digest
+        return there.stat().st_size == path.stat().st_size and file_sha256(there) == digest
 
     def send(self, waves: list[list[tuple[str, Path, str]]]) -> None:
         for wave in waves:
@@ -183,7 +181,7 @@ class _S3Target(_Target):
         self.transfer = TransferConfig(multipart_threshold=5 * 1024 ** 3)
         self._listing: dict[str, tuple[int, str]] | None = None
 
-    def _call(self, what: str, function, *args, **kwargs):
+    def _call(self, what: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
@@ -219,7 +217,7 @@ class _S3Target(_Target):
                           Key=key)
         recorded = head.get("Metadata", {}).get("sha256")
         if recorded:
-            return recorded == digest
+            return bool(recorded == digest)
         body = self._call("download", self.client.get_object, Bucket=self.bucket, Key=key)
         return hashlib.sha256(body["Body"].read()).hexdigest() == digest
 
@@ -228,10 +226,10 @@ class _S3Target(_Target):
             relative, path, digest = item
             self._call(f"upload of {relative}", self.client.upload_file, str(path),
                        self.bucket, self.prefix + relative, Config=self.transfer,
-                       ExtraArgs={"ContentType": _content_type(relative),
+                       ExtraArgs={"ContentType": content_type(relative),
                                   "Metadata": {"sha256": digest}})
 
-        with ThreadPoolExecutor(max_workers=8) as pool:
+        with ThreadPoolExecutor(max_workers=defaults.PARALLEL_TRANSFERS) as pool:
             for wave in waves:
                 list(pool.map(put, wave))  # a wave is complete before the next starts
 
@@ -239,53 +237,22 @@ class _S3Target(_Target):
 class _HubTarget(_Target):
     """A Hub repo through huggingface_hub (HF_TOKEN, HF_ENDPOINT): every change in one commit."""
 
-    KINDS = {"datasets": "dataset", "spaces": "space", "models": "model"}
-
     def __init__(self, spec: str) -> None:
         from huggingface_hub import HfApi
 
-        parts = spec.removeprefix("hf://").strip("/").split("/")
-        kind = self.KINDS.get(parts[0])
-        if kind is not None:
-            parts = parts[1:]
-        if len(parts) < 2 or not all(parts[:2]):
-            raise ConfigError(f"'{spec}' does not name a repo: hf://[datasets/|spaces/]"
-                              "OWNER/NAME[@REVISION][/PATH]", key="--to")
-        name, _, revision = parts[1].partition("@")
-        self.repo_id = f"{parts[0]}/{name}"
-        self.repo_type = kind or "model"
-        self.revision = revision or None
-        self.prefix = "/".join(p for p in parts[2:] if p)
+        self.repo_type, self.repo_id, self.revision, self.prefix = \
+            parse_hf_target(spec, key="--to")
         self.description = spec.rstrip("/")
         self.api = HfApi()
         self._listing: dict[str, tuple[int, str | None, str]] | None = None
 
-    def _call(self, what: str, function, *args, **kwargs):
-        from huggingface_hub.errors import (
-            HfHubHTTPError,
-            RepositoryNotFoundError,
-            RevisionNotFoundError,
-        )
-
-        try:
+    def _call(self, what: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        with hub_errors(self.repo_id, self.revision or "main",
+                        where=f"{self.description}: {what} failed", refused=PublishError,
+                        failed=PublishError,
+                        access="or HF_TOKEN does not grant access to it; create it first, "
+                               "with a token that may write to it"):
             return function(*args, **kwargs)
-        except RepositoryNotFoundError:
-            raise PublishError(f"{self.description}: no such {self.repo_type} repo, or no "
-                               "access to it (create it first; HF_TOKEN must allow "
-                               "writing)") from None
-        except RevisionNotFoundError:
-            raise PublishError(f"{self.description}: the repo has no branch "
-                               f"'{self.revision}'") from None
-        except HfHubHTTPError as exc:
-            raise PublishError(f"{self.description}: {what} failed: "
-                               f"{' '.join(str(exc).split())[:300]}") from None
-        except Exception as exc:
-            # the HTTP client's own errors: connection refused, timeouts
-            if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in (
-                    "httpx", "httpx2", "httpcore", "httpcore2"):
-                raise PublishError(f"{self.description}: {what} failed: "
-                                   f"{exc or type(exc).__name__}") from None
-            raise
 
     def listing(self) -> dict[str, tuple[int, str | None, str]]:
         """path -> (size, LFS sha256 or None, git blob id)."""
@@ -294,7 +261,7 @@ class _HubTarget(_Target):
         if self._listing is None:
             from huggingface_hub.errors import EntryNotFoundError
 
-            def tree() -> list:
+            def tree() -> list[Any]:
                 try:
                     return list(self.api.list_repo_tree(
                         self.repo_id, path_in_repo=self.prefix or None, recursive=True,
@@ -342,9 +309,3 @@ def _md5(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _content_type(relative: str) -> str:
-    suffix = Path(relative).suffix
-    return CONTENT_TYPES.get(suffix) or mimetypes.guess_type(relative)[0] or \
-        "application/octet-stream"

@@ -1,5 +1,6 @@
-"""CUDA toolkits: from PyPI's nvidia wheels into the cache (CUDA 13 and newer), or one already
-installed on the machine (CUDA 12, or wherever the matrix names a `home`)."""
+"""CUDA toolkits, from one of two providers: PyPI's nvidia wheels installed into the cache (CUDA
+13 and newer), or a toolkit already installed on the machine (CUDA 12, or wherever the matrix
+names a `home`)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,18 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ..cache import exclusive
 from ..errors import BuildError
-from ..matrix.model import CudaEntry
 from ..policy import cuda_policy
 from ..process import Log, run
-from ..versions import Version
+from ..versions import Version, major_minor, parse_release
 from .uv import uv_bin, uv_env
+
+__all__ = ["PYPI_TOOLKIT", "CudaToolkit", "nvcc_version", "provide_cuda"]
+
+ToolkitOrigin = Literal["pypi", "installed"]
 
 # The PyPI wheels that together make a working nvcc (same major.minor for all of them).
 PYPI_TOOLKIT = ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-runtime",
@@ -28,7 +33,7 @@ PYPI_TOOLKIT = ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cu
 class CudaToolkit:
     version: Version  # nvcc's own version, e.g. 13.0.88
     home: Path
-    origin: str  # "pypi" | "installed"
+    origin: ToolkitOrigin
 
     @property
     def nvcc(self) -> Path:
@@ -52,22 +57,24 @@ def nvcc_version(nvcc: Path) -> Version:
     match = re.search(r"release \d+\.\d+, V(\d+\.\d+\.\d+)", output)
     if not match:
         raise BuildError(f"cannot read the version of {nvcc}")
-    return Version.parse(match.group(1))
+    return parse_release(match.group(1))
 
 
-def provide_cuda(entry: CudaEntry, cache: Path, log: Log) -> CudaToolkit:
-    """The toolkit for a matrix CUDA version, installing it into the cache when PyPI has it."""
-    if entry.home is not None:
-        return _installed(entry.home, entry.version)
-    policy = cuda_policy(entry.version)
+def provide_cuda(version: Version, home: Path | None, cache: Path, log: Log) -> CudaToolkit:
+    """The toolkit of a CUDA version: the one installed at `home` when given, else PyPI's
+    (installed into the cache) where NVIDIA publishes it there, else one found on the
+    machine."""
+    if home is not None:
+        return _installed(home, version)
+    policy = cuda_policy(version)
     if policy is not None and policy.pypi:
-        return _from_pypi(entry.version.major_minor(), cache, log)
-    for home in _installed_candidates(entry.version):
+        return _from_pypi(major_minor(version), cache, log)
+    for candidate in _installed_candidates(version):
         try:
-            return _installed(home, entry.version)
+            return _installed(candidate, version)
         except BuildError:
             continue
-    mm = entry.version.major_minor()
+    mm = major_minor(version)
     raise BuildError(
         f"no CUDA {mm} toolkit on this machine: nvcc for CUDA {mm.major} is not on PyPI. Install "
         f"it (e.g. NVIDIA's cuda-minimal-build-{mm.major}-{mm.minor} package) or set "
@@ -79,13 +86,13 @@ def _installed(home: Path, wanted: Version) -> CudaToolkit:
     if not nvcc.is_file():
         raise BuildError(f"no nvcc in {home}/bin")
     version = nvcc_version(nvcc)
-    if version.major_minor() != wanted.major_minor():
+    if major_minor(version) != major_minor(wanted):
         raise BuildError(f"{nvcc} is CUDA {version}, the matrix asks for CUDA {wanted}")
     return CudaToolkit(version, home, "installed")
 
 
 def _installed_candidates(version: Version) -> list[Path]:
-    mm = version.major_minor()
+    mm = major_minor(version)
     candidates = [Path(os.environ[var]) for var in ("CUDA_HOME", "CUDA_PATH") if var in os.environ]
     candidates += [Path(f"/usr/local/cuda-{mm}"), Path("/usr/local/cuda")]
     on_path = shutil.which("nvcc")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+__all__ = ["uv_bin", "uv_env"]
+
 
 def uv_bin() -> str:
     from uv import find_uv_bin

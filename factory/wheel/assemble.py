@@ -7,7 +7,9 @@ and permissions are normalised, so the same files always give the same wheel.
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
+import io
 import re
 import time
 import zipfile
@@ -16,10 +18,13 @@ from pathlib import Path
 
 from packaging.metadata import Metadata
 from packaging.tags import parse_tag
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from .. import __version__
-from ..source import ZIP_EPOCH
+from ..files import ZIP_EPOCH
+
+__all__ = ["CoreMetadata", "compressed_tag", "dist_info_name", "wheel_filename", "wheel_name",
+           "write_wheel"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,14 @@ def wheel_filename(name: str, version: str, tag: str) -> str:
     return f"{wheel_name(name)}-{version}-{tag}.whl"
 
 
+def compressed_tag(filename: str) -> str:
+    """A wheel filename's tag set as written (cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64),
+    after packaging has checked the name: the last three dash-separated fields of a wheel name
+    are its tags, whatever the order of the compressed platforms."""
+    parse_wheel_filename(filename)
+    return "-".join(filename.removesuffix(".whl").rsplit("-", 3)[1:])
+
+
 def dist_info_name(name: str, version: str) -> str:
     return f"{wheel_name(name)}-{version}.dist-info"
 
@@ -100,7 +113,8 @@ def write_wheel(content: Path, dist: Path, metadata: CoreMetadata, tag: str, pur
     }
     dist.mkdir(parents=True, exist_ok=True)
     target = dist / wheel_filename(metadata.name, metadata.version, tag)
-    record_lines = []
+    record = io.StringIO()
+    rows = csv.writer(record, lineterminator="\n")  # RECORD is CSV: a name with a comma is quoted
     timestamp = time.gmtime(max(ZIP_EPOCH, epoch))
     with zipfile.ZipFile(target, "w") as archive:
         def add(name: str, data: bytes, executable: bool = False) -> None:
@@ -112,15 +126,15 @@ def write_wheel(content: Path, dist: Path, metadata: CoreMetadata, tag: str, pur
         for path in files:
             data = path.read_bytes()
             add(path.relative_to(content).as_posix(), data, bool(path.stat().st_mode & 0o111))
-            record_lines.append(_record_line(path.relative_to(content).as_posix(), data))
+            rows.writerow(_record_row(path.relative_to(content).as_posix(), data))
         for name, data in generated.items():
             add(name, data)
-            record_lines.append(_record_line(name, data))
-        record_lines.append(f"{dist_info}/RECORD,,")
-        add(f"{dist_info}/RECORD", ("\n".join(record_lines) + "\n").encode())
+            rows.writerow(_record_row(name, data))
+        rows.writerow((f"{dist_info}/RECORD", "", ""))
+        add(f"{dist_info}/RECORD", record.getvalue().encode())
     return target
 
 
-def _record_line(name: str, data: bytes) -> str:
+def _record_row(name: str, data: bytes) -> tuple[str, str, int]:
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{name},sha256={digest},{len(data)}"
+    return name, f"sha256={digest}", len(data)

@@ -11,6 +11,10 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
+from ..errors import NotAnElfFile
+
+__all__ = ["Linkage", "is_elf", "read_linkage"]
+
 
 @dataclass(frozen=True)
 class Linkage:
@@ -18,10 +22,6 @@ class Linkage:
     version_needs: dict[str, tuple[str, ...]]  # library -> symbol versions, e.g. GLIBC_2.34
     runpaths: tuple[str, ...]
     machine: str  # EM_X86_64, EM_AARCH64
-
-
-class NotAnElfFile(ValueError):
-    pass
 
 
 def read_linkage(path: Path) -> Linkage:
@@ -36,15 +36,18 @@ def read_linkage(path: Path) -> Linkage:
         for section in elf.iter_sections():
             if isinstance(section, DynamicSection):
                 for tag in section.iter_tags():
-                    if tag.entry.d_tag == "DT_NEEDED":
-                        needed.append(tag.needed)
-                    elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
-                        value = tag.runpath if tag.entry.d_tag == "DT_RUNPATH" else tag.rpath
-                        runpaths.extend(value.split(":"))
+                    # pyelftools sets needed/runpath/rpath by tag kind; its stubs miss them.
+                    kind = tag.entry.d_tag
+                    if kind == "DT_NEEDED":
+                        needed.append(tag.needed)  # type: ignore[attr-defined]
+                    elif kind == "DT_RUNPATH":
+                        runpaths.extend(tag.runpath.split(":"))  # type: ignore[attr-defined]
+                    elif kind == "DT_RPATH":
+                        runpaths.extend(tag.rpath.split(":"))  # type: ignore[attr-defined]
             elif isinstance(section, GNUVerNeedSection):
                 for verneed, auxiliaries in section.iter_versions():
-                    names = versions.setdefault(verneed.name, set())
-                    names.update(aux.name for aux in auxiliaries)
+                    names = versions.setdefault(str(verneed.name), set())
+                    names.update(str(aux.name) for aux in auxiliaries)
         machine = elf["e_machine"]
     return Linkage(tuple(needed), {lib: tuple(sorted(v)) for lib, v in sorted(versions.items())},
                    tuple(runpaths), machine)

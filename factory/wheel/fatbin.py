@@ -11,20 +11,26 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from elftools.elf.elffile import ELFFile
+
+from ..errors import FatbinError
+
+__all__ = ["FatbinEntry", "fatbin_entries", "parse_fatbin"]
 
 FATBIN_MAGIC = 0xBA55ED50
 _CONTAINER = struct.Struct("<IHHQ")  # magic, version, header size, size of the entries
 _ENTRY = struct.Struct("<HHIQ")  # kind, unused, entry header size, payload size (aligned)
-_KINDS = {1: "ptx", 2: "sass"}
+CodeKind = Literal["sass", "ptx"]
+_KINDS: dict[int, CodeKind] = {1: "ptx", 2: "sass"}
 _ARCH_SPECIFIC = 1 << 20
 _FAMILY_SPECIFIC = 1 << 21
 
 
 @dataclass(frozen=True, order=True)
 class FatbinEntry:
-    kind: str  # "sass" | "ptx"
+    kind: CodeKind
     sm: int  # 90, 100, ...
     variant: str = ""  # "" | "a" | "f"
 
@@ -35,10 +41,6 @@ class FatbinEntry:
     def __str__(self) -> str:
         prefix = "sm" if self.kind == "sass" else "compute"
         return f"{prefix}_{self.arch}"
-
-
-class FatbinError(ValueError):
-    pass
 
 
 def fatbin_entries(shared_object: Path) -> list[FatbinEntry]:

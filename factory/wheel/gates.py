@@ -2,7 +2,8 @@
 words a user can act on; an empty list means the wheel may go out.
 
 - abi3: no Python symbol outside the limited API the tag promises (abi3audit's verdict);
-- manylinux: every manylinux tag on the wheel is one its symbol versions allow;
+- manylinux: every manylinux tag on the wheel is one its symbols allow (auditwheel's policies:
+  symbol versions, and the symbols no manylinux system may be relied on for);
 - libraries: no copy of a torch or CUDA library inside, and every DT_NEEDED is provided by the
   system, by torch (of the cell's CUDA major) or by the wheel itself;
 - GPU code: SASS for every SM the cell promised, PTX only where promised (the newest SM);
@@ -21,6 +22,8 @@ from packaging.utils import canonicalize_name
 from .inspect import WheelReport
 from .manylinux import system_libraries, tag_glibc
 from .repair import PROVIDED_BY_TORCH
+
+__all__ = ["PROVIDED_BY_DRIVER", "Expectation", "check_wheel"]
 
 # The NVIDIA driver's own libraries: on every machine that can run the kernel.
 PROVIDED_BY_DRIVER = ("libcuda.so.1", "libnvidia-ml.so.1")
@@ -75,7 +78,7 @@ def _check_metadata(report: WheelReport, expect: Expectation) -> list[str]:
 
 
 def _check_abi3(report: WheelReport) -> list[str]:
-    if not any(tag.split("-")[1] == "abi3" for tag in report.tags):
+    if not report.is_abi3:
         return []
     return [f"abi3: {so.path} {so.abi3.describe()}" for so in report.shared_objects
             if so.abi3 is not None and not so.abi3.ok]
@@ -89,10 +92,12 @@ def _check_manylinux(report: WheelReport) -> list[str]:
             continue
         for so in report.shared_objects:
             if so.manylinux_glibc is None or so.manylinux_glibc > glibc:
-                needs = ", ".join(f"{family}_{version}"
-                                  for family, version in so.symbol_versions.items())
+                needs = [", ".join(f"{family}_{version}"
+                                   for family, version in so.symbol_versions.items())]
+                needs += [f"{library}'s {', '.join(symbols)}, which no manylinux policy allows"
+                          for library, symbols in (so.blacklisted or {}).items()]
                 problems.append(f"manylinux: the wheel is tagged {platform}, but {so.path} "
-                                f"needs {so.manylinux} ({needs})")
+                                f"needs {so.manylinux} ({'; '.join(needs)})")
             if so.arch is not None and not platform.endswith("_" + so.arch):
                 problems.append(f"manylinux: the wheel is tagged {platform}, but {so.path} "
                                 f"is {so.arch} code")

@@ -1,43 +1,52 @@
-"""Read a wheel the way a careful user would: its name, version, tags and requirements; for
+"""Inspect a wheel the way a careful user would: its name, version, tags and requirements; for
 each shared object the GPU code it carries, the libraries it needs, the manylinux policy its
 symbols allow and whether it keeps to Python's limited API; and the factory's records in it.
 
+A wheel is read, unzipped and hashed once (read.py): the report the gates judge holds the
+WheelFile of that read, so a build hands its wheel's facts on instead of reading it again.
 `WheelReport.to_json()` is the stable form `factory inspect --json` prints (see README).
 """
 
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 import io
 import json
 import subprocess
 import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass
+from email.message import Message
 from email.parser import BytesParser
 from pathlib import Path, PurePosixPath
+from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import Tag
 from packaging.utils import (
-    InvalidWheelFilename,
     canonicalize_name,
-    parse_wheel_filename,
 )
 
-from ..errors import ConfigError
-from .elf import NotAnElfFile, is_elf, read_linkage
-from .fatbin import FatbinError, fatbin_entries
-from .manylinux import ARCHITECTURES, judge_symbols
+from ..errors import FatbinError, NotAnElfFile, WheelReadError
+from .elf import is_elf, read_linkage
+from .fatbin import fatbin_entries
+from .manylinux import ARCHITECTURES, judge_object
+from .read import (
+    WheelFile,
+    dist_info_folder,
+    open_archive,
+    read_bytes,
+    read_json,
+    torch_requirement,
+    wheel_file,
+)
+
+__all__ = ["KERNEL_METADATA_FILE", "REPORT_SCHEMA", "Abi3Verdict", "SharedObject", "WheelReport",
+           "inspect_wheel"]
 
 REPORT_SCHEMA = "kernel-wheel-factory/inspect/1"
-PROVENANCE_FILE = "provenance.json"
 KERNEL_METADATA_FILE = "metadata.json"
-
-
-class WheelReadError(ConfigError):
-    """The file is not a wheel the factory can read (bad input: exit status 2)."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,7 @@ class Abi3Verdict:
                          + ", ".join(f"{name} ({added})" for name, added in self.newer_symbols))
         return "; ".join(parts)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "baseline": self.baseline, "computed": self.computed,
                 "non_abi3_symbols": list(self.non_abi3_symbols),
                 "newer_symbols": dict(self.newer_symbols), "error": self.error}
@@ -81,26 +90,23 @@ class SharedObject:
     manylinux_glibc: tuple[int, int] | None
     abi3: Abi3Verdict | None  # None: not a Python extension module
     gpu_error: str | None = None
+    blacklisted: dict[str, tuple[str, ...]] | None = None  # library -> symbols manylinux bars
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path, "arch": self.arch, "sass": list(self.sass), "ptx": list(self.ptx),
             "needed": list(self.needed), "runpaths": list(self.runpaths),
             "symbol_versions": self.symbol_versions,
             "manylinux": self.manylinux, "abi3": self.abi3.to_json() if self.abi3 else None,
             "gpu_code_error": self.gpu_error,
+            "blacklisted_symbols": {library: list(symbols)
+                                    for library, symbols in (self.blacklisted or {}).items()},
         }
 
 
 @dataclass(frozen=True)
 class WheelReport:
-    file: str
-    sha256: str
-    size: int
-    name: str  # from the filename
-    version: str  # from the filename
-    label: str | None  # the local version label: cu130torch211
-    tags: tuple[str, ...]  # from the filename, expanded
+    wheel: WheelFile
     metadata_name: str | None
     metadata_version: str | None
     requires_python: str | None
@@ -110,16 +116,47 @@ class WheelReport:
     files: tuple[str, ...]
     record_problems: tuple[str, ...]
     shared_objects: tuple[SharedObject, ...]
-    provenance: dict | None
-    kernel_metadata: dict | None  # the package's metadata.json (kernel-builder's format)
+    kernel_metadata: dict[str, Any] | None  # the package's metadata.json (kernel-builder's)
 
     @property
-    def is_pure(self) -> bool:
-        return not self.shared_objects
+    def file(self) -> str:
+        return self.wheel.filename
+
+    @property
+    def name(self) -> str:
+        return self.wheel.name
+
+    @property
+    def version(self) -> str:
+        return self.wheel.version
+
+    @property
+    def label(self) -> str | None:
+        return self.wheel.label
+
+    @property
+    def sha256(self) -> str:
+        return self.wheel.sha256
+
+    @property
+    def size(self) -> int:
+        return self.wheel.size
+
+    @property
+    def provenance(self) -> dict[str, Any] | None:
+        return self.wheel.provenance
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        return tuple(sorted(str(tag) for tag in self.wheel.tags))
 
     @property
     def platform_tags(self) -> tuple[str, ...]:
-        return tuple(sorted({tag.split("-")[2] for tag in self.tags}))
+        return tuple(sorted({tag.platform for tag in self.wheel.tags}))
+
+    @property
+    def is_abi3(self) -> bool:
+        return any(tag.abi == "abi3" for tag in self.wheel.tags)
 
     @property
     def sass(self) -> tuple[str, ...]:
@@ -129,7 +166,7 @@ class WheelReport:
     def ptx(self) -> tuple[str, ...]:
         return tuple(sorted({sm for so in self.shared_objects for sm in so.ptx}, key=_arch_key))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "file": self.file, "sha256": self.sha256, "size": self.size,
             "name": self.name, "version": self.version, "label": self.label,
@@ -145,23 +182,17 @@ class WheelReport:
 
 
 def inspect_wheel(path: Path) -> WheelReport:
-    try:
-        name, version, _build, tags = parse_wheel_filename(path.name)
-    except InvalidWheelFilename as exc:
-        raise WheelReadError(f"not a wheel file name ({exc})", file=path) from None
-    data = path.read_bytes()
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            contents = {info.filename: archive.read(info) for info in archive.infolist()
-                        if not info.is_dir()}
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise WheelReadError(f"cannot read the wheel ({exc})", file=path) from None
-    dist_info = _dist_info_folder(path, contents)
-    metadata = _read_headers(contents, f"{dist_info}/METADATA")
-    requires = tuple(metadata.get_all("Requires-Dist") or ()) if metadata else ()
-    wheel_file = _read_headers(contents, f"{dist_info}/WHEEL")
+    data = read_bytes(path)
+    with open_archive(path, data) as archive:
+        contents = {info.filename: archive.read(info) for info in archive.infolist()
+                    if not info.is_dir()}
+    wheel = wheel_file(path, data, contents)
+    dist_info = dist_info_folder(path, contents)
+    metadata = wheel.headers
+    requires = wheel.requires
+    wheel_headers = _headers(contents, f"{dist_info}/WHEEL")
     objects = []
-    abi3 = _abi3_verdicts(path, tags)
+    abi3 = _abi3_verdicts(path, wheel.tags)
     with tempfile.TemporaryDirectory(prefix="kwf-inspect-") as scratch:
         for member, member_data in sorted(contents.items()):
             if not is_elf(member_data):
@@ -171,74 +202,48 @@ def inspect_wheel(path: Path) -> WheelReport:
             extracted.write_bytes(member_data)
             objects.append(_shared_object(member, extracted, abi3))
     return WheelReport(
-        file=path.name, sha256=hashlib.sha256(data).hexdigest(),
-        size=len(data), name=str(name), version=str(version),
-        label=version.local, tags=tuple(sorted(str(tag) for tag in tags)),
+        wheel=wheel,
         metadata_name=metadata.get("Name") if metadata else None,
         metadata_version=metadata.get("Version") if metadata else None,
         requires_python=metadata.get("Requires-Python") if metadata else None,
         requires=requires, torch_requirement=torch_requirement(requires),
-        wheel_tags=tuple(sorted(wheel_file.get_all("Tag") or ())) if wheel_file else (),
+        wheel_tags=tuple(sorted(wheel_headers.get_all("Tag") or ())) if wheel_headers else (),
         files=tuple(sorted(contents)),
         record_problems=_record_problems(contents, f"{dist_info}/RECORD"),
         shared_objects=tuple(objects),
-        provenance=_read_json(contents, f"{dist_info}/{PROVENANCE_FILE}"),
         kernel_metadata=_kernel_metadata(contents, metadata),
     )
 
 
-def _dist_info_folder(path: Path, members: dict) -> str:
-    folders = {PurePosixPath(name).parts[0] for name in members
-               if PurePosixPath(name).parts[0].endswith(".dist-info")}
-    if len(folders) != 1:
-        raise WheelReadError(f"expected one .dist-info folder, found {len(folders)}: "
-                             f"{', '.join(sorted(folders)) or 'none'}", file=path)
-    return folders.pop()
-
-
-def _read_headers(contents: dict[str, bytes], name: str):
+def _headers(contents: dict[str, bytes], name: str) -> Message | None:
     if name not in contents:
         return None
     return BytesParser().parsebytes(contents[name])
 
 
-def _read_json(contents: dict[str, bytes], name: str) -> dict | None:
-    if name not in contents:
-        return None
-    try:
-        return json.loads(contents[name])
-    except ValueError as exc:
-        return {"error": f"{name} is not JSON: {exc}"}
-
-
-def _kernel_metadata(contents: dict[str, bytes], metadata) -> dict | None:
+def _kernel_metadata(contents: dict[str, bytes], metadata: Message | None
+                     ) -> dict[str, Any] | None:
     if metadata is None or not metadata.get("Name"):
         return None
     package = canonicalize_name(metadata["Name"]).replace("-", "_")
-    return _read_json(contents, f"{package}/{KERNEL_METADATA_FILE}")
-
-
-def torch_requirement(requires: tuple[str, ...]) -> str | None:
-    for text in requires:
-        try:
-            requirement = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(requirement.name) == "torch" and requirement.marker is None:
-            return str(requirement.specifier) or "any"
-    return None
+    return read_json(contents, f"{package}/{KERNEL_METADATA_FILE}")
 
 
 def _record_problems(contents: dict[str, bytes], name: str) -> tuple[str, ...]:
-    """What RECORD gets wrong: files it misses, lists without them, or hashes wrongly."""
+    """What RECORD gets wrong: files it misses, lists without them, or hashes wrongly. RECORD
+    is CSV (a name with a comma is quoted), read with the csv module as installers do."""
     if name not in contents:
         return ("RECORD is missing",)
     problems = []
     listed = set()
-    for line in contents[name].decode("utf-8", "replace").splitlines():
-        if not line.strip():
+    text = contents[name].decode("utf-8", "replace")
+    for row in csv.reader(io.StringIO(text)):
+        if not row:
             continue
-        path, hash_field, _size = line.rsplit(",", 2)
+        if len(row) != 3:
+            problems.append(f"RECORD has a malformed row: {','.join(row)}")
+            continue
+        path, hash_field, _size = row
         listed.add(path)
         if path == name:
             continue
@@ -261,9 +266,9 @@ def _shared_object(member: str, extracted: Path, abi3: dict[str, Abi3Verdict]) -
     try:
         linkage = read_linkage(extracted)
     except NotAnElfFile as exc:
-        raise WheelReadError(str(exc), key=member) from None
+        raise WheelReadError(exc.message, key=member) from None
     arch = ARCHITECTURES.get(linkage.machine)
-    verdict = judge_symbols(linkage.version_needs, arch or "x86_64")
+    verdict = judge_object(extracted, linkage.needed, linkage.version_needs, arch or "x86_64")
     gpu_error = None
     try:
         entries = fatbin_entries(extracted)
@@ -274,19 +279,19 @@ def _shared_object(member: str, extracted: Path, abi3: dict[str, Abi3Verdict]) -
         sass=tuple(str(e) for e in entries if e.kind == "sass"),
         ptx=tuple(str(e) for e in entries if e.kind == "ptx"),
         needed=linkage.needed, runpaths=linkage.runpaths, symbol_versions=verdict.newest,
-        manylinux=verdict.policy.name, manylinux_glibc=verdict.policy.glibc,
+        manylinux=verdict.name, manylinux_glibc=verdict.glibc,
         abi3=abi3.get(PurePosixPath(member).name)
         or (abi3.get("*") if member.endswith(".abi3.so") else None),
-        gpu_error=gpu_error,
+        gpu_error=gpu_error, blacklisted=verdict.blacklisted,
     )
 
 
-def _abi3_verdicts(path: Path, tags) -> dict[str, Abi3Verdict]:
+def _abi3_verdicts(path: Path, tags: frozenset[Tag]) -> dict[str, Abi3Verdict]:
     """abi3audit's verdict for each extension module, by file name; nothing unless the wheel
     is tagged abi3."""
-    if not any(tag.abi == "abi3" for tag in tags):
+    baseline = next((tag.interpreter for tag in tags if tag.abi == "abi3"), None)
+    if baseline is None:
         return {}
-    baseline = next(tag.interpreter for tag in tags if tag.abi == "abi3")
     done = subprocess.run([sys.executable, "-m", "abi3audit", "--report", path],
                           capture_output=True, text=True)
     try:

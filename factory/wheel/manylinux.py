@@ -1,88 +1,90 @@
-"""Which manylinux policy a shared object's symbol versions allow, judged with auditwheel's own
-policy data (the glibc/libstdc++ symbol versions and system libraries of each manylinux_2_X)."""
+"""Which manylinux policy a shared object allows, judged by auditwheel's own policy API: the
+glibc/libstdc++ symbol versions each manylinux_2_X provides (versioned_symbols_policy), the
+system libraries it may need, and the symbols of those libraries no manylinux policy allows
+(a policy's blacklist, such as zlib's internal _tr_flush_block)."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
+from pathlib import Path
 
-_MANYLINUX_TAG = re.compile(r"manylinux_(\d+)_(\d+)_(\w+)")
+from auditwheel.architecture import Architecture
+from auditwheel.elfutils import filter_undefined_symbols
+from auditwheel.libc import Libc
+from auditwheel.policy import Policy, WheelPolicies
+
+__all__ = ["ARCHITECTURES", "SymbolVerdict", "judge_object", "system_libraries", "tag_glibc"]
+
+_MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)")
 _LEGACY_ALIASES = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 ARCHITECTURES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}
 
 
 @dataclass(frozen=True)
-class Policy:
+class SymbolVerdict:
     name: str  # manylinux_2_28, or "linux" when no manylinux policy fits
     glibc: tuple[int, int] | None
-    priority: int
-    symbol_versions: dict[str, frozenset[str]]  # GLIBC -> {"2.2.5", ...}
-    system_libraries: frozenset[str]
-
-    def tag(self, arch: str) -> str:
-        return f"{self.name}_{arch}"
-
-
-@dataclass(frozen=True)
-class SymbolVerdict:
-    policy: Policy
     newest: dict[str, str]  # GLIBC -> "2.34": the newest version needed per symbol family
-
-    def tag(self, arch: str) -> str:
-        return self.policy.tag(arch)
+    blacklisted: dict[str, tuple[str, ...]]  # library -> its symbols no manylinux policy allows
 
 
 @cache
-def policies(arch: str) -> tuple[Policy, ...]:
-    """The manylinux policies for one architecture, oldest (most compatible) first."""
-    data = json.loads(files("auditwheel.policy").joinpath("manylinux-policy.json").read_text())
-    found = []
-    for entry in data:
-        versions = entry["symbol_versions"].get(arch, {})
-        match = re.fullmatch(r"manylinux_(\d+)_(\d+)", entry["name"])
-        found.append(Policy(
-            entry["name"], (int(match[1]), int(match[2])) if match else None, entry["priority"],
-            {family: frozenset(names) for family, names in versions.items()},
-            frozenset(entry["lib_whitelist"]),
-        ))
-    return tuple(sorted(found, key=lambda policy: -policy.priority))
+def _policies(arch: str) -> WheelPolicies:
+    return WheelPolicies(libc=Libc.GLIBC, arch=Architecture(arch))
 
 
 def system_libraries(arch: str) -> frozenset[str]:
-    """Libraries every manylinux system provides (libc, libm, libstdc++, libgcc_s, ...)."""
-    manylinux = [policy for policy in policies(arch) if policy.glibc is not None]
-    return frozenset.intersection(*(policy.system_libraries for policy in manylinux))
+    """Libraries every manylinux system provides (libc, libm, libstdc++, libgcc_s, ...): the
+    oldest policy's, which every later policy keeps (PEP 600)."""
+    whitelist: frozenset[str] = _policies(arch).lowest.whitelist
+    return whitelist
 
 
-def judge_symbols(version_needs: dict[str, tuple[str, ...]], arch: str) -> SymbolVerdict:
-    """The oldest manylinux policy that provides every symbol version the object needs from
-    the system libraries; policy "linux" when none does."""
+def judge_object(path: Path, needed: tuple[str, ...],
+                 version_needs: dict[str, tuple[str, ...]], arch: str) -> SymbolVerdict:
+    """The most compatible manylinux policy whose symbol versions cover what the object needs
+    from the system libraries and whose blacklist it does not touch; "linux" when none does."""
+    policies = _policies(arch)
     system = system_libraries(arch)
-    needs: dict[str, set[str]] = {}
-    for library, names in version_needs.items():
-        if library not in system:
+    needs = {library: set(names) for library, names in version_needs.items() if library in system}
+    by_symbols = policies.versioned_symbols_policy(needs)
+    blacklisted: dict[str, tuple[str, ...]] = {}
+    allowed: list[Policy] = []
+    for policy in policies:
+        if policy == policies.linux:
             continue
+        touched = filter_undefined_symbols(path, {library: symbols for library, symbols
+                                                  in policy.blacklist.items()
+                                                  if library in needed})
+        if touched:
+            for library, symbols in touched.items():
+                blacklisted[library] = tuple(sorted(set(blacklisted.get(library, ()))
+                                                    | set(symbols)))
+        else:
+            allowed.append(policy)
+    by_blacklist = max(allowed, default=policies.linux)
+    chosen = min(by_symbols, by_blacklist)
+    name = chosen.name.removesuffix(f"_{policies.architecture.baseline.value}")
+    match = _MANYLINUX.fullmatch(name)
+    return SymbolVerdict(name, (int(match[1]), int(match[2])) if match else None,
+                         _newest(needs), blacklisted)
+
+
+def _newest(needs: dict[str, set[str]]) -> dict[str, str]:
+    versions: dict[str, set[str]] = {}
+    for names in needs.values():
         for name in names:
             family, _, version = name.partition("_")
             if version:
-                needs.setdefault(family, set()).add(version)
-    newest = {family: max(versions, key=_version_key) for family, versions in sorted(needs.items())}
-    for policy in policies(arch):
-        if policy.glibc is None:
-            continue
-        if all(family not in policy.symbol_versions or versions <= policy.symbol_versions[family]
-               for family, versions in needs.items()):
-            return SymbolVerdict(policy, newest)
-    base = next(policy for policy in policies(arch) if policy.glibc is None)
-    return SymbolVerdict(base, newest)
+                versions.setdefault(family, set()).add(version)
+    return {family: max(found, key=_version_key) for family, found in sorted(versions.items())}
 
 
 def tag_glibc(platform_tag: str) -> tuple[int, int] | None:
     """(2, 28) for manylinux_2_28_x86_64 (and the legacy aliases); None for other tags."""
-    match = _MANYLINUX_TAG.fullmatch(platform_tag)
+    match = re.fullmatch(r"manylinux_(\d+)_(\d+)_\w+", platform_tag)
     if match:
         return int(match[1]), int(match[2])
     for alias, glibc in _LEGACY_ALIASES.items():

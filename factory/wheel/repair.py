@@ -11,6 +11,8 @@ from pathlib import Path
 from ..errors import BuildError
 from ..process import Log, run
 
+__all__ = ["PROVIDED_BY_TORCH", "repair"]
+
 # Libraries that come with torch (its wheel and its nvidia-* dependencies) or with the driver.
 PROVIDED_BY_TORCH = (
     "libtorch*", "libc10*", "libcudart*", "libcuda*", "libnv*", "libcublas*", "libcusparse*",

@@ -1,0 +1,46 @@
+"""The gates a cell's wheel passes before it is published, judged once per build on the host
+(also for wheels built in a container, which is not trusted to judge its own output). The
+report they read is handed on, so the index never reads the wheel again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import BuildError
+from ..plan.cells import Cell
+from ..process import Log
+from ..versions import major_minor
+from ..wheel.gates import Expectation, check_wheel
+from ..wheel.inspect import WheelReport, inspect_wheel
+
+__all__ = ["cell_expectation", "check_cell_wheel"]
+
+
+def cell_expectation(cell: Cell) -> Expectation:
+    """What the cell's wheel must be: its name and labelled version, its torch pin, its CUDA
+    major and the GPU code the plan promises."""
+    if cell.torch is None or cell.cuda is None:
+        return Expectation(cell.spec.name, cell.wheel_version, "any", None, frozenset(), None)
+    return Expectation(
+        cell.spec.name, cell.wheel_version, f"=={major_minor(cell.torch)}.*",
+        cell.cuda.version.major, cell.gpu_code, cell.platform,
+    )
+
+
+def check_cell_wheel(cell: Cell, wheel: Path, log: Log) -> WheelReport:
+    """Inspect a finished wheel; its report when it passes every gate, else a BuildError with
+    the first reason (every reason is in the log)."""
+    log.step(f"checking {wheel.name}")
+    report = inspect_wheel(wheel)
+    for so in report.shared_objects:
+        log.write(f"   {so.path}: SASS {' '.join(so.sass) or 'none'}, PTX "
+                  f"{' '.join(so.ptx) or 'none'}; needs {' '.join(so.needed)}; symbols allow "
+                  f"{so.manylinux}; {so.abi3.describe() if so.abi3 else 'not an extension'}")
+    problems = check_wheel(report, cell_expectation(cell))
+    for problem in problems:
+        log.write(f"   gate failed: {problem}")
+    if problems:
+        more = f" (and {len(problems) - 1} more, see the log)" if len(problems) > 1 else ""
+        raise BuildError(f"{wheel.name} failed its checks: {problems[0]}{more}")
+    log.write("   all gates passed")
+    return report

@@ -1,0 +1,52 @@
+"""How the cells of one run are built, resolved once: the build root and the time every file of
+the wheels carries."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..plan.cells import Cell
+
+__all__ = ["BuildOptions", "source_date_epoch", "usable_build_root"]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How cells are built, the same for every cell of a run."""
+
+    build_root: Path  # a fixed path: nvcc writes the source's absolute path into the object
+    source_date_epoch: int | None  # from the environment; else each source's own time
+    builder: str | None = None  # the builder image, for builds in a container
+
+    def epoch(self, cell: Cell) -> int:
+        return self.source_date_epoch if self.source_date_epoch is not None else cell.source.epoch
+
+
+def usable_build_root(path: Path, key: str = "--build-root") -> Path:
+    """A build root: absolute (it is written into the objects) and usable by this user."""
+    if not path.is_absolute():
+        raise ConfigError("must be an absolute path (it is written into the build)", file=path,
+                          key=key)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot be made ({exc.strerror}); pass {key} DIR", file=path,
+                          key=key) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"is not writable by this user (another user's builds?); pass {key} "
+                          "DIR", file=path, key=key)
+    return path
+
+
+def source_date_epoch() -> int | None:
+    """SOURCE_DATE_EPOCH, when set: the time every file of every wheel carries."""
+    text = os.environ.get("SOURCE_DATE_EPOCH")
+    if text is None:
+        return None
+    if not text.strip().isdigit():
+        raise ConfigError(f"'{text}' is not a whole number of seconds since 1970",
+                          key="SOURCE_DATE_EPOCH")
+    return int(text)

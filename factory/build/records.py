@@ -1,0 +1,110 @@
+"""The records a wheel carries about its own making.
+
+- `provenance.json` in the .dist-info folder: the source (where, which tree, which commit), the
+  build.toml digest, the cell, the toolchain, the factory version and the build's time. It holds
+  everything `factory verify` needs to build the same wheel again, and nothing that differs
+  between two builds of the same inputs (no wall-clock time, no output folder, no user's home):
+  its time is the source's time (SOURCE_DATE_EPOCH), the same one the zip entries carry.
+- `metadata.json` in the package folder, in kernel-builder's format, so the `kernels` loader can
+  load the installed package folder as a kernel variant.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import platform
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..files import file_sha256
+from ..plan.cells import Cell
+from ..plan.codec import cell_record
+from ..process import first_output_line
+from .options import BuildOptions
+
+__all__ = ["SCHEMA", "kernel_metadata", "provenance_record", "toolchain_facts"]
+
+SCHEMA = "kernel-wheel-factory/provenance/1"
+
+
+def provenance_record(cell: Cell, options: BuildOptions,
+                      toolchain: dict[str, str]) -> dict[str, Any]:
+    epoch = options.epoch(cell)
+    source = cell.source
+    record: dict[str, Any] = {
+        "schema": SCHEMA,
+        "factory": __version__,
+        "kernel": {
+            "name": cell.spec.name, "version": cell.version, "ops_namespace": cell.ops_namespace,
+            "build_toml_sha256": file_sha256(cell.spec.build_toml),
+        },
+        "source": {
+            "kind": source.kind, "location": source.location, "tree_sha256": source.digest,
+            "git": {"commit": source.git.commit, "dirty": source.git.dirty} if source.git else None,
+        },
+        "cell": cell_record(cell),
+        "toolchain": toolchain,
+        "build": {
+            "root": str(options.build_root), "source_date_epoch": epoch,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)),
+        },
+    }
+    if source.kind != "path":
+        record["source"] |= {"revision": source.requested, "subdir": source.subdir}
+    if options.builder is not None:
+        record["build"]["builder"] = options.builder
+    return record
+
+
+def toolchain_facts(compiler: str | None = None, nvcc: str | None = None,
+                    torch: str | None = None) -> dict[str, str]:
+    """Versions of the tools whose output is in the wheel."""
+    facts = {"python": platform.python_version(), "auditwheel": _package_version("auditwheel")}
+    if compiler:
+        facts["cxx"] = f"{compiler} {first_output_line([compiler, '-dumpfullversion'])}"
+        facts["ld"] = first_output_line(["ld", "--version"])
+    if nvcc:
+        facts["nvcc"] = nvcc
+    if torch:
+        facts["torch"] = torch
+    return facts
+
+
+def kernel_metadata(cell: Cell, package: Path) -> bytes:
+    """kernel-builder's metadata.json for the package folder, with the digest of its files."""
+    spec = cell.spec
+    files = {}
+    for path in sorted(package.rglob("*")):
+        relative = path.relative_to(package).as_posix()
+        if path.is_file() and relative != "metadata.json":
+            with open(path, "rb") as handle:
+                digest = hashlib.file_digest(handle, "sha256").digest()
+            files[relative] = base64.b64encode(digest).decode()
+    if cell.cuda is not None:
+        backend = {"type": "cuda", "archs": [str(arch) for arch in cell.sms]}
+    else:
+        backend = {"type": spec.backends[0] if spec.backends else "cuda"}
+    record = {
+        "name": spec.name,
+        "id": cell.ops_namespace,
+        "version": spec.major_version if spec.major_version is not None
+        else int(cell.version.split(".")[0]),
+        "license": spec.license or "unknown",
+        "python-depends": list(dict.fromkeys(
+            spec.python_depends + (spec.cuda_python_depends if cell.cuda else ()))),
+        "backend": backend,
+        "digest": {"algorithm": "sha256", "files": files},
+    }
+    return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _package_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "missing"

@@ -1,0 +1,73 @@
+"""Runners decide where a cell is built: on this machine (local.py) or in a builder container
+(docker/). Each is a context manager that owns what it starts (containers, their processes)
+and stops all of it when the run ends, fails or is interrupted. `auto` takes docker when it can
+be used, and says why."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+from ...config.model import RunnerChoice
+from ...errors import ConfigError
+from ...plan.cells import Plan
+from ...process import Log
+from ..options import BuildOptions
+from .docker.engine import Engine
+from .docker.image import builder_image
+from .docker.runner import DockerRunner, missing_base
+from .local import LocalRunner
+
+__all__ = ["Runner", "choose_runner"]
+
+
+class Runner(Protocol):
+    name: str
+    options: BuildOptions
+
+    def facts(self, cell: Any) -> dict[str, Any]:
+        """What the runner's environment adds to a cell's fingerprint."""
+
+    def build(self, cell: Any, staging: Path, log: Log, threads: int,
+              progress: Callable[[str], None]) -> Path:
+        """Build the cell; return its wheel, left in `staging`."""
+
+    def __enter__(self) -> Runner: ...
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        """Stop whatever still runs for the build."""
+
+
+def choose_runner(requested: RunnerChoice, plan: Plan, cache: Path, options: BuildOptions,
+                  base: str | None) -> tuple[Runner, str]:
+    """The runner for a plan (not yet entered), and why it was chosen."""
+    if requested == "local":
+        return LocalRunner(cache, options), "asked for"
+    engine = Engine()
+    problem = engine.unavailable()
+    if problem is None:
+        problem = _missing_image(engine, plan, base)
+    if problem is None:
+        why = f"docker {engine.server_version()} answers"
+        orphans = engine.remove_orphans()
+        if orphans:
+            why += f"; removed {len(orphans)} container(s) an interrupted run left"
+        return DockerRunner(cache, options, base, engine), why
+    if requested == "docker":
+        raise ConfigError(f"the docker runner cannot be used: {problem}", key="runner")
+    return LocalRunner(cache, options), problem
+
+
+def _missing_image(engine: Engine, plan: Plan, base: str | None) -> str | None:
+    """Why some builder image of the plan can neither be found nor built, or None."""
+    images = {builder_image(cell.cuda.version, cell.platform, base)
+              for cell in plan.cells if cell.cuda is not None}
+    for image in sorted(images, key=lambda image: image.name):
+        if not engine.has_image(image.name):
+            failure = missing_base(engine, image)
+            if failure is not None:
+                return failure
+    return None

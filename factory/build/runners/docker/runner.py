@@ -1,0 +1,275 @@
+"""The docker runner: each cell is built inside a builder image of its CUDA version.
+
+Per builder image (a group of cells), two containers, each started once:
+
+- the *prepare* container, with the network on, makes the torch environments the group's cells
+  need, in the factory's cache (mounted read-write; uv's download cache is shared with the host);
+- the *build* container, started with `--network none`, as a non-root user, without
+  capabilities, with only its image's part of the cache mounted, read-only. Each kernel's source
+  is copied in once (owned by root, so the build cannot change it); nothing of the user's tree
+  is mounted. Each cell is built there by `docker exec`, and its wheel copied out.
+
+The wheel is judged by the gates outside the container, before it is published. The runner is
+a context manager: its engine removes every container when the run ends, fails or is
+interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from types import TracebackType
+from typing import Any
+
+from .... import defaults
+from ....errors import BuildError
+from ....plan.cells import Cell
+from ....plan.codec import cell_record
+from ....process import Log, first_error
+from ....sources.tree import source_files
+from ....versions import major_minor
+from ...cell import build_cell
+from ...options import BuildOptions
+from .engine import Engine, source_archive
+from .image import BuilderImage, build_context, builder_image, slug
+from .inside import CONTROL
+
+__all__ = ["DockerRunner", "build_user", "missing_base"]
+
+CACHE = PurePosixPath("/cache")  # the factory's cache, as containers see it
+SOURCES = PurePosixPath("/work/src")
+OUTPUT = PurePosixPath("/tmp/kernel-wheel-factory/out")
+CUDA_HOME = "/usr/local/cuda"
+NOBODY = "10001:10001"  # the build user when the factory itself runs as root
+NETWORK_FAILURES = ("could not resolve host", "temporary failure in name resolution",
+                    "name or service not known", "network is unreachable",
+                    "failed to establish a new connection", "getaddrinfo failed")
+
+
+def build_user() -> str:
+    """Who builds in the container: the invoking user, or an unprivileged one for root."""
+    return NOBODY if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}"
+
+
+def missing_base(engine: Engine, image: BuilderImage) -> str | None:
+    """Why an image that is not here cannot be built (its base is not here and cannot be
+    pulled), or None."""
+    if engine.has_image(image.base):
+        return None
+    failure = engine.pull(image.base)
+    if failure is None:
+        return None
+    return f"the base image {image.base} is not here and cannot be pulled ({failure})"
+
+
+@dataclass
+class _Group:
+    """The cells of one builder image, and the containers made for them."""
+
+    image: BuilderImage
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    ready: bool = False
+    error: str | None = None
+    prepare: str | None = None
+    build: str | None = None
+    prepared: set[tuple[str, str, str | None]] = field(default_factory=set)
+    sources: set[str] = field(default_factory=set)
+
+
+class DockerRunner:
+    name = "docker"
+
+    def __init__(self, cache: Path, options: BuildOptions, base: str | None,
+                 engine: Engine | None = None) -> None:
+        self.cache = cache
+        self.options = options
+        self.base = base
+        self.engine = engine or Engine()
+        self._groups: dict[str, _Group] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> DockerRunner:
+        self.engine.__enter__()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.engine.__exit__(kind, error, trace)
+
+    def image(self, cell: Cell) -> BuilderImage:
+        assert cell.cuda is not None  # only compiled cells go into containers
+        return builder_image(cell.cuda.version, cell.platform, self.base)
+
+    def facts(self, cell: Cell) -> dict[str, Any]:
+        if cell.cuda is None:
+            return {"image": None}
+        return {"image": self.image(cell).name}
+
+    def make_images(self, cells: Iterable[Cell], log: Log) -> list[BuilderImage]:
+        """Make sure the builder image of every cell is there; the images."""
+        images = list(dict.fromkeys(self.image(cell) for cell in cells if cell.cuda))
+        for image in images:
+            self._ensure_image(self._group(image), log)
+        return images
+
+    # -- one cell -----------------------------------------------------------------------------
+
+    def build(self, cell: Cell, staging: Path, log: Log, threads: int,
+              progress: Callable[[str], None]) -> Path:
+        if cell.cuda is None:  # nothing is compiled or run for a pure-Python kernel
+            return build_cell(cell, self.cache, self.options, staging, log, threads, progress)
+        group = self._group(self.image(cell))
+        log.write(f"builder image {group.image.name} (base {group.image.base})")
+        progress("builder image")
+        self._ensure_image(group, log)
+        progress("torch environment")
+        self._prepare(group, cell, log)
+        progress("copying the source in")
+        container = self._build_container(group, cell)
+        return self._run_build(group, container, cell, staging, log, threads, progress)
+
+    def _group(self, image: BuilderImage) -> _Group:
+        with self._lock:
+            return self._groups.setdefault(image.name, _Group(image))
+
+    def _ensure_image(self, group: _Group, log: Log) -> None:
+        with group.lock:
+            if not group.ready and group.error is None:
+                try:
+                    self._make_image(group.image, log)
+                    group.ready = True
+                except BuildError as exc:
+                    group.error = str(exc)
+            if group.error is not None:
+                raise BuildError(group.error)
+
+    def _make_image(self, image: BuilderImage, log: Log) -> None:
+        if self.engine.has_image(image.name):
+            return
+        failure = missing_base(self.engine, image)
+        if failure is not None:
+            raise BuildError(f"{failure}; make an offline one with docker/make-bullseye-base.sh "
+                             "and set docker.base in the matrix")
+        log.step(f"building {image.name}")
+        with build_context() as context:
+            args = [arg for name, value in image.build_args
+                    for arg in ("--build-arg", f"{name}={value}")]
+            lines: list[str] = []
+
+            def line(text: str) -> None:
+                lines.append(text)
+                log.write(text)
+
+            status = self.engine.stream(
+                ["build", "--tag", image.name, "--label",
+                 f"kernel-wheel-factory.context={image.digest}", *args,
+                 "--file", str(context / "builder.Dockerfile"), str(context)], line)
+        if status != 0:
+            raise BuildError(f"building the image {image.name} failed (exit {status}): "
+                             f"{first_error(chr(10).join(lines[-40:]))}")
+
+    def _prepare(self, group: _Group, cell: Cell, log: Log) -> None:
+        assert cell.cuda is not None
+        key = (str(cell.torch), str(major_minor(cell.cuda.version)), cell.cuda.torch_index)
+        with group.lock:
+            if key in group.prepared:
+                return
+            if group.prepare is None:
+                self.cache.mkdir(parents=True, exist_ok=True)
+                group.prepare = self.engine.launch(group.image.name, f"{group.image.tag}-prepare", [
+                    "--network", "bridge", "--user", f"{os.getuid()}:{os.getgid()}",
+                    "--env", "HOME=/tmp", "--env", f"UV_CACHE_DIR={CACHE}/uv",
+                    "--mount", f"type=bind,source={self.cache},target={CACHE}",
+                ])
+            job = {"torch": key[0], "cuda": key[1], "torch_index": key[2],
+                   "cache": str(self._inside(group.image))}
+            log.step(f"preparing torch {cell.torch} for CUDA {key[1]} in {group.prepare}")
+            self._exec(group.prepare, "prepare", job, log, lambda step: None)
+            group.prepared.add(key)
+
+    def _image_cache(self, image: BuilderImage) -> Path:
+        """The part of the cache one base's containers use (their torch environments), on the
+        host; _inside() names it as the containers see it."""
+        return self.cache / "docker" / slug(image.base)
+
+    def _inside(self, image: BuilderImage) -> PurePosixPath:
+        return CACHE / "docker" / slug(image.base)
+
+    def _build_container(self, group: _Group, cell: Cell) -> str:
+        with group.lock:
+            if group.build is None:
+                host_side = self._image_cache(group.image)
+                host_side.mkdir(parents=True, exist_ok=True)
+                group.build = self.engine.launch(group.image.name, f"{group.image.tag}-build", [
+                    "--network", "none", "--user", build_user(), "--cap-drop", "ALL",
+                    "--security-opt", "no-new-privileges", "--env", "HOME=/tmp",
+                    "--mount", f"type=bind,source={host_side},"
+                               f"target={self._inside(group.image)},readonly",
+                ])
+            name = cell.spec.name
+            if name not in group.sources:
+                root = cell.source.root
+                self.engine.copy_in(group.build, str(SOURCES),
+                                    source_archive(root, source_files(root), name))
+                group.sources.add(name)
+            return group.build
+
+    def _run_build(self, group: _Group, container: str, cell: Cell, staging: Path, log: Log,
+                   threads: int, progress: Callable[[str], None]) -> Path:
+        out = OUTPUT / cell.key
+        job = {
+            "kernel": str(SOURCES / cell.spec.name), "source": cell.source.to_json(),
+            "cell": cell_record(cell), "version": cell.version, "cuda_home": CUDA_HOME,
+            "build_root": str(defaults.BUILD_ROOT),
+            "source_date_epoch": self.options.epoch(cell), "builder": group.image.name,
+            "cache": str(self._inside(group.image)), "out": str(out),
+            "threads": threads,
+        }
+        log.step(f"building in {container} (no network, user {build_user()})")
+        name = self._exec(container, "build", job, log, progress)
+        archive = self.engine.copy_out(container, str(out / name))
+        for member in archive.getmembers():
+            if member.isreg() and PurePosixPath(member.name).name == name:
+                staging.mkdir(parents=True, exist_ok=True)
+                wheel = staging / name
+                data = archive.extractfile(member)
+                if data is None:
+                    break
+                wheel.write_bytes(data.read())
+                return wheel
+        raise BuildError(f"the container reported {name}, but it is not in {out}")
+
+    def _exec(self, container: str, command: str, job: dict[str, Any], log: Log,
+              progress: Callable[[str], None]) -> str:
+        """Run the factory's container side; its result, or BuildError with its error."""
+        outcome: dict[str, Any] = {}
+        tail: list[str] = []
+
+        def line(text: str) -> None:
+            if text.startswith(CONTROL):
+                message = json.loads(text[len(CONTROL):])
+                if "progress" in message:
+                    progress(message["progress"])
+                outcome.update({k: v for k, v in message.items() if k != "progress"})
+                return
+            tail.append(text)
+            del tail[:-200]
+            log.write(text)
+
+        status = self.engine.stream(
+            ["exec", "--interactive", container, "python", "-m",
+             "factory.build.runners.docker.inside",
+             command], line, stdin=json.dumps(job).encode())
+        if status == 0 and "result" in outcome:
+            return str(outcome["result"])
+        detail = outcome.get("error") or (f"the container's {command} step failed (exit "
+                                          f"{status}): {first_error(chr(10).join(tail))}")
+        if any(sign in text.lower() for text in tail for sign in NETWORK_FAILURES) \
+                and command == "build":
+            detail += (" (the docker runner builds with the network off: a kernel's build "
+                       "cannot download anything)")
+        raise BuildError(detail)

@@ -1,0 +1,127 @@
+"""`factory verify WHEEL`: build a wheel again from its provenance record and compare bytes.
+
+The record names the source, the cell, the build folder and the source time; the same inputs
+through the same toolchain must give the same sha256. When they do not, the report says which
+files of the wheel differ and which recorded tool versions differ from this machine's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config.buildtoml import read_build_toml
+from ..config.model import KernelEntry, SourceRequest
+from ..errors import ConfigError
+from ..plan.codec import cell_from_record
+from ..process import Log
+from ..sources.resolve import Sources
+from ..sources.tree import GitState, SourceTree, resolve_path_source
+from ..wheel.read import WheelFile, read_wheel
+from .cell import build_cell
+from .options import BuildOptions, usable_build_root
+
+__all__ = ["Verdict", "verify_wheel"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    wheel: Path
+    rebuilt: Path | None
+    expected_sha256: str
+    actual_sha256: str | None
+    problem: str | None  # why the wheel could not be rebuilt as recorded
+    differing_files: tuple[str, ...] = ()
+    differing_tools: tuple[str, ...] = ()
+    log: Path | None = None
+    builder: str | None = None  # the container image the wheel was built in, if any
+
+    @property
+    def matches(self) -> bool:
+        return self.problem is None and self.expected_sha256 == self.actual_sha256
+
+
+def verify_wheel(wheel: Path, source: Path | None, cache: Path,
+                 build_root: Path | None) -> Verdict:
+    report = read_wheel(wheel)
+    record = report.provenance
+    if not record or "cell" not in record or "source" not in record:
+        raise ConfigError("has no provenance record (.dist-info/provenance.json): it was not "
+                          "built by kernel-wheel-factory, so there is nothing to rebuild from",
+                          file=wheel)
+    tree = _source_tree(record, source, wheel, cache)
+    recorded_tree = record["source"]["tree_sha256"]
+    if tree.digest != recorded_tree:
+        return Verdict(wheel, None, report.sha256, None,
+                       f"the source at {tree.root} is not the one the wheel was built from "
+                       f"(its tree is {tree.digest[:12]}, the record's {recorded_tree[:12]})")
+    version = record["kernel"]["version"]
+    cell = cell_from_record(record["cell"], read_build_toml(tree.root), tree, version, wheel)
+    options = BuildOptions(usable_build_root(build_root or Path(record["build"]["root"])),
+                           int(record["build"]["source_date_epoch"]))
+    work = cache / "verify" / cell.key
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    log_path = work / "verify.log"
+    with open(log_path, "w", encoding="utf-8") as handle:
+        rebuilt = build_cell(cell, cache, options, work, Log(handle),
+                             threads=os.cpu_count() or 1, progress=lambda step: None)
+    actual = read_wheel(rebuilt)
+    return Verdict(wheel, rebuilt, report.sha256, actual.sha256, None,
+                   _differing_files(wheel, rebuilt) if actual.sha256 != report.sha256 else (),
+                   _differing_tools(report, actual), log_path, record["build"].get("builder"))
+
+
+def _source_tree(record: dict[str, Any], source: Path | None, wheel: Path,
+                 cache: Path) -> SourceTree:
+    """The recorded source: fetched again by its commit (git, Hub), or found at --source or
+    its recorded folder."""
+    recorded = record["source"]
+    kind = recorded.get("kind")
+    git = recorded.get("git")
+    if kind not in ("path", "git", "hub"):
+        raise ConfigError(f"the wheel records a source of unknown kind {kind!r}", file=wheel)
+    if source is None and kind != "path":
+        location = recorded["location"]
+        folder = Path(location).resolve() if kind == "git" and Path(location).is_dir() else None
+        request = SourceRequest(kind, location, recorded.get("revision"), recorded.get("subdir"),
+                                folder)
+        entry = KernelEntry(request, record["kernel"]["version"], None)
+        return Sources(cache).resolve(entry, wheel, pin=git["commit"],
+                                      version=record["kernel"]["version"]).tree
+    root = (source or Path(recorded["location"])).resolve()
+    if not (root / "build.toml").is_file():
+        raise ConfigError(f"the wheel's source '{recorded['location']}' is not at {root}; pass "
+                          "--source DIR", file=wheel, key="--source")
+    found = resolve_path_source(root, Path.cwd())
+    # Where the source was and its git state are taken from the record: once the tree digest
+    # matches, they are true of this copy too, and the rebuilt record must say the same.
+    state = GitState(git["commit"], git["dirty"], int(record["build"]["source_date_epoch"])) \
+        if git else None
+    revision = found.revision if kind == "path" else git["commit"]
+    return SourceTree(found.root, revision, kind, recorded["location"], found.newest_mtime, state,
+                      found.digest, recorded.get("subdir"), recorded.get("revision"))
+
+
+def _differing_files(first: Path, second: Path) -> tuple[str, ...]:
+    def digests(path: Path) -> dict[str, str]:
+        with zipfile.ZipFile(path) as archive:
+            return {info.filename: hashlib.sha256(archive.read(info)).hexdigest()
+                    + f"/{info.date_time}/{info.external_attr}"
+                    for info in archive.infolist()}
+
+    a, b = digests(first), digests(second)
+    return tuple(sorted(name for name in a.keys() | b.keys() if a.get(name) != b.get(name)))
+
+
+def _differing_tools(recorded: WheelFile, rebuilt: WheelFile) -> tuple[str, ...]:
+    old = (recorded.provenance or {}).get("toolchain", {})
+    new = (rebuilt.provenance or {}).get("toolchain", {})
+    return tuple(f"{name}: {old.get(name)} then, {new.get(name)} now"
+                 for name in sorted(old.keys() | new.keys()) if old.get(name) != new.get(name))

@@ -1,0 +1,113 @@
+"""What the subcommands share: argparse that reports a bad argument as bad input, argument
+types, the source options, the consoles, and the index summary line.
+
+The subcommand modules import the steps they run inside `run()`, not at the top: `factory`
+then starts without loading every library of every step (pydantic through pypi-simple, twine,
+huggingface_hub), which most commands never touch."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from rich.console import Console
+
+from ..cache import default_cache_dir
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..index.update import IndexSummary
+
+__all__ = ["Parser", "cache_dir", "make_console", "matrix_options", "port", "positive",
+           "print_index", "say_to", "shard", "source_options", "wheel_paths"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line and exit status 2 (not a usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"{message} (see '{self.prog} --help')")
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def shard(text: str) -> tuple[int, int]:
+    from ..plan.jobs import parse_shard
+
+    try:
+        return parse_shard(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(error.message) from None
+
+
+def port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a port number (0 to 65535)")
+    return int(text)
+
+
+def matrix_options(parser: argparse.ArgumentParser, help: str, lockable: bool = True) -> None:
+    """MATRIX, the cache, and how sources are fetched: what every command that reads a matrix
+    takes."""
+    parser.add_argument("matrix", type=Path, metavar="MATRIX", help=help)
+    parser.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                        help="toolkits, torch environments and fetched sources "
+                             "(default: ~/.cache/kernel-wheel-factory)")
+    source_options(parser, lockable)
+
+
+def source_options(parser: argparse.ArgumentParser, lockable: bool = True) -> None:
+    if lockable:
+        parser.add_argument("--locked", action="store_true",
+                            help="build the sources the lock file pins (see `factory lock`); "
+                                 "fail when one has moved or changed")
+    parser.add_argument("--offline", action="store_true",
+                        help="fetch nothing: git and Hub sources come from the cache (refs as "
+                             "last fetched; HF_HUB_OFFLINE=1 does this for Hub sources)")
+
+
+def cache_dir(args: argparse.Namespace) -> Path:
+    return (getattr(args, "cache_dir", None) or default_cache_dir()).resolve()
+
+
+def make_console(stderr: bool) -> Console:
+    """Rich output; off a terminal (CI logs, pipes) wide enough that paths stay on one line."""
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=stderr, highlight=False, width=160)
+    return console
+
+
+def say_to(console: Console, style: str | None = None) -> Callable[[str], None]:
+    """A function that prints one plain line (no markup) to `console`."""
+    def say(text: str) -> None:
+        console.print(text, style=style, markup=False, soft_wrap=True)
+    return say
+
+
+def print_index(console: Console, out: Path, summary: IndexSummary) -> None:
+    console.print(f"index: {summary.wheels} wheel(s) of {summary.projects} project(s) in "
+                  f"{out}/simple/ and one index per cell "
+                  f"({', '.join(summary.labels) or 'none yet'}); {summary.pages_written} "
+                  f"page(s) written, {summary.pages_removed} removed", markup=False,
+                  soft_wrap=True)
+
+
+def wheel_paths(paths: list[Path]) -> list[Path]:
+    for path in paths:
+        if not path.is_file():
+            raise ConfigError("no such wheel", file=path)
+        if path.suffix != ".whl":
+            raise ConfigError("not a .whl file", file=path)
+    return paths

@@ -1,0 +1,43 @@
+"""`factory inspect WHEEL...`: what each wheel holds, and the gates' verdict on it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from .common import wheel_paths
+
+__all__ = ["add", "run"]
+
+
+def add(commands: Any) -> None:
+    inspect = commands.add_parser(
+        "inspect", help="show what a wheel holds and check it",
+        description="Show each wheel's tags, torch pin, GPU code, libraries, manylinux and abi3 "
+                    "verdicts and provenance, and run the publishing checks on it. Exit "
+                    "status 1 when a check fails.")
+    inspect.add_argument("wheels", type=Path, nargs="+", metavar="WHEEL")
+    inspect.add_argument("--json", action="store_true",
+                         help="print the stable JSON report (kernel-wheel-factory/inspect/1)")
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from ..ui.inspect import print_report, report_json
+    from ..wheel.inspect import inspect_wheel
+
+    reports = [inspect_wheel(path) for path in wheel_paths(args.wheels)]
+    if args.json:
+        document = report_json(reports)
+        sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+        return 1 if any(wheel["problems"] for wheel in document["wheels"]) else 0
+    failed = False
+    for number, report in enumerate(reports):
+        if number:
+            console.print()
+        failed |= bool(print_report(report, console))
+    return 1 if failed else 0

@@ -1,0 +1,45 @@
+"""`factory lock MATRIX`: pin every kernel source in the lock file beside the matrix."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from .common import cache_dir, matrix_options, say_to
+
+__all__ = ["add", "run"]
+
+
+def add(commands: Any) -> None:
+    lock = commands.add_parser(
+        "lock", help="pin every kernel source of a matrix in its lock file",
+        description="Resolve every kernel source of MATRIX (git and Hub revs to commits, each "
+                    "tree to its sha256, each wheel version) and write them to the lock file "
+                    "beside it (matrix.lock for matrix.yaml); `factory build --locked` then "
+                    "builds exactly those.")
+    matrix_options(lock, help="the matrix.yaml", lockable=False)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from ..config.lockfile import Locked, lock_path, render, write
+    from ..plan.cells import check_unique_names
+    from ..plan.load import resolve_matrix
+
+    matrix, kernels = resolve_matrix(args.matrix, cache_dir(args), say_to(console, "yellow"),
+                                     args.offline)
+    check_unique_names(matrix, kernels)
+    entries = []
+    for kernel in kernels:
+        tree, source = kernel.source, kernel.entry.source
+        entries.append(Locked(kernel.spec.name, source.kind, source.location, source.subdir,
+                              source.revision, tree.revision, tree.digest, kernel.version))
+        rev = f" {source.revision} ->" if source.revision else ""
+        console.print(f"{kernel.spec.name} {kernel.version}: {source.kind}:{source.location}"
+                      f"{' (' + source.subdir + ')' if source.subdir else ''}{rev} "
+                      f"{tree.revision[:12]}", markup=False, soft_wrap=True)
+    path = lock_path(matrix.path)
+    changed = write(path, render(matrix.path, entries))
+    console.print(f"{'wrote' if changed else 'unchanged:'} {path}", markup=False, soft_wrap=True)
+    return 0

@@ -1,0 +1,64 @@
+"""`factory publish [DIR]`: the wheels to a PyPI-compatible registry (twine), or the static
+index to a folder, s3:// or hf://."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from .. import defaults
+from ..errors import ConfigError
+from .common import say_to
+
+__all__ = ["add", "run"]
+
+
+def add(commands: Any) -> None:
+    publish = commands.add_parser(
+        "publish", help="upload the wheels to a PyPI-compatible registry with twine, or copy "
+        "the static index to a folder, s3:// or hf://",
+        description="Without --to: upload the wheels of DIR/files that the registry lacks, "
+        "with twine (credentials: TWINE_USERNAME/TWINE_PASSWORD, keyring or ~/.pypirc); a "
+        "wheel already there with the same sha256 is skipped, one with other bytes stops the "
+        "publish. With --to: copy the static index, wheels first and pages last.")
+    publish.add_argument("folder", type=Path, nargs="?", default=defaults.OUT, metavar="DIR",
+                         help=f"the output folder to publish (default: {defaults.OUT})")
+    destination = publish.add_mutually_exclusive_group()
+    destination.add_argument("--repository-url", metavar="URL", default=None,
+                             help="the registry's upload URL (default: TWINE_REPOSITORY_URL, "
+                             "else the --repository section, else PyPI)")
+    destination.add_argument("--repository", metavar="NAME", default=None,
+                             help="a repository section of ~/.pypirc")
+    destination.add_argument("--to", metavar="TARGET", default=None,
+                             help="a folder, s3://BUCKET[/PREFIX] or "
+                             "hf://[datasets/|spaces/]OWNER/NAME[@REVISION][/PATH]")
+    publish.add_argument("--index-url", metavar="URL", default=None,
+                         help="the registry's simple index, when it is not <upload URL>/simple/")
+    publish.add_argument("--dry-run", action="store_true",
+                         help="say what would be sent, send nothing")
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from ..publish.registry import publish_to_registry
+    from ..publish.static import publish_static
+
+    say = say_to(console)
+    if not args.folder.is_dir():
+        raise ConfigError("no such folder", file=args.folder)
+    if args.to is not None:
+        if args.index_url is not None:
+            raise ConfigError("only applies to a registry, not with --to", key="--index-url")
+        report = publish_static(args.folder, args.to, dry_run=args.dry_run, say=say)
+        say(f"{'would send' if args.dry_run else 'sent'} {len(report.sent)} file(s) to "
+            f"{report.target}, {report.unchanged} unchanged")
+        return 0
+    registry = publish_to_registry(args.folder, repository_url=args.repository_url,
+                                   repository=args.repository, index_url=args.index_url,
+                                   dry_run=args.dry_run, say=say)
+    say(f"{'dry run: nothing uploaded' if args.dry_run else f'uploaded {len(registry.uploaded)}'}"
+        f", {len(registry.skipped)} already there"
+        + (f", {len(registry.yanked)} yanked left out" if registry.yanked else ""))
+    return 0

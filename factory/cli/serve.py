@@ -1,0 +1,52 @@
+"""`factory serve [DIR]`: an output folder over HTTP for pip, uv and browsers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from .. import defaults
+from ..errors import ConfigError
+from .common import port
+
+__all__ = ["add", "run"]
+
+
+def add(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve", help="serve an output folder to pip, uv and browsers",
+        description="Serve DIR over HTTP with PEP 691 content negotiation (JSON or HTML pages).")
+    serve.add_argument("folder", type=Path, nargs="?", default=defaults.OUT, metavar="DIR",
+                       help=f"the output folder (default: {defaults.OUT})")
+    serve.add_argument("--host", default=defaults.SERVE_HOST,
+                       help=f"address to listen on (default: {defaults.SERVE_HOST})")
+    serve.add_argument("--port", type=port, default=defaults.SERVE_PORT,
+                       help=f"port (default: {defaults.SERVE_PORT}; 0 picks a free one)")
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from ..index.serve import make_server
+
+    folder: Path = args.folder
+    if not folder.is_dir():
+        raise ConfigError("no such folder", file=folder)
+    try:
+        server = make_server(folder, args.host, args.port)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {args.host}:{args.port} ({exc.strerror})",
+                          key="--port") from None
+    host, bound = server.server_address[:2]
+    console.print(f"Serving {folder.resolve()} at http://{host!s}:{bound}/ (Ctrl-C to stop)",
+                  markup=False, soft_wrap=True)
+    labels = sorted(p.parent.name for p in folder.glob("*/simple") if p.is_dir())
+    for label in labels:
+        console.print(f"  pip install PACKAGE --extra-index-url http://{host!s}:{bound}/{label}"
+                      "/simple", markup=False, soft_wrap=True)
+    sys.stdout.flush()
+    with server:
+        server.serve_forever()
+    return 0

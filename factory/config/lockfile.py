@@ -1,0 +1,120 @@
+"""matrix.lock: the exact sources a matrix was resolved to, so a later build takes the same.
+
+`factory lock MATRIX` writes it (atomically) beside the matrix; `factory build --locked` builds
+exactly the commits and trees it names and refuses to go on when a source moved or changed.
+A plain `factory build` never writes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from ..errors import ConfigError
+from ..files import write_atomic
+from .model import SOURCE_KINDS, KernelEntry, SourceKind, SourceRequest
+from .nodes import load_toml
+
+__all__ = ["Locked", "lock_path", "pin_for", "read", "render", "unused", "write"]
+
+LOCK_VERSION = 1
+_HEADER = """\
+# The sources `factory build --locked {matrix}` builds: written by `factory lock {matrix}`.
+# Commit it beside the matrix; run `factory lock` again to take newer commits.
+"""
+
+
+@dataclass(frozen=True)
+class Locked:
+    """One kernel's pinned source."""
+
+    name: str
+    kind: SourceKind
+    location: str
+    subdir: str | None
+    requested: str | None  # the rev the matrix asked for when the lock was written
+    commit: str  # the resolved commit (a content digest for plain folders)
+    tree: str  # sha256 of the kernel's files (source.tree_digest)
+    version: str
+    line: int | None = None
+
+    @property
+    def request(self) -> SourceRequest:
+        """The matrix entry this was resolved from (which names it, and how it reads)."""
+        return SourceRequest(self.kind, self.location, self.requested, self.subdir)
+
+
+def lock_path(matrix: Path) -> Path:
+    return matrix.with_suffix(".lock")
+
+
+def render(matrix: Path, entries: list[Locked]) -> str:
+    lines = [_HEADER.format(matrix=matrix.name), f"lock-version = {LOCK_VERSION}"]
+    for entry in entries:
+        lines += ["", "[[kernel]]"]
+        for key in ("name", "kind", "location", "subdir", "requested", "commit", "tree",
+                    "version"):
+            value = getattr(entry, key)
+            if value is not None:
+                lines.append(f"{key} = {json.dumps(value, ensure_ascii=False)}")
+    return "\n".join(lines) + "\n"
+
+
+def write(path: Path, text: str) -> bool:
+    """Write the lock in one step; False when it already said exactly that."""
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    write_atomic(path, text)
+    return True
+
+
+def read(path: Path) -> dict[tuple[str, str, str], Locked]:
+    root = load_toml(path)
+    top = root.table(["lock-version", "kernel"], required=["lock-version"])
+    if top["lock-version"].int() != LOCK_VERSION:
+        raise top["lock-version"].error(f"this factory reads lock-version {LOCK_VERSION}; "
+                                        "run `factory lock` to write the lock again")
+    found: dict[tuple[str, str, str], Locked] = {}
+    for node in top["kernel"].list() if "kernel" in top else []:
+        fields = node.table(["name", "kind", "location", "subdir", "requested", "commit", "tree",
+                             "version"],
+                            required=["name", "kind", "location", "commit", "tree", "version"])
+        text = {key: value.nonempty_str() for key, value in fields.items()}
+        if text["kind"] not in SOURCE_KINDS:
+            raise fields["kind"].error(f"unknown source kind '{text['kind']}' (known: "
+                                       f"{', '.join(SOURCE_KINDS)})")
+        entry = Locked(text["name"], cast(SourceKind, text["kind"]), text["location"],
+                       text.get("subdir"), text.get("requested"), text["commit"], text["tree"],
+                       text["version"], node.line)
+        if entry.request.identity in found:
+            raise node.error(f"{entry.request.describe()} is locked twice")
+        found[entry.request.identity] = entry
+    return found
+
+
+def pin_for(entry: KernelEntry, locked: dict[tuple[str, str, str], Locked], path: Path,
+            matrix: Path) -> Locked:
+    """The lock's entry for a matrix entry, refusing a lock the matrix has moved away from."""
+    source = entry.source
+    pinned = locked.get(source.identity)
+    if pinned is None:
+        raise ConfigError(f"{source.describe()} is not in {path.name}; run `factory lock "
+                          f"{matrix.name}` to add it", file=matrix, line=entry.line, key=entry.key)
+    if pinned.requested != source.revision:
+        raise ConfigError(f"asks for {source.revision!r} but {path.name} was written for "
+                          f"{pinned.requested!r}; run `factory lock {matrix.name}` to lock the "
+                          "new rev", file=matrix, line=entry.line, key=entry.key)
+    if entry.version is not None and entry.version != pinned.version:
+        raise ConfigError(f"gives version {entry.version} but {path.name} has {pinned.version}; "
+                          f"run `factory lock {matrix.name}`", file=matrix, line=entry.line,
+                          key=f"{entry.key}.version")
+    return pinned
+
+
+def unused(entries: list[KernelEntry],
+           locked: dict[tuple[str, str, str], Locked]) -> list[Locked]:
+    """Locked sources the matrix no longer lists."""
+    wanted = {entry.source.identity for entry in entries}
+    return [pin for identity, pin in locked.items() if identity not in wanted]

@@ -1,0 +1,334 @@
+"""Read and validate matrix.yaml: every error names the file, the line and the key."""
+
+from __future__ import annotations
+
+import re
+import string
+from pathlib import Path, PurePosixPath
+from typing import cast
+from urllib.parse import urlsplit
+
+from packaging.version import InvalidVersion
+
+from .. import defaults
+from ..policy import (
+    CudaPolicy,
+    cuda_policies,
+    cuda_policy,
+    torch_release,
+    torch_releases,
+)
+from ..policy.capabilities import Capability, check_supported
+from ..safety import leaves_root
+from ..versions import Version, major_minor, parse_release
+from .model import (
+    PLATFORMS,
+    RUNNERS,
+    CudaEntry,
+    Exclude,
+    KernelEntry,
+    Matrix,
+    RunnerChoice,
+    SourceKind,
+    SourceRequest,
+)
+from .nodes import Node, load_yaml
+
+__all__ = ["LABEL_FIELDS", "load_matrix"]
+
+LABEL_FIELDS = ("cuda", "torch", "cuda_major", "cuda_minor", "torch_major", "torch_minor")
+_LOCAL_LABEL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")
+
+
+def load_matrix(path: Path) -> Matrix:
+    root = load_yaml(path)
+    if not isinstance(root.value, dict):
+        raise root.error("expected a table of settings at the top of the file")
+    top = root.table(["kernels", "torch", "cuda", "platforms", "label", "exclude", "runner",
+                      "docker"], required=["kernels", "torch", "cuda"])
+    base = path.parent
+    matrix = Matrix(
+        path=path,
+        kernels=_kernels(top["kernels"], base),
+        torch=_torch_versions(top["torch"]),
+        cuda=_cuda_entries(top["cuda"], base),
+        platforms=_platforms(top.get("platforms")),
+        label=top["label"].nonempty_str() if "label" in top else defaults.LABEL_TEMPLATE,
+        label_line=top["label"].line if "label" in top else None,
+        excludes=_excludes(top.get("exclude")),
+        runner=_runner(top["runner"]) if "runner" in top else None,
+        docker_base=_docker(top["docker"]) if "docker" in top else None,
+    )
+    if "label" in top:
+        _check_label_template(top["label"])
+    return matrix
+
+
+def _nonempty_list(node: Node) -> list[Node]:
+    items = node.list()
+    if not items:
+        raise node.error("must not be empty")
+    return items
+
+
+_KERNEL_KEYS: dict[SourceKind, tuple[str, ...]] = {
+    "path": ("path", "version"),
+    "git": ("git", "rev", "subdir", "version"),
+    "hub": ("hub", "revision", "subdir", "version"),
+}
+_HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+_GIT_URL = re.compile(r"(https?|ssh|git|file)://\S+|[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:\S+")
+_REV = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+@-]*")
+
+
+def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
+    entries = []
+    for index, item in enumerate(_nonempty_list(node)):
+        if not isinstance(item.value, dict):
+            raise item.error("expected a table with one of path:, git: or hub:")
+        kinds = [kind for kind in _KERNEL_KEYS if kind in item.value]
+        if len(kinds) != 1:
+            raise item.error("give exactly one of path: (a folder), git: (a repository URL) or "
+                             "hub: (a Hugging Face repo id)"
+                             + (f", not {' and '.join(kinds)}" if kinds else ""))
+        kind = kinds[0]
+        allowed = _KERNEL_KEYS[kind]
+        for name, child in item.mapping().items():
+            if name not in allowed and any(name in keys for keys in _KERNEL_KEYS.values()):
+                owners = [k for k, keys in _KERNEL_KEYS.items() if name in keys]
+                raise child.error(f"'{name}' belongs to {' and '.join(owners)} sources; a {kind} "
+                                  f"source takes {', '.join(allowed[1:])}")
+        fields = item.table(allowed, required=[kind])
+        source = {"path": _path_source, "git": _git_source, "hub": _hub_source}[kind](fields, base)
+        version = _wheel_version(fields["version"]) if "version" in fields else None
+        entries.append(KernelEntry(source, version, item.line, index))
+    return tuple(entries)
+
+
+def _path_source(fields: dict[str, Node], base: Path) -> SourceRequest:
+    text = fields["path"].nonempty_str()
+    folder = (base / text).resolve()
+    if not folder.is_dir():
+        raise fields["path"].error(f"kernel folder '{text}' does not exist")
+    if not (folder / "build.toml").is_file():
+        raise fields["path"].error(f"'{text}' has no build.toml")
+    return SourceRequest("path", Path(text).as_posix(), folder=folder)
+
+
+def _git_source(fields: dict[str, Node], base: Path) -> SourceRequest:
+    url = fields["git"].nonempty_str().strip().rstrip("/")
+    if "://" in url and urlsplit(url).password is not None:
+        raise fields["git"].error("the URL holds a password or token, which would be written into "
+                                  "the lock file and every wheel's provenance; use a git "
+                                  "credential helper instead")
+    folder = None
+    if not _GIT_URL.fullmatch(url):
+        if "://" in url or any(c.isspace() for c in url):
+            raise fields["git"].error(f"'{url}' is not a git URL (https://, ssh://, git://, "
+                                      "file://, user@host:path or a local folder)")
+        folder = (base / Path(url).expanduser()).resolve()
+        if not folder.exists():
+            raise fields["git"].error(f"'{url}' is neither a git URL nor an existing folder")
+    return SourceRequest("git", url, _rev(fields.get("rev"), "HEAD"),
+                         _subdir(fields.get("subdir")), folder)
+
+
+def _hub_source(fields: dict[str, Node], base: Path) -> SourceRequest:
+    repo = fields["hub"].nonempty_str().strip()
+    if not _HUB_REPO.fullmatch(repo) or ".." in repo:
+        raise fields["hub"].error(f"'{repo}' is not a Hugging Face repo id (org/name)")
+    return SourceRequest("hub", repo, _rev(fields.get("revision"), "main"),
+                         _subdir(fields.get("subdir")))
+
+
+def _rev(node: Node | None, default: str) -> str:
+    if node is None:
+        return default
+    text = node.scalar_text().strip()
+    if not _REV.fullmatch(text) or ".." in text or text.endswith((".lock", "/")):
+        raise node.error(f"'{text}' is not a branch, tag or commit name")
+    return text
+
+
+def _subdir(node: Node | None) -> str | None:
+    if node is None:
+        return None
+    text = node.nonempty_str().strip()
+    path = PurePosixPath(text)
+    if leaves_root(text) or ".git" in path.parts or "\\" in text:
+        raise node.error(f"'{text}' must be a folder inside the repository (relative, "
+                         "without '..')")
+    return None if path == PurePosixPath(".") else path.as_posix()
+
+
+def _wheel_version(node: Node) -> str:
+    text = node.scalar_text().strip()
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        raise node.error(f"'{text}' is not a valid Python package version (e.g. 1.0.0)") from None
+    if version.local is not None:
+        raise node.error(f"'{text}' has a local label; the factory adds '+<label>' itself per cell")
+    return str(version)
+
+
+def _version(node: Node) -> Version:
+    try:
+        return parse_release(node.scalar_text())
+    except ValueError as exc:
+        raise node.error(str(exc)) from None
+
+
+def _torch_versions(node: Node) -> tuple[Version, ...]:
+    versions: list[Version] = []
+    for item in _nonempty_list(node):
+        version = _version(item)
+        if len(version.release) < 2:
+            raise item.error(f"give torch as major.minor (e.g. 2.11), got '{version}'")
+        if torch_release(version) is None:
+            known = ", ".join(str(v) for v in sorted(torch_releases()))
+            raise item.error(f"torch {version} is not a PyTorch release the factory knows "
+                             f"(known: {known})")
+        if version in versions or any(major_minor(v) == major_minor(version) for v in versions):
+            raise item.error(f"torch {major_minor(version)} is listed twice")
+        versions.append(version)
+    return tuple(versions)
+
+
+def _cuda_entries(node: Node, base: Path) -> tuple[CudaEntry, ...]:
+    if not isinstance(node.value, dict):
+        raise node.error("expected a table of CUDA versions, e.g.  "
+                         "cuda: {\"13.0\": {sms: [\"9.0\"]}}")
+    entries: list[CudaEntry] = []
+    for text, item in node.mapping().items():
+        try:
+            version = parse_release(text)
+        except ValueError as exc:
+            raise item.error(str(exc)) from None
+        if len(version.release) < 2:
+            raise item.error(f"give CUDA as major.minor (e.g. 13.0), got '{version}'")
+        policy = cuda_policy(version)
+        if policy is None:
+            oldest = cuda_policies()[0].since
+            raise item.error(f"CUDA {version} is too old: the factory builds with CUDA {oldest} "
+                             "and newer")
+        if any(major_minor(entry.version) == major_minor(version) for entry in entries):
+            raise item.error(f"CUDA {major_minor(version)} is listed twice")
+        settings = {} if item.value is None else item.table(["sms", "ptx", "home", "torch-index"])
+        sms = policy.default
+        if "sms" in settings:
+            sms = _sms(settings["sms"], policy, version)
+        home = None
+        if "home" in settings:
+            home = (base / Path(settings["home"].nonempty_str()).expanduser()).resolve()
+            if not (home / "bin" / "nvcc").is_file():
+                raise settings["home"].error(f"no CUDA toolkit at '{settings['home'].str()}' "
+                                             "(expected bin/nvcc there)")
+        index = None
+        if "torch-index" in settings:
+            index = settings["torch-index"].nonempty_str()
+            if not re.match(r"(https?|file)://", index):
+                raise settings["torch-index"].error(
+                    f"'{index}' is not an index URL (http://, https:// or file://)")
+        entries.append(CudaEntry(version, tuple(sms),
+                                 settings["ptx"].bool() if "ptx" in settings
+                                 else defaults.PTX_FOR_NEWEST_SM,
+                                 home, index, item.line))
+    if not entries:
+        raise node.error("must list at least one CUDA version")
+    return tuple(entries)
+
+
+def _sms(node: Node, policy: CudaPolicy, cuda: Version) -> tuple[Version, ...]:
+    sms: list[Version] = []
+    for item in _nonempty_list(node):
+        text = item.scalar_text()
+        try:
+            capability = Capability.parse(text)
+        except ValueError as exc:
+            raise item.error(str(exc)) from None
+        if capability.ptx:
+            raise item.error(f"'{text}': PTX is added for the newest SM of the list by itself "
+                             "(set ptx: false to leave it out)")
+        if capability.variant:
+            raise item.error(f"'{text}': arch- and family-specific variants belong in a kernel's "
+                             "cuda-capabilities; list plain SMs here")
+        problem = check_supported(capability, policy, cuda)
+        if problem:
+            raise item.error(problem)
+        if capability.base in sms:
+            raise item.error(f"SM {capability.base} is listed twice")
+        sms.append(capability.base)
+    return tuple(sorted(sms))
+
+
+def _platforms(node: Node | None) -> tuple[str, ...]:
+    if node is None:
+        return (defaults.host_platform(),)
+    platforms = []
+    for item in _nonempty_list(node):
+        value = item.str()
+        if value not in PLATFORMS:
+            raise item.error(f"unknown platform '{value}' (known: {', '.join(PLATFORMS)})")
+        if value in platforms:
+            raise item.error(f"platform '{value}' is listed twice")
+        platforms.append(value)
+    return tuple(platforms)
+
+
+def _excludes(node: Node | None) -> tuple[Exclude, ...]:
+    if node is None:
+        return ()
+    excludes = []
+    for item in node.list():
+        fields = item.table(["kernel", "torch", "cuda", "platform"])
+        if not fields:
+            raise item.error("an exclude entry needs at least one of kernel, torch, cuda, platform")
+        platform = fields["platform"].str() if "platform" in fields else None
+        if platform is not None and platform not in PLATFORMS:
+            raise fields["platform"].error(
+                f"unknown platform '{platform}' (known: {', '.join(PLATFORMS)})")
+        excludes.append(Exclude(
+            kernel=fields["kernel"].nonempty_str() if "kernel" in fields else None,
+            torch=major_minor(_version(fields["torch"])) if "torch" in fields else None,
+            cuda=major_minor(_version(fields["cuda"])) if "cuda" in fields else None,
+            platform=platform,
+            line=item.line,
+        ))
+    return tuple(excludes)
+
+
+def _runner(node: Node) -> RunnerChoice:
+    value = node.str()
+    if value not in RUNNERS:
+        raise node.error(f"unknown runner '{value}' (known: {', '.join(RUNNERS)})")
+    return cast(RunnerChoice, value)
+
+
+_IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-z0-9._/:{}-]*(@sha256:[0-9a-f]{64})?")
+
+
+def _docker(node: Node) -> str | None:
+    if not isinstance(node.value, dict):
+        raise node.error("expected a table, e.g.  docker: "
+                         "{base: quay.io/pypa/manylinux_2_28_{arch}}")
+    fields = node.table(["base"])
+    if "base" not in fields:
+        return None
+    base = fields["base"].nonempty_str()
+    if not _IMAGE_REFERENCE.fullmatch(base):
+        raise fields["base"].error(f"'{base}' is not an image reference "
+                                   "(name[:tag][@sha256:digest]; {arch} stands for the platform)")
+    return base
+
+
+def _check_label_template(node: Node) -> None:
+    template = node.str()
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        raise node.error(f"invalid label template: {exc}") from None
+    for name in fields:
+        if name not in LABEL_FIELDS:
+            raise node.error(f"unknown placeholder '{{{name}}}' in the label "
+                             f"(known: {', '.join('{' + f + '}' for f in LABEL_FIELDS)})")

@@ -1,0 +1,97 @@
+"""The frozen form of matrix.yaml."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, get_args
+
+from ..versions import Version
+
+__all__ = ["PLATFORMS", "RUNNERS", "CudaEntry", "Exclude", "KernelEntry", "Matrix",
+           "RunnerChoice", "SOURCE_KINDS", "SourceKind", "SourceRequest"]
+
+SourceKind = Literal["path", "git", "hub"]
+RunnerChoice = Literal["local", "docker", "auto"]
+Platform = Literal["x86_64", "aarch64"]
+PLATFORMS: tuple[str, ...] = get_args(Platform)
+SOURCE_KINDS: tuple[str, ...] = get_args(SourceKind)
+RUNNERS: tuple[str, ...] = get_args(RunnerChoice)
+
+
+@dataclass(frozen=True)
+class SourceRequest:
+    """Where a kernel's source comes from, as matrix.yaml asks for it."""
+
+    kind: SourceKind
+    location: str  # the folder, URL or repo id as written (the lock file's key)
+    revision: str | None = None  # git rev / hub revision as written; None for folders
+    subdir: str | None = None  # the kernel's folder inside the repo (posix, relative)
+    folder: Path | None = None  # path kind: the folder; git kind: a local repo's absolute path
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        """What names a source across matrix.yaml and matrix.lock."""
+        return (self.kind, self.location, self.subdir or "")
+
+    def describe(self) -> str:
+        where = f"{self.kind}:{self.location}"
+        if self.subdir:
+            where += f" ({self.subdir})"
+        return where + (f" @ {self.revision}" if self.revision else "")
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """One kernel to build: where its source is and the wheel version to give it."""
+
+    source: SourceRequest
+    version: str | None  # None: from a vX.Y.Z tag on the resolved commit
+    line: int | None
+    index: int = 0  # its position in the kernels list (kernels[index] in errors)
+
+    @property
+    def key(self) -> str:
+        return f"kernels[{self.index}]"
+
+
+@dataclass(frozen=True)
+class CudaEntry:
+    """One CUDA version of the matrix and how to get its toolkit and torch builds."""
+
+    version: Version
+    sms: tuple[Version, ...]
+    ptx: bool
+    home: Path | None  # an installed toolkit to use instead of PyPI's
+    torch_index: str | None  # where torch builds for this CUDA version come from
+    line: int | None
+
+
+@dataclass(frozen=True)
+class Exclude:
+    kernel: str | None
+    torch: Version | None
+    cuda: Version | None
+    platform: str | None
+    line: int | None
+
+    def matches(self, kernel: str, torch: Version | None, cuda: Version | None,
+                platform: str) -> bool:
+        return ((self.kernel is None or self.kernel == kernel)
+                and (self.torch is None or self.torch == torch)
+                and (self.cuda is None or self.cuda == cuda)
+                and (self.platform is None or self.platform == platform))
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    kernels: tuple[KernelEntry, ...]
+    torch: tuple[Version, ...]
+    cuda: tuple[CudaEntry, ...]
+    platforms: tuple[str, ...]
+    label: str
+    label_line: int | None
+    excludes: tuple[Exclude, ...]
+    runner: RunnerChoice | None = None  # None: the command line's choice
+    docker_base: str | None = None  # the builder images' base, "{arch}" standing for the platform

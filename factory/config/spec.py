@@ -1,0 +1,113 @@
+"""The frozen form every build.toml dialect is read into: a kernel-builder repo's spec."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..policy.capabilities import Capability
+from ..versions import Version
+
+__all__ = ["BACKENDS", "BACKEND_PYTHON_DEPENDS", "GENERAL_PYTHON_DEPENDS", "Framework",
+           "KernelSection", "KernelSpec", "NoarchSection", "TorchSection"]
+
+Framework = Literal["torch", "torch-noarch", "tvm-ffi"]
+
+BACKENDS = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu")
+
+# build.toml `python-depends` names and the pip requirements they stand for.
+GENERAL_PYTHON_DEPENDS = {"einops": "einops", "helion": "helion", "tvm-ffi": "apache-tvm-ffi"}
+BACKEND_PYTHON_DEPENDS = {
+    "cuda": {"nvidia-cutlass-dsl": "nvidia-cutlass-dsl"},
+    "neuron": {"nki": "nki"},
+    "xpu": {"onednn": "onednn-devel"},
+    "cpu": {}, "metal": {}, "rocm": {}, "tpu": {}, "cann": {},
+}
+
+
+@dataclass(frozen=True)
+class TorchSection:
+    """[torch]: the extension's binding sources and the torch versions it supports."""
+
+    src: tuple[str, ...]
+    include: tuple[str, ...]
+    pyext: tuple[str, ...]
+    minver: Version | None
+    maxver: Version | None
+    cxx_flags: tuple[str, ...]
+    stable_abi: tuple[tuple[str, Version], ...]  # (backend, torch version); "*" = every backend
+
+    def stable_abi_for(self, backend: str) -> Version | None:
+        for name, version in self.stable_abi:
+            if name in ("*", backend):
+                return version
+        return None
+
+
+@dataclass(frozen=True)
+class NoarchSection:
+    """[torch-noarch]: a pure-Python kernel (one py3-none-any wheel)."""
+
+    pyext: tuple[str, ...]
+    cuda_capabilities: tuple[Capability, ...]
+
+
+@dataclass(frozen=True)
+class KernelSection:
+    """One [kernel.NAME] table."""
+
+    name: str
+    backend: str
+    src: tuple[str, ...]
+    depends: tuple[str, ...]
+    include: tuple[str, ...]
+    cxx_flags: tuple[str, ...]
+    cuda_capabilities: tuple[Capability, ...] | None  # None: not declared, use the cell's SMs
+    cuda_flags: tuple[str, ...]
+    cuda_minver: Version | None
+    capabilities_line: int | None = None
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """Everything the factory needs from a kernel repo's build.toml, whatever its dialect."""
+
+    root: Path
+    build_toml: Path
+    dialect: int
+    name: str
+    major_version: int | None
+    license: str | None
+    backends: tuple[str, ...]
+    framework: Framework
+    python_depends: tuple[str, ...]  # build.toml names, for every backend
+    cuda_python_depends: tuple[str, ...]  # build.toml names, for CUDA builds only
+    cuda_minver: Version | None
+    cuda_maxver: Version | None
+    torch: TorchSection | None
+    noarch: NoarchSection | None
+    kernels: tuple[KernelSection, ...]
+    warnings: tuple[str, ...] = ()
+
+    def requirements(self, cuda: bool) -> tuple[str, ...]:
+        """The pip requirements the python-depends names stand for."""
+        names = self.python_depends + (self.cuda_python_depends if cuda else ())
+        table = {**GENERAL_PYTHON_DEPENDS, **BACKEND_PYTHON_DEPENDS["cuda"]}
+        return tuple(dict.fromkeys(table[name] for name in names))
+
+    @property
+    def python_name(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def is_noarch(self) -> bool:
+        return self.framework == "torch-noarch"
+
+    def kernels_for(self, backend: str) -> tuple[KernelSection, ...]:
+        return tuple(kernel for kernel in self.kernels if kernel.backend == backend)
+
+    @property
+    def package_dir(self) -> Path:
+        """torch-ext/<python name>: the Python package the wheel ships."""
+        return self.root / "torch-ext" / self.python_name

@@ -1,0 +1,81 @@
+"""Every default the factory uses, in one place. Command-line options and matrix.yaml keys
+override them; nothing else in the package hard-codes one of these values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+# -- where things go ---------------------------------------------------------------------------
+
+OUT = Path("index")
+"""The output folder: wheels in files/, the index pages beside them."""
+
+BUILD_ROOT = Path("/tmp/kernel-wheel-factory/build")
+"""Where cells compile. A fixed path: nvcc writes the source's absolute path into the object,
+so builds are reproducible only from the same folder."""
+
+CACHE_VARIABLE = "KERNEL_WHEEL_FACTORY_CACHE"
+CACHE_FOLDER = "kernel-wheel-factory"
+"""The cache: $KERNEL_WHEEL_FACTORY_CACHE, else $XDG_CACHE_HOME/kernel-wheel-factory, else
+~/.cache/kernel-wheel-factory."""
+
+# -- what gets built ---------------------------------------------------------------------------
+
+LABEL_TEMPLATE = "cu{cuda}torch{torch}"
+"""The local version label of a cell's wheels: img2gray-1.0.0+cu130torch211."""
+
+PTX_FOR_NEWEST_SM = True
+"""PTX for the newest SM of a CUDA version's list, so newer GPUs can JIT the kernel."""
+
+RUNNER: Literal["auto"] = "auto"
+"""local, docker, or docker when a daemon answers and the images can be had (auto)."""
+
+BUILDER_BASE = "quay.io/pypa/manylinux_2_28_{arch}"
+"""The builder images' base; {arch} stands for the platform."""
+
+JOBS = 1
+"""Cells built at once; each gets the cores left."""
+
+MAX_CELLS_PER_JOB = 8
+"""Cells per CI job of `factory plan`."""
+
+RUNS_ON = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
+"""The GitHub Actions runner of a job, by platform."""
+
+# -- serving and publishing --------------------------------------------------------------------
+
+SERVE_HOST = "127.0.0.1"
+SERVE_PORT = 8000
+
+PARALLEL_TRANSFERS = 8
+"""Downloads of a merge, uploads to S3, at once."""
+
+# -- time-outs, in seconds ---------------------------------------------------------------------
+
+DOCKER_ANSWER_TIMEOUT = 20
+"""How long `docker version` may take before the daemon counts as not answering."""
+
+DOCKER_STOP_TIMEOUT = 30
+"""How long a stopped docker command may take to end before it is killed."""
+
+REGISTRY_TIMEOUT = 60
+"""One request to a registry or its index."""
+
+DOWNLOAD_TIMEOUT = 120
+"""One read of a published index or one of its wheels (index --merge URL)."""
+
+SERVE_IDLE_TIMEOUT = 30
+"""`factory serve` closes a connection that sends nothing for this long."""
+
+LISTING_RETRIES = (0, 1, 2, 4, 8, 15)
+"""Pauses before each read of a registry's index that should list a new upload (registries
+behind a cache show new files late)."""
+
+
+def host_platform() -> str:
+    """This machine's platform, the default of matrix.yaml's `platforms`."""
+    import platform
+
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)

@@ -1,0 +1,315 @@
+"""Expand a matrix and its kernels into cells: what to build, with which SMs, and what to skip.
+
+Pure planning: no compiler, no network, no files written. Everything a build could trip over
+that is knowable up front is decided here, so bad input fails before any work starts. A cell
+also says what it will compile for which architectures (its units) and so what GPU code its
+wheel must carry: the gates hold the wheel to that promise.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from ..config.model import CudaEntry, KernelEntry, Matrix
+from ..config.spec import KernelSection, KernelSpec
+from ..errors import ConfigError
+from ..policy import cuda_policy, torch_release
+from ..policy.capabilities import (
+    Capability,
+    check_supported,
+    loose_intersection,
+    with_ptx_for_newest,
+)
+from ..sources.tree import SourceTree
+from ..versions import Version, compact, major_minor
+from .labels import matrix_labels
+
+__all__ = ["CUDA_SUFFIXES", "Cell", "Kernel", "Plan", "SectionPlan", "SkippedCell", "Unit",
+           "check_unique_names", "make_cell", "make_plan", "skip_reason"]
+
+CUDA_SUFFIXES = frozenset({".cu"})
+
+
+@dataclass(frozen=True)
+class SectionPlan:
+    """How one [kernel.*] section of a cell is compiled."""
+
+    name: str
+    archs: tuple[Capability, ...]
+    skipped: str | None = None  # why it is left out of this cell (its cuda-minver)
+    dropped: tuple[Capability, ...] = ()  # declared capabilities this toolkit cannot build
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One source file of a cell, with the settings of the section that lists it."""
+
+    section: str  # "torch" for the [torch] binding, else the [kernel.*] name
+    source: str  # repo-relative
+    include: tuple[str, ...]
+    cxx_flags: tuple[str, ...]
+    cuda_flags: tuple[str, ...]
+    archs: tuple[Capability, ...]
+    depends: tuple[str, ...]
+
+    @property
+    def is_cuda(self) -> bool:
+        return PurePosixPath(self.source).suffix.lower() in CUDA_SUFFIXES
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A matrix entry with its resolved source, its read build.toml and its wheel version."""
+
+    entry: KernelEntry
+    source: SourceTree
+    spec: KernelSpec
+    version: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One wheel to build: a kernel for one torch x CUDA x platform (or one noarch wheel)."""
+
+    spec: KernelSpec
+    source: SourceTree
+    version: str
+    torch: Version | None
+    cuda: CudaEntry | None
+    platform: str
+    label: str | None
+    sms: tuple[Capability, ...]
+    sections: tuple[SectionPlan, ...]
+    label_template: str | None = None  # the matrix's label, e.g. cu{cuda}torch{torch}
+
+    @property
+    def id(self) -> str:
+        if self.label is None:
+            return f"{self.spec.name}/noarch"
+        return f"{self.spec.name}/{self.label}/{self.platform}"
+
+    @property
+    def key(self) -> str:
+        """The id as a file name: img2gray-cu130torch211-x86_64."""
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", self.id)
+
+    @property
+    def wheel_version(self) -> str:
+        return self.version if self.label is None else f"{self.version}+{self.label}"
+
+    @property
+    def ops_namespace(self) -> str:
+        return f"_{self.spec.python_name}_{self.source.short}"
+
+    @property
+    def units(self) -> tuple[Unit, ...]:
+        """Every source the cell compiles: the [torch] binding's, built for the cell's SMs, and
+        those of each CUDA [kernel.*] section the cell keeps, built for its planned archs."""
+        spec = self.spec
+        units = []
+        if spec.torch is not None:
+            for source in spec.torch.src:
+                units.append(Unit("torch", source, spec.torch.include, spec.torch.cxx_flags, (),
+                                  self.sms, ("torch",)))
+        sections = {section.name: section for section in spec.kernels_for("cuda")}
+        for plan in self.sections:
+            if plan.skipped:
+                continue
+            section = sections[plan.name]
+            for source in section.src:
+                units.append(Unit(section.name, source, section.include, section.cxx_flags,
+                                  section.cuda_flags, plan.archs, section.depends))
+        return tuple(units)
+
+    @property
+    def gpu_code(self) -> frozenset[str]:
+        """The SASS (sm_XY) and PTX (compute_XY) the cell's shared object must carry."""
+        code = set()
+        for unit in self.units:
+            if not unit.is_cuda:
+                continue
+            for cap in unit.archs:
+                code.add(f"sm_{cap.arch}")
+                if cap.ptx:
+                    code.add(f"compute_{cap.arch}")
+        return frozenset(code)
+
+
+@dataclass(frozen=True)
+class SkippedCell:
+    id: str
+    reason: str
+    version: str | None = None
+    torch: Version | None = None
+    cuda: Version | None = None
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    matrix: Matrix
+    cells: tuple[Cell, ...]
+    skipped: tuple[SkippedCell, ...]
+
+    def only(self, patterns: list[str]) -> Plan:
+        """The cells whose id matches one of the glob patterns (e.g. 'img2gray/*torch211*')."""
+        def keep(cell_id: str) -> bool:
+            return any(fnmatch.fnmatchcase(cell_id, pattern) for pattern in patterns)
+
+        return Plan(self.matrix, tuple(c for c in self.cells if keep(c.id)),
+                    tuple(s for s in self.skipped if keep(s.id)))
+
+    def on_host(self, host: str) -> Plan:
+        """The cells another platform has to build, moved to the skipped ones."""
+        foreign = [c for c in self.cells if c.platform not in (host, "any")]
+        skipped = [SkippedCell(c.id, _wrong_host(c.platform, host), c.version, c.torch,
+                               c.cuda.version if c.cuda else None, c.label) for c in foreign]
+        return Plan(self.matrix, tuple(c for c in self.cells if c not in foreign),
+                    self.skipped + tuple(skipped))
+
+    def select(self, ids: set[str]) -> Plan:
+        """The cells (built or skipped) whose id is in `ids`."""
+        return Plan(self.matrix, tuple(c for c in self.cells if c.id in ids),
+                    tuple(s for s in self.skipped if s.id in ids))
+
+
+def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None) -> Plan:
+    """The matrix's cells. `host` (this machine's platform) skips the cells of others; None
+    keeps every platform's cells (a CI plan, whose jobs run on several kinds of machine)."""
+    check_unique_names(matrix, kernels)
+    labels = matrix_labels(matrix)
+    used_excludes: set[int] = set()
+    cells: list[Cell] = []
+    skipped: list[SkippedCell] = []
+
+    for kernel in kernels:
+        spec = kernel.spec
+        if spec.framework == "tvm-ffi":
+            raise ConfigError("tvm-ffi kernels are not supported; the factory builds torch "
+                              "extensions ([torch] or [torch-noarch])", file=spec.build_toml,
+                              key="tvm-ffi")
+        if spec.is_noarch:
+            if _excluded(matrix, spec.name, None, None, "any", used_excludes):
+                continue
+            cells.append(Cell(spec, kernel.source, kernel.version, None, None, "any",
+                              None, (), ()))
+            continue
+        for torch in matrix.torch:
+            for cuda in matrix.cuda:
+                for platform in matrix.platforms:
+                    if _excluded(matrix, spec.name, torch, cuda.version, platform, used_excludes):
+                        continue
+                    label = labels[(major_minor(torch), major_minor(cuda.version))]
+                    cell_id = f"{spec.name}/{label}/{platform}"
+                    reason = skip_reason(spec, torch, cuda, platform, host)
+                    if reason:
+                        skipped.append(SkippedCell(cell_id, reason, kernel.version, torch,
+                                                   cuda.version, label))
+                        continue
+                    cells.append(make_cell(spec, kernel.source, kernel.version, torch, cuda,
+                                           platform, label, matrix.label, matrix))
+
+    for index, exclude in enumerate(matrix.excludes):
+        if index not in used_excludes:
+            raise ConfigError("this exclude entry matches no cell of the matrix",
+                              file=matrix.path, line=exclude.line, key=f"exclude[{index}]")
+    return Plan(matrix, tuple(cells), tuple(skipped))
+
+
+def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,
+              cuda: CudaEntry, platform: str, label: str, label_template: str,
+              matrix: Matrix | None = None) -> Cell:
+    """A compiled kernel's cell: its SMs and, per [kernel.*] section, the archs it builds.
+    The planner makes every cell with it, and so does the codec reading a cell's record."""
+    return Cell(
+        spec, source, version, torch, cuda, platform, label,
+        tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)),
+        tuple(_section_plan(spec, section, cuda, matrix) for section in spec.kernels_for("cuda")),
+        label_template,
+    )
+
+
+def check_unique_names(matrix: Matrix, kernels: list[Kernel]) -> None:
+    seen: dict[str, KernelEntry] = {}
+    for kernel in kernels:
+        name = kernel.spec.name
+        if name in seen:
+            raise ConfigError(f"kernel '{name}' is listed twice (also at line {seen[name].line})",
+                              file=matrix.path, line=kernel.entry.line, key="kernels")
+        seen[name] = kernel.entry
+
+
+def _excluded(matrix: Matrix, kernel: str, torch: Version | None, cuda: Version | None,
+              platform: str, used: set[int]) -> bool:
+    hit = False
+    torch_mm = major_minor(torch) if torch else None
+    cuda_mm = major_minor(cuda) if cuda else None
+    for index, exclude in enumerate(matrix.excludes):
+        if exclude.matches(kernel, torch_mm, cuda_mm, platform):
+            used.add(index)
+            hit = True
+    return hit
+
+
+def skip_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry, platform: str,
+                 host: str | None) -> str | None:
+    """Why this cell cannot be built, where that is the kernel's or the matrix's own choice."""
+    if "cuda" not in spec.backends:
+        return f"the kernel has no CUDA backend (backends: {', '.join(spec.backends)})"
+    bounds = spec.torch
+    torch_mm = major_minor(torch)
+    cuda_mm = major_minor(cuda.version)
+    if bounds and bounds.minver and torch_mm < major_minor(bounds.minver):
+        return f"torch {torch_mm} is below the kernel's torch minver {bounds.minver}"
+    if bounds and bounds.maxver and torch_mm > major_minor(bounds.maxver):
+        return f"torch {torch_mm} is above the kernel's torch maxver {bounds.maxver}"
+    if spec.cuda_minver and cuda_mm < major_minor(spec.cuda_minver):
+        return f"CUDA {cuda_mm} is below the kernel's CUDA minver {spec.cuda_minver}"
+    if spec.cuda_maxver and cuda_mm > major_minor(spec.cuda_maxver):
+        return f"CUDA {cuda_mm} is above the kernel's CUDA maxver {spec.cuda_maxver}"
+    stable = bounds.stable_abi_for("cuda") if bounds else None
+    if stable and torch_mm < major_minor(stable):
+        return f"the kernel targets torch's stable ABI {stable}, newer than torch {torch_mm}"
+    release = torch_release(torch)
+    if cuda.torch_index is None and release and major_minor(release.pypi_cuda) != cuda_mm:
+        return (f"torch {torch_mm} on PyPI is a CUDA {release.pypi_cuda} build, not CUDA "
+                f"{cuda_mm}; set cuda.\"{cuda_mm}\".torch-index in the matrix to build it "
+                f"(e.g. https://download.pytorch.org/whl/cu{compact(cuda_mm)})")
+    if host is not None and platform != host:
+        return _wrong_host(platform, host)
+    return None
+
+
+def _wrong_host(platform: str, host: str) -> str:
+    return f"a {platform} cell needs a {platform} machine; this one is {host}"
+
+
+def _section_plan(spec: KernelSpec, section: KernelSection, cuda: CudaEntry,
+                  matrix: Matrix | None) -> SectionPlan:
+    if section.cuda_minver and cuda.version < section.cuda_minver:
+        return SectionPlan(section.name, (),
+                           skipped=f"CUDA {cuda.version} is below its cuda-minver "
+                                   f"{section.cuda_minver}")
+    if section.cuda_capabilities is None:
+        return SectionPlan(section.name, tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)))
+    policy = cuda_policy(cuda.version)
+    buildable = [cap for cap in section.cuda_capabilities
+                 if cap.is_known and policy is not None
+                 and check_supported(cap, policy, cuda.version) is None]
+    dropped = tuple(cap for cap in section.cuda_capabilities
+                    if cap.is_known and cap not in buildable)
+    archs = loose_intersection(buildable, cuda.sms)
+    if not archs:
+        declared = " ".join(str(cap) for cap in section.cuda_capabilities)
+        targets = " ".join(str(sm) for sm in cuda.sms)
+        where = f", from {matrix.path.name} line {cuda.line}" if matrix is not None else ""
+        raise ConfigError(
+            f"[kernel.{section.name}] cuda-capabilities ({declared}) select no SM of the CUDA "
+            f"{cuda.version} cell ({targets}{where}); add a matching SM to the matrix or "
+            "exclude this cell",
+            file=spec.build_toml, line=section.capabilities_line,
+            key=f"kernel.{section.name}.cuda-capabilities")
+    return SectionPlan(section.name, tuple(archs), dropped=dropped)

@@ -1,0 +1,67 @@
+"""The one codec of a Cell: its JSON record and back.
+
+The record is what a wheel's provenance keeps of its cell, what the docker runner hands the
+factory inside a builder container, and what `factory verify` rebuilds from. Reading a record
+needs the kernel itself (its source tree and build.toml): the cell is made again by the same
+constructor the planner uses, so both sides agree on every SM and section.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .. import defaults
+from ..config.model import CudaEntry
+from ..config.spec import KernelSpec
+from ..errors import ConfigError
+from ..sources.tree import SourceTree
+from ..versions import parse_release
+from .cells import Cell, make_cell, skip_reason
+
+__all__ = ["cell_from_record", "cell_record"]
+
+
+def cell_record(cell: Cell) -> dict[str, Any]:
+    cuda = cell.cuda
+    return {
+        "id": cell.id, "label": cell.label, "label_template": cell.label_template,
+        "torch": str(cell.torch) if cell.torch else None,
+        "cuda": str(cuda.version) if cuda else None,
+        "sms": [str(sm) for sm in cuda.sms] if cuda else [],
+        "ptx": cuda.ptx if cuda else False,
+        "torch_index": cuda.torch_index if cuda else None,
+        "cuda_home": str(cuda.home) if cuda and cuda.home else None,
+        "platform": cell.platform,
+        "gpu_code": sorted(cell.gpu_code),
+    }
+
+
+def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTree,
+                     version: str, origin: Path, cuda_home: Path | None = None) -> Cell:
+    """The cell a record describes, for the kernel whose build.toml is `spec` and whose files
+    are `source`. `origin` names where the record came from in errors; `cuda_home` replaces the
+    recorded toolkit folder (a container has its own)."""
+    if not record.get("torch"):
+        cell = Cell(spec, source, version, None, None, "any", None, (), ())
+    else:
+        try:
+            torch = parse_release(record["torch"])
+            cuda = CudaEntry(parse_release(record["cuda"]),
+                             tuple(parse_release(sm) for sm in record["sms"]), bool(record["ptx"]),
+                             cuda_home or (Path(record["cuda_home"]) if record.get("cuda_home")
+                                           else None),
+                             record.get("torch_index"), None)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ConfigError(f"the cell record is incomplete or malformed ({error!r})",
+                              file=origin) from None
+        reason = skip_reason(spec, torch, cuda, record["platform"], None)
+        if reason is not None:
+            raise ConfigError(f"cell {record['id']} cannot be built from this source: {reason}",
+                              file=origin)
+        cell = make_cell(spec, source, version, torch, cuda, record["platform"],
+                         record["label"], record.get("label_template") or defaults.LABEL_TEMPLATE)
+    if cell.id != record.get("id"):
+        raise ConfigError(f"cell {record.get('id')} cannot be made from this source (it gives "
+                          f"{cell.id})", file=origin)
+    return cell

@@ -1,0 +1,51 @@
+"""Local version labels: the part after '+' that names a wheel's torch x CUDA cell
+(img2gray-1.0.0+cu130torch211) and the per-cell index it is listed in."""
+
+from __future__ import annotations
+
+import re
+
+from ..config.model import Matrix
+from ..errors import ConfigError
+from ..versions import Version, compact, major_minor
+
+__all__ = ["check_label", "matrix_labels", "render_label"]
+
+_LOCAL_LABEL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")
+
+
+def render_label(template: str, torch: Version, cuda: Version) -> str:
+    """The label of a cell; the template's placeholders are config.matrix.LABEL_FIELDS."""
+    return template.format(
+        cuda=compact(major_minor(cuda)), torch=compact(major_minor(torch)),
+        cuda_major=cuda.major, cuda_minor=cuda.minor,
+        torch_major=torch.major, torch_minor=torch.minor,
+    )
+
+
+def check_label(label: str, matrix: Matrix) -> None:
+    if not _LOCAL_LABEL.fullmatch(label):
+        raise ConfigError(f"the label template gives '{label}', which is not a valid local "
+                          "version label (lowercase letters and digits, separated by '.')",
+                          file=matrix.path, line=matrix.label_line, key="label")
+
+
+def matrix_labels(matrix: Matrix) -> dict[tuple[Version, Version], str]:
+    """(torch, CUDA) major.minor -> label, refusing a template that gives two cells one label."""
+    labels: dict[tuple[Version, Version], str] = {}
+    owners: dict[str, tuple[Version, Version]] = {}
+    for torch in matrix.torch:
+        for cuda in matrix.cuda:
+            key = (major_minor(torch), major_minor(cuda.version))
+            label = render_label(matrix.label, *key)
+            check_label(label, matrix)
+            if label in owners:
+                other = owners[label]
+                raise ConfigError(
+                    f"the label template gives '{label}' both for torch {other[0]} x CUDA "
+                    f"{other[1]} and for torch {key[0]} x CUDA {key[1]}; each cell needs its own "
+                    "label (use {torch} and {cuda})",
+                    file=matrix.path, line=matrix.label_line, key="label")
+            owners[label] = key
+            labels[key] = label
+    return labels

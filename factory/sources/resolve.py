@@ -1,0 +1,210 @@
+"""From matrix.yaml's kernel entries (path:, git:, hub:) to read-only source trees, with or
+without the lock file.
+
+Every kind gives a tree and the revision that names it: the commit for git and Hub sources, the
+content digest for a plain folder. The wheel version is the matrix's, else a vX.Y.Z tag on the
+resolved commit.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from ..config import lockfile
+from ..config.model import KernelEntry, Matrix, SourceRequest
+from ..errors import ConfigError, SourceError, SourceRefused
+from ..files import ZIP_EPOCH
+from .git import COMMIT_ID, GitFetcher
+from .hub import HubFetcher
+from .tree import GitState, SourceTree, resolve_path_source, scan_tree
+
+__all__ = ["Resolved", "Sources", "resolve_kernels", "version_from_tags"]
+
+_VERSION_TAG = re.compile(r"v(\d[0-9A-Za-z.!+-]*)")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    entry: KernelEntry
+    tree: SourceTree
+    version: str | None  # None: neither the matrix nor a tag gives one
+
+
+def version_from_tags(tags: list[str]) -> tuple[str, str] | None:
+    """The highest vX.Y.Z tag as (version, tag); tags that are not versions are ignored."""
+    found = []
+    for tag in tags:
+        match = _VERSION_TAG.fullmatch(tag)
+        if not match:
+            continue
+        try:
+            version = Version(match[1])
+        except InvalidVersion:
+            continue
+        if version.local is None:
+            found.append((version, tag))
+    if not found:
+        return None
+    version, tag = max(found)
+    return str(version), tag
+
+
+class Sources:
+    """Fetches sources into <cache>/sources; `offline` uses only what is there already."""
+
+    def __init__(self, cache: Path, offline: bool = False) -> None:
+        self.git = GitFetcher(cache / "sources", offline)
+        self.hub = HubFetcher(cache / "sources", offline)
+
+    def resolve(self, entry: KernelEntry, matrix: Path, pin: str | None = None,
+                version: str | None = None) -> Resolved:
+        """The entry's tree; `pin` fetches that commit instead of looking up the rev, and a
+        known `version` (the lock's) is taken without looking at tags."""
+        request = entry.source
+        try:
+            if request.kind == "path":
+                assert request.folder is not None  # the matrix gives a path source its folder
+                tree = resolve_path_source(request.folder, matrix.parent)
+            elif request.kind == "git":
+                tree = self._git(entry, pin)
+            else:
+                tree = self._hub(entry, pin)
+            version = version or entry.version
+            if version is None:
+                # A rev that is itself a version tag names the commit it resolved to, even
+                # offline, when the remote's tags cannot be listed.
+                tags = [*self._tags(entry, tree), request.revision or ""]
+                found = version_from_tags(tags)
+                if found:
+                    version = found[0]
+        except SourceRefused as error:
+            raise ConfigError(error.message, file=matrix, line=entry.line,
+                              key=f"{entry.key}.{request.kind}") from None
+        except SourceError as error:
+            raise SourceError(f"{matrix.name}:{entry.line}: {entry.key}: {error}") from None
+        return Resolved(entry, tree, version)
+
+    def _git(self, entry: KernelEntry, pin: str | None) -> SourceTree:
+        request = entry.source
+        url = _git_url(entry)
+        commit, ref = (pin, None) if pin else self.git.resolve(url, request.revision or "HEAD")
+        root, when = self.git.tree(url, commit, ref, request.subdir)
+        return _fetched_tree(request, commit, root, when)
+
+    def _hub(self, entry: KernelEntry, pin: str | None) -> SourceTree:
+        request = entry.source
+        commit, root, when = self.hub.fetch(request.location, pin or request.revision or "main",
+                                            request.subdir)
+        return _fetched_tree(request, commit, root, when if when is not None else ZIP_EPOCH)
+
+    def _tags(self, entry: KernelEntry, tree: SourceTree) -> list[str]:
+        if tree.kind == "git":
+            return self.git.tags_at(_git_url(entry), tree.revision)
+        if tree.kind == "hub":
+            return self.hub.tags_at(tree.location, tree.revision)
+        if tree.git is None or tree.git.dirty:
+            return []
+        done = subprocess.run(["git", "-C", str(tree.root), "tag", "--points-at", "HEAD"],
+                              capture_output=True, text=True)
+        return done.stdout.split() if done.returncode == 0 else []
+
+
+def _fetched_tree(request: SourceRequest, commit: str, root: Path, when: int) -> SourceTree:
+    """A git or Hub commit's tree: named by the commit, dated by its time (never dirty)."""
+    digest, _ = scan_tree(root)
+    return SourceTree(root, commit, request.kind, request.location, when,
+                      GitState(commit, False, when), digest, request.subdir, request.revision)
+
+
+def _git_url(entry: KernelEntry) -> str:
+    """What git fetches from: the URL, or a local repository's absolute path."""
+    request = entry.source
+    return str(request.folder) if request.folder else request.location
+
+
+def resolve_kernels(matrix: Matrix, cache: Path, *, offline: bool, locked: bool,
+                    say: Callable[[str], None]) -> list[Resolved]:
+    """Every kernel's source. `locked` builds the lock's commits and refuses a source that
+    moved or changed; otherwise the revs are resolved afresh and a lock that differs is only
+    noted (a plain build never writes the lock)."""
+    sources = Sources(cache, offline)
+    path = lockfile.lock_path(matrix.path)
+    pins = None
+    if locked:
+        if not path.is_file():
+            raise ConfigError(f"there is no lock file: run `factory lock {matrix.path.name}` "
+                              "first", file=path, key="--locked")
+        pins = lockfile.read(path)
+        stale = lockfile.unused(list(matrix.kernels), pins)
+        if stale:
+            raise ConfigError(f"{stale[0].request.describe()} is locked, but "
+                              f"{matrix.path.name} no longer lists it; run `factory lock "
+                              f"{matrix.path.name}`", file=path, line=stale[0].line, key="kernel")
+    resolved = []
+    for entry in matrix.kernels:
+        if pins is None:
+            result = sources.resolve(entry, matrix.path)
+        else:
+            result = _resolve_locked(sources, entry, pins, path, matrix, offline, say)
+        if result.version is None:
+            tree = result.tree
+            what = "the folder's HEAD commit" if tree.kind == "path" else \
+                f"commit {tree.revision[:12]} of {tree.location}"
+            raise ConfigError(f"no wheel version: add `version: X.Y.Z` to this entry, or tag "
+                              f"{what} as vX.Y.Z", file=matrix.path, line=entry.line,
+                              key=f"{entry.key}.version")
+        resolved.append(result)
+    if pins is None and path.is_file():
+        _note_lock_differences(resolved, path, say)
+    return resolved
+
+
+def _resolve_locked(sources: Sources, entry: KernelEntry,
+                    pins: dict[tuple[str, str, str], lockfile.Locked],
+                    path: Path, matrix: Matrix, offline: bool,
+                    say: Callable[[str], None]) -> Resolved:
+    pin = lockfile.pin_for(entry, pins, path, matrix.path)
+    kind, rev = entry.source.kind, entry.source.revision or ""
+    if kind == "path":
+        result = sources.resolve(entry, matrix.path, version=pin.version)
+    elif offline or COMMIT_ID.fullmatch(rev):
+        result = sources.resolve(entry, matrix.path, pin=pin.commit, version=pin.version)
+        if offline and not COMMIT_ID.fullmatch(rev):
+            say(f"note: offline, so whether {entry.source.describe()} still points at "
+                f"{pin.commit[:12]} was not checked")
+    else:
+        result = sources.resolve(entry, matrix.path, version=pin.version)
+        if result.tree.revision != pin.commit:
+            raise ConfigError(f"{entry.source.describe()} moved: it now resolves to "
+                              f"{result.tree.revision[:12]}, but the lock pins "
+                              f"{pin.commit[:12]}. Run `factory lock {matrix.path.name}` to take "
+                              "the new commit, or set the rev to the pinned commit",
+                              file=path, line=pin.line, key="kernel.commit")
+    if result.tree.digest != pin.tree:
+        raise ConfigError(f"the content of {entry.source.describe()} changed: its files now "
+                          f"hash to {result.tree.digest[:12]}, the lock has {pin.tree[:12]}. "
+                          f"Run `factory lock {matrix.path.name}` if the change is wanted",
+                          file=path, line=pin.line, key="kernel.tree")
+    return result
+
+
+def _note_lock_differences(resolved: list[Resolved], path: Path,
+                           say: Callable[[str], None]) -> None:
+    try:
+        pins = lockfile.read(path)
+    except ConfigError as error:
+        say(f"note: {error} (the lock is only read with --locked)")
+        return
+    for result in resolved:
+        pin = pins.get(result.entry.source.identity)
+        if pin is not None and (pin.commit, pin.tree) != (result.tree.revision,
+                                                          result.tree.digest):
+            say(f"note: {path.name} pins {pin.request.describe()} at {pin.commit[:12]}; building "
+                f"{result.tree.revision[:12]} (`--locked` builds the pinned one, `factory lock` "
+                "updates the lock)")

@@ -1,0 +1,115 @@
+"""`factory inspect`: a wheel's report as tables for people, or as JSON for programs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from rich.console import Console
+from rich.table import Table
+
+from ..wheel.expect import recorded_expectation
+from ..wheel.gates import check_wheel
+from ..wheel.inspect import REPORT_SCHEMA, WheelReport
+
+__all__ = ["print_report", "report_json"]
+
+
+def report_json(reports: list[WheelReport]) -> dict[str, Any]:
+    wheels = []
+    for report in reports:
+        entry = report.to_json()
+        entry["problems"] = check_wheel(report, recorded_expectation(report))
+        wheels.append(entry)
+    return {"schema": REPORT_SCHEMA, "wheels": wheels}
+
+
+def print_report(report: WheelReport, console: Console) -> list[str]:
+    """Print one wheel's report; return the problems the gates find in it."""
+    console.print(f"[bold]{report.file}[/bold]")
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="dim")
+    facts.add_column(overflow="fold")
+    label = f" (label {report.label})" if report.label else ""
+    facts.add_row("name", report.name)
+    facts.add_row("version", f"{report.version}{label}")
+    facts.add_row("tags", ", ".join(report.tags))
+    facts.add_row("python", report.requires_python or "any")
+    facts.add_row("torch", report.torch_requirement or "not required")
+    others = [r for r in report.requires if not _names_torch(r)]
+    if others:
+        facts.add_row("requires", ", ".join(others))
+    facts.add_row("size", f"{report.size:,} bytes")
+    facts.add_row("sha256", report.sha256)
+    if report.shared_objects:
+        facts.add_row("SASS", " ".join(report.sass) or "none")
+        facts.add_row("PTX", " ".join(report.ptx) or "none")
+    console.print(facts)
+
+    if report.shared_objects:
+        table = Table(show_lines=False, pad_edge=False)
+        for column in ("shared object", "SASS", "PTX", "DT_NEEDED", "symbols allow", "abi3"):
+            table.add_column(column, overflow="fold")
+        for so in report.shared_objects:
+            versions = ", ".join(f"{family} {version}"
+                                 for family, version in so.symbol_versions.items())
+            table.add_row(so.path, " ".join(so.sass) or "-", " ".join(so.ptx) or "-",
+                          "\n".join(so.needed) or "-", f"{so.manylinux}\n({versions})",
+                          so.abi3.describe() if so.abi3 else "not an extension")
+        console.print(table)
+
+    _print_provenance(report.provenance, console)
+    problems = check_wheel(report, recorded_expectation(report))
+    if problems:
+        console.print(f"[red]checks: {len(problems)} problem(s)[/red]")
+        for problem in problems:
+            console.print(f"  - {problem}", markup=False)
+    else:
+        console.print("[green]checks: all passed[/green]")
+    return problems
+
+
+def _names_torch(requirement: str) -> bool:
+    """Whether a Requires-Dist line is torch's own (torchao, torchvision are others)."""
+    try:
+        return canonicalize_name(Requirement(requirement).name) == "torch"
+    except InvalidRequirement:
+        return False
+
+
+def _print_provenance(record: dict[str, Any] | None, console: Console) -> None:
+    if not record:
+        console.print("provenance: none recorded")
+        return
+    source = record.get("source", {})
+    cell = record.get("cell", {})
+    tools = record.get("toolchain", {})
+    build = record.get("build", {})
+    git = source.get("git")
+    git_text = (f", git {git['commit'][:12]}{' with uncommitted changes' if git['dirty'] else ''}"
+                if git else "")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column(overflow="fold")
+    where = f"{source.get('kind')} {source.get('location')}"
+    if source.get("subdir"):
+        where += f" ({source['subdir']})"
+    if source.get("revision"):
+        where += f" @ {source['revision']}"
+    grid.add_row("source", f"{where} (tree {str(source.get('tree_sha256'))[:12]}{git_text})")
+    grid.add_row("build.toml", f"sha256 {record.get('kernel', {}).get('build_toml_sha256')}")
+    if cell.get("torch"):
+        grid.add_row("cell", f"{cell.get('id')}: torch {cell.get('torch')}, CUDA "
+                             f"{cell.get('cuda')}, SMs {' '.join(cell.get('sms', []))}"
+                             f"{' +PTX' if cell.get('ptx') else ''}, {cell.get('platform')}")
+    else:
+        grid.add_row("cell", str(cell.get("id")))
+    grid.add_row("toolchain", ", ".join(f"{name} {value}" for name, value in tools.items()))
+    grid.add_row("factory", str(record.get("factory")))
+    where = f"in {build.get('root')}"
+    if build.get("builder"):
+        where += f" of a {build['builder']} container"
+    grid.add_row("built", f"{build.get('time')} (source time), {where}")
+    console.print("provenance:")
+    console.print(grid)

@@ -1,0 +1,25 @@
+"""What a wheel promises by its own records, for `factory inspect`: the cell its provenance
+names (a wheel without one can only be checked against what it says of itself)."""
+
+from __future__ import annotations
+
+from .gates import Expectation
+from .inspect import WheelReport
+
+__all__ = ["recorded_expectation"]
+
+
+def recorded_expectation(report: WheelReport) -> Expectation:
+    record = report.provenance or {}
+    cell = record.get("cell") if isinstance(record.get("cell"), dict) else {}
+    arch = next((so.arch for so in report.shared_objects if so.arch), None)
+    if not cell:
+        return Expectation(report.name, report.version, None, None, None, arch)
+    torch = cell.get("torch")
+    cuda = cell.get("cuda")
+    return Expectation(
+        record.get("kernel", {}).get("name", report.name), report.version,
+        f"=={torch}.*" if torch else "any",
+        int(str(cuda).split(".")[0]) if cuda else None,
+        frozenset(cell.get("gpu_code", [])), cell.get("platform") if torch else None,
+    )

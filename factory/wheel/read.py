@@ -1,0 +1,122 @@
+"""A wheel read once: its bytes hashed, its name parsed, its METADATA and provenance unzipped.
+This WheelFile is what the index and the publish step use of a wheel; a build hands on the one
+its gates read (inspect.py builds its full report on the same read)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from dataclasses import dataclass
+from email.message import Message
+from email.parser import BytesParser
+from functools import cached_property
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from ..errors import WheelReadError
+
+__all__ = ["PROVENANCE_FILE", "WheelFile", "read_wheel", "torch_requirement"]
+
+PROVENANCE_FILE = "provenance.json"
+
+
+@dataclass(frozen=True)
+class WheelFile:
+    """What the index and the publish step need of a wheel."""
+
+    filename: str
+    name: str  # from the filename
+    version: str  # from the filename, with its local label
+    label: str | None  # the local version label: cu130torch211
+    tags: frozenset[Tag]  # from the filename, expanded
+    sha256: str
+    size: int
+    metadata: bytes | None  # .dist-info/METADATA, byte for byte (served as <wheel>.metadata)
+    provenance: dict[str, Any] | None
+
+    @cached_property
+    def headers(self) -> Message | None:
+        return BytesParser().parsebytes(self.metadata) if self.metadata is not None else None
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        return tuple(self.headers.get_all("Requires-Dist") or ()) if self.headers else ()
+
+
+def read_wheel(path: Path) -> WheelFile:
+    """A wheel's file facts: its bytes read and hashed once, METADATA and provenance unzipped."""
+    data = read_bytes(path)
+    with open_archive(path, data) as archive:
+        return wheel_file(path, data, {name: archive.read(name)
+                                        for name in _records_of(path, archive.namelist())})
+
+
+def read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise WheelReadError(f"cannot read the wheel ({exc.strerror})", file=path) from None
+
+
+def open_archive(path: Path, data: bytes) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile as exc:
+        raise WheelReadError(f"cannot read the wheel ({exc})", file=path) from None
+
+
+def _records_of(path: Path, names: list[str]) -> list[str]:
+    """The members read_wheel needs: METADATA and the provenance of the one .dist-info."""
+    folder = dist_info_folder(path, names)
+    return [name for name in (f"{folder}/METADATA", f"{folder}/{PROVENANCE_FILE}")
+            if name in names]
+
+
+def wheel_file(path: Path, data: bytes, members: dict[str, bytes]) -> WheelFile:
+    try:
+        name, version, _build, tags = parse_wheel_filename(path.name)
+    except InvalidWheelFilename as exc:
+        raise WheelReadError(f"not a wheel file name ({exc})", file=path) from None
+    folder = dist_info_folder(path, members)
+    return WheelFile(
+        filename=path.name, name=str(name), version=str(version), label=version.local,
+        tags=tags, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+        metadata=members.get(f"{folder}/METADATA"),
+        provenance=read_json(members, f"{folder}/{PROVENANCE_FILE}"),
+    )
+
+
+def dist_info_folder(path: Path, members: dict[str, bytes] | list[str]) -> str:
+    folders = {PurePosixPath(name).parts[0] for name in members
+               if PurePosixPath(name).parts[0].endswith(".dist-info")}
+    if len(folders) != 1:
+        raise WheelReadError(f"expected one .dist-info folder, found {len(folders)}: "
+                             f"{', '.join(sorted(folders)) or 'none'}", file=path)
+    return folders.pop()
+
+
+def read_json(contents: dict[str, bytes], name: str) -> dict[str, Any] | None:
+    if name not in contents:
+        return None
+    try:
+        found = json.loads(contents[name])
+    except ValueError as exc:
+        return {"error": f"{name} is not JSON: {exc}"}
+    return found if isinstance(found, dict) else {"error": f"{name} is not a JSON object"}
+
+
+def torch_requirement(requires: tuple[str, ...]) -> str | None:
+    for text in requires:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) == "torch" and requirement.marker is None:
+            return str(requirement.specifier) or "any"
+    return None

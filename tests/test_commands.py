@@ -1,0 +1,77 @@
+"""Compiler and linker command lines of a cell, against a toolchain that is only paths: what
+each unit is compiled with, checked without running a compiler."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from packaging.version import Version
+
+from factory.compile.commands import compile_jobs, link_command
+from factory.toolchain import Toolchain
+from factory.toolchain.cuda import CudaToolkit
+from factory.toolchain.torch import TorchEnv
+
+from .test_codec import MATRIX
+from .test_matrix import plan_for
+
+TOOLCHAIN = Toolchain(
+    CudaToolkit(Version("13.0.88"), Path("/cache/cuda/13.0/nvidia/cu13"), "pypi"),
+    TorchEnv(Path("/cache/envs/t"), Path("/cache/envs/t/bin/python"),
+             Path("/cache/envs/t/lib/python3.11/site-packages"), "2.11.0+cu130",
+             Version("13.0"), True, Path("/usr/include/python3.11")),
+    "g++", "17")
+
+
+def jobs_by_source(tmp_path, threads=1):
+    cell = next(c for c in plan_for(tmp_path, MATRIX).cells if str(c.torch) == "2.11")
+    jobs = compile_jobs(cell, TOOLCHAIN, Path("/build/src"), Path("/build/obj"), threads)
+    return cell, {job.source: list(job.argv) for job in jobs}
+
+
+def test_every_unit_but_headers_and_skipped_sections_is_compiled(tmp_path):
+    _, jobs = jobs_by_source(tmp_path)
+    assert sorted(jobs) == ["arch/arch.cu", "offset/offset.cu", "offset/offset_host.cpp",
+                            "scale/scale.cu", "torch-ext/torch_binding.cpp"]
+
+
+def test_each_section_gets_its_archs_and_its_own_flags(tmp_path):
+    cell, jobs = jobs_by_source(tmp_path)
+    scale, offset, arch = jobs["scale/scale.cu"], jobs["offset/offset.cu"], jobs["arch/arch.cu"]
+    assert [a for a in scale if a.startswith("-gencode")] == [
+        f"-gencode=arch=compute_{sm},code=sm_{sm}" for sm in ("80", "86", "90", "100")]
+    assert [a for a in offset if a.startswith("-gencode")] == [
+        "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90",
+        "-gencode=arch=compute_90,code=compute_90"]
+    assert [a for a in arch if a.startswith("-gencode")] == [
+        "-gencode=arch=compute_86,code=sm_86", "-gencode=arch=compute_90a,code=sm_90a"]
+    assert "-DOFFSET_AMOUNT=3" in offset and "-DOFFSET_AMOUNT=3" not in scale
+    host = jobs["offset/offset_host.cpp"]
+    assert host[0] == "g++" and "-DOFFSET_HOST_CHECK=7" in host
+    assert "-DOFFSET_AMOUNT=3" not in host and not any(a.startswith("-gencode") for a in host)
+    for argv in jobs.values():
+        assert f"-DTORCH_EXTENSION_NAME={cell.ops_namespace}" in argv
+        assert "-DPy_LIMITED_API=0x03090000" in argv and "-D_GLIBCXX_USE_CXX11_ABI=1" in argv
+        assert "-I/build/src/include" in argv
+        assert "-ffile-prefix-map=/cache/envs/t=/torch-env" in " ".join(argv)
+
+
+def test_nvcc_keeps_its_intermediates_beside_the_object_and_splits_its_threads(tmp_path):
+    _, one = jobs_by_source(tmp_path, threads=1)
+    _, many = jobs_by_source(tmp_path, threads=16)
+    scale = many["scale/scale.cu"]
+    assert scale[0] == "/cache/cuda/13.0/nvidia/cu13/bin/nvcc"
+    assert "--objdir-as-tempdir" in scale and "--expt-relaxed-constexpr" in scale
+    assert "--threads=4" in scale  # four archs, never more threads than archs
+    assert "--threads=2" in many["offset/offset.cu"]
+    assert not any(a.startswith("--threads") for a in one["scale/scale.cu"])
+    assert scale[scale.index("-o") + 1] == "/build/obj/scale/scale/scale.cu.o"
+
+
+def test_the_link_names_torch_and_the_cuda_runtime():
+    argv = link_command([Path("/o/a.o"), Path("/o/b.o")], Path("/pkg/x.abi3.so"), TOOLCHAIN)
+    assert argv[:4] == ["g++", "-shared", "-o", "/pkg/x.abi3.so"]
+    assert "-L/cache/envs/t/lib/python3.11/site-packages/torch/lib" in argv
+    assert "-L/cache/cuda/13.0/nvidia/cu13/lib" in argv
+    assert argv[-6:] == ["-lc10", "-ltorch", "-ltorch_cpu", "-lc10_cuda", "-ltorch_cuda",
+                         "-lcudart"]

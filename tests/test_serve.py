@@ -1,0 +1,64 @@
+"""`factory serve` under load a user's machine can meet: files streamed, never held whole in
+memory, and connections that send nothing closed after the idle time-out."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import tracemalloc
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from factory.index.serve import make_server
+
+BIG = 64 << 20  # a wheel of 64 MiB
+
+
+@pytest.fixture
+def served(tmp_path) -> Iterator[tuple[str, Path]]:
+    files = tmp_path / "index" / "files"
+    files.mkdir(parents=True)
+    with open(files / "big-1.0-py3-none-any.whl", "wb") as handle:
+        handle.truncate(BIG)  # sparse: costs no disk
+    server = make_server(tmp_path / "index", "127.0.0.1", 0, idle_timeout=0.3)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", files
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_big_wheel_is_streamed(served):
+    url, _ = served
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        received = 0
+        with urllib.request.urlopen(f"{url}/files/big-1.0-py3-none-any.whl") as response:
+            assert int(response.headers["Content-Length"]) == BIG
+            assert response.headers["Content-Type"] == "application/zip"
+            while block := response.read(1 << 16):
+                received += len(block)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert received == BIG
+    assert peak < 8 << 20, f"serving a {BIG >> 20} MiB file took {peak >> 20} MiB of memory"
+
+
+def test_an_idle_connection_is_closed(served):
+    url, _ = served
+    port = int(url.rsplit(":", 1)[1])
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as idle:
+        assert idle.recv(1) == b""  # the server hung up on a client that said nothing
+    assert time.monotonic() - started < 5
+    # and goes on serving others
+    with urllib.request.urlopen(f"{url}/files/big-1.0-py3-none-any.whl") as response:
+        assert response.status == 200
