@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import SourceError, SourceRefused
 from ..files import write_atomic
 from ..hub import hub_errors
-from ..safety import unsafe_name
+from ..safety import is_inside, unsafe_name
 from .store import TreeStore
 
 __all__ = ["HubFetcher"]
@@ -108,7 +108,7 @@ def _errors(repo: str, revision: str) -> AbstractContextManager[None]:
 def _listing(origin: Path, storage: Path) -> list[str]:
     """The snapshot's files under origin, each name checked, each link (the cache's own, into
     its blobs folder) checked to stay in the repo's storage folder, before anything is copied."""
-    real_storage = os.path.realpath(storage) + os.sep
+    real_storage = os.path.realpath(storage)
     files = []
     for folder, dirs, names in os.walk(origin):
         dirs.sort()
@@ -118,7 +118,7 @@ def _listing(origin: Path, storage: Path) -> list[str]:
             problem = unsafe_name(relative)
             if problem:
                 raise SourceRefused(problem)
-            if not os.path.realpath(path).startswith(real_storage):
+            if not is_inside(os.path.realpath(path), real_storage):
                 raise SourceRefused(f"{relative} in the Hugging Face cache leads outside it")
             files.append(relative)
     return files

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from ...config.model import RunnerChoice
 from ...errors import ConfigError
-from ...plan.cells import Plan
+from ...plan.cells import Cell, Plan
 from ...process import Log
 from ..options import BuildOptions
 from .docker.engine import Engine
@@ -27,10 +27,10 @@ class Runner(Protocol):
     name: str
     options: BuildOptions
 
-    def facts(self, cell: Any) -> dict[str, Any]:
+    def facts(self, cell: Cell) -> dict[str, Any]:
         """What the runner's environment adds to a cell's fingerprint."""
 
-    def build(self, cell: Any, staging: Path, log: Log, threads: int,
+    def build(self, cell: Cell, staging: Path, log: Log, threads: int,
               progress: Callable[[str], None]) -> Path:
         """Build the cell; return its wheel, left in `staging`."""
 

@@ -32,7 +32,8 @@ class LocalRunner:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
-        """Nothing outlives a local build: its compilers are children of the cells' threads."""
+        """Nothing to stop: a local build starts no container, and each compiler it runs is a
+        child process that a cell's own thread waits for."""
 
     def facts(self, cell: Cell) -> dict[str, Any]:
         """The host facts a build depends on: the Python the environments are made with, the
