@@ -1,0 +1,52 @@
+"""The package is the pipeline: a step imports only the steps before it (and the foundation
+modules), never one after, so data flows forward only. Read from the sources' own imports."""
+
+from __future__ import annotations
+
+import ast
+
+from .conftest import REPO
+
+FOUNDATION = {"errors", "defaults", "files", "safety", "hub", "process", "cache", "layout",
+              "versions", "data", "__init__"}
+STEPS = ["policy", "config", "sources", "plan", "toolchain", "compile", "wheel", "build",
+         "index", "publish", "ui", "cli", "__main__"]
+
+
+def rank(module: str) -> int:
+    """-1 for the foundation, else the step's place in the pipeline (`python -m factory` last)."""
+    top = module.split(".")[0]
+    return -1 if top in FOUNDATION else STEPS.index(top)
+
+
+def imports_of(path) -> set[str]:
+    """The factory modules a file imports, as dotted paths below factory/."""
+    package = path.relative_to(REPO / "factory").with_suffix("").parts
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = list(package[:len(package) - node.level])
+            target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            names = [f"{target}.{alias.name}" if target else alias.name for alias in node.names]
+            found.update(names if not node.module else [target])
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("factory."):
+            found.add(node.module.removeprefix("factory."))
+    return found
+
+
+def test_every_import_points_back_along_the_pipeline():
+    backwards = []
+    for path in sorted((REPO / "factory").rglob("*.py")):
+        here = ".".join(path.relative_to(REPO / "factory").with_suffix("").parts)
+        for target in imports_of(path):
+            if target.split(".")[0] in ("", "__version__"):
+                continue
+            if rank(target) > rank(here) and target.split(".")[0] != here.split(".")[0]:
+                backwards.append(f"{here} imports {target}")
+    assert backwards == []
+
+
+def test_the_foundation_imports_no_step():
+    for name in sorted(FOUNDATION - {"data", "__init__", "__main__"}):
+        targets = imports_of(REPO / "factory" / f"{name}.py")
+        assert all(rank(target) == -1 for target in targets), (name, targets)
