@@ -16,7 +16,6 @@ all of them, so it is the index one `factory build` of the whole matrix would ha
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +30,7 @@ from ..errors import ConfigError, IndexConflict, SourceError
 from ..files import copy_atomic, file_sha256
 from ..layout import Layout
 from .records import CellOutcome, Manifest, load_manifest
-from .remote import ListedFile, SimpleIndex
+from .remote import ListedFile, SimpleIndex, stream_sha256
 from .update import IndexSummary, update_index
 
 if TYPE_CHECKING:  # imported where used: a merge of folders reads nothing over HTTP
@@ -166,21 +165,17 @@ def _download_all(session: requests.Session, entries: list[ListedFile], folder: 
 def _download(session: requests.Session, entry: ListedFile, path: Path) -> Path:
     import requests
 
-    digest = hashlib.sha256()
     try:
         with session.get(entry.url, stream=True, timeout=defaults.DOWNLOAD_TIMEOUT) as response:
             if not response.ok:
                 raise SourceError(f"cannot download {entry.url}: HTTP {response.status_code} "
                                   f"{response.reason}")
-            with open(path, "wb") as handle:
-                for block in response.iter_content(1 << 20):
-                    digest.update(block)
-                    handle.write(block)
+            digest = stream_sha256(response, path)
     except (requests.RequestException, OSError) as exc:
         raise SourceError(f"cannot download {entry.url}: {type(exc).__name__}") from None
-    if entry.sha256 is not None and digest.hexdigest() != entry.sha256:
+    if entry.sha256 is not None and digest != entry.sha256:
         host = urlsplit(entry.url).netloc
         raise SourceError(f"{entry.url} does not have the sha256 its index on {host} lists "
-                          f"({digest.hexdigest()[:12]}, listed {entry.sha256[:12]}); the "
-                          "merge stops before writing anything")
+                          f"({digest[:12]}, listed {entry.sha256[:12]}); the merge stops "
+                          "before writing anything")
     return path

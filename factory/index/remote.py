@@ -10,8 +10,11 @@ unknown projects elsewhere, and the error class of the step that reads.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
@@ -20,7 +23,7 @@ from ..errors import FactoryError
 if TYPE_CHECKING:  # imported where used: a merge of folders needs neither (nor pydantic)
     import requests
 
-__all__ = ["JSON_ACCEPT", "ListedFile", "SimpleIndex"]
+__all__ = ["JSON_ACCEPT", "ListedFile", "SimpleIndex", "stream_sha256"]
 
 JSON_ACCEPT = ("application/vnd.pypi.simple.v1+json, "
                "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1")
@@ -115,6 +118,18 @@ class SimpleIndex:
             files[package.filename] = ListedFile(package.filename, package.url,
                                                  sha256.lower() if sha256 else None, yanked)
         return files
+
+
+def stream_sha256(response: requests.Response, into: Path | None = None) -> str:
+    """The sha256 of a streamed response's body, written to `into` on the way when given."""
+    digest = hashlib.sha256()
+    with contextlib.ExitStack() as stack:
+        handle = stack.enter_context(open(into, "wb")) if into is not None else None
+        for block in response.iter_content(1 << 20):
+            digest.update(block)
+            if handle is not None:
+                handle.write(block)
+    return digest.hexdigest()
 
 
 def _reason(exc: BaseException) -> str:

@@ -28,7 +28,7 @@ from ..versions import Version, compact, major_minor
 from .labels import matrix_labels
 
 __all__ = ["CUDA_SUFFIXES", "Cell", "Kernel", "Plan", "SectionPlan", "SkippedCell", "Unit",
-           "check_unique_names", "make_cell", "make_plan", "skip_reason"]
+           "check_unique_names", "make_cell", "make_plan", "noarch_cell", "skip_reason"]
 
 CUDA_SUFFIXES = frozenset({".cu"})
 
@@ -194,8 +194,7 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None) -> Plan:
         if spec.is_noarch:
             if _excluded(matrix, spec.name, None, None, "any", used_excludes):
                 continue
-            cells.append(Cell(spec, kernel.source, kernel.version, None, None, "any",
-                              None, (), ()))
+            cells.append(noarch_cell(spec, kernel.source, kernel.version))
             continue
         for torch in matrix.torch:
             for cuda in matrix.cuda:
@@ -217,6 +216,11 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None) -> Plan:
             raise ConfigError("this exclude entry matches no cell of the matrix",
                               file=matrix.path, line=exclude.line, key=f"exclude[{index}]")
     return Plan(matrix, tuple(cells), tuple(skipped))
+
+
+def noarch_cell(spec: KernelSpec, source: SourceTree, version: str) -> Cell:
+    """A pure-Python kernel's one cell: no torch, no CUDA, any platform, no label."""
+    return Cell(spec, source, version, None, None, "any", None, (), ())
 
 
 def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,

@@ -17,7 +17,7 @@ from ..config.spec import KernelSpec
 from ..errors import ConfigError
 from ..sources.tree import SourceTree
 from ..versions import parse_release
-from .cells import Cell, make_cell, skip_reason
+from .cells import Cell, make_cell, noarch_cell, skip_reason
 
 __all__ = ["cell_from_record", "cell_record"]
 
@@ -43,7 +43,7 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
     are `source`. `origin` names where the record came from in errors; `cuda_home` replaces the
     recorded toolkit folder (a container has its own)."""
     if not record.get("torch"):
-        cell = Cell(spec, source, version, None, None, "any", None, (), ())
+        cell = noarch_cell(spec, source, version)
     else:
         try:
             torch = parse_release(record["torch"])

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import io
 import logging
 import os
@@ -33,7 +32,7 @@ from .. import defaults
 from ..errors import ConfigError, PublishError
 from ..files import file_sha256
 from ..index.records import load_manifest
-from ..index.remote import ListedFile, SimpleIndex
+from ..index.remote import ListedFile, SimpleIndex, stream_sha256
 from ..layout import Layout
 
 __all__ = ["RegistryReport", "index_url_for", "publish_to_registry"]
@@ -271,11 +270,7 @@ class _IndexReader:
 
     def digest_of(self, project: str, filename: str) -> str:
         """A listed file's sha256 when the page gives none: its bytes, downloaded."""
-        response = self.index.get(self.pages[project][filename].url, stream=True)
-        digest = hashlib.sha256()
-        for block in response.iter_content(1 << 20):
-            digest.update(block)
-        return digest.hexdigest()
+        return stream_sha256(self.index.get(self.pages[project][filename].url, stream=True))
 
     def _credentials(self) -> tuple[str, str]:
         from twine import exceptions as twine_errors

@@ -164,7 +164,8 @@ class Engine:
     def copy_out(self, container: str, path: str) -> tarfile.TarFile:
         """One file or folder of the container, as a tar archive."""
         data = self._run(["cp", f"{container}:{path}", "-"], None, True, f"copying {path} out")
-        return tarfile.open(fileobj=io.BytesIO(data or b""))
+        assert data is not None  # with check on, a failed copy raises
+        return tarfile.open(fileobj=io.BytesIO(data))
 
     def close(self) -> None:
         """Remove this run's containers (which ends what runs in them) and stop every docker

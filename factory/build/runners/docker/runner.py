@@ -186,29 +186,27 @@ class DockerRunner:
                     "--mount", f"type=bind,source={self.cache},target={CACHE}",
                 ])
             job = {"torch": key[0], "cuda": key[1], "torch_index": key[2],
-                   "cache": str(self._inside(group.image))}
+                   "cache": str(CACHE / self._base_cache(group.image))}
             log.step(f"preparing torch {cell.torch} for CUDA {key[1]} in {group.prepare}")
             self._exec(group.prepare, "prepare", job, log, lambda step: None)
             group.prepared.add(key)
 
-    def _image_cache(self, image: BuilderImage) -> Path:
-        """The part of the cache one base's containers use (their torch environments), on the
-        host; _inside() names it as the containers see it."""
-        return self.cache / "docker" / slug(image.base)
-
-    def _inside(self, image: BuilderImage) -> PurePosixPath:
-        return CACHE / "docker" / slug(image.base)
+    @staticmethod
+    def _base_cache(image: BuilderImage) -> str:
+        """The part of the cache one base's containers use (their torch environments),
+        relative to the cache: under self.cache on the host, under CACHE in a container."""
+        return f"docker/{slug(image.base)}"
 
     def _build_container(self, group: _Group, cell: Cell) -> str:
         with group.lock:
             if group.build is None:
-                host_side = self._image_cache(group.image)
+                host_side = self.cache / self._base_cache(group.image)
                 host_side.mkdir(parents=True, exist_ok=True)
                 group.build = self.engine.launch(group.image.name, f"{group.image.tag}-build", [
                     "--network", "none", "--user", build_user(), "--cap-drop", "ALL",
                     "--security-opt", "no-new-privileges", "--env", "HOME=/tmp",
                     "--mount", f"type=bind,source={host_side},"
-                               f"target={self._inside(group.image)},readonly",
+                               f"target={CACHE / self._base_cache(group.image)},readonly",
                 ])
             name = cell.spec.name
             if name not in group.sources:
@@ -226,7 +224,7 @@ class DockerRunner:
             "cell": cell_record(cell), "version": cell.version, "cuda_home": CUDA_HOME,
             "build_root": str(defaults.BUILD_ROOT),
             "source_date_epoch": self.options.epoch(cell), "builder": group.image.name,
-            "cache": str(self._inside(group.image)), "out": str(out),
+            "cache": str(CACHE / self._base_cache(group.image)), "out": str(out),
             "threads": threads,
         }
         log.step(f"building in {container} (no network, user {build_user()})")
