@@ -10,6 +10,7 @@ cell's log).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "SourceError",
     "SourceRefused",
     "WheelReadError",
+    "describe_os_error",
 ]
 
 
@@ -105,9 +107,17 @@ class PublishError(FactoryError):
     exit_status = 1
 
 
+def describe_os_error(error: OSError) -> str:
+    """An operating system's refusal as one line: the path(s) and the reason."""
+    reason = error.strerror or str(error) or type(error).__name__
+    paths = [str(_display_path(Path(os.fsdecode(name))))
+             for name in (error.filename, error.filename2) if name not in (None, "")]
+    return f"{' -> '.join(paths)}: {reason}" if paths else reason
+
+
 def _display_path(path: Path) -> str:
     """Paths relative to the working directory when they are inside it, else absolute."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
+    except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
         return str(path)

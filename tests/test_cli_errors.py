@@ -97,7 +97,7 @@ CASES = {
         "matrix.yaml:2: kernels[0].git: 'ftp://example.com/k.git' is not a git URL"),
     "token in a git URL": (
         matrix_with("path: demo", "git: https://me:ghp_secret@example.com/k.git"), GOOD_KERNEL,
-        "matrix.yaml:2: kernels[0].git: the URL holds a password or token"),
+        "matrix.yaml:2: kernels[0].git: 'https://***@example.com/k.git' holds a password"),
     "bad git rev": (
         matrix_with("path: demo", "git: https://example.com/k.git\n    rev: main..dev"),
         GOOD_KERNEL, "matrix.yaml:3: kernels[0].rev: 'main..dev' is not a branch, tag or "

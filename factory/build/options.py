@@ -10,7 +10,9 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..plan.cells import Cell
 
-__all__ = ["BuildOptions", "source_date_epoch", "usable_build_root"]
+__all__ = ["LATEST_ZIP_TIME", "BuildOptions", "source_date_epoch", "usable_build_root"]
+
+LATEST_ZIP_TIME = 4354819199  # 2107-12-31T23:59:59Z: a zip's DOS time stops there
 
 
 @dataclass(frozen=True)
@@ -49,4 +51,7 @@ def source_date_epoch() -> int | None:
     if not text.strip().isdigit():
         raise ConfigError(f"'{text}' is not a whole number of seconds since 1970",
                           key="SOURCE_DATE_EPOCH")
+    if len(text.strip()) > 12 or int(text) > LATEST_ZIP_TIME:
+        raise ConfigError(f"'{text}' is after 2107-12-31, the last time a wheel (a zip file) "
+                          "can record", key="SOURCE_DATE_EPOCH")
     return int(text)

@@ -4,7 +4,6 @@ publish the wheels and bring the index up to date."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -15,10 +14,12 @@ from ..errors import ConfigError
 from .common import (
     cache_dir,
     matrix_options,
+    path_argument,
     positive,
     print_index,
     say_to,
     shard,
+    writable_folder,
 )
 
 __all__ = ["add", "run"]
@@ -28,7 +29,7 @@ def add(commands: Any) -> None:
     build = commands.add_parser("build", help="build the wheels of a matrix.yaml",
                                 description="Build every cell of MATRIX into <out>/files.")
     matrix_options(build, help="the matrix.yaml to build")
-    build.add_argument("--out", type=Path, default=defaults.OUT,
+    build.add_argument("--out", type=path_argument, default=defaults.OUT,
                        help=f"output folder (default: {defaults.OUT})")
     build.add_argument("--only", action="append", metavar="PATTERN", default=[],
                        help="build only cells whose id matches this glob, e.g. "
@@ -38,7 +39,8 @@ def add(commands: Any) -> None:
                             "cores left)")
     build.add_argument("--force", action="store_true",
                        help="replace a published wheel whose bytes changed")
-    build.add_argument("--build-root", type=Path, default=defaults.BUILD_ROOT, metavar="DIR",
+    build.add_argument("--build-root", type=path_argument, default=defaults.BUILD_ROOT,
+                       metavar="DIR",
                        help="where cells are compiled; a fixed path keeps builds reproducible "
                             f"(default: {defaults.BUILD_ROOT})")
     slices = build.add_mutually_exclusive_group()
@@ -66,9 +68,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..plan.load import plan_matrix
     from ..ui.progress import make_reporter
 
-    out: Path = args.out
-    if out.exists() and not out.is_dir():
-        raise ConfigError("exists and is not a folder", file=out, key="--out")
+    out = writable_folder(args.out, "--out")
     cache = cache_dir(args)
     sliced = bool(args.job or args.shard)
     plan = plan_matrix(args.matrix, cache, say_to(console, "yellow"), args.offline,

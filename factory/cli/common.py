@@ -21,8 +21,9 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from ..index.update import IndexSummary
 
-__all__ = ["Parser", "cache_dir", "make_console", "matrix_options", "port", "positive",
-           "print_index", "say_to", "shard", "source_options", "wheel_paths"]
+__all__ = ["Parser", "cache_dir", "make_console", "matrix_options", "path_argument", "port",
+           "positive", "print_index", "say_to", "shard", "source_options", "wheel_paths",
+           "writable_folder"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -30,6 +31,35 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise ConfigError(f"{message} (see '{self.prog} --help')")
+
+
+def path_argument(text: str) -> Path:
+    """A path argument: not empty (which would mean the working directory), no NUL byte."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty (give '.' for this folder)")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError("holds a NUL byte")
+    return Path(text)
+
+
+def writable_folder(path: Path, key: str, must_exist: bool = False) -> Path:
+    """A folder the command may write into (made later when missing): refused, before anything
+    is written, when it is a file, lies under a file, or cannot be written by this user."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError("exists and is not a folder", file=path, key=key)
+    if must_exist and not path.is_dir():
+        raise ConfigError("no such folder", file=path, key=key)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():
+            raise ConfigError("is a link to a missing folder", file=existing, key=key)
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"cannot be made: {existing} is not a folder", file=path, key=key)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot be written by this user ({existing} is read-only)",
+                          file=path, key=key)
+    return path
 
 
 def positive(text: str) -> int:
@@ -60,8 +90,8 @@ def port(text: str) -> int:
 def matrix_options(parser: argparse.ArgumentParser, help: str, lockable: bool = True) -> None:
     """MATRIX, the cache, and how sources are fetched: what every command that reads a matrix
     takes."""
-    parser.add_argument("matrix", type=Path, metavar="MATRIX", help=help)
-    parser.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+    parser.add_argument("matrix", type=path_argument, metavar="MATRIX", help=help)
+    parser.add_argument("--cache-dir", type=path_argument, default=None, metavar="DIR",
                         help="toolkits, torch environments and fetched sources "
                              "(default: ~/.cache/kernel-wheel-factory)")
     source_options(parser, lockable)
@@ -78,7 +108,15 @@ def source_options(parser: argparse.ArgumentParser, lockable: bool = True) -> No
 
 
 def cache_dir(args: argparse.Namespace) -> Path:
-    return (getattr(args, "cache_dir", None) or default_cache_dir()).resolve()
+    """The cache folder (--cache-dir, else the environment's or the user's), checked before
+    anything is fetched into it."""
+    given = getattr(args, "cache_dir", None)
+    folder = given or default_cache_dir()
+    key = "--cache-dir" if given else "cache"
+    try:
+        return writable_folder(folder, key).resolve()
+    except (OSError, RuntimeError) as exc:
+        raise ConfigError(f"cannot be used ({exc})", file=folder, key=key) from None
 
 
 def make_console(stderr: bool) -> Console:

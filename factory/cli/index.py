@@ -9,8 +9,8 @@ from typing import Any
 from rich.console import Console
 
 from .. import defaults
-from ..errors import ConfigError
-from .common import print_index
+from ..credentials import refuse_credentials
+from .common import path_argument, print_index, writable_folder
 
 __all__ = ["add", "run"]
 
@@ -20,7 +20,7 @@ def add(commands: Any) -> None:
         "index", help="regenerate the package index pages of an output folder",
         description="Regenerate the per-cell and combined PEP 503/691 indexes and the browse "
                     "page from the wheels in <out>/files (factory build does this at its end).")
-    index.add_argument("--out", type=Path, default=defaults.OUT,
+    index.add_argument("--out", type=path_argument, default=defaults.OUT,
                        help=f"output folder (default: {defaults.OUT})")
     index.add_argument("--merge", nargs="+", default=None, metavar="DIR|URL",
                        help="first copy in the wheels, logs and cell outcomes of these output "
@@ -35,15 +35,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..index.merge import is_url, merge_outputs
     from ..index.update import update_index
 
-    out: Path = args.out
+    out = writable_folder(args.out, "--out", must_exist=not args.merge)
     if args.merge:
-        if out.exists() and not out.is_dir():
-            raise ConfigError("exists and is not a folder", file=out, key="--out")
+        for source in args.merge:
+            refuse_credentials(source, key="--merge", instead="a private index is merged from "
+                               "a folder, or reached through a netrc file")
         sources: list[str | Path] = [source if is_url(source) else Path(source)
                                      for source in args.merge]
         print_index(console, out, merge_outputs(out, sources, force=args.force))
         return 0
-    if not out.is_dir():
-        raise ConfigError("no such folder", file=out, key="--out")
     print_index(console, out, update_index(out, force=args.force, full=True))
     return 0

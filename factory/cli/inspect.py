@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from .common import wheel_paths
+from .common import path_argument, wheel_paths
 
 __all__ = ["add", "run"]
 
@@ -21,7 +20,7 @@ def add(commands: Any) -> None:
         description="Show each wheel's tags, torch pin, GPU code, libraries, manylinux and abi3 "
                     "verdicts and provenance, and run the publishing checks on it. Exit "
                     "status 1 when a check fails.")
-    inspect.add_argument("wheels", type=Path, nargs="+", metavar="WHEEL")
+    inspect.add_argument("wheels", type=path_argument, nargs="+", metavar="WHEEL")
     inspect.add_argument("--json", action="store_true",
                          help="print the stable JSON report (kernel-wheel-factory/inspect/1)")
 

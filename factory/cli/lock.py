@@ -7,7 +7,8 @@ from typing import Any
 
 from rich.console import Console
 
-from .common import cache_dir, matrix_options, say_to
+from ..errors import ConfigError
+from .common import cache_dir, matrix_options, say_to, writable_folder
 
 __all__ = ["add", "run"]
 
@@ -27,6 +28,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..plan.cells import check_unique_names
     from ..plan.load import resolve_matrix
 
+    target = lock_path(args.matrix)
+    if target.exists() and not target.is_file():
+        raise ConfigError("is in the way of the lock file: it is not a file; move it away",
+                          file=target)
+    writable_folder(target.parent, "lock file")
     matrix, kernels = resolve_matrix(args.matrix, cache_dir(args), say_to(console, "yellow"),
                                      args.offline)
     check_unique_names(matrix, kernels)

@@ -4,16 +4,20 @@ index to a folder, s3:// or hf://."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import os
 from typing import Any
 
 from rich.console import Console
 
 from .. import defaults
+from ..credentials import refuse_credentials
 from ..errors import ConfigError
-from .common import say_to
+from .common import path_argument, say_to
 
 __all__ = ["add", "run"]
+
+CREDENTIALS_HINT = ("give them through TWINE_USERNAME/TWINE_PASSWORD, keyring or ~/.pypirc "
+                    "(a registry), AWS_* variables (s3://) or HF_TOKEN (hf://)")
 
 
 def add(commands: Any) -> None:
@@ -24,7 +28,8 @@ def add(commands: Any) -> None:
         "with twine (credentials: TWINE_USERNAME/TWINE_PASSWORD, keyring or ~/.pypirc); a "
         "wheel already there with the same sha256 is skipped, one with other bytes stops the "
         "publish. With --to: copy the static index, wheels first and pages last.")
-    publish.add_argument("folder", type=Path, nargs="?", default=defaults.OUT, metavar="DIR",
+    publish.add_argument("folder", type=path_argument, nargs="?", default=defaults.OUT,
+                         metavar="DIR",
                          help=f"the output folder to publish (default: {defaults.OUT})")
     destination = publish.add_mutually_exclusive_group()
     destination.add_argument("--repository-url", metavar="URL", default=None,
@@ -46,6 +51,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..publish.static import publish_static
 
     say = say_to(console)
+    for key, url in (("--to", args.to), ("--repository-url", args.repository_url),
+                     ("--index-url", args.index_url),
+                     ("TWINE_REPOSITORY_URL", os.environ.get("TWINE_REPOSITORY_URL"))):
+        if url is not None:
+            refuse_credentials(url, key=key, instead=CREDENTIALS_HINT)
     if not args.folder.is_dir():
         raise ConfigError("no such folder", file=args.folder)
     if args.to is not None:

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from .. import defaults
 from ..errors import ConfigError
-from .common import port
+from .common import path_argument, port
 
 __all__ = ["add", "run"]
 
@@ -20,7 +20,7 @@ def add(commands: Any) -> None:
     serve = commands.add_parser(
         "serve", help="serve an output folder to pip, uv and browsers",
         description="Serve DIR over HTTP with PEP 691 content negotiation (JSON or HTML pages).")
-    serve.add_argument("folder", type=Path, nargs="?", default=defaults.OUT, metavar="DIR",
+    serve.add_argument("folder", type=path_argument, nargs="?", default=defaults.OUT, metavar="DIR",
                        help=f"the output folder (default: {defaults.OUT})")
     serve.add_argument("--host", default=defaults.SERVE_HOST,
                        help=f"address to listen on (default: {defaults.SERVE_HOST})")

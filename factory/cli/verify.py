@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from .common import cache_dir, wheel_paths
+from .common import cache_dir, path_argument, wheel_paths
 
 __all__ = ["add", "run"]
 
@@ -18,12 +17,12 @@ def add(commands: Any) -> None:
         "verify", help="rebuild a wheel from its provenance and compare sha256",
         description="Build WHEEL again from the source, cell and toolchain its provenance "
                     "records, and report whether the result is byte-identical.")
-    verify.add_argument("wheel", type=Path, metavar="WHEEL")
-    verify.add_argument("--source", type=Path, default=None, metavar="DIR",
+    verify.add_argument("wheel", type=path_argument, metavar="WHEEL")
+    verify.add_argument("--source", type=path_argument, default=None, metavar="DIR",
                         help="the kernel's source (default: the recorded location, from here)")
-    verify.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+    verify.add_argument("--cache-dir", type=path_argument, default=None, metavar="DIR",
                         help="toolkits and torch environments (default: the factory's cache)")
-    verify.add_argument("--build-root", type=Path, default=None, metavar="DIR",
+    verify.add_argument("--build-root", type=path_argument, default=None, metavar="DIR",
                         help="build somewhere else than the recorded build folder (the result "
                              "then differs)")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -11,6 +10,7 @@ from rich.console import Console
 from .. import defaults
 from ..errors import ConfigError
 from ..layout import Layout
+from .common import path_argument, writable_folder
 
 __all__ = ["add", "run"]
 
@@ -25,13 +25,14 @@ def add(commands: Any) -> None:
                          help="1.0.0 (every label) or 1.0.0+cu130torch211")
     command.add_argument("--label", default=None, help="only this cell's wheel")
     command.add_argument("--reason", required=True, help="shown to users by pip and uv")
-    command.add_argument("--out", type=Path, default=defaults.OUT,
+    command.add_argument("--out", type=path_argument, default=defaults.OUT,
                          help=f"output folder (default: {defaults.OUT})")
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..index.update import yank
 
+    writable_folder(args.out, "--out", must_exist=True)
     if not Layout(args.out).files.is_dir():
         raise ConfigError("has no files/ folder: not an index", file=args.out, key="--out")
     for filename in yank(args.out, args.name, args.version, args.label, args.reason):

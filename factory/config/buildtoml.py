@@ -87,8 +87,15 @@ def _version(node: Node) -> Version:
         raise node.error(str(exc)) from None
 
 
+# Long enough for any real kernel; short enough that its wheel's file name, with version,
+# label, tags and a temporary prefix, stays inside the 255 bytes a file name may have.
+MAX_NAME = 64
+
+
 def _name(node: Node) -> str:
     name = node.str()
+    if len(name) > MAX_NAME:
+        raise node.error(f"the kernel name is {len(name)} characters long; at most {MAX_NAME}")
     if not _NAME.fullmatch(name):
         raise node.error(f"invalid kernel name '{name}': use lowercase letters, digits, '-' "
                          "and '_', starting with a letter (e.g. 'img2gray', 'flash-attn')")

@@ -6,15 +6,16 @@ import re
 import string
 from pathlib import Path, PurePosixPath
 from typing import cast
-from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion
 
 from .. import defaults
+from ..credentials import refuse_credentials
 from ..policy import (
     CudaPolicy,
     cuda_policies,
     cuda_policy,
+    cuda_releases,
     torch_release,
     torch_releases,
 )
@@ -107,7 +108,9 @@ def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
 
 def _path_source(fields: dict[str, Node], base: Path) -> SourceRequest:
     text = fields["path"].nonempty_str()
-    folder = (base / text).resolve()
+    folder = _local_folder(fields["path"], text, base)
+    if folder.exists() and not folder.is_dir():
+        raise fields["path"].error(f"'{text}' is a file; give the kernel's folder")
     if not folder.is_dir():
         raise fields["path"].error(f"kernel folder '{text}' does not exist")
     if not (folder / "build.toml").is_file():
@@ -117,20 +120,31 @@ def _path_source(fields: dict[str, Node], base: Path) -> SourceRequest:
 
 def _git_source(fields: dict[str, Node], base: Path) -> SourceRequest:
     url = fields["git"].nonempty_str().strip().rstrip("/")
-    if "://" in url and urlsplit(url).password is not None:
-        raise fields["git"].error("the URL holds a password or token, which would be written into "
-                                  "the lock file and every wheel's provenance; use a git "
-                                  "credential helper instead")
+    _refuse_credentials(fields["git"], url, "use a git credential helper instead")
     folder = None
     if not _GIT_URL.fullmatch(url):
         if "://" in url or any(c.isspace() for c in url):
             raise fields["git"].error(f"'{url}' is not a git URL (https://, ssh://, git://, "
                                       "file://, user@host:path or a local folder)")
-        folder = (base / Path(url).expanduser()).resolve()
+        folder = _local_folder(fields["git"], url, base)
         if not folder.exists():
             raise fields["git"].error(f"'{url}' is neither a git URL nor an existing folder")
     return SourceRequest("git", url, _rev(fields.get("rev"), "HEAD"),
                          _subdir(fields.get("subdir")), folder)
+
+
+def _local_folder(node: Node, text: str, base: Path) -> Path:
+    """A folder the matrix names, relative to the matrix, resolved."""
+    if "\0" in text:
+        raise node.error("the path holds a NUL byte")
+    try:
+        return (base / Path(text).expanduser()).resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        raise node.error(f"'{text}' cannot be followed ({exc})") from None
+
+
+def _refuse_credentials(node: Node, url: str, instead: str) -> None:
+    refuse_credentials(url, key=node.key, file=node.file, line=node.line, instead=instead)
 
 
 def _hub_source(fields: dict[str, Node], base: Path) -> SourceRequest:
@@ -161,6 +175,9 @@ def _subdir(node: Node | None) -> str | None:
     return None if path == PurePosixPath(".") else path.as_posix()
 
 
+MAX_VERSION = 40
+
+
 def _wheel_version(node: Node) -> str:
     text = node.scalar_text().strip()
     try:
@@ -169,6 +186,9 @@ def _wheel_version(node: Node) -> str:
         raise node.error(f"'{text}' is not a valid Python package version (e.g. 1.0.0)") from None
     if version.local is not None:
         raise node.error(f"'{text}' has a local label; the factory adds '+<label>' itself per cell")
+    if len(str(version)) > MAX_VERSION:
+        raise node.error(f"the version is {len(str(version))} characters long; at most "
+                         f"{MAX_VERSION} (it is part of every wheel's file name)")
     return str(version)
 
 
@@ -212,6 +232,10 @@ def _cuda_entries(node: Node, base: Path) -> tuple[CudaEntry, ...]:
             oldest = cuda_policies()[0].since
             raise item.error(f"CUDA {version} is too old: the factory builds with CUDA {oldest} "
                              "and newer")
+        if major_minor(version) not in cuda_releases():
+            known = cuda_releases()
+            raise item.error(f"CUDA {version} is not a CUDA release the factory knows (known: "
+                             f"{', '.join(str(release) for release in known)})")
         if any(major_minor(entry.version) == major_minor(version) for entry in entries):
             raise item.error(f"CUDA {major_minor(version)} is listed twice")
         settings = {} if item.value is None else item.table(["sms", "ptx", "home", "torch-index"])
@@ -220,13 +244,15 @@ def _cuda_entries(node: Node, base: Path) -> tuple[CudaEntry, ...]:
             sms = _sms(settings["sms"], policy, version)
         home = None
         if "home" in settings:
-            home = (base / Path(settings["home"].nonempty_str()).expanduser()).resolve()
+            home = _local_folder(settings["home"], settings["home"].nonempty_str(), base)
             if not (home / "bin" / "nvcc").is_file():
                 raise settings["home"].error(f"no CUDA toolkit at '{settings['home'].str()}' "
                                              "(expected bin/nvcc there)")
         index = None
         if "torch-index" in settings:
             index = settings["torch-index"].nonempty_str()
+            _refuse_credentials(settings["torch-index"], index,
+                                "give them to uv through UV_INDEX_* variables or a netrc file")
             if not re.match(r"(https?|file)://", index):
                 raise settings["torch-index"].error(
                     f"'{index}' is not an index URL (http://, https:// or file://)")
@@ -322,12 +348,23 @@ def _docker(node: Node) -> str | None:
     return base
 
 
+MAX_LABEL_TEMPLATE = 64
+
+
 def _check_label_template(node: Node) -> None:
     template = node.str()
     try:
-        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+        parsed = [(name, spec, conversion) for _, name, spec, conversion
+                  in string.Formatter().parse(template) if name is not None]
     except ValueError as exc:
         raise node.error(f"invalid label template: {exc}") from None
+    if len(template) > MAX_LABEL_TEMPLATE:
+        raise node.error(f"the label template is {len(template)} characters long; at most "
+                         f"{MAX_LABEL_TEMPLATE}")
+    if any(spec or conversion for _, spec, conversion in parsed):
+        raise node.error("placeholders take no format spec or conversion: write {cuda}, not "
+                         "{cuda:>5} or {cuda!r}")
+    fields = [name for name, _, _ in parsed]
     for name in fields:
         if name not in LABEL_FIELDS:
             raise node.error(f"unknown placeholder '{{{name}}}' in the label "

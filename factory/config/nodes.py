@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import builtins
 import difflib
+import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,12 @@ from typing import Any
 from ..errors import ConfigError
 
 __all__ = ["Node", "describe", "load_toml", "load_yaml"]
+
+# Bounds that keep a hostile file from stalling the parser or the tree walk: real matrix.yaml
+# and build.toml files are a few kilobytes, a few levels deep, with a few hundred values.
+MAX_CONFIG_BYTES = 1 << 20
+MAX_DEPTH = 32
+MAX_VALUES = 100_000
 
 # A key path: names, and list indexes where a value sits in an array.
 KeyPath = tuple[str | int, ...]
@@ -127,6 +135,8 @@ def load_toml(path: Path) -> Node:
     text = _read_text(path)
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise ConfigError(f"nested more than {MAX_DEPTH} levels deep", file=path) from None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = re.search(r"\(at line (\d+), column \d+\)", message)
@@ -139,6 +149,8 @@ def load_toml(path: Path) -> Node:
 
 def _toml_node(value: Any, path: Path, keys: KeyPath, lines: dict[KeyPath, int]) -> Node:
     line = _nearest_line(keys, lines)
+    if len(keys) > MAX_DEPTH:
+        raise ConfigError(f"nested more than {MAX_DEPTH} levels deep", file=path, line=line)
     dotted = ""
     for key in keys:
         dotted = f"{dotted}[{key}]" if isinstance(key, int) else child_key(dotted, key)
@@ -328,8 +340,19 @@ def _skip_string(text: str, pos: int) -> int:
 # ----------------------------------------------------------------------------------------------
 # YAML
 
+# The tags a matrix may use: plain data. Explicit tags (!!python/object, !!binary, !custom)
+# are refused rather than ignored.
+_YAML_TAGS = {f"tag:yaml.org,2002:{name}"
+              for name in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
+
+
 def load_yaml(path: Path) -> Node:
-    """Parse a YAML file into Nodes, refusing duplicate keys and keeping scalars' source text."""
+    """Parse a YAML file into Nodes, refusing duplicate keys and keeping scalars' source text.
+
+    Anchors and aliases are allowed, but an alias that contains itself, nesting deeper than
+    MAX_DEPTH, or an expansion of more than MAX_VALUES values (a "billion laughs" file) is
+    refused: the tree is walked with those bounds, never expanded blindly.
+    """
     import yaml
 
     text = _read_text(path)
@@ -340,47 +363,94 @@ def load_yaml(path: Path) -> Node:
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"invalid YAML: {problem}", file=path, line=line) from None
+    except RecursionError:
+        raise ConfigError(f"nested more than {MAX_DEPTH} levels deep", file=path) from None
     if root is None:
         return Node({}, path, 1, "")
-    constructor = yaml.SafeLoader("")
-    return _yaml_node(root, path, "", constructor)
+    return _YamlWalk(path).node(root, "", ())
 
 
-def _yaml_node(node: Any, path: Path, key: str, constructor: Any) -> Node:
-    import yaml
+class _YamlWalk:
+    def __init__(self, path: Path) -> None:
+        import yaml
 
-    line = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        entries: dict[str, Node] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise ConfigError("keys must be plain values", file=path,
-                                  line=key_node.start_mark.line + 1, key=key or None)
-            name = key_node.value
-            full = child_key(key, name)
-            if name in entries:
-                raise ConfigError("duplicate key", file=path,
-                                  line=key_node.start_mark.line + 1, key=full)
-            child = _yaml_node(value_node, path, full, constructor)
-            entries[name] = Node(child.value, path, key_node.start_mark.line + 1, full, child.raw)
-        return Node(entries, path, line, key)
-    if isinstance(node, yaml.SequenceNode):
-        items = [_yaml_node(item, path, f"{key}[{i}]", constructor)
-                 for i, item in enumerate(node.value)]
-        return Node(items, path, line, key)
-    value = constructor.construct_object(node, deep=True)
-    raw = node.value if node.tag != "tag:yaml.org,2002:null" else None
-    return Node(value, path, line, key, raw)
+        self.path = path
+        self.constructor = yaml.SafeLoader("")
+        self.values = 0
+
+    def node(self, node: Any, key: str, enclosing: tuple[int, ...]) -> Node:
+        import yaml
+
+        line = node.start_mark.line + 1
+        self.values += 1
+        if self.values > MAX_VALUES:
+            raise ConfigError(f"expands to more than {MAX_VALUES} values (aliases repeated "
+                              "inside aliases?)", file=self.path, line=line, key=key or None)
+        if len(enclosing) >= MAX_DEPTH:
+            raise ConfigError(f"nested more than {MAX_DEPTH} levels deep", file=self.path,
+                              line=line, key=key or None)
+        if node.tag not in _YAML_TAGS:
+            raise ConfigError(f"the tag {node.tag.replace('tag:yaml.org,2002:', '!!')} is not "
+                              "allowed: a matrix holds plain values, lists and tables",
+                              file=self.path, line=line, key=key or None)
+        if id(node) in enclosing:
+            raise ConfigError("an alias refers to a value that contains it", file=self.path,
+                              line=line, key=key or None)
+        inside = (*enclosing, id(node))
+        if isinstance(node, yaml.MappingNode):
+            entries: dict[str, Node] = {}
+            for key_node, value_node in node.value:
+                key_line = key_node.start_mark.line + 1
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise ConfigError("keys must be plain values", file=self.path,
+                                      line=key_line, key=key or None)
+                name = key_node.value
+                full = child_key(key, name)
+                if name in entries:
+                    raise ConfigError("duplicate key", file=self.path, line=key_line, key=full)
+                child = self.node(value_node, full, inside)
+                entries[name] = Node(child.value, self.path, key_line, full, child.raw)
+            return Node(entries, self.path, line, key)
+        if isinstance(node, yaml.SequenceNode):
+            items = [self.node(item, f"{key}[{i}]", inside) for i, item in enumerate(node.value)]
+            return Node(items, self.path, line, key)
+        try:
+            value = self.constructor.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, OverflowError) as exc:
+            raise ConfigError(f"cannot read this value: {exc}", file=self.path, line=line,
+                              key=key or None) from None
+        raw = node.value if node.tag != "tag:yaml.org,2002:null" else None
+        return Node(value, self.path, line, key, raw)
 
 
 def _read_text(path: Path) -> str:
+    """A configuration file's text: a regular file of at most MAX_CONFIG_BYTES of UTF-8 (a FIFO,
+    a device or a huge file would block or exhaust memory before any parser sees it)."""
     try:
-        return path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise ConfigError("file not found", file=path) from None
-    except IsADirectoryError:
-        raise ConfigError("is a directory, expected a file", file=path) from None
+    except ValueError:  # a NUL byte in the name
+        raise ConfigError("not a valid file name", file=path) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", file=path) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError("is a directory, expected a file", file=path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError("is not a regular file (a pipe or a device?); give a file",
+                              file=path)
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"is {info.st_size} bytes; a configuration file may have at most "
+                              f"{MAX_CONFIG_BYTES}", file=path)
+        try:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"cannot read: {exc.strerror or exc}", file=path) from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"holds more than {MAX_CONFIG_BYTES} bytes", file=path)
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not valid UTF-8 ({exc.reason})", file=path) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=path) from None

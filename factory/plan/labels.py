@@ -23,7 +23,16 @@ def render_label(template: str, torch: Version, cuda: Version) -> str:
     )
 
 
+# A wheel's file name (name-version+label-tags.whl.metadata, behind a temporary prefix) must
+# fit in the 255 bytes a file name may have; short labels also keep index URLs typeable.
+MAX_LABEL = 40
+
+
 def check_label(label: str, matrix: Matrix) -> None:
+    if len(label) > MAX_LABEL:
+        raise ConfigError(f"the label template gives '{label}', {len(label)} characters long; "
+                          f"a label may have at most {MAX_LABEL}", file=matrix.path,
+                          line=matrix.label_line, key="label")
     if not _LOCAL_LABEL.fullmatch(label):
         raise ConfigError(f"the label template gives '{label}', which is not a valid local "
                           "version label (lowercase letters and digits, separated by '.')",

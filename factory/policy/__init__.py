@@ -11,8 +11,8 @@ from typing import Any
 
 from ..versions import Version, major_minor, parse_release
 
-__all__ = ["CudaPolicy", "TorchRelease", "cuda_policies", "cuda_policy", "known_sms",
-           "torch_release", "torch_releases"]
+__all__ = ["CudaPolicy", "TorchRelease", "cuda_policies", "cuda_policy", "cuda_releases",
+           "known_sms", "torch_release", "torch_releases"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,12 @@ def cuda_policies() -> tuple[CudaPolicy, ...]:
             pypi=entry["pypi"],
         ))
     return tuple(sorted(entries, key=lambda policy: policy.since))
+
+
+@cache
+def cuda_releases() -> tuple[Version, ...]:
+    """The CUDA releases (major.minor) that exist."""
+    return tuple(sorted(_versions(_load("cuda.toml")["releases"])))
 
 
 def cuda_policy(version: Version) -> CudaPolicy | None:
