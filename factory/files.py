@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import mimetypes
 import os
+import re
 import shutil
 import threading
 from pathlib import Path, PurePosixPath
 
 __all__ = ["CONTENT_TYPES", "ZIP_EPOCH", "content_type", "copy_atomic", "file_sha256",
-           "write_atomic"]
+           "process_alive", "remove_abandoned_temporaries", "write_atomic"]
 
 # The earliest time a zip entry can hold (1980-01-01): a file's timestamp of last resort.
 ZIP_EPOCH = 315532800
@@ -47,13 +48,51 @@ def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
 
 
+_TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.\d+\.tmp")
+
+
 def write_atomic(path: Path, data: bytes | str) -> None:
     temporary = _temporary(path)
-    temporary.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.replace(temporary, path)
+    try:
+        temporary.write_bytes(data.encode() if isinstance(data, str) else data)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def copy_atomic(source: Path, destination: Path) -> None:
     temporary = _temporary(destination)
-    shutil.copyfile(source, temporary)
-    os.replace(temporary, destination)
+    try:
+        shutil.copyfile(source, temporary)
+        os.replace(temporary, destination)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id runs (one of another user counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_abandoned_temporaries(root: Path) -> int:
+    """Remove the temporaries of atomic writes under `root` whose process is gone (a killed
+    run's); those of a live process are another run's work in progress. Links are not
+    followed. How many were removed."""
+    removed = 0
+    for folder, _subfolders, names in os.walk(root, followlinks=False):
+        for name in names:
+            match = _TEMPORARY.fullmatch(name)
+            if match and not process_alive(int(match.group("pid"))):
+                path = Path(folder) / name
+                if path.is_file() and not path.is_symlink():
+                    path.unlink(missing_ok=True)
+                    removed += 1
+    return removed

@@ -4,10 +4,13 @@ publish steps, which read them and write pages beside them."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Layout"]
+from .errors import ConfigError
+
+__all__ = ["Layout", "refuse_links"]
 
 
 @dataclass(frozen=True)
@@ -54,3 +57,19 @@ class Layout:
 
     def state_file(self, cell_key: str) -> Path:
         return self.state / f"{cell_key}.json"
+
+
+def refuse_links(root: Path, what: str = "output folder") -> None:
+    """Refuse a folder tree the factory is about to write into or prune when a folder inside it
+    is a symlink: writing or removing through it would change files outside `root` (the root
+    itself may be a link; it is the place the user chose)."""
+    if not root.is_dir():
+        return
+    for folder, dirnames, _files in os.walk(root, onerror=None, followlinks=False):
+        for name in dirnames:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                target = os.readlink(path)
+                raise ConfigError(f"is a link to {target}; the factory writes only inside its "
+                                  f"{what}: put the folder itself there, or remove the link",
+                                  file=path)

@@ -47,7 +47,7 @@ def kernel(tmp_path, name="demo", backends='["cuda"]', torch_bounds="", caps="",
 def plan_for(tmp_path, matrix_text: str):
     path = write(tmp_path / "matrix.yaml", matrix_text)
     matrix = load_matrix(path)
-    kernels = [Kernel(e, resolve_path_source(e.source.folder, path.parent),
+    kernels = [Kernel(e, resolve_path_source(e.source.folder),
                       read_build_toml(e.source.folder), e.version) for e in matrix.kernels]
     return make_plan(matrix, kernels, host_platform())
 

@@ -113,7 +113,8 @@ def _build_extension(cell: Cell, cache: Path, options: BuildOptions, work: Path,
 
     progress("linking")
     shared_object = package / f"{cell.ops_namespace}.abi3.so"
-    run(link_command([job.object for job in jobs], shared_object, toolchain), log, what="linking")
+    run(link_command([job.object for job in jobs], shared_object, toolchain), log, cwd=work,
+        what="linking")
 
     progress("auditwheel")
     draft = write_wheel(work / "pkg", work / "draft", _metadata(cell),
@@ -218,7 +219,7 @@ def _compile_all(jobs: list[CompileJob], log: Log, threads: int, progress: Progr
 
 def _compile_one(job: CompileJob, log: Log) -> None:
     started = time.monotonic()
-    run(job.argv, log, what=f"compiling {job.source}")
+    run(job.argv, log, cwd=job.cwd, what=f"compiling {job.source}")
     log.write(f"   {job.source}: {time.monotonic() - started:.1f} s")
 
 

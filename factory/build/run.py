@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -24,8 +25,8 @@ from typing import Any, Literal, Protocol
 
 from .. import __version__
 from ..errors import BuildError, FactoryError
-from ..files import file_sha256, write_atomic
-from ..layout import Layout
+from ..files import file_sha256, process_alive, write_atomic
+from ..layout import Layout, refuse_links
 from ..plan.cells import Cell, Plan, SkippedCell
 from ..process import Log
 from ..wheel.read import WheelFile
@@ -61,19 +62,23 @@ def run_build(plan: Plan, out: Path, runner: Runner, jobs: int, reporter: Report
     """Build the plan's cells, `jobs` at a time, with a runner its caller holds open. When
     interrupted, the cells still building are left to end as the runner closes."""
     layout = Layout(out)
+    refuse_links(out)
     for folder in (layout.files, layout.logs, layout.state, layout.staging):
         folder.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned_staging(layout.staging)
     cells = list(plan.cells)
     reporter.start([cell.id for cell in cells], list(plan.skipped))
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
+    stopping = threading.Event()
 
     def one(cell: Cell) -> CellResult:
-        return _run_cell(cell, layout, runner, threads, reporter, force)
+        return _run_cell(cell, layout, runner, threads, reporter, force, stopping)
 
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
         results = list(pool.map(one, cells))
     except BaseException:
+        stopping.set()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
@@ -84,11 +89,22 @@ def run_build(plan: Plan, out: Path, runner: Runner, jobs: int, reporter: Report
     return results
 
 
+def _remove_abandoned_staging(staging: Path) -> None:
+    """Staging folders of builds that were killed: each is named after its process, and one
+    whose process is gone is removed (a live one may be another build into the same folder)."""
+    for folder in staging.iterdir():
+        pid = folder.name.split("-", 1)[0]
+        if pid.isdigit() and folder.is_dir() and not folder.is_symlink() and \
+                not process_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def _run_cell(cell: Cell, layout: Layout, runner: Runner, threads: int, reporter: Reporter,
-              force: bool) -> CellResult:
+              force: bool, stopping: threading.Event) -> CellResult:
     environment = {**runner.facts(cell), "build_root": str(runner.options.build_root)}
     fingerprint = cell_fingerprint(cell, environment, runner.name)
-    unchanged = _unchanged_wheel(layout, cell, fingerprint)
+    recorded = _recorded_state(layout, cell)
+    unchanged = _unchanged_wheel(layout, recorded, fingerprint)
     if unchanged is not None:
         reporter.update(cell.id, "unchanged", unchanged)
         return CellResult(cell.id, "unchanged", 0.0, wheel=unchanged,
@@ -102,16 +118,23 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, threads: int, reporter
         log.write(f"kernel-wheel-factory {__version__}: building {cell.id} "
                   f"({cell.spec.name} {cell.wheel_version}) with the {runner.name} runner")
         try:
-            staging = Path(tempfile.mkdtemp(dir=layout.staging))
+            staging = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=layout.staging))
             try:
                 staged = runner.build(cell, staging, log, threads,
                                       lambda step: reporter.update(cell.id, "building", step))
                 reporter.update(cell.id, "building", "checking")
                 report = check_cell_wheel(cell, staged, log)
-                wheel = _publish(staged, report.sha256, layout.files, force)
+                wheel = _publish(staged, report.sha256, layout.files, force,
+                                 recorded.get("sha256") if recorded.get("wheel") == staged.name
+                                 else None)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         except Exception as exc:  # a bug fails this cell, not the whole run
+            if stopping.is_set():  # the run was interrupted: its compilers were stopped
+                log.write("\nINTERRUPTED: the build was stopped (Ctrl-C or SIGTERM) before "
+                          "this cell finished")
+                return CellResult(cell.id, "failed", time.monotonic() - started,
+                                  detail="interrupted", log=log_path)
             if isinstance(exc, FactoryError):
                 detail = str(exc)
             else:
@@ -147,12 +170,17 @@ def cell_fingerprint(cell: Cell, environment: dict[str, Any], runner: str) -> st
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
 
-def _unchanged_wheel(layout: Layout, cell: Cell, fingerprint: str) -> str | None:
+def _recorded_state(layout: Layout, cell: Cell) -> dict[str, Any]:
+    """What the last build of this cell into this folder recorded (empty when nothing)."""
     try:
         state = json.loads(layout.state_file(cell.key).read_text())
     except (OSError, ValueError):
-        return None
-    if not isinstance(state, dict) or state.get("fingerprint") != fingerprint:
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _unchanged_wheel(layout: Layout, state: dict[str, Any], fingerprint: str) -> str | None:
+    if state.get("fingerprint") != fingerprint:
         return None
     wheel = layout.files / str(state.get("wheel", ""))
     if not wheel.is_file() or file_sha256(wheel) != state.get("sha256"):
@@ -160,12 +188,24 @@ def _unchanged_wheel(layout: Layout, cell: Cell, fingerprint: str) -> str | None
     return wheel.name
 
 
-def _publish(staged: Path, sha256: str, files: Path, force: bool) -> Path:
-    """Move a finished wheel into files/ atomically; refuse to change a published file."""
+def _publish(staged: Path, sha256: str, files: Path, force: bool,
+             published_sha256: str | None) -> Path:
+    """Move a finished wheel into files/ atomically; refuse to change a published file.
+    `published_sha256` is what this folder's last build of the cell published under that name:
+    a file that no longer has it was changed behind the factory's back."""
     target = files / staged.name
     if target.exists():
-        if file_sha256(target) == sha256:
+        present = file_sha256(target)
+        if present == sha256:
             return target
+        if not force and published_sha256 is not None and present != published_sha256:
+            raise BuildError(
+                f"{target} was changed after it was published (sha256 {published_sha256[:12]}, "
+                f"now {present[:12]}), and this build gives the published bytes again: restore "
+                "the file (or pass --force to replace it with this build)"
+                if sha256 == published_sha256 else
+                f"{target} was changed after it was published (sha256 {published_sha256[:12]}, "
+                f"now {present[:12]}): restore it (or pass --force to replace it)")
         if not force:
             raise BuildError(
                 f"{target} is already published with different content; published files are "

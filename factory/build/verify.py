@@ -99,7 +99,7 @@ def _source_tree(record: dict[str, Any], source: Path | None, wheel: Path,
     if not (root / "build.toml").is_file():
         raise ConfigError(f"the wheel's source '{recorded['location']}' is not at {root}; pass "
                           "--source DIR", file=wheel, key="--source")
-    found = resolve_path_source(root, Path.cwd())
+    found = resolve_path_source(root)
     # Where the source was and its git state are taken from the record: once the tree digest
     # matches, they are true of this copy too, and the rebuilt record must say the same.
     state = GitState(git["commit"], git["dirty"], int(record["build"]["source_date_epoch"])) \

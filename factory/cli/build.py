@@ -11,6 +11,7 @@ from rich.console import Console
 from .. import defaults
 from ..config.model import RUNNERS, RunnerChoice
 from ..errors import ConfigError
+from ..layout import refuse_links
 from .common import (
     cache_dir,
     matrix_options,
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..ui.progress import make_reporter
 
     out = writable_folder(args.out, "--out")
+    refuse_links(out)
     cache = cache_dir(args)
     sliced = bool(args.job or args.shard)
     plan = plan_matrix(args.matrix, cache, say_to(console, "yellow"), args.offline,
@@ -94,5 +96,5 @@ def run(args: argparse.Namespace, console: Console) -> int:
     summary = update_index(out, force=args.force, outcomes=cell_outcomes(plan, results),
                            published={r.published.filename: r.published for r in results
                                       if r.published is not None})
-    print_index(console, out, summary)
-    return 1 if any(result.status == "failed" for result in results) else 0
+    problems = print_index(console, out, summary)
+    return 1 if problems or any(result.status == "failed" for result in results) else 0

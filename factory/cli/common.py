@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NoReturn
 from rich.console import Console
 
 from ..cache import default_cache_dir
+from ..credentials import redact
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -134,12 +135,19 @@ def say_to(console: Console, style: str | None = None) -> Callable[[str], None]:
     return say
 
 
-def print_index(console: Console, out: Path, summary: IndexSummary) -> None:
+def print_index(console: Console, out: Path, summary: IndexSummary) -> int:
+    """The index summary line, and one error line for each file the index left out or put
+    right; the exit status (1 when there was any)."""
     console.print(f"index: {summary.wheels} wheel(s) of {summary.projects} project(s) in "
                   f"{out}/simple/ and one index per cell "
                   f"({', '.join(summary.labels) or 'none yet'}); {summary.pages_written} "
                   f"page(s) written, {summary.pages_removed} removed", markup=False,
                   soft_wrap=True)
+    if summary.problems:
+        errors = make_console(stderr=True)
+        for problem in summary.problems:
+            errors.print(f"error: {redact(problem)}", markup=False, soft_wrap=True)
+    return 1 if summary.problems else 0
 
 
 def wheel_paths(paths: list[Path]) -> list[Path]:

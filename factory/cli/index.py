@@ -10,6 +10,7 @@ from rich.console import Console
 
 from .. import defaults
 from ..credentials import refuse_credentials
+from ..errors import ConfigError
 from .common import path_argument, print_index, writable_folder
 
 __all__ = ["add", "run"]
@@ -29,12 +30,29 @@ def add(commands: Any) -> None:
                             "missing")
     index.add_argument("--force", action="store_true",
                        help="accept a published wheel whose bytes changed")
+    index.add_argument("--verify", action="store_true",
+                       help="write nothing: hash every published file and its .metadata and "
+                            "report each one that differs from the manifest")
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..index.merge import is_url, merge_outputs
-    from ..index.update import update_index
+    from ..index.update import update_index, verify_index
 
+    if args.verify and (args.merge or args.force):
+        raise ConfigError("checks an index as it is; it takes no --merge or --force",
+                          key="--verify")
+    if args.verify:
+        if not args.out.is_dir():
+            raise ConfigError("no such folder", file=args.out, key="--out")
+        checked, problems = verify_index(args.out)
+        for problem in problems:
+            console.print(f"mismatch: {problem}", markup=False, soft_wrap=True)
+        verdict = f"{len(problems)} mismatch(es)" if problems else "every byte matches"
+        console.print(f"verified {checked} published file(s) and their .metadata against "
+                      f"{args.out}/.factory/manifest.json: {verdict}", markup=False,
+                      soft_wrap=True)
+        return 1 if problems else 0
     out = writable_folder(args.out, "--out", must_exist=not args.merge)
     if args.merge:
         for source in args.merge:
@@ -42,7 +60,5 @@ def run(args: argparse.Namespace, console: Console) -> int:
                                "a folder, or reached through a netrc file")
         sources: list[str | Path] = [source if is_url(source) else Path(source)
                                      for source in args.merge]
-        print_index(console, out, merge_outputs(out, sources, force=args.force))
-        return 0
-    print_index(console, out, update_index(out, force=args.force, full=True))
-    return 0
+        return print_index(console, out, merge_outputs(out, sources, force=args.force))
+    return print_index(console, out, update_index(out, force=args.force, full=True))

@@ -35,6 +35,7 @@ class CompileJob:
     source: str  # repo-relative, for messages
     object: Path
     argv: tuple[str, ...]
+    cwd: Path  # the repo's copy: relative paths in a build.toml's flags are the repo's
 
 
 def compile_jobs(cell: Cell, toolchain: Toolchain, src_root: Path, obj_root: Path,
@@ -52,7 +53,7 @@ def compile_jobs(cell: Cell, toolchain: Toolchain, src_root: Path, obj_root: Pat
         else:
             raise BuildError(f"{unit.source}: the factory does not know how to compile "
                              f"'{suffix}' files in a CUDA build")
-        jobs.append(CompileJob(unit.source, obj, tuple(argv)))
+        jobs.append(CompileJob(unit.source, obj, tuple(argv), src_root))
     return jobs
 
 

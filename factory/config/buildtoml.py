@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..policy.capabilities import Capability, known_sms_text
 from ..safety import leaves_root
 from ..versions import Version, parse_release
+from .flags import compiler_flags
 from .nodes import Node, load_toml
 from .spec import (
     BACKEND_PYTHON_DEPENDS,
@@ -204,15 +205,15 @@ _KERNEL_COMMON = {
     "src": _Key(_paths, True),
     "depends": _Key(_depends, True),
     "include": _Key(_paths),
-    "cxx-flags": _Key(_str_list),
+    "cxx-flags": _Key(compiler_flags),
 }
 _KERNEL_BY_BACKEND = {
     "cpu": _KERNEL_COMMON,
     "metal": _KERNEL_COMMON,
     "cuda": {**_KERNEL_COMMON, "cuda-capabilities": _Key(_capabilities),
-             "cuda-flags": _Key(_str_list), "cuda-minver": _Key(_version)},
-    "rocm": {**_KERNEL_COMMON, "rocm-archs": _Key(_str_list), "hip-flags": _Key(_str_list)},
-    "xpu": {**_KERNEL_COMMON, "sycl-flags": _Key(_str_list)},
+             "cuda-flags": _Key(compiler_flags), "cuda-minver": _Key(_version)},
+    "rocm": {**_KERNEL_COMMON, "rocm-archs": _Key(_str_list), "hip-flags": _Key(compiler_flags)},
+    "xpu": {**_KERNEL_COMMON, "sycl-flags": _Key(compiler_flags)},
 }
 
 _V1_KERNEL = {
@@ -276,7 +277,7 @@ _TORCH_V2 = {"include": _Key(_paths), "minver": _Key(_version), "maxver": _Key(_
 _TORCH_NOARCH = {"pyext": _Key(_str_list), "cuda-capabilities": _Key(_capabilities),
                  "rocm-archs": _Key(_str_list)}
 _TVM_FFI = {"include": _Key(_paths), "pyext": _Key(_str_list), "src": _Key(_paths, True),
-            "cxx-flags": _Key(_str_list)}
+            "cxx-flags": _Key(compiler_flags)}
 
 _GENERAL_V3 = {
     "name": _Key(_name, True),
@@ -299,7 +300,7 @@ _GENERAL_V5 = {**_GENERAL_V4, "edition": _Key(_edition, True), **_KERNEL_DEPENDS
                "xpu": _backend_general("xpu", _KERNEL_DEPENDS),
                "tpu": _backend_general("tpu", {})}
 
-_TORCH_V4 = {**_TORCH_V2, "stable-abi": _Key(_stable_abi_single), "cxx-flags": _Key(_str_list)}
+_TORCH_V4 = {**_TORCH_V2, "stable-abi": _Key(_stable_abi_single), "cxx-flags": _Key(compiler_flags)}
 _TORCH_V5 = {**_TORCH_V4, "stable-abi": _Key(_stable_abi_any)}
 
 

@@ -54,7 +54,8 @@ def project_json(name: str, records: Iterable[FileRecord], files_url: str) -> by
             entry["requires-python"] = record.requires_python
         entry["core-metadata"] = {"sha256": record.metadata_sha256}
         entry["dist-info-metadata"] = {"sha256": record.metadata_sha256}
-        entry["yanked"] = record.yanked if record.yanked is not None else False
+        # PEP 691: a reason is a non-empty string; a yank without one is plain true
+        entry["yanked"] = (record.yanked or True) if record.yanked is not None else False
         entry["size"] = record.size
         entry["upload-time"] = record.upload_time
         files.append(entry)

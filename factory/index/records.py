@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -82,17 +83,57 @@ class Manifest:
 
 
 def load_manifest(path: Path) -> Manifest:
-    if not path.is_file():
+    """The manifest, or an empty one when there is none yet. One that cannot be read (cut
+    short, not JSON, another shape, a folder in its place) is an IndexConflict naming the
+    remedy: it is never overwritten silently, since it holds the yanks."""
+    if not path.exists() and not path.is_symlink():
         return Manifest()
-    data = json.loads(path.read_text())
-    if data.get("schema") != MANIFEST_SCHEMA or data.get("file_fields") != list(FileRecord._fields):
+    remedy = ("move it away and run 'factory index' to make it again from files/ (the yanks "
+              "and cell outcomes it records are then lost)")
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not valid JSON"
+        raise IndexConflict(f"{path} cannot be read ({reason}): {remedy}") from None
+    if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA or \
+            data.get("file_fields") != list(FileRecord._fields):
+        schema = data.get("schema") if isinstance(data, dict) else None
         raise IndexConflict(f"{path} is not a manifest this factory reads (schema "
-                            f"{data.get('schema')!r}): move it away and run 'factory index' to "
-                            "make it again from files/ (the yanks it records are then lost)")
-    return Manifest(
-        {row[0]: FileRecord(*row) for row in data.get("files", [])},
-        {name: CellOutcome(**cell) for name, cell in data.get("cells", {}).items()},
-    )
+                            f"{schema!r}): {remedy}")
+    try:
+        files = {row[0]: _file_record(row) for row in data.get("files", [])}
+        cells = {name: _cell_outcome(cell) for name, cell in data.get("cells", {}).items()}
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+        raise IndexConflict(f"{path} is damaged (a record of the wrong shape): "
+                            f"{remedy}") from None
+    return Manifest(files, cells)
+
+
+def _file_record(row: list[Any]) -> FileRecord:
+    record = FileRecord(*row)
+    if not all(isinstance(value, str) for value in (record.filename, record.sha256,
+                                                      record.metadata_sha256, record.project)) \
+            or not isinstance(record.size, int) or not isinstance(record.mtime_ns, int):
+        raise ValueError(row)
+    # names that become folders and links must be plain: a damaged (or edited) manifest
+    # must not lead a page outside the output folder
+    if not _PROJECT.fullmatch(record.project) or "/" in record.filename or \
+            record.filename.startswith(".") or not (
+                record.label is None or _LABEL.fullmatch(record.label)):
+        raise ValueError(row)
+    return record
+
+
+def _cell_outcome(fields: dict[str, Any]) -> CellOutcome:
+    outcome = CellOutcome(**fields)
+    if not isinstance(outcome.kernel, str) or \
+            not _PROJECT.fullmatch(canonicalize_name(outcome.kernel)):
+        raise ValueError(fields)
+    return outcome
+
+
+_PROJECT = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
+_LABEL = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
 
 
 def save_manifest(manifest: Manifest, path: Path) -> None:

@@ -19,7 +19,6 @@ written.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from collections import defaultdict
@@ -30,9 +29,9 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from ..cache import exclusive
-from ..errors import ConfigError, IndexConflict
-from ..files import write_atomic
-from ..layout import Layout
+from ..errors import ConfigError, WheelReadError
+from ..files import file_sha256, remove_abandoned_temporaries, write_atomic
+from ..layout import Layout, refuse_links
 from ..wheel.read import WheelFile
 from .browse import ASSETS, asset, browse_index, browse_project
 from .pages import project_html, project_json, root_html, root_json
@@ -47,7 +46,7 @@ from .records import (
     save_manifest,
 )
 
-__all__ = ["COMBINED", "IndexSummary", "update_index", "yank"]
+__all__ = ["COMBINED", "IndexSummary", "update_index", "verify_index", "yank"]
 
 COMBINED = "simple"
 
@@ -59,6 +58,9 @@ class IndexSummary:
     projects: int
     pages_written: int
     pages_removed: int
+    # files/ entries left out of the pages or put right, one line each, naming the file and
+    # what to do; the pages of every other file were still written
+    problems: tuple[str, ...] = ()
 
 
 def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutcome] = (),
@@ -69,25 +71,29 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
     `published` holds the files a build just put in files/, as the build read them: their
     records are made from that, and the other files the manifest knows are taken as they were,
     unread, which keeps a build's update of a big index quick. Without it every file is
-    checked against its record (size and mtime, then its bytes).
+    checked against its record (size and mtime, then its bytes), and every .metadata file
+    against the wheel's.
+
+    A file that cannot be indexed (not a wheel, damaged, changed after it was published) is
+    reported in the summary's `problems` and left out; it never stops the other files' pages.
     """
     layout = Layout(out)
+    refuse_links(out)
     layout.files.mkdir(parents=True, exist_ok=True)
     with exclusive(layout.index_lock):
         interrupted = layout.index_in_progress.exists()
         if interrupted:
-            for leftover in out.rglob(".*.tmp"):
-                leftover.unlink(missing_ok=True)
+            remove_abandoned_temporaries(out)
         previous = load_manifest(layout.manifest)
         full = full or interrupted or not layout.manifest.exists()
-        layout.index_in_progress.write_text("")
         trusted = None if published is None or full else set(previous.files) - set(published)
-        manifest = Manifest(_scan_files(layout, previous, force, trusted, published or {}),
-                            dict(previous.cells))
+        scan = _Scan(layout, previous, force, trusted, published or {})
+        manifest = Manifest(scan.records(), dict(previous.cells))
         for outcome in outcomes:
             manifest.cells[outcome.cell] = outcome
         if change is not None:
             change(manifest)
+        layout.index_in_progress.write_text("")
         pages = _Pages(layout, manifest, None if full else previous)
         pages.write()
         if full or manifest.files != previous.files or manifest.cells != previous.cells:
@@ -95,12 +101,47 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         layout.index_in_progress.unlink()
     projects = len({record.project for record in manifest.files.values()})
     return IndexSummary(len(manifest.files), tuple(sorted(pages.labels)), projects,
-                        pages.written, pages.removed)
+                        pages.written, pages.removed, tuple(scan.problems))
+
+
+def verify_index(out: Path) -> tuple[int, list[str]]:
+    """Hash every file in files/ against the manifest, writing nothing: how many files were
+    checked, and one line per mismatch (changed bytes, an edited .metadata, a published file
+    missing, a file the manifest does not know)."""
+    layout = Layout(out)
+    manifest = load_manifest(layout.manifest)
+    if not layout.manifest.is_file():
+        raise ConfigError("has no .factory/manifest.json to verify against: run 'factory "
+                          "index' first", file=out, key="--verify")
+    problems = []
+    present = {path.name: path for path in layout.files.iterdir()} if layout.files.is_dir() \
+        else {}
+    for name, record in sorted(manifest.files.items()):
+        wheel = present.get(name)
+        if wheel is None or not wheel.is_file():
+            problems.append(f"{layout.files / name}: published, but missing from files/")
+            continue
+        digest = file_sha256(wheel)
+        if digest != record.sha256:
+            problems.append(f"{wheel}: bytes changed after it was published (sha256 "
+                            f"{record.sha256[:12]}, now {digest[:12]})")
+        metadata = present.get(name + ".metadata")
+        if metadata is None or not metadata.is_file():
+            problems.append(f"{wheel}.metadata: missing ('factory index' writes it again)")
+        elif file_sha256(metadata) != record.metadata_sha256:
+            problems.append(f"{metadata}: edited: it is not the wheel's METADATA ('factory "
+                            "index' writes it again)")
+    for name in sorted(present):
+        if name.endswith(".whl") and name not in manifest.files:
+            problems.append(f"{present[name]}: not in the manifest yet ('factory index' "
+                            "indexes it)")
+    return len(manifest.files), problems
 
 
 def yank(out: Path, name: str, version: str, label: str | None, reason: str) -> list[str]:
     """Mark the files of one release yanked (PEP 592): every label, or only `label`'s.
-    `version` is the public version (1.0.0) or a labelled one (1.0.0+cu130torch211)."""
+    `version` is the public version (1.0.0) or a labelled one (1.0.0+cu130torch211). An
+    empty reason is still a yank."""
     project = canonicalize_name(name)
     marked: list[str] = []
 
@@ -121,59 +162,90 @@ def yank(out: Path, name: str, version: str, label: str | None, reason: str) -> 
     return marked
 
 
-def _scan_files(layout: Layout, manifest: Manifest, force: bool, trusted: set[str] | None,
-                published: Mapping[str, WheelFile]) -> dict[str, FileRecord]:
+class _Scan:
     """A record for every wheel in files/: from the manifest while the file's size and mtime
     are unchanged (or, for `trusted` names, while it is there), from what the build read of a
     file it just published, read again otherwise. A file whose bytes changed under a published
-    name is refused unless `force`."""
-    records: dict[str, FileRecord] = {}
-    known_files = manifest.files
-    with os.scandir(layout.files) as scan:
-        entries = list(scan)
-    names = {entry.name for entry in entries}
-    for entry in entries:
-        name = entry.name
-        if not name.endswith(".whl"):
-            if name.startswith(".") and name.endswith(".tmp"):
-                os.unlink(entry.path)
-            continue
-        known = known_files.get(name)
-        if trusted is not None and name in trusted and known is not None:
-            records[name] = known
-            continue
-        info = entry.stat()
-        if known is not None and known.size == info.st_size and known.mtime_ns == info.st_mtime_ns:
-            records[name] = known
-            if name + ".metadata" not in names:
-                _ensure_metadata(Path(entry.path), known)
-            continue
-        path = Path(entry.path)
-        fresh = published.get(name)
-        if fresh is not None and fresh.size == info.st_size:
-            record = file_record(fresh, info.st_mtime_ns)
-        else:
-            fresh, record = None, read_file_record(path)
+    name keeps its published record unless `force`; it and every file that is not a readable
+    wheel are reported in `problems`."""
+
+    def __init__(self, layout: Layout, manifest: Manifest, force: bool,
+                 trusted: set[str] | None, published: Mapping[str, WheelFile]) -> None:
+        self.layout = layout
+        self.known = manifest.files
+        self.force = force
+        self.trusted = trusted
+        self.published = published
+        self.problems: list[str] = []
+
+    def records(self) -> dict[str, FileRecord]:
+        records: dict[str, FileRecord] = {}
+        remove_abandoned_temporaries(self.layout.files)
+        with os.scandir(self.layout.files) as scan:
+            entries = list(scan)
+        names = {entry.name for entry in entries}
+        for entry in entries:
+            name = entry.name
+            if not name.endswith(".whl"):
+                continue
+            record = self._record(entry, names)
+            if record is not None:
+                records[name] = record
+        return records
+
+    def _record(self, entry: os.DirEntry[str], names: set[str]) -> FileRecord | None:
+        name, path = entry.name, Path(entry.path)
+        known = self.known.get(name)
+        if not entry.is_file(follow_symlinks=False):
+            self.problems.append(f"{path}: is not a wheel file (a folder or a link named like "
+                                 "one); move it out of files/")
+            return None
+        if self.trusted is not None and name in self.trusted and known is not None:
+            return known
+        info = entry.stat(follow_symlinks=False)
+        if known is not None and known.size == info.st_size and \
+                known.mtime_ns == info.st_mtime_ns:
+            if self.trusted is None or name + ".metadata" not in names:
+                self._check_metadata(path, known)
+            return known
+        fresh = self.published.get(name)
+        try:
+            if fresh is not None and fresh.size == info.st_size:
+                record = file_record(fresh, info.st_mtime_ns)
+            else:
+                fresh, record = None, read_file_record(path)
+        except WheelReadError as exc:
+            if known is not None:
+                self.problems.append(f"{exc.render()}; it was published with sha256 "
+                                     f"{known.sha256[:12]}: restore the published file")
+                return known
+            self.problems.append(f"{exc.render()}: move it out of files/")
+            return None
         if known is not None:
-            if known.sha256 != record.sha256 and not force:
-                raise IndexConflict(
-                    f"{path} changed after it was published (sha256 {known.sha256[:12]}, now "
-                    f"{record.sha256[:12]}); published files are immutable: restore it, or "
-                    "pass --force to publish the new bytes under the same name")
+            if known.sha256 != record.sha256 and not self.force:
+                self.problems.append(
+                    f"{path}: changed after it was published (sha256 {known.sha256[:12]}, now "
+                    f"{record.sha256[:12]}); published files are immutable: restore it, or pass "
+                    "--force to publish the new bytes under the same name")
+                return known
             record = record._replace(yanked=known.yanked)
-        _ensure_metadata(path, record, fresh.metadata if fresh is not None else None)
-        records[name] = record
-    return records
+        self._check_metadata(path, record, fresh.metadata if fresh is not None else None)
+        return record
 
-
-def _ensure_metadata(wheel: Path, record: FileRecord, metadata: bytes | None = None) -> None:
-    """<wheel>.metadata with the wheel's METADATA (PEP 658), from `metadata` when the caller
-    has it at hand, else read from the wheel."""
-    target = wheel.with_name(wheel.name + ".metadata")
-    if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == \
-            record.metadata_sha256:
-        return
-    write_atomic(target, metadata if metadata is not None else metadata_bytes(wheel))
+    def _check_metadata(self, wheel: Path, record: FileRecord,
+                        metadata: bytes | None = None) -> None:
+        """<wheel>.metadata with the wheel's METADATA (PEP 658); an edited one is written
+        again, and reported."""
+        target = wheel.with_name(wheel.name + ".metadata")
+        if target.is_file() and not target.is_symlink():
+            if file_sha256(target) == record.metadata_sha256:
+                return
+            self.problems.append(f"{target}: was edited (it is not the wheel's METADATA); "
+                                 "written again from the wheel")
+        try:
+            write_atomic(target, metadata if metadata is not None else metadata_bytes(wheel))
+        except WheelReadError as exc:
+            self.problems.append(f"{exc.render()}: its .metadata cannot be written")
 
 
 def _indexes(files: Iterable[FileRecord]) -> dict[str, dict[str, list[FileRecord]]]:

@@ -29,8 +29,9 @@ from typing import Any
 
 from .. import defaults
 from ..errors import ConfigError, PublishError
-from ..files import content_type, copy_atomic, file_sha256
+from ..files import content_type, copy_atomic, file_sha256, remove_abandoned_temporaries
 from ..hub import hub_errors, parse_hf_target
+from ..layout import refuse_links
 
 __all__ = ["StaticReport", "publish_static", "static_tree"]
 
@@ -86,6 +87,9 @@ class _Target:
     def send(self, waves: list[list[tuple[str, Path, str]]]) -> None:
         raise NotImplementedError
 
+    def tidy(self) -> None:
+        """Clear what a killed publish left at the target (before anything is compared)."""
+
 
 def open_target(spec: str, out: Path) -> _Target:
     if spec.startswith("s3://"):
@@ -101,6 +105,8 @@ def open_target(spec: str, out: Path) -> _Target:
 def publish_static(out: Path, spec: str, *, dry_run: bool,
                    say: Callable[[str], None]) -> StaticReport:
     target = open_target(spec, out)
+    if not dry_run:
+        target.tidy()
     report = StaticReport(target.description)
     plan: list[list[tuple[str, Path, str]]] = [[] for _ in WAVES]
     conflicts = []
@@ -138,6 +144,7 @@ class _FolderTarget(_Target):
                               key="--to")
         if root.exists() and not root.is_dir():
             raise ConfigError("exists and is not a folder", file=root, key="--to")
+        refuse_links(root, "publish target")
         self.root = root
         self.description = str(root)
 
@@ -146,6 +153,10 @@ class _FolderTarget(_Target):
         if not there.is_file():
             return None
         return there.stat().st_size == path.stat().st_size and file_sha256(there) == digest
+
+    def tidy(self) -> None:
+        if self.root.is_dir():
+            remove_abandoned_temporaries(self.root)
 
     def send(self, waves: list[list[tuple[str, Path, str]]]) -> None:
         for wave in waves:

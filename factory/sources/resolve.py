@@ -70,7 +70,7 @@ class Sources:
         try:
             if request.kind == "path":
                 assert request.folder is not None  # the matrix gives a path source its folder
-                tree = resolve_path_source(request.folder, matrix.parent)
+                tree = resolve_path_source(request.folder)
             elif request.kind == "git":
                 tree = self._git(entry, pin)
             else:

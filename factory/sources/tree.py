@@ -79,11 +79,22 @@ class SourceTree:
                    data["newest_mtime"], git, data["digest"], data["subdir"], data["requested"])
 
 
-def resolve_path_source(root: Path, base: Path) -> SourceTree:
-    """A local folder; `base` is the folder its path is written relative to (the matrix's)."""
-    location = os.path.relpath(root, base.resolve()) if root.is_absolute() else str(root)
+def resolve_path_source(root: Path) -> SourceTree:
+    """A local folder. Its recorded location is its path inside its git work tree
+    (examples/img2gray), else its own name: never where the matrix or the machine keeps it, so
+    that the same source gives the same wheel wherever matrix.yaml lives."""
     digest, newest = scan_tree(root)
-    return SourceTree(root, digest, "path", Path(location).as_posix(), newest, _git_state(root))
+    return SourceTree(root, digest, "path", _location(root), newest, _git_state(root))
+
+
+def _location(root: Path) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-prefix"],
+                              capture_output=True, text=True)
+    except OSError:
+        done = None
+    prefix = done.stdout.strip().strip("/") if done is not None and done.returncode == 0 else ""
+    return prefix or Path(os.path.realpath(root)).name
 
 
 def _git_state(root: Path) -> GitState | None:

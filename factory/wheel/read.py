@@ -8,6 +8,9 @@ import hashlib
 import io
 import json
 import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from email.message import Message
 from email.parser import BytesParser
@@ -64,11 +67,17 @@ def read_bytes(path: Path) -> bytes:
         raise WheelReadError(f"cannot read the wheel ({exc.strerror})", file=path) from None
 
 
-def open_archive(path: Path, data: bytes) -> zipfile.ZipFile:
+@contextmanager
+def open_archive(path: Path, data: bytes) -> Iterator[zipfile.ZipFile]:
+    """The wheel as a zip archive; a damaged one (truncated, a member that does not inflate or
+    fails its CRC) is a WheelReadError, whether found on opening or while reading members."""
     try:
-        return zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile as exc:
-        raise WheelReadError(f"cannot read the wheel ({exc})", file=path) from None
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            yield archive
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
+        what = "not a zip file" if not data else str(exc) or type(exc).__name__
+        raise WheelReadError(f"cannot read the wheel ({what}); it is damaged or not a wheel",
+                             file=path) from None
 
 
 def _records_of(path: Path, names: list[str]) -> list[str]:

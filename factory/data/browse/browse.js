@@ -173,7 +173,9 @@ function wheelDetails(wheel) {
   const list = el("dl");
   for (const [name, value] of rows) list.append(el("dt", {}, name), el("dd", {}, value));
   return el("div", { class: "wheel" },
-    wheel.yanked ? el("p", { class: "yanked" }, `Yanked: ${wheel.yanked}`) : null, list);
+    wheel.yanked !== null && wheel.yanked !== undefined
+      ? el("p", { class: "yanked" }, wheel.yanked ? `Yanked: ${wheel.yanked}` : "Yanked") : null,
+    list);
 }
 
 function grid(pkg, release, details) {
