@@ -34,7 +34,7 @@ _SECRET_PARAMETERS = re.compile(
 # scheme://USERINFO@ where USERINFO holds a ':' (user:password) or is a token on its own.
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s/@]+)@")
 _QUERY_SECRET = re.compile(
-    r"(?P<name>[?&;](?:" + _SECRET_PARAMETERS.pattern + r"))=(?P<value>[^&;#\s'\"]+)",
+    r"(?P<name>[?&;](?:" + _SECRET_PARAMETERS.pattern + r"))=(?P<value>[^&;#\s'\"()]+)",
     re.IGNORECASE)
 
 

@@ -110,8 +110,9 @@ class PublishError(FactoryError):
 def describe_os_error(error: OSError) -> str:
     """An operating system's refusal as one line: the path(s) and the reason."""
     reason = error.strerror or str(error) or type(error).__name__
-    paths = [str(_display_path(Path(os.fsdecode(name))))
-             for name in (error.filename, error.filename2) if name not in (None, "")]
+    paths = [_display_path(Path(os.fsdecode(name)))
+             for name in (error.filename, error.filename2) if isinstance(name, (str, bytes))
+             and name]
     return f"{' -> '.join(paths)}: {reason}" if paths else reason
 
 

@@ -65,10 +65,11 @@ def refuse_links(root: Path, what: str = "output folder") -> None:
     itself may be a link; it is the place the user chose)."""
     if not root.is_dir():
         return
-    for folder, dirnames, _files in os.walk(root, onerror=None, followlinks=False):
-        for name in dirnames:
+    for folder, dirnames, filenames in os.walk(root, onerror=None, followlinks=False):
+        for name in dirnames + filenames:
             path = os.path.join(folder, name)
-            if os.path.islink(path):
+            # a link to a folder, or to nothing yet (which a folder may become)
+            if os.path.islink(path) and not os.path.isfile(path):
                 target = os.readlink(path)
                 raise ConfigError(f"is a link to {target}; the factory writes only inside its "
                                   f"{what}: put the folder itself there, or remove the link",

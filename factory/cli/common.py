@@ -63,6 +63,9 @@ def writable_folder(path: Path, key: str, must_exist: bool = False) -> Path:
     return path
 
 
+MAX_COUNT = 4096  # more cells at once, or per job, than any machine or CI runner holds
+
+
 def positive(text: str) -> int:
     try:
         value = int(text)
@@ -70,6 +73,8 @@ def positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}, got {text}")
     return value
 
 

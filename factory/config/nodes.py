@@ -434,8 +434,8 @@ def _read_text(path: Path) -> str:
         raise ConfigError("not a valid file name", file=path) from None
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}", file=path) from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
+    try:
+        info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             raise ConfigError("is a directory, expected a file", file=path)
         if not stat.S_ISREG(info.st_mode):
@@ -444,10 +444,18 @@ def _read_text(path: Path) -> str:
         if info.st_size > MAX_CONFIG_BYTES:
             raise ConfigError(f"is {info.st_size} bytes; a configuration file may have at most "
                               f"{MAX_CONFIG_BYTES}", file=path)
-        try:
-            data = handle.read(MAX_CONFIG_BYTES + 1)
-        except OSError as exc:
-            raise ConfigError(f"cannot read: {exc.strerror or exc}", file=path) from None
+        chunks, size = [], 0
+        while size <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", file=path) from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"holds more than {MAX_CONFIG_BYTES} bytes", file=path)
     try:

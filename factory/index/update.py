@@ -19,6 +19,7 @@ written.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from collections import defaultdict
@@ -243,9 +244,16 @@ class _Scan:
             self.problems.append(f"{target}: was edited (it is not the wheel's METADATA); "
                                  "written again from the wheel")
         try:
-            write_atomic(target, metadata if metadata is not None else metadata_bytes(wheel))
+            data = metadata if metadata is not None else metadata_bytes(wheel)
         except WheelReadError as exc:
-            self.problems.append(f"{exc.render()}: its .metadata cannot be written")
+            self.problems.append(f"{exc.render()}: its .metadata cannot be written; restore "
+                                 "the published wheel")
+            return
+        if hashlib.sha256(data).hexdigest() != record.metadata_sha256:
+            self.problems.append(f"{wheel}: its METADATA is not the published one: the wheel "
+                                 "changed after it was published; restore it")
+            return
+        write_atomic(target, data)
 
 
 def _indexes(files: Iterable[FileRecord]) -> dict[str, dict[str, list[FileRecord]]]:

@@ -56,6 +56,10 @@ def read_wheel(path: Path) -> WheelFile:
     """A wheel's file facts: its bytes read and hashed once, METADATA and provenance unzipped."""
     data = read_bytes(path)
     with open_archive(path, data) as archive:
+        damaged = archive.testzip()  # every member inflates and matches its CRC
+        if damaged is not None:
+            raise WheelReadError(f"cannot read the wheel ({damaged} fails its CRC check); it is "
+                                 "damaged", file=path)
         return wheel_file(path, data, {name: archive.read(name)
                                         for name in _records_of(path, archive.namelist())})
 
