@@ -23,3 +23,21 @@ def test_ci_runs_the_readme_test_command():
     _, test = readme_commands()
     script = (REPO / ".ci" / "run").read_text().splitlines()
     assert test in script
+
+
+def test_every_promise_names_tests_that_exist():
+    """Each promise of README.md names the tests that hold it; each named test is there."""
+    text = (REPO / "README.md").read_text()
+    promises = text.split("## Promises, and the tests that hold them", 1)[1].split("\n## ")[0]
+    items = [item for item in promises.split("\n- ") if item.strip()]
+    assert len(items) >= 6
+    for item in items:
+        named = re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?`|`::(\w+)`", item)
+        assert named, item[:60]
+        current = None
+        for path, test, bare in named:
+            current = path or current
+            source = (REPO / current).read_text()
+            for name in (test, bare):
+                if name:
+                    assert re.search(rf"^def {name}\(", source, re.MULTILINE), (current, name)
