@@ -199,13 +199,12 @@ def _publish(staged: Path, sha256: str, files: Path, force: bool,
         if present == sha256:
             return target
         if not force and published_sha256 is not None and present != published_sha256:
+            changed = (f"{target} was changed after it was published (sha256 "
+                       f"{published_sha256[:12]}, now {present[:12]})")
             raise BuildError(
-                f"{target} was changed after it was published (sha256 {published_sha256[:12]}, "
-                f"now {present[:12]}), and this build gives the published bytes again: restore "
-                "the file (or pass --force to replace it with this build)"
-                if sha256 == published_sha256 else
-                f"{target} was changed after it was published (sha256 {published_sha256[:12]}, "
-                f"now {present[:12]}): restore it (or pass --force to replace it)")
+                f"{changed}, and this build gives the published bytes again: restore the file "
+                "(or pass --force to replace it with this build)" if sha256 == published_sha256
+                else f"{changed}: restore it (or pass --force to replace it)")
         if not force:
             raise BuildError(
                 f"{target} is already published with different content; published files are "

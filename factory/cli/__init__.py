@@ -15,13 +15,11 @@ from collections.abc import Sequence
 from types import FrameType, ModuleType
 from typing import NoReturn
 
-from rich.console import Console
-
 from .. import __version__
 from ..credentials import redact
 from ..errors import FactoryError, describe_os_error
 from . import build, images, index, inspect, lock, plan, publish, serve, verify, yank
-from .common import Parser, make_console
+from .common import Parser, make_console, say_error
 
 __all__ = ["DEBUG_VARIABLE", "entry_point", "main", "make_parser"]
 
@@ -59,31 +57,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         status: int = COMMANDS[args.command].run(args, console)
         return status
     except FactoryError as exc:
-        _say_error(errors, str(exc))
+        say_error(errors, str(exc))
         return exc.exit_status
     except KeyboardInterrupt:
         errors.print("interrupted")
         return 130
     except OSError as exc:  # a folder that cannot be written, a full disk: the work failed
-        _say_error(errors, describe_os_error(exc))
+        say_error(errors, describe_os_error(exc))
         return 1
     except Exception as exc:  # a bug: one line; the traceback only when asked for
         if os.environ.get(DEBUG_VARIABLE):
             errors.print(redact("".join(traceback.format_exception(exc))), markup=False,
                          soft_wrap=True, end="")
-        _say_error(errors, f"internal error ({type(exc).__name__}: {exc}); this is a bug in "
+        say_error(errors, f"internal error ({type(exc).__name__}: {exc}); this is a bug in "
                    f"kernel-wheel-factory: please report it, with the traceback that "
                    f"{DEBUG_VARIABLE}=1 prints")
         return 1
     finally:
         if on_main_thread:
             signal.signal(signal.SIGTERM, previous)
-
-
-def _say_error(console: Console, message: str) -> None:
-    """One line, whatever the message holds: credentials masked, line breaks folded."""
-    line = " ".join(redact(message).split())
-    console.print(f"error: {line}", markup=False, soft_wrap=True)
 
 
 def entry_point() -> NoReturn:

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from ..index.update import IndexSummary
 
 __all__ = ["Parser", "cache_dir", "make_console", "matrix_options", "path_argument", "port",
-           "positive", "print_index", "say_to", "shard", "source_options", "wheel_paths",
-           "writable_folder"]
+           "positive", "print_index", "say_error", "say_to", "shard", "source_options",
+           "wheel_paths", "writable_folder"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -140,6 +140,13 @@ def say_to(console: Console, style: str | None = None) -> Callable[[str], None]:
     return say
 
 
+def say_error(console: Console, message: str) -> None:
+    """An error as one line, whatever the message holds: credentials masked, line breaks
+    folded."""
+    line = " ".join(redact(message).split())
+    console.print(f"error: {line}", markup=False, soft_wrap=True)
+
+
 def print_index(console: Console, out: Path, summary: IndexSummary) -> int:
     """The index summary line, and one error line for each file the index left out or put
     right; the exit status (1 when there was any)."""
@@ -151,7 +158,7 @@ def print_index(console: Console, out: Path, summary: IndexSummary) -> int:
     if summary.problems:
         errors = make_console(stderr=True)
         for problem in summary.problems:
-            errors.print(f"error: {redact(problem)}", markup=False, soft_wrap=True)
+            say_error(errors, problem)
     return 1 if summary.problems else 0
 
 

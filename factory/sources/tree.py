@@ -87,30 +87,27 @@ def resolve_path_source(root: Path) -> SourceTree:
     return SourceTree(root, digest, "path", _location(root), newest, _git_state(root))
 
 
-def _location(root: Path) -> str:
+def _git(root: Path, *args: str) -> str | None:
+    """A git command's output in `root`; None outside a work tree or without git."""
     try:
-        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-prefix"],
-                              capture_output=True, text=True)
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
     except OSError:
-        done = None
-    prefix = done.stdout.strip().strip("/") if done is not None and done.returncode == 0 else ""
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _location(root: Path) -> str:
+    prefix = (_git(root, "rev-parse", "--show-prefix") or "").strip("/")
     return prefix or Path(os.path.realpath(root)).name
 
 
 def _git_state(root: Path) -> GitState | None:
     """The git facts of a folder inside a work tree; None outside one or without git."""
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
-        except OSError:
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    last = git("log", "-1", "--format=%H %ct", "--", ".")
+    last = _git(root, "log", "-1", "--format=%H %ct", "--", ".")
     if not last:
         return None
     commit, time = last.split()
-    status = git("status", "--porcelain", "--untracked-files=all", "--ignored=no", "--", ".")
+    status = _git(root, "status", "--porcelain", "--untracked-files=all", "--ignored=no", "--", ".")
     return GitState(commit, status is None or status != "", int(time))
 
 
