@@ -22,7 +22,7 @@ from factory.index.update import update_index
 
 from .conftest import factory_main, make_kernel, snapshot, write
 from .test_cli_errors import GOOD_KERNEL, GOOD_MATRIX, SOURCES
-from .test_index import small_index_files
+from .test_index import make_wheel, small_index_files
 
 SECRETS = ("pw-s3cret", "hf_s3cretTOKEN", "S3CRETKEY", "tok-s3cret", "ghp_s3cret")
 SRC = 'src = ["csrc/demo.cu"]'
@@ -457,6 +457,13 @@ CASES: dict[str, Case] = {
         "index", expected="is a link to", setup=lambda p: (
             shutil.move(p / "index" / "files", p / "elsewhere"),
             os.symlink("../elsewhere", p / "index" / "files"))),
+    "index --merge: files/ links outside": command(
+        "index", "--merge", "merged", expected="is a link to ../old-site/files",
+        setup=lambda p: (
+            shutil.copytree(p / "index", p / "merged"),
+            make_wheel(p / "merged" / "files", "extra", "1.0.0+cu130torch211"),
+            (p / "old-site").mkdir(), shutil.move(p / "index" / "files", p / "old-site"),
+            os.symlink("../old-site/files", p / "index" / "files"))),
     "index: .factory links outside": command(
         "index", expected="is a link to", setup=lambda p: (
             shutil.move(p / "index" / ".factory", p / "private"),

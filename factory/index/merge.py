@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name
 from .. import defaults
 from ..errors import ConfigError, IndexConflict, SourceError
 from ..files import copy_atomic, file_sha256
-from ..layout import Layout
+from ..layout import Layout, refuse_links
 from .records import CellOutcome, Manifest, load_manifest
 from .remote import ListedFile, SimpleIndex, stream_sha256
 from .update import IndexSummary, update_index
@@ -50,6 +50,7 @@ def is_url(source: str | Path) -> bool:
 def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> IndexSummary:
     import requests
 
+    refuse_links(out)  # before any wheel, log or record is copied in
     target = Layout(out)
     origins: dict[str, Path | ListedFile] = {}  # wheel name -> where its bytes come from
     digests: dict[str, str] = {}
