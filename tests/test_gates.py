@@ -239,3 +239,31 @@ def test_inspect_exits_1_on_a_doctored_wheel_and_says_why(builder):
     result = run_factory("inspect", wheel)
     assert result.exit == 1, result.stdout + result.stderr
     assert "checks: 1 problem(s)" in result.stdout and "PyUnicode_AsUTF8" in result.stdout
+
+
+def test_an_object_that_links_glibcs_loader_passes(builder):
+    """gcc 13 on glibc 2.35 and newer links ld-linux-x86-64.so.2 itself (its unwinder calls
+    _dl_find_object): the loader is glibc, there on every system, as auditwheel also holds."""
+    loader = Path("/lib64/ld-linux-x86-64.so.2")
+    builder.shared_object(good_objects(builder), "-lcudart", "-Wl,--no-as-needed", str(loader))
+    report = inspect_wheel(builder.repaired("excludes"))
+    assert "ld-linux-x86-64.so.2" in report.shared_objects[0].needed
+    assert check_wheel(report, EXPECT) == []
+
+
+def test_an_object_with_its_own_copy_of_libstdcxx_is_caught(builder):
+    """A compiler wrapper that adds -static-libstdc++ (seen on a GPU machine) gives an object
+    whose ops work until torch throws through it: then the process crashes."""
+    (builder.root / "throws.cpp").write_text(
+        '#include <stdexcept>\nextern "C" int check(int x) {\n'
+        '  try { if (x < 0) throw std::runtime_error("negative"); } catch (...) { return 1; }\n'
+        '  return 0;\n}\n')
+    builder.run("g++", "-c", "-fPIC", "throws.cpp", "-o", "throws.o")
+    objects = [*good_objects(builder), builder.root / "throws.o"]
+    builder.shared_object(objects, "-lcudart", "-Wl,-Bstatic", "-lstdc++", "-Wl,-Bdynamic")
+    report = inspect_wheel(builder.repaired("excludes"))
+    assert report.shared_objects[0].own_cxx_runtime
+    assert check_wheel(report, EXPECT) == [
+        "libraries: gatecheck/_gatecheck.abi3.so carries its own copy of libstdc++ (linked "
+        "statically, e.g. by a compiler wrapper's -static-libstdc++): a C++ exception torch "
+        "throws through it crashes the process; link libstdc++.so.6 as torch does"]

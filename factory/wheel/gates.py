@@ -20,7 +20,7 @@ from pathlib import PurePosixPath
 from packaging.utils import canonicalize_name
 
 from .inspect import WheelReport
-from .manylinux import system_libraries, tag_glibc
+from .manylinux import GLIBC_LOADERS, system_libraries, tag_glibc
 from .repair import PROVIDED_BY_TORCH
 
 __all__ = ["PROVIDED_BY_DRIVER", "Expectation", "check_wheel"]
@@ -116,8 +116,14 @@ def _check_libraries(report: WheelReport, expect: Expectation) -> list[str]:
         if _is_torch_library(name) and ".so" in name:
             problems.append(f"libraries: the wheel bundles {path}, a copy of a library torch "
                             "provides; the user's own torch must supply it")
-    system = system_libraries(expect.arch or "x86_64") | set(PROVIDED_BY_DRIVER)
+    arch = expect.arch or "x86_64"
+    system = system_libraries(arch) | set(PROVIDED_BY_DRIVER) | {GLIBC_LOADERS[arch]}
     for so in report.shared_objects:
+        if so.own_cxx_runtime:
+            problems.append(f"libraries: {so.path} carries its own copy of libstdc++ (linked "
+                            "statically, e.g. by a compiler wrapper's -static-libstdc++): a C++ "
+                            "exception torch throws through it crashes the process; link "
+                            "libstdc++.so.6 as torch does")
         for needed in so.needed:
             cudart = _CUDART.fullmatch(needed)
             if cudart and expect.cuda_major is not None and int(cudart[1]) != expect.cuda_major:

@@ -91,6 +91,7 @@ class SharedObject:
     abi3: Abi3Verdict | None  # None: not a Python extension module
     gpu_error: str | None = None
     blacklisted: dict[str, tuple[str, ...]] | None = None  # library -> symbols manylinux bars
+    own_cxx_runtime: bool = False  # libstdc++ linked into it statically
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +102,7 @@ class SharedObject:
             "gpu_code_error": self.gpu_error,
             "blacklisted_symbols": {library: list(symbols)
                                     for library, symbols in (self.blacklisted or {}).items()},
+            "own_cxx_runtime": self.own_cxx_runtime,
         }
 
 
@@ -283,6 +285,7 @@ def _shared_object(member: str, extracted: Path, abi3: dict[str, Abi3Verdict]) -
         abi3=abi3.get(PurePosixPath(member).name)
         or (abi3.get("*") if member.endswith(".abi3.so") else None),
         gpu_error=gpu_error, blacklisted=verdict.blacklisted,
+        own_cxx_runtime=linkage.own_cxx_runtime,
     )
 
 

@@ -15,11 +15,16 @@ from auditwheel.elfutils import filter_undefined_symbols
 from auditwheel.libc import Libc
 from auditwheel.policy import Policy, WheelPolicies
 
-__all__ = ["ARCHITECTURES", "SymbolVerdict", "judge_object", "system_libraries", "tag_glibc"]
+__all__ = ["ARCHITECTURES", "GLIBC_LOADERS", "SymbolVerdict", "judge_object", "system_libraries",
+           "tag_glibc"]
 
 _MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)")
 _LEGACY_ALIASES = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 ARCHITECTURES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}
+# glibc's dynamic loader, part of glibc itself: an object links it directly when it calls into
+# it (__tls_get_addr, or _dl_find_object from gcc 13's unwinder on glibc 2.35 and newer).
+# auditwheel leaves it out of its policies' library lists and accepts it the same way.
+GLIBC_LOADERS = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.so.1"}
 
 
 @dataclass(frozen=True)
