@@ -7,7 +7,7 @@ offline bullseye base, each into a fresh output folder so the cell is really bui
 Toolkits, torch environments and the builder image come from the factory's cache and docker
 (the first run of each fills them; its time is printed apart). --cold also times making the
 builder image from its base with no layer cached, and again after a change to the
-factory. Needs a docker engine and the base image (docker/make-bullseye-base.sh).
+factory. Needs a docker engine and the base image (docker/make-debian-base.sh).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Make sure a docker engine answers here: install Debian's docker.io (and debootstrap, which
-# make-bullseye-base.sh needs) when they are missing, and start dockerd when none runs.
+# make-debian-base.sh needs) when they are missing, and start dockerd when none runs.
 # For Debian machines, run as root (CI does; see .ci/run). Prints the engine's version.
 set -euo pipefail
 

@@ -3,11 +3,15 @@
 # this with its build args in the environment:
 #   CUDA_VERSION   major.minor, e.g. 13.0 or 12.8
 #   CUDA_PACKAGES  the PyPI wheels that make the toolkit (CUDA 13 and newer)
-#   GCC_TOOLSET    a gcc-toolset nvcc of this version accepts (RHEL bases): its gcc and g++
-#                  come first on PATH, through /opt/kernel-wheel-factory/bin
+#   GCC_TOOLSET    the gcc major nvcc of this version accepts, where the base's own is newer
+#                  (RHEL's gcc-toolset-N, or Debian's gcc-N): its gcc and g++ come first on
+#                  PATH, through /opt/kernel-wheel-factory/bin
 #   PYTHON         the Python that installs PyPI wheels
 # Without CUDA_PACKAGES the toolkit comes from NVIDIA's RHEL 8 repository (cuda-minimal-build
-# and cudart-devel of that version), on RHEL-like bases such as manylinux_2_28.
+# and cudart-devel of that version) on RHEL-like bases such as manylinux_2_28, or from Debian's
+# non-free nvidia-cuda-toolkit on a Debian base whose release carries that version (trixie: 12.4;
+# see make-debian-base.sh). Debian's toolkit brings the g++ its nvcc accepts (g++-13 for 12.4),
+# which the factory picks by itself.
 set -euo pipefail
 : "${CUDA_VERSION:?CUDA_VERSION is needed}" "${PYTHON:?PYTHON is needed}"
 
@@ -37,16 +41,41 @@ elif [ -f /etc/redhat-release ]; then
         ${GCC_TOOLSET:+"gcc-toolset-${GCC_TOOLSET}-gcc-c++"}
     dnf clean all
     home="/usr/local/cuda-${CUDA_VERSION}"
+elif [ -f /etc/debian_version ] && command -v apt-get >/dev/null; then
+    codename="$(sed -n "s/^VERSION_CODENAME=//p" /etc/os-release)"
+    mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+    echo "deb ${mirror} ${codename} contrib non-free" \
+        >/etc/apt/sources.list.d/kernel-wheel-factory-non-free.list
+    apt-get update -q >/dev/null
+    candidate="$(apt-cache policy nvidia-cuda-toolkit | sed -n 's/^ *Candidate: //p')"
+    case "$candidate" in
+        "${CUDA_VERSION}".*) ;;
+        *) echo "error: Debian ${codename}'s nvidia-cuda-toolkit is ${candidate:-not there}," \
+               "not CUDA ${CUDA_VERSION}" >&2
+           exit 2 ;;
+    esac
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        nvidia-cuda-toolkit ${GCC_TOOLSET:+"g++-${GCC_TOOLSET}"} >/dev/null
+    rm -rf /var/lib/apt/lists/*
+    # Debian's toolkit is part of /usr: nvcc in /usr/bin, headers in /usr/include, libcudart
+    # in /usr/lib/<triplet>.
+    home=/usr
 else
-    echo "error: CUDA ${CUDA_VERSION} is not on PyPI and comes from NVIDIA's RHEL 8 repository," \
-        "but this base is not RHEL-like" >&2
+    echo "error: CUDA ${CUDA_VERSION} is not on PyPI; it comes from NVIDIA's RHEL 8 repository" \
+        "or Debian's nvidia-cuda-toolkit, and this base is neither RHEL-like nor Debian" >&2
     exit 2
 fi
 
 if [ -n "${GCC_TOOLSET:-}" ]; then
-    toolset="/opt/rh/gcc-toolset-${GCC_TOOLSET}/root/usr/bin"
     for tool in gcc g++; do
-        printf '#!/bin/sh\nexec %s/%s "$@"\n' "$toolset" "$tool" >"$bin/$tool"
+        # RHEL's gcc-toolset, or Debian's versioned compiler (gcc-13, g++-13)
+        target="/opt/rh/gcc-toolset-${GCC_TOOLSET}/root/usr/bin/${tool}"
+        [ -x "$target" ] || target="/usr/bin/${tool}-${GCC_TOOLSET}"
+        if [ ! -x "$target" ]; then
+            echo "error: no ${tool} ${GCC_TOOLSET} for nvcc of CUDA ${CUDA_VERSION}" >&2
+            exit 1
+        fi
+        printf '#!/bin/sh\nexec %s "$@"\n' "$target" >"$bin/$tool"
         chmod 0755 "$bin/$tool"
     done
 fi

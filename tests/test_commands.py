@@ -16,10 +16,11 @@ from .test_codec import MATRIX
 from .test_matrix import plan_for
 
 TOOLCHAIN = Toolchain(
-    CudaToolkit(Version("13.0.88"), Path("/cache/cuda/13.0/nvidia/cu13"), "pypi"),
+    CudaToolkit(Version("13.0.88"), Path("/cache/cuda/13.0/nvidia/cu13"), "pypi",
+                Path("/cache/cuda/13.0/nvidia/cu13/lib")),
     TorchEnv(Path("/cache/envs/t"), Path("/cache/envs/t/bin/python"),
              Path("/cache/envs/t/lib/python3.11/site-packages"), "2.11.0+cu130",
-             Version("13.0"), True, Path("/usr/include/python3.11")),
+             Version("13.0"), True, Path("/usr/include/python3.11"), ()),
     "g++", "17")
 
 

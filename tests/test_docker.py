@@ -40,10 +40,10 @@ OURS = "label=kernel-wheel-factory.owner"
 
 @pytest.fixture(scope="session")
 def bullseye_base() -> str:
-    """The offline base image, made by docker/make-bullseye-base.sh when it is not there."""
+    """The offline base image, made by docker/make-debian-base.sh when it is not there."""
     docker_engine()
     if subprocess.run(["docker", "image", "inspect", BASE], capture_output=True).returncode:
-        done = subprocess.run([str(REPO / "docker" / "make-bullseye-base.sh"), BASE],
+        done = subprocess.run([str(REPO / "docker" / "make-debian-base.sh"), "bullseye", BASE],
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
     return BASE
@@ -304,4 +304,84 @@ def test_containers_of_a_killed_run_are_removed_by_the_next(tmp_path, factory_ca
     again = run_factory("build", "noarch.yaml", "--out", "other", cwd=tmp_path,
                         env=cache_env(factory_cache))
     assert "removed 2 container(s) an interrupted run left" in again.stdout, again.stdout
+    assert our_containers() == []
+
+
+TORCH_IMAGE = "kernel-wheel-factory/test-torch:cu130-torch211"
+TORCH_IMAGE_PYTHON = "/opt/torch/bin/python"
+
+
+@pytest.fixture(scope="session")
+def torch_image(bullseye_base, factory_cache) -> str:
+    """An image that brings its own torch and nvcc, the way NVIDIA's PyTorch images do: on the
+    offline base, torch 2.11 in a venv at /opt/torch and CUDA 13.0's nvcc from PyPI's nvidia
+    wheels, CUDA_HOME pointing at it. Made with uv (the tests' cache mounted) and committed."""
+    if subprocess.run(["docker", "image", "inspect", TORCH_IMAGE],
+                      capture_output=True).returncode == 0:
+        return TORCH_IMAGE
+    from uv import find_uv_bin
+
+    from factory.build.runners.docker.image import host_certificates
+
+    certificates = factory_cache / "test-tools" / "ca-certificates.crt"
+    certificates.parent.mkdir(parents=True, exist_ok=True)
+    certificates.write_bytes(host_certificates())
+    site = "/opt/torch/lib/python3.11/site-packages"
+    toolkit = " ".join(f"{name}==13.0.*" for name in (
+        "nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-runtime",
+        "nvidia-cuda-cccl"))
+    script = (f"uv venv --quiet --python /opt/python/cp311-cp311/bin/python3.11 /opt/torch && "
+              f"uv pip install --quiet --python {TORCH_IMAGE_PYTHON} 'torch==2.11.*' {toolkit} "
+              f"&& ln -s libcudart.so.13 {site}/nvidia/cu13/lib/libcudart.so")
+    name = f"kwf-test-torch-image-{os.getpid()}"
+    done = subprocess.run(
+        ["docker", "run", "--name", name, "--mount",
+         f"type=bind,source={find_uv_bin()},target=/usr/local/bin/uv,readonly",
+         "--mount", f"type=bind,source={factory_cache / 'uv'},target=/uv",
+         "--mount", f"type=bind,source={certificates},target=/ca.crt,readonly",
+         "--env", "UV_CACHE_DIR=/uv", "--env", "UV_LINK_MODE=copy",
+         "--env", "SSL_CERT_FILE=/ca.crt", bullseye_base, "sh", "-c", script],
+        capture_output=True, text=True)
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        subprocess.run(["docker", "commit", "--change", f"ENV CUDA_HOME={site}/nvidia/cu13",
+                        name, TORCH_IMAGE], check=True, capture_output=True)
+    finally:
+        subprocess.run(["docker", "rm", "--force", name], capture_output=True)
+    return TORCH_IMAGE
+
+
+def test_an_image_with_its_own_torch_and_nvcc_builds_the_example(tmp_path, torch_image,
+                                                                 factory_cache, torch_venv):
+    """Its torch and nvcc as they are: read with the network off, every compiler run in a
+    container of the image with the network off, as an unprivileged user; the gates, the
+    index and the user's torch then treat the wheel like any other."""
+    write(tmp_path / "matrix.yaml", f"""
+        kernels:
+          - {{path: {EXAMPLE}, version: 1.0.0}}
+        torch:
+          - {{image: {torch_image}, python: {TORCH_IMAGE_PYTHON}}}
+        cuda:
+          "13.0":
+            sms: ["9.0"]
+    """)
+    result = run_factory("build", "matrix.yaml", "--out", tmp_path / "index", "--offline",
+                         cwd=tmp_path, env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    assert re.search(r"runner: docker \(docker \S+ answers", result.stdout), result.stdout
+    (wheel,) = (tmp_path / "index" / "files").glob("*.whl")
+    assert wheel.name.startswith("img2gray-1.0.0+cu130torch211-cp39-abi3-manylinux_")
+    log = (tmp_path / "index" / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
+    assert f"starting a container of {torch_image} (no network" in log
+    assert re.search(rf"toolchain: nvcc 13\.0\.\d+ \(image, /opt/torch/lib/python3\.11/"
+                     rf"site-packages/nvidia/cu13\), torch 2\.11\.\d+\+cu130 \(/opt/torch\), "
+                     rf"g\+\+, in a container of {re.escape(torch_image)}", log), log
+    compiles = [line for line in log.splitlines() if re.match(r"\$ \S*docker exec ", line)]
+    assert len(compiles) == 4  # three units and the link, all inside the image
+    assert all("--workdir /tmp/kernel-wheel-factory/build/" in line for line in compiles)
+    provenance = json.loads(read_dist_info(wheel, "provenance.json"))
+    assert provenance["cell"]["installed_torch"]["image"] == torch_image
+    assert provenance["toolchain"]["cxx"] == "g++ 10.2.1"  # the image's compiler
+    assert "Requires-Dist: torch==2.11.*" in read_dist_info(wheel, "METADATA")
+    assert run_example(torch_venv, wheel, tmp_path)["results"] == [True] * 4
     assert our_containers() == []

@@ -65,7 +65,7 @@ def test_defaults(tmp_path):
     assert cuda.ptx and cuda.home is None and cuda.torch_index is None
     assert matrix.platforms == (host_platform(),)
     assert matrix.kernels[0].version == "1.0"
-    assert matrix.torch == (Version("2.11"),)
+    assert [entry.version for entry in matrix.torch] == [Version("2.11")]
 
 
 def test_cells_labels_and_sms(tmp_path):

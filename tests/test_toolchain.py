@@ -9,6 +9,7 @@ from packaging.version import Version
 
 from factory.errors import BuildError
 from factory.process import Log
+from factory.toolchain import host_compiler
 from factory.toolchain.cuda import provide_cuda
 
 
@@ -22,6 +23,7 @@ def fake_toolkit(root, release: str):
     nvcc.chmod(0o755)
     (root / "include").mkdir()
     (root / "lib64").mkdir()
+    (root / "lib64" / "libcudart.so").write_bytes(b"")
     return root
 
 
@@ -55,3 +57,74 @@ def test_a_home_of_another_version_is_refused(tmp_path):
     with pytest.raises(BuildError, match=r"bin/nvcc is CUDA 12\.4\.131, the matrix asks for "
                                          r"CUDA 12\.8"):
         provide_cuda(Version("12.8"), home, tmp_path / "cache", Log(io.StringIO()))
+
+
+def test_an_installed_toolkit_of_the_cells_version_comes_before_pypi(no_installed_cuda,
+                                                                     monkeypatch, tmp_path):
+    """CUDA 13.0 is on PyPI, but a 13.0 toolkit the machine has is used as it is: nothing is
+    downloaded into the cache."""
+    home = fake_toolkit(tmp_path / "cuda-13.0", "13.0.88")
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    toolkit = provide_cuda(Version("13.0"), None, tmp_path / "cache", Log(io.StringIO()))
+    assert (toolkit.home, toolkit.origin) == (home, "installed")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_toolkit_of_another_version_on_the_machine_is_passed_over(no_installed_cuda,
+                                                                    monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDA_HOME", str(fake_toolkit(tmp_path / "cuda-12.8", "12.8.93")))
+    on_path = fake_toolkit(tmp_path / "cuda-12.4", "12.4.131")
+    monkeypatch.setenv("PATH", str(on_path / "bin"))
+    toolkit = provide_cuda(Version("12.4"), None, tmp_path / "cache", Log(io.StringIO()))
+    assert (toolkit.home, str(toolkit.version)) == (on_path, "12.4.131")
+
+
+def test_a_toolkit_in_a_debian_layout_finds_its_runtime(no_installed_cuda, monkeypatch,
+                                                        tmp_path):
+    home = fake_toolkit(tmp_path / "usr", "12.4.131")
+    (home / "lib64" / "libcudart.so").unlink()
+    (home / "lib" / "x86_64-linux-gnu").mkdir(parents=True)
+    (home / "lib" / "x86_64-linux-gnu" / "libcudart.so.12").write_bytes(b"")
+    toolkit = provide_cuda(Version("12.4"), home, tmp_path / "cache", Log(io.StringIO()))
+    assert toolkit.lib == home / "lib" / "x86_64-linux-gnu"
+    assert not toolkit.system_include  # only /usr/include itself is the system's
+
+
+def test_a_toolkit_without_a_runtime_is_refused(tmp_path):
+    home = fake_toolkit(tmp_path / "cuda", "12.4.131")
+    (home / "lib64" / "libcudart.so").unlink()
+    with pytest.raises(BuildError, match=r"the CUDA toolkit at .*cuda has no libcudart\.so"):
+        provide_cuda(Version("12.4"), home, tmp_path / "cache", Log(io.StringIO()))
+
+
+def fake_compilers(folder, **versions: str):
+    """g++ commands that report the given versions (g_13="13.3.0" makes g++-13)."""
+    folder.mkdir()
+    for name, version in versions.items():
+        command = folder / name.replace("_", "++-").replace("gxx", "g++")
+        command.write_text(f"#!/bin/sh\necho {version}\n")
+        command.chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize(("cuda", "compilers", "chosen"), [
+    ("13.0", {"gxx": "14.2.0", "g_13": "13.3.0"}, "g++"),
+    ("12.4", {"gxx": "14.2.0", "g_13": "13.3.0", "g_12": "12.4.0"}, "g++-13"),
+    ("12.4", {"gxx": "14.2.0", "g_12": "12.4.0", "g_15": "15.1.0"}, "g++-12"),
+    ("12.8", {"gxx": "14.2.0"}, "g++"),
+    ("12.2", {"gxx": "12.2.0"}, "g++"),
+])
+def test_the_host_compiler_is_one_nvcc_accepts(monkeypatch, tmp_path, cuda, compilers, chosen):
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(fake_compilers(tmp_path / "bin", **compilers)))
+    assert host_compiler(Version(cuda)) == chosen
+
+
+def test_no_accepted_host_compiler_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(fake_compilers(tmp_path / "bin", gxx="14.2.0")))
+    with pytest.raises(BuildError, match=r"nvcc of CUDA 12\.4 accepts gcc 13 at most, and this "
+                                         r"machine has g\+\+ 14\.2\.0: install g\+\+-13"):
+        host_compiler(Version("12.4"))
+    monkeypatch.setenv("CXX", "clang++-17")
+    assert host_compiler(Version("12.4")) == "clang++-17"  # the user's choice is kept

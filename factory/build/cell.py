@@ -21,6 +21,7 @@ import time
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..cache import exclusive
@@ -32,12 +33,14 @@ from ..compile.generated import (
     noarch_ops_module,
     ops_module,
 )
+from ..config.torches import InstalledTorch, ProbeError, probe_interpreter
+from ..errors import BuildError
 from ..plan.cells import Cell
-from ..process import Log, run
+from ..process import Log, first_output_line, run
 from ..sources.tree import IGNORED_DIRS
-from ..toolchain import Toolchain, cxx_standard, host_compiler
-from ..toolchain.cuda import provide_cuda
-from ..toolchain.torch import provide_torch
+from ..toolchain import CommandPrefix, Toolchain, cxx_standard, host_compiler
+from ..toolchain.cuda import image_toolkit, provide_cuda
+from ..toolchain.torch import installed_env, provide_torch
 from ..versions import major_minor
 from ..wheel.assemble import CoreMetadata, compressed_tag, write_wheel
 from ..wheel.read import PROVENANCE_FILE
@@ -45,60 +48,126 @@ from ..wheel.repair import repair
 from .options import BuildOptions
 from .records import kernel_metadata, provenance_record, toolchain_facts
 
-__all__ = ["PROJECT_BUILDERS", "Progress", "build_cell"]
+__all__ = ["PROJECT_BUILDERS", "Container", "Job", "Progress", "build_cell", "cell_toolchain"]
 
 Progress = Callable[[str], None]
 PYTHON_FILES = ("py", "pyi")
 
 
+@dataclass(frozen=True)
+class Container:
+    """A running container a cell compiles in (its torch and toolkit live there): the
+    `docker exec` command that reaches it, and the user its commands run as, to whom the
+    cell's build folder is handed when the factory runs as root."""
+
+    exec_prefix: tuple[str, ...]  # docker exec [options] NAME
+    owner: tuple[int, int] | None = None
+
+    def hand_over(self, folder: Path) -> None:
+        if self.owner is None:
+            return
+        for path in [folder, *folder.rglob("*")]:
+            os.chown(path, *self.owner, follow_symlinks=False)
+
+
+@dataclass(frozen=True)
+class Job:
+    """Where and how one cell is built: what every project builder is given."""
+
+    cell: Cell
+    cache: Path
+    options: BuildOptions
+    work: Path  # the cell's fixed build folder
+    log: Log
+    threads: int
+    progress: Progress
+    prepared: bool  # the toolkit and torch environment are in the (read-only) cache already
+    container: Container | None
+
+
 def build_cell(cell: Cell, cache: Path, options: BuildOptions, staging: Path, log: Log,
-               threads: int, progress: Progress, prepared: bool = False) -> Path:
+               threads: int, progress: Progress, prepared: bool = False,
+               container: Container | None = None) -> Path:
     """Build the cell's wheel and return its path inside `staging`. With `prepared`, the
-    toolkit and torch environment must be in the cache already, which is only read."""
+    toolkit and torch environment must be in the cache already, which is only read. A cell
+    whose torch lives in an image compiles in `container`, a container of that image that
+    sees the cell's build folder at the same path."""
     work = options.build_root / cell.key
     with exclusive(work):
         if work.exists():
             shutil.rmtree(work)
-        wheel = PROJECT_BUILDERS["kernel-builder"](cell, cache, options, work, log, threads,
-                                                   progress, prepared)
+        wheel = PROJECT_BUILDERS["kernel-builder"](
+            Job(cell, cache, options, work, log, threads, progress, prepared, container))
         staging.mkdir(parents=True, exist_ok=True)
         staged = staging / wheel.name
         shutil.copyfile(wheel, staged)
     return staged
 
 
-def _kernel_builder(cell: Cell, cache: Path, options: BuildOptions, work: Path, log: Log,
-                    threads: int, progress: Progress, prepared: bool) -> Path:
+def _kernel_builder(job: Job) -> Path:
     """A kernel-builder repo: its Python package from torch-ext/, its sources compiled into
     one abi3 shared object (none for a [torch-noarch] kernel)."""
+    cell, work = job.cell, job.work
     src = work / "src"
     _stage_source(cell.spec.root, src)
     package = work / "pkg" / cell.spec.python_name
     _copy_package(cell, src, package)
     if cell.label is None:
         (package / "_ops.py").write_text(noarch_ops_module(cell.ops_namespace))
-        return _final_wheel(cell, options, work / "pkg", "py3-none-any", toolchain_facts(),
+        return _final_wheel(cell, job.options, work / "pkg", "py3-none-any", toolchain_facts(),
                             work / "dist")
-    return _build_extension(cell, cache, options, work, src, package, log, threads, progress,
-                            prepared)
+    return _build_extension(job, src, package)
 
 
-PROJECT_BUILDERS: dict[str, Callable[[Cell, Path, BuildOptions, Path, Log, int, Progress, bool],
-                                     Path]] = {"kernel-builder": _kernel_builder}
+PROJECT_BUILDERS: dict[str, Callable[[Job], Path]] = {"kernel-builder": _kernel_builder}
 
 
-def _build_extension(cell: Cell, cache: Path, options: BuildOptions, work: Path, src: Path,
-                     package: Path, log: Log, threads: int, progress: Progress,
-                     prepared: bool) -> Path:
+def cell_toolchain(job: Job) -> Toolchain:
+    """The toolkit, torch and host compiler of a compiled cell, made or found."""
+    cell, log = job.cell, job.log
     assert cell.cuda is not None and cell.torch is not None  # a compiled cell has both
-    progress("CUDA toolkit")
-    toolkit = provide_cuda(cell.cuda.version, cell.cuda.home, cache, log)
-    progress("torch environment")
-    env = provide_torch(cell.torch, cell.cuda.version, cell.cuda.torch_index, cache, log,
-                        create=not prepared)
-    log.step(f"toolchain: nvcc {toolkit.version} ({toolkit.origin}, {toolkit.home}), "
-             f"torch {env.torch_version} ({env.root})")
-    toolchain = Toolchain(toolkit, env, host_compiler(), cxx_standard(cell.torch))
+    installed = cell.installed
+    job.progress("CUDA toolkit")
+    if installed is not None and installed.image is not None:
+        if job.container is None:
+            raise BuildError(f"{installed.describe()}: this torch lives in an image, which only "
+                             "the docker runner can build in")
+        toolkit = image_toolkit(installed)
+        compilers: dict[str, str] | None = dict(installed.compilers)
+    else:
+        toolkit = provide_cuda(cell.cuda.version, cell.cuda.home, job.cache, log,
+                               job.options.offline)
+        compilers = None
+    job.progress("torch environment")
+    if installed is not None:
+        if installed.image is None:
+            _check_unchanged(installed)
+        env = installed_env(installed)
+    else:
+        env = provide_torch(cell.torch, cell.cuda.version, cell.cuda.torch_index, job.cache, log,
+                            create=not job.prepared, offline=job.options.offline)
+    cxx = host_compiler(toolkit.version, compilers)
+    where = f", in a container of {installed.image}" if installed and installed.image else ""
+    log.step(f"toolchain: {toolkit.describe()}, torch {env.torch_version} ({env.root}), "
+             f"{cxx}{where}")
+    runs_in = CommandPrefix(job.container.exec_prefix if job.container else ())
+    return Toolchain(toolkit, env, cxx, cxx_standard(cell.torch), runs_in)
+
+
+def _check_unchanged(installed: InstalledTorch) -> None:
+    """The interpreter still has the torch the plan read (it may have changed since)."""
+    try:
+        now = probe_interpreter(Path(installed.python))
+    except ProbeError as exc:
+        raise BuildError(str(exc)) from None
+    if now.version != installed.version or now.site_packages != installed.site_packages:
+        raise BuildError(f"{installed.python} had torch {installed.version} when the build was "
+                         f"planned and has {now.version} in {now.site_packages} now")
+
+
+def _build_extension(job: Job, src: Path, package: Path) -> Path:
+    cell, log, work, options = job.cell, job.log, job.work, job.options
+    toolchain = cell_toolchain(job)
     for unit in cell.units:
         missing = unprovided(unit.depends)
         if missing:
@@ -106,17 +175,20 @@ def _build_extension(cell: Cell, cache: Path, options: BuildOptions, work: Path,
                       "does not provide; it compiles with the include folders build.toml names")
     _write_generated(cell, src, package)
 
-    jobs = compile_jobs(cell, toolchain, src, work / "obj", threads)
-    for job in jobs:
-        job.object.parent.mkdir(parents=True, exist_ok=True)
-    _compile_all(jobs, log, threads, progress)
+    jobs = compile_jobs(cell, toolchain, src, work / "obj", job.threads)
+    for compile_job in jobs:
+        compile_job.object.parent.mkdir(parents=True, exist_ok=True)
+    if job.container is not None:
+        job.container.hand_over(work)
+    _compile_all(jobs, toolchain.runs_in, log, job.threads, job.progress)
 
-    progress("linking")
+    job.progress("linking")
     shared_object = package / f"{cell.ops_namespace}.abi3.so"
-    run(link_command([job.object for job in jobs], shared_object, toolchain), log, cwd=work,
-        what="linking")
+    argv, cwd = toolchain.runs_in.argv(link_command([j.object for j in jobs], shared_object,
+                                                    toolchain), work)
+    run(argv, log, cwd=cwd, what="linking")
 
-    progress("auditwheel")
+    job.progress("auditwheel")
     draft = write_wheel(work / "pkg", work / "draft", _metadata(cell),
                         f"cp39-abi3-linux_{cell.platform}", purelib=False,
                         epoch=options.epoch(cell))
@@ -124,9 +196,14 @@ def _build_extension(cell: Cell, cache: Path, options: BuildOptions, work: Path,
     repaired = repair(draft, work / "wheelhouse", log)
     content = work / "final"
     _unpack_package(repaired, content)
-    progress("packaging")
-    facts = toolchain_facts(toolchain.cxx, f"{toolkit.version} ({toolkit.origin})",
-                            env.torch_version)
+    job.progress("packaging")
+
+    def ask(argv: list[str]) -> str:
+        command, _ = toolchain.runs_in.argv(argv, work)
+        return first_output_line(command)
+
+    facts = toolchain_facts(toolchain.cxx, f"{toolchain.cuda.version} ({toolchain.cuda.origin})",
+                            toolchain.torch.torch_version, ask)
     return _final_wheel(cell, options, content, compressed_tag(repaired.name), facts,
                         work / "dist")
 
@@ -196,15 +273,19 @@ def _write_generated(cell: Cell, src: Path, package: Path) -> None:
         (folder / "registration.h").write_text(REGISTRATION_HEADER)
     guard = import_guard(cell.spec.name, cell.wheel_version, str(major_minor(cell.torch)),
                          str(major_minor(cell.cuda.version)),
-                         cell.label_template or cell.label or "")
+                         cell.label_template or cell.label or "",
+                         exact=cell.installed.version if cell.installed and cell.installed.exact
+                         else None)
     (package / "_ops.py").write_text(ops_module(cell.ops_namespace, guard))
 
 
-def _compile_all(jobs: list[CompileJob], log: Log, threads: int, progress: Progress) -> None:
+def _compile_all(jobs: list[CompileJob], runs_in: CommandPrefix, log: Log, threads: int,
+                 progress: Progress) -> None:
     done = 0
     progress(f"compiling 0/{len(jobs)}")
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        pending: set[Future[None]] = {pool.submit(_compile_one, job, log) for job in jobs}
+        pending: set[Future[None]] = {pool.submit(_compile_one, job, runs_in, log)
+                                      for job in jobs}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -217,9 +298,10 @@ def _compile_all(jobs: list[CompileJob], log: Log, threads: int, progress: Progr
                 progress(f"compiling {done}/{len(jobs)}")
 
 
-def _compile_one(job: CompileJob, log: Log) -> None:
+def _compile_one(job: CompileJob, runs_in: CommandPrefix, log: Log) -> None:
     started = time.monotonic()
-    run(job.argv, log, cwd=job.cwd, what=f"compiling {job.source}")
+    argv, cwd = runs_in.argv(job.argv, job.cwd)
+    run(argv, log, cwd=cwd, what=f"compiling {job.source}")
     log.write(f"   {job.source}: {time.monotonic() - started:.1f} s")
 
 
@@ -231,9 +313,11 @@ def _metadata(cell: Cell) -> CoreMetadata:
         requires: tuple[str, ...] = ("torch", *spec.requirements(cuda=False))
     else:
         sms = " ".join(str(sm.base) for sm in cell.sms)
-        summary = (f"{spec.name} kernel for torch {major_minor(cell.torch)} and CUDA "
+        torch = cell.installed.version if cell.installed and cell.installed.exact \
+            else major_minor(cell.torch)
+        summary = (f"{spec.name} kernel for torch {torch} and CUDA "
                    f"{cell.cuda.version} (SM {sms}), built by kernel-wheel-factory")
-        requires = (f"torch=={major_minor(cell.torch)}.*", *spec.requirements(cuda=True))
+        requires = (f"torch{cell.torch_pin}", *spec.requirements(cuda=True))
     return CoreMetadata(
         name=spec.name, version=cell.wheel_version, summary=summary, requires_python=">=3.9",
         requires=tuple(dict.fromkeys(requires)), license=spec.license,

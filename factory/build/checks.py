@@ -9,7 +9,6 @@ from pathlib import Path
 from ..errors import BuildError
 from ..plan.cells import Cell
 from ..process import Log
-from ..versions import major_minor
 from ..wheel.gates import Expectation, check_wheel
 from ..wheel.inspect import WheelReport, inspect_wheel
 
@@ -22,7 +21,7 @@ def cell_expectation(cell: Cell) -> Expectation:
     if cell.torch is None or cell.cuda is None:
         return Expectation(cell.spec.name, cell.wheel_version, "any", None, frozenset(), None)
     return Expectation(
-        cell.spec.name, cell.wheel_version, f"=={major_minor(cell.torch)}.*",
+        cell.spec.name, cell.wheel_version, cell.torch_pin,
         cell.cuda.version.major, cell.gpu_code, cell.platform,
     )
 

@@ -22,6 +22,7 @@ class BuildOptions:
     build_root: Path  # a fixed path: nvcc writes the source's absolute path into the object
     source_date_epoch: int | None  # from the environment; else each source's own time
     builder: str | None = None  # the builder image, for builds in a container
+    offline: bool = False  # download nothing: toolkits and torch from the machine or caches
 
     def epoch(self, cell: Cell) -> int:
         return self.source_date_epoch if self.source_date_epoch is not None else cell.source.epoch

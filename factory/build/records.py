@@ -16,6 +16,7 @@ import hashlib
 import json
 import platform
 import time
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -62,12 +63,14 @@ def provenance_record(cell: Cell, options: BuildOptions,
 
 
 def toolchain_facts(compiler: str | None = None, nvcc: str | None = None,
-                    torch: str | None = None) -> dict[str, str]:
-    """Versions of the tools whose output is in the wheel."""
+                    torch: str | None = None,
+                    ask: Callable[[list[str]], str] = first_output_line) -> dict[str, str]:
+    """Versions of the tools whose output is in the wheel; `ask` runs a tool where the build
+    ran (this machine, or a container) and gives the first line it prints."""
     facts = {"python": platform.python_version(), "auditwheel": _package_version("auditwheel")}
     if compiler:
-        facts["cxx"] = f"{compiler} {first_output_line([compiler, '-dumpfullversion'])}"
-        facts["ld"] = first_output_line(["ld", "--version"])
+        facts["cxx"] = f"{compiler} {ask([compiler, '-dumpfullversion'])}"
+        facts["ld"] = ask(["ld", "--version"])
     if nvcc:
         facts["nvcc"] = nvcc
     if torch:

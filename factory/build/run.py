@@ -167,6 +167,8 @@ def cell_fingerprint(cell: Cell, environment: dict[str, Any], runner: str) -> st
     }
     if cell.cuda is not None:
         facts["cuda"] = [str(cell.cuda.version), str(cell.cuda.home), cell.cuda.torch_index]
+    if cell.installed is not None:
+        facts["installed_torch"] = cell.installed.to_json()
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
 

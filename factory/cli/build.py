@@ -74,7 +74,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     cache = cache_dir(args)
     sliced = bool(args.job or args.shard)
     plan = plan_matrix(args.matrix, cache, say_to(console, "yellow"), args.offline,
-                       args.locked, every_platform=sliced)
+                       args.locked, every_platform=sliced, torch_pythons=args.torch_python)
     if args.job:
         plan = select_job(plan, args.job, args.max_cells).on_host(defaults.host_platform())
     elif args.shard:
@@ -86,7 +86,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             ids = ", ".join([c.id for c in everything.cells] + [s.id for s in everything.skipped])
             raise ConfigError(f"{' '.join(args.only)!r} matches no cell (cells: {ids})",
                               key="--only")
-    options = BuildOptions(usable_build_root(args.build_root), source_date_epoch())
+    options = BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
+                           offline=args.offline)
     requested: RunnerChoice = args.runner or plan.matrix.runner or defaults.RUNNER
     runner, why = choose_runner(requested, plan, cache, options, plan.matrix.docker_base)
     console.print(f"runner: {runner.name} ({why})", markup=False, soft_wrap=True)

@@ -93,14 +93,20 @@ def port(text: str) -> int:
     return int(text)
 
 
-def matrix_options(parser: argparse.ArgumentParser, help: str, lockable: bool = True) -> None:
-    """MATRIX, the cache, and how sources are fetched: what every command that reads a matrix
-    takes."""
+def matrix_options(parser: argparse.ArgumentParser, help: str, lockable: bool = True,
+                   plans: bool = True) -> None:
+    """MATRIX, the cache, how sources are fetched and (for commands that plan cells) which
+    torches: what every command that reads a matrix takes."""
     parser.add_argument("matrix", type=path_argument, metavar="MATRIX", help=help)
     parser.add_argument("--cache-dir", type=path_argument, default=None, metavar="DIR",
                         help="toolkits, torch environments and fetched sources "
                              "(default: ~/.cache/kernel-wheel-factory)")
     source_options(parser, lockable)
+    if plans:
+        parser.add_argument("--torch-python", type=path_argument, action="append", default=[],
+                            metavar="PYTHON",
+                            help="build against the torch this interpreter has, used as it is, "
+                                 "instead of the matrix's torch list (repeatable)")
 
 
 def source_options(parser: argparse.ArgumentParser, lockable: bool = True) -> None:
@@ -109,8 +115,10 @@ def source_options(parser: argparse.ArgumentParser, lockable: bool = True) -> No
                             help="build the sources the lock file pins (see `factory lock`); "
                                  "fail when one has moved or changed")
     parser.add_argument("--offline", action="store_true",
-                        help="fetch nothing: git and Hub sources come from the cache (refs as "
-                             "last fetched; HF_HUB_OFFLINE=1 does this for Hub sources)")
+                        help="download nothing: git and Hub sources come from the cache (refs "
+                             "as last fetched; HF_HUB_OFFLINE=1 does this for Hub sources), "
+                             "toolkits and torch environments from the machine or the cache, "
+                             "no image is pulled")
 
 
 def cache_dir(args: argparse.Namespace) -> Path:

@@ -32,7 +32,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..process import Log
 
     cache = cache_dir(args)
-    plan = plan_matrix(args.matrix, cache, say_to(console, "yellow"), args.offline, args.locked)
+    plan = plan_matrix(args.matrix, cache, say_to(console, "yellow"), args.offline, args.locked,
+                       torch_pythons=args.torch_python)
     engine = Engine()
     problem = engine.unavailable()
     if problem:

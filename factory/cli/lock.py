@@ -20,7 +20,7 @@ def add(commands: Any) -> None:
                     "tree to its sha256, each wheel version) and write them to the lock file "
                     "beside it (matrix.lock for matrix.yaml); `factory build --locked` then "
                     "builds exactly those.")
-    matrix_options(lock, help="the matrix.yaml", lockable=False)
+    matrix_options(lock, help="the matrix.yaml", lockable=False, plans=False)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:

@@ -33,7 +33,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..plan.load import plan_matrix
 
     plan = plan_matrix(args.matrix, cache_dir(args), say_to(make_console(stderr=True), "yellow"),
-                       args.offline, args.locked, every_platform=True)
+                       args.offline, args.locked, every_platform=True,
+                       torch_pythons=args.torch_python)
     jobs = plan_jobs(plan, args.max_cells)
     if args.format == "github":
         text = json.dumps({"include": [job.summary() for job in jobs]}, separators=(",", ":"))

@@ -20,10 +20,12 @@ PROVIDED = frozenset({"torch"})
 
 
 def torch_includes(toolchain: Toolchain) -> list[Path]:
-    """The system header folders of a torch extension, in the order the compiler searches."""
+    """The system header folders of a torch extension, in the order the compiler searches. A
+    toolkit whose headers are in /usr/include (Debian's) adds none: naming that folder with
+    -isystem moves it ahead of libstdc++'s own and breaks their #include_next."""
     torch = toolchain.torch
-    return [*torch.include_dirs, torch.python_include, toolchain.cuda.include,
-            *torch.cuda_library_includes]
+    cuda = [] if toolchain.cuda.system_include else [toolchain.cuda.include]
+    return [*torch.include_dirs, torch.python_include, *cuda, *torch.cuda_library_includes]
 
 
 def unprovided(depends: Iterable[str]) -> list[str]:

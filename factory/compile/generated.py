@@ -61,21 +61,28 @@ def add_op_namespace_prefix(op_name: str) -> str:
 
 
 def import_guard(distribution: str, version: str, torch: str, cuda: str,
-                 label_template: str) -> str:
+                 label_template: str, exact: str | None = None) -> str:
     """Code that refuses, with one readable ImportError, to load a shared object built for
     another torch (major.minor) or CUDA major: without it the loader fails with an
-    "undefined symbol" or a missing libcudart that names neither version."""
+    "undefined symbol" or a missing libcudart that names neither version. A wheel built
+    against a torch build no index publishes (`exact`, e.g. NVIDIA's 2.5.0a0+...nv24.10)
+    accepts that build only."""
     facts = {"distribution": distribution, "version": version, "torch": torch, "cuda": cuda,
              "label": label_template}
-    return f'''
+    only_this_build = ""
+    if exact is not None:
+        facts["exact"] = exact
+        only_this_build = _EXACT_CHECK
+    return '''
 def _check_torch(built):
     import re
 
     installed = torch.__version__
     found = re.match(r"(\\d+)\\.(\\d+)", installed)
-    torch_mm = f"{{found[1]}}.{{found[2]}}" if found else installed
+    torch_mm = f"{found[1]}.{found[2]}" if found else installed
     cuda = torch.version.cuda
     cuda_major = built["cuda"].split(".")[0]
+''' + only_this_build + f'''\
     if torch_mm == built["torch"] and cuda is not None and cuda.split(".")[0] == cuda_major:
         return
     name = built["distribution"]
@@ -101,6 +108,19 @@ def _check_torch(built):
 
 _check_torch({facts!r})
 del _check_torch
+'''
+
+
+_EXACT_CHECK = '''\
+    if "exact" in built:
+        if installed == built["exact"]:
+            return
+        name = built["distribution"]
+        raise ImportError(
+            f"{name} {built['version']} was built for torch {built['exact']} and works with "
+            f"that torch build only, but this environment has torch {installed}. Use it where "
+            f"that torch is installed (the image or environment it was built for), or install "
+            f"the {name} wheel built for your torch.")
 '''
 
 

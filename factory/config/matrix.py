@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import string
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import cast
 
@@ -11,6 +14,7 @@ from packaging.version import InvalidVersion
 
 from .. import defaults
 from ..credentials import refuse_credentials
+from ..errors import ConfigError
 from ..policy import (
     CudaPolicy,
     cuda_policies,
@@ -32,16 +36,20 @@ from .model import (
     RunnerChoice,
     SourceKind,
     SourceRequest,
+    TorchEntry,
 )
 from .nodes import Node, load_yaml
+from .torches import ProbeError, probe_image, probe_interpreter
 
-__all__ = ["LABEL_FIELDS", "load_matrix"]
+__all__ = ["LABEL_FIELDS", "load_matrix", "read_torches"]
 
 LABEL_FIELDS = ("cuda", "torch", "cuda_major", "cuda_minor", "torch_major", "torch_minor")
 _LOCAL_LABEL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")
 
 
-def load_matrix(path: Path) -> Matrix:
+def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
+    """The matrix at `path`; `torch_pythons` (--torch-python) replace its torch list with the
+    torches of those interpreters."""
     root = load_yaml(path)
     if not isinstance(root.value, dict):
         raise root.error("expected a table of settings at the top of the file")
@@ -51,7 +59,8 @@ def load_matrix(path: Path) -> Matrix:
     matrix = Matrix(
         path=path,
         kernels=_kernels(top["kernels"], base),
-        torch=_torch_versions(top["torch"]),
+        torch=(_command_line_torches(torch_pythons) if torch_pythons
+               else _torch_entries(top["torch"], base)),
         cuda=_cuda_entries(top["cuda"], base),
         platforms=_platforms(top.get("platforms")),
         label=top["label"].nonempty_str() if "label" in top else defaults.LABEL_TEMPLATE,
@@ -199,20 +208,76 @@ def _version(node: Node) -> Version:
         raise node.error(str(exc)) from None
 
 
-def _torch_versions(node: Node) -> tuple[Version, ...]:
-    versions: list[Version] = []
+def _torch_entries(node: Node, base: Path) -> tuple[TorchEntry, ...]:
+    entries: list[TorchEntry] = []
     for item in _nonempty_list(node):
+        if isinstance(item.value, dict):
+            entries.append(_installed_torch(item, base))
+            continue
         version = _version(item)
         if len(version.release) < 2:
             raise item.error(f"give torch as major.minor (e.g. 2.11), got '{version}'")
         if torch_release(version) is None:
             known = ", ".join(str(v) for v in sorted(torch_releases()))
             raise item.error(f"torch {version} is not a PyTorch release the factory knows "
-                             f"(known: {known})")
-        if version in versions or any(major_minor(v) == major_minor(version) for v in versions):
+                             f"(known: {known}); a torch already installed can be named by its "
+                             "interpreter: {python: /path/to/bin/python}")
+        if any(entry.version == major_minor(version) for entry in entries):
             raise item.error(f"torch {major_minor(version)} is listed twice")
-        versions.append(version)
-    return tuple(versions)
+        entries.append(TorchEntry(major_minor(version), line=item.line, key=item.key))
+    return tuple(entries)
+
+
+def _installed_torch(item: Node, base: Path) -> TorchEntry:
+    """{python: PATH}: the torch of an interpreter of this machine; {image: REF, python: PATH}:
+    the torch (and CUDA toolkit) of a container image, PATH inside it (default python3)."""
+    fields = item.table(["python", "image"])
+    if not fields:
+        raise item.error("give the torch's interpreter ({python: /path/to/bin/python}) or a "
+                         "container image that has torch and nvcc ({image: NAME})")
+    if "image" in fields:
+        image = _image_reference(fields["image"], "a container image holding torch and nvcc",
+                                 template=False)
+        python = fields["python"].nonempty_str() if "python" in fields else "python3"
+        if "\0" in python or any(c.isspace() for c in python):
+            raise fields["python"].error(f"'{python}' is not a path to an interpreter")
+        return TorchEntry(None, python=python, image=image, line=item.line, key=item.key)
+    node = fields["python"]
+    return TorchEntry(None, python=str(_interpreter(node, node.nonempty_str(), base)),
+                      line=item.line, key=item.key)
+
+
+def _interpreter(node: Node, text: str, base: Path) -> Path:
+    """An interpreter on this machine: a path (relative to the matrix) or a command on PATH."""
+    if "/" not in text:
+        found = shutil.which(text)
+        if found is None:
+            raise node.error(f"'{text}' is not a command on PATH; give the interpreter's path")
+        return Path(found)
+    if "\0" in text:
+        raise node.error("the path holds a NUL byte")
+    # Not resolved: a venv's python is a link, and the venv is known by where the link is.
+    path = Path(os.path.abspath(base / Path(text).expanduser()))
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise node.error(f"'{text}' is not an interpreter (no executable file there)")
+    return path
+
+
+def _command_line_torches(pythons: list[Path]) -> tuple[TorchEntry, ...]:
+    entries = []
+    for python in pythons:
+        text = str(python)
+        if "/" not in text and shutil.which(text) is None:
+            raise ConfigError(f"'{text}' is not a command on PATH; give the interpreter's path",
+                              key="--torch-python")
+        # Not resolved: a venv's python is a link, and the venv is known by where it is.
+        path = Path(os.path.abspath(shutil.which(text) or text if "/" not in text
+                                    else python.expanduser()))
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise ConfigError(f"'{text}' is not an interpreter (no executable file there)",
+                              key="--torch-python")
+        entries.append(TorchEntry(None, python=str(path), key="--torch-python"))
+    return tuple(entries)
 
 
 def _cuda_entries(node: Node, base: Path) -> tuple[CudaEntry, ...]:
@@ -341,11 +406,15 @@ def _docker(node: Node) -> str | None:
     fields = node.table(["base"])
     if "base" not in fields:
         return None
-    base = fields["base"].nonempty_str()
-    if not _IMAGE_REFERENCE.fullmatch(base):
-        raise fields["base"].error(f"'{base}' is not an image reference "
-                                   "(name[:tag][@sha256:digest]; {arch} stands for the platform)")
-    return base
+    return _image_reference(fields["base"], "{arch} stands for the platform")
+
+
+def _image_reference(node: Node, hint: str, template: bool = True) -> str:
+    text = node.nonempty_str()
+    if not _IMAGE_REFERENCE.fullmatch(text) or (not template and ("{" in text or "}" in text)):
+        raise node.error(f"'{text}' is not an image reference (name[:tag][@sha256:digest]; "
+                         f"{hint})")
+    return text
 
 
 MAX_LABEL_TEMPLATE = 64
@@ -369,3 +438,40 @@ def _check_label_template(node: Node) -> None:
         if name not in LABEL_FIELDS:
             raise node.error(f"unknown placeholder '{{{name}}}' in the label "
                              f"(known: {', '.join('{' + f + '}' for f in LABEL_FIELDS)})")
+
+
+def read_torches(matrix: Matrix, offline: bool = False) -> Matrix:
+    """The matrix with every installed torch read (its interpreter or image probed), each
+    checked against the matrix's CUDA versions."""
+    entries = []
+    for entry in matrix.torch:
+        if entry.python is None:
+            entries.append(entry)
+            continue
+        try:
+            if entry.image is not None:
+                installed = probe_image(entry.image, entry.python, offline=offline)
+            else:
+                installed = probe_interpreter(Path(entry.python))
+        except ProbeError as exc:
+            raise _entry_error(matrix, entry, str(exc)) from None
+        cudas = [major_minor(cuda.version) for cuda in matrix.cuda]
+        if installed.cuda_release not in cudas:
+            raise _entry_error(matrix, entry, (
+                f"{installed.describe()} is a CUDA {installed.cuda_release} build; add "
+                f"cuda: {{\"{installed.cuda_release}\": {{sms: [...]}}}} to the matrix "
+                f"(it lists {', '.join(str(cuda) for cuda in cudas)})"))
+        for other in entries:
+            if other.release == installed.release and \
+                    (other.installed.tag if other.installed else None) == installed.tag:
+                raise _entry_error(matrix, entry, (
+                    f"{installed.describe()} would make the same wheels as {other.describe()} "
+                    f"({other.key}): list torch {installed.release} once"))
+        entries.append(replace(entry, installed=installed))
+    return replace(matrix, torch=tuple(entries))
+
+
+def _entry_error(matrix: Matrix, entry: TorchEntry, message: str) -> ConfigError:
+    if entry.line is None:  # from the command line
+        return ConfigError(message, key=entry.key)
+    return ConfigError(message, file=matrix.path, line=entry.line, key=entry.key)

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from ..versions import Version
+from .torches import InstalledTorch
 
 __all__ = ["PLATFORMS", "RUNNERS", "CudaEntry", "Exclude", "KernelEntry", "Matrix",
-           "RunnerChoice", "SOURCE_KINDS", "SourceKind", "SourceRequest"]
+           "RunnerChoice", "SOURCE_KINDS", "SourceKind", "SourceRequest", "TorchEntry"]
 
 SourceKind = Literal["path", "git", "hub"]
 RunnerChoice = Literal["local", "docker", "auto"]
@@ -56,6 +57,37 @@ class KernelEntry:
 
 
 @dataclass(frozen=True)
+class TorchEntry:
+    """One torch of the matrix: a release, installed from a package index into an environment
+    the factory makes, or a torch already installed, in an interpreter of this machine
+    (`python`) or of a container image (`image`), used as it is."""
+
+    version: Version | None  # major.minor; for an installed torch, known once it is read
+    python: str | None = None
+    image: str | None = None
+    line: int | None = None
+    key: str = "torch"  # where it was given, for messages: torch[1], --torch-python
+    installed: InstalledTorch | None = None  # what the interpreter holds, once read
+
+    @property
+    def release(self) -> Version:
+        """torch's major.minor (an installed torch must have been read)."""
+        if self.installed is not None:
+            return self.installed.release
+        assert self.version is not None, f"{self.key} has not been read"
+        return self.version
+
+    def describe(self) -> str:
+        if self.installed is not None:
+            return self.installed.describe()
+        if self.image is not None:
+            return f"the torch of {self.image}"
+        if self.python is not None:
+            return f"the torch of {self.python}"
+        return f"torch {self.version}"
+
+
+@dataclass(frozen=True)
 class CudaEntry:
     """One CUDA version of the matrix and how to get its toolkit and torch builds."""
 
@@ -87,7 +119,7 @@ class Exclude:
 class Matrix:
     path: Path
     kernels: tuple[KernelEntry, ...]
-    torch: tuple[Version, ...]
+    torch: tuple[TorchEntry, ...]
     cuda: tuple[CudaEntry, ...]
     platforms: tuple[str, ...]
     label: str

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion
 
+from ..config.torches import is_release_build
 from ..errors import IndexConflict, WheelReadError
 from ..files import write_atomic
 from ..wheel.read import WheelFile, read_wheel, torch_requirement
@@ -178,7 +180,7 @@ def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome
     for cell in plan.cells:
         result = by_id[cell.id]
         outcomes.append(CellOutcome(
-            cell.id, cell.spec.name, cell.version, str(cell.torch) if cell.torch else None,
+            cell.id, cell.spec.name, cell.version, cell.torch_shown,
             str(cell.cuda.version) if cell.cuda else None, cell.label, result.status,
             result.detail, result.wheel))
     for skipped in plan.skipped:
@@ -199,12 +201,26 @@ def _upload_time(provenance: dict[str, Any], mtime: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(seconds))
 
 
+def _torch_shown(cell: dict[str, Any]) -> Any:
+    """The torch a cell record names: major.minor, or the whole version of a build that no
+    index publishes (its wheels fit that build only)."""
+    installed = cell.get("installed_torch")
+    version = installed.get("version") if isinstance(installed, dict) else None
+    if isinstance(version, str):
+        try:
+            if not is_release_build(version):
+                return version
+        except InvalidVersion:
+            pass
+    return cell.get("torch")
+
+
 def _summary(provenance: dict[str, Any]) -> dict[str, Any]:
     cell = provenance.get("cell") or {}
     if not cell:
         return {}
     return {
-        "cell": cell.get("id"), "torch": cell.get("torch"), "cuda": cell.get("cuda"),
+        "cell": cell.get("id"), "torch": _torch_shown(cell), "cuda": cell.get("cuda"),
         "sms": cell.get("sms", []), "gpu_code": cell.get("gpu_code", []),
         "platform": cell.get("platform"),
         "source": dict((provenance.get("source") or {}).items()),

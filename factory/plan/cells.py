@@ -13,8 +13,10 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ..config.model import CudaEntry, KernelEntry, Matrix
+from .. import defaults
+from ..config.model import CudaEntry, KernelEntry, Matrix, TorchEntry
 from ..config.spec import KernelSection, KernelSpec
+from ..config.torches import InstalledTorch
 from ..errors import ConfigError
 from ..policy import cuda_policy, torch_release
 from ..policy.capabilities import (
@@ -84,6 +86,7 @@ class Cell:
     sms: tuple[Capability, ...]
     sections: tuple[SectionPlan, ...]
     label_template: str | None = None  # the matrix's label, e.g. cu{cuda}torch{torch}
+    installed: InstalledTorch | None = None  # the torch built against, when already installed
 
     @property
     def id(self) -> str:
@@ -99,6 +102,20 @@ class Cell:
     @property
     def wheel_version(self) -> str:
         return self.version if self.label is None else f"{self.version}+{self.label}"
+
+    @property
+    def torch_shown(self) -> str | None:
+        """The torch as pages show it: major.minor, or the whole version of a build no index
+        publishes."""
+        if self.installed is not None and self.installed.exact:
+            return self.installed.version
+        return str(self.torch) if self.torch else None
+
+    @property
+    def torch_pin(self) -> str:
+        """The specifier of the wheel's Requires-Dist on torch (compiled cells)."""
+        assert self.torch is not None
+        return self.installed.pin if self.installed else f"=={major_minor(self.torch)}.*"
 
     @property
     def ops_namespace(self) -> str:
@@ -196,26 +213,37 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None) -> Plan:
                 continue
             cells.append(noarch_cell(spec, kernel.source, kernel.version))
             continue
-        for torch in matrix.torch:
+        for entry in matrix.torch:
+            torch = entry.release
             for cuda in matrix.cuda:
-                for platform in matrix.platforms:
+                label = labels.get((entry, major_minor(cuda.version)))
+                if label is None:  # an installed torch of another CUDA version
+                    continue
+                for platform in _platforms(matrix, entry):
                     if _excluded(matrix, spec.name, torch, cuda.version, platform, used_excludes):
                         continue
-                    label = labels[(major_minor(torch), major_minor(cuda.version))]
                     cell_id = f"{spec.name}/{label}/{platform}"
-                    reason = skip_reason(spec, torch, cuda, platform, host)
+                    reason = skip_reason(spec, torch, cuda, platform, host, entry.installed)
                     if reason:
                         skipped.append(SkippedCell(cell_id, reason, kernel.version, torch,
                                                    cuda.version, label))
                         continue
                     cells.append(make_cell(spec, kernel.source, kernel.version, torch, cuda,
-                                           platform, label, matrix.label, matrix))
+                                           platform, label, matrix.label, matrix,
+                                           entry.installed))
 
     for index, exclude in enumerate(matrix.excludes):
         if index not in used_excludes:
             raise ConfigError("this exclude entry matches no cell of the matrix",
                               file=matrix.path, line=exclude.line, key=f"exclude[{index}]")
     return Plan(matrix, tuple(cells), tuple(skipped))
+
+
+def _platforms(matrix: Matrix, torch: TorchEntry) -> tuple[str, ...]:
+    """An installed torch builds for its own machine's platform only."""
+    if torch.installed is None:
+        return matrix.platforms
+    return (defaults.host_platform(),)
 
 
 def noarch_cell(spec: KernelSpec, source: SourceTree, version: str) -> Cell:
@@ -225,14 +253,14 @@ def noarch_cell(spec: KernelSpec, source: SourceTree, version: str) -> Cell:
 
 def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,
               cuda: CudaEntry, platform: str, label: str, label_template: str,
-              matrix: Matrix | None = None) -> Cell:
+              matrix: Matrix | None = None, installed: InstalledTorch | None = None) -> Cell:
     """A compiled kernel's cell: its SMs and, per [kernel.*] section, the archs it builds.
     The planner makes every cell with it, and so does the codec reading a cell's record."""
     return Cell(
         spec, source, version, torch, cuda, platform, label,
         tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)),
         tuple(_section_plan(spec, section, cuda, matrix) for section in spec.kernels_for("cuda")),
-        label_template,
+        label_template, installed,
     )
 
 
@@ -259,7 +287,7 @@ def _excluded(matrix: Matrix, kernel: str, torch: Version | None, cuda: Version 
 
 
 def skip_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry, platform: str,
-                 host: str | None) -> str | None:
+                host: str | None, installed: InstalledTorch | None = None) -> str | None:
     """Why this cell cannot be built, where that is the kernel's or the matrix's own choice."""
     if "cuda" not in spec.backends:
         return f"the kernel has no CUDA backend (backends: {', '.join(spec.backends)})"
@@ -278,7 +306,8 @@ def skip_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry, platform: str
     if stable and torch_mm < major_minor(stable):
         return f"the kernel targets torch's stable ABI {stable}, newer than torch {torch_mm}"
     release = torch_release(torch)
-    if cuda.torch_index is None and release and major_minor(release.pypi_cuda) != cuda_mm:
+    if installed is None and cuda.torch_index is None and release and \
+            major_minor(release.pypi_cuda) != cuda_mm:
         return (f"torch {torch_mm} on PyPI is a CUDA {release.pypi_cuda} build, not CUDA "
                 f"{cuda_mm}; set cuda.\"{cuda_mm}\".torch-index in the matrix to build it "
                 f"(e.g. https://download.pytorch.org/whl/cu{compact(cuda_mm)})")

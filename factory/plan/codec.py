@@ -14,6 +14,7 @@ from typing import Any
 from .. import defaults
 from ..config.model import CudaEntry
 from ..config.spec import KernelSpec
+from ..config.torches import InstalledTorch
 from ..errors import ConfigError
 from ..sources.tree import SourceTree
 from ..versions import parse_release
@@ -34,6 +35,7 @@ def cell_record(cell: Cell) -> dict[str, Any]:
         "cuda_home": str(cuda.home) if cuda and cuda.home else None,
         "platform": cell.platform,
         "gpu_code": sorted(cell.gpu_code),
+        **({"installed_torch": cell.installed.to_json()} if cell.installed else {}),
     }
 
 
@@ -47,6 +49,8 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
     else:
         try:
             torch = parse_release(record["torch"])
+            installed = (InstalledTorch.from_json(record["installed_torch"])
+                         if record.get("installed_torch") else None)
             cuda = CudaEntry(parse_release(record["cuda"]),
                              tuple(parse_release(sm) for sm in record["sms"]), bool(record["ptx"]),
                              cuda_home or (Path(record["cuda_home"]) if record.get("cuda_home")
@@ -55,12 +59,13 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(f"the cell record is incomplete or malformed ({error!r})",
                               file=origin) from None
-        reason = skip_reason(spec, torch, cuda, record["platform"], None)
+        reason = skip_reason(spec, torch, cuda, record["platform"], None, installed)
         if reason is not None:
             raise ConfigError(f"cell {record['id']} cannot be built from this source: {reason}",
                               file=origin)
         cell = make_cell(spec, source, version, torch, cuda, record["platform"],
-                         record["label"], record.get("label_template") or defaults.LABEL_TEMPLATE)
+                         record["label"], record.get("label_template") or defaults.LABEL_TEMPLATE,
+                         installed=installed)
     if cell.id != record.get("id"):
         raise ConfigError(f"cell {record.get('id')} cannot be made from this source (it gives "
                           f"{cell.id})", file=origin)

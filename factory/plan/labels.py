@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-from ..config.model import Matrix
+from ..config.model import Matrix, TorchEntry
 from ..errors import ConfigError
 from ..versions import Version, compact, major_minor
 
-__all__ = ["check_label", "matrix_labels", "render_label"]
+__all__ = ["check_label", "matrix_labels", "render_label", "torch_label"]
 
 _LOCAL_LABEL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")
 
@@ -21,6 +21,14 @@ def render_label(template: str, torch: Version, cuda: Version) -> str:
         cuda_major=cuda.major, cuda_minor=cuda.minor,
         torch_major=torch.major, torch_minor=torch.minor,
     )
+
+
+def torch_label(template: str, torch: TorchEntry, cuda: Version) -> str:
+    """The label of a cell of a torch entry: an installed torch that no index publishes adds
+    its build tag (cu126torch25.nv2410; see config/torches.py)."""
+    label = render_label(template, torch.release, cuda)
+    tag = torch.installed.tag if torch.installed is not None else None
+    return f"{label}.{tag}" if tag else label
 
 
 # A wheel's file name (name-version+label-tags.whl.metadata, behind a temporary prefix) must
@@ -39,22 +47,24 @@ def check_label(label: str, matrix: Matrix) -> None:
                           file=matrix.path, line=matrix.label_line, key="label")
 
 
-def matrix_labels(matrix: Matrix) -> dict[tuple[Version, Version], str]:
-    """(torch, CUDA) major.minor -> label, refusing a template that gives two cells one label."""
-    labels: dict[tuple[Version, Version], str] = {}
-    owners: dict[str, tuple[Version, Version]] = {}
+def matrix_labels(matrix: Matrix) -> dict[tuple[TorchEntry, Version], str]:
+    """(torch entry, CUDA major.minor) -> label, for every pair that makes cells (an installed
+    torch pairs with its own CUDA only), refusing a template that gives two cells one label."""
+    labels: dict[tuple[TorchEntry, Version], str] = {}
+    owners: dict[str, str] = {}
     for torch in matrix.torch:
         for cuda in matrix.cuda:
-            key = (major_minor(torch), major_minor(cuda.version))
-            label = render_label(matrix.label, *key)
+            cuda_mm = major_minor(cuda.version)
+            if torch.installed is not None and torch.installed.cuda_release != cuda_mm:
+                continue
+            label = torch_label(matrix.label, torch, cuda_mm)
             check_label(label, matrix)
+            what = f"{torch.describe()} x CUDA {cuda_mm}"
             if label in owners:
-                other = owners[label]
                 raise ConfigError(
-                    f"the label template gives '{label}' both for torch {other[0]} x CUDA "
-                    f"{other[1]} and for torch {key[0]} x CUDA {key[1]}; each cell needs its own "
-                    "label (use {torch} and {cuda})",
+                    f"the label template gives '{label}' both for {owners[label]} and for "
+                    f"{what}; each cell needs its own label (use {{torch}} and {{cuda}})",
                     file=matrix.path, line=matrix.label_line, key="label")
-            owners[label] = key
-            labels[key] = label
+            owners[label] = what
+            labels[(torch, cuda_mm)] = label
     return labels

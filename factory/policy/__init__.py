@@ -25,6 +25,7 @@ class CudaPolicy:
     family_specific: frozenset[Version]
     default: tuple[Version, ...]
     pypi: bool
+    max_gcc: int  # the newest gcc major nvcc accepts as host compiler
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ def cuda_policies() -> tuple[CudaPolicy, ...]:
             family_specific=frozenset(_versions(entry["family-specific"])),
             default=_versions(entry["default"]),
             pypi=entry["pypi"],
+            max_gcc=entry["max-gcc"],
         ))
     return tuple(sorted(entries, key=lambda policy: policy.since))
 

@@ -1,19 +1,40 @@
 """The tools a cell compiles with, taking plain versions (not matrix entries): a CUDA toolkit
-(cuda.py: PyPI's nvidia wheels, or one installed on the machine), a torch environment
-(torch.py: made with uv) and the host C++ compiler. A new way to provide one of them (an
-existing interpreter, an image's own toolkit) yields the same CudaToolkit or TorchEnv."""
+(cuda.py: one the machine has, or PyPI's nvidia wheels), a torch environment (torch.py: made
+with uv, or one already installed) and the host C++ compiler, chosen to be one the toolkit's
+nvcc accepts. A cell whose torch lives in a container image runs its compilers there
+(`Toolchain.runs_in`)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from ..policy import torch_release
+from ..errors import BuildError
+from ..policy import cuda_policy, torch_release, torch_releases
 from ..versions import Version
 from .cuda import CudaToolkit
 from .torch import TorchEnv
 
-__all__ = ["Toolchain", "cxx_standard", "host_compiler"]
+__all__ = ["CommandPrefix", "Toolchain", "cxx_standard", "host_compiler", "path_compilers"]
+
+
+@dataclass(frozen=True)
+class CommandPrefix:
+    """How a command reaches the machine it runs on: `argv` as given on this machine, or
+    behind `docker exec [options] CONTAINER` for a toolchain inside a container."""
+
+    prefix: tuple[str, ...] = ()
+
+    def argv(self, argv: Sequence[str], cwd: Path) -> tuple[list[str], Path | None]:
+        """The command line to run and the folder to run it in, on this machine."""
+        if not self.prefix:
+            return list(argv), cwd
+        return [*self.prefix[:-1], "--workdir", str(cwd), self.prefix[-1], *argv], None
 
 
 @dataclass(frozen=True)
@@ -24,13 +45,63 @@ class Toolchain:
     torch: TorchEnv
     cxx: str  # the host C++ compiler
     cxx_std: str
+    runs_in: CommandPrefix = field(default_factory=CommandPrefix)
 
 
-def host_compiler() -> str:
-    """The C++ compiler for host code and for nvcc's host side: $CXX, else g++."""
-    return os.environ.get("CXX", "g++")
+def host_compiler(cuda: Version, available: Mapping[str, str] | None = None) -> str:
+    """The C++ compiler for host code and for nvcc's host side: $CXX when set, else g++ when
+    nvcc of this CUDA version accepts its version, else the newest g++-N it accepts.
+    `available` maps the g++ commands of the machine the build runs on to their versions
+    (default: this machine's PATH)."""
+    if "CXX" in os.environ:
+        return os.environ["CXX"]
+    compilers = path_compilers() if available is None else available
+    policy = cuda_policy(cuda)
+    newest = policy.max_gcc if policy else None
+
+    def major(name: str) -> int | None:
+        found = re.match(r"(\d+)", compilers.get(name, ""))
+        return int(found[1]) if found else None
+
+    default = major("g++")
+    if newest is None or (default is not None and default <= newest):
+        return "g++"
+    accepted = sorted(((major(name), name) for name in compilers
+                       if (major(name) or newest + 1) <= newest), reverse=True)
+    if accepted:
+        return accepted[0][1]
+    found = f"g++ {compilers['g++']}" if "g++" in compilers else "no g++"
+    raise BuildError(f"nvcc of CUDA {cuda} accepts gcc {newest} at most, and this machine has "
+                     f"{found}: install g++-{newest} (or older), or set CXX")
+
+
+def path_compilers() -> dict[str, str]:
+    """The g++ and g++-N commands on this machine's PATH, with their versions."""
+    found: dict[str, str] = {}
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        if not folder or not Path(folder).is_dir():
+            continue
+        for path in sorted(Path(folder).glob("g++*")):
+            if re.fullmatch(r"g\+\+(-\d+)?", path.name) and path.name not in found \
+                    and shutil.which(str(path)):
+                found[path.name] = _dump_version(path)
+    return found
+
+
+def _dump_version(compiler: Path) -> str:
+    try:
+        done = subprocess.run([str(compiler), "-dumpfullversion"], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip()
 
 
 def cxx_standard(torch: Version) -> str:
+    """The C++ standard of a torch release; for one the factory does not know (a nightly in
+    an interpreter), that of the newest known release before it."""
     release = torch_release(torch)
-    return release.cxx_std if release else "20"
+    if release is None:
+        older = [known for version, known in torch_releases().items() if version <= torch]
+        release = max(older, key=lambda known: known.version) if older else None
+    return release.cxx_std if release else "17"

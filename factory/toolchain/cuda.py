@@ -1,6 +1,9 @@
-"""CUDA toolkits, from one of two providers: PyPI's nvidia wheels installed into the cache (CUDA
-13 and newer), or a toolkit already installed on the machine (CUDA 12, or wherever the matrix
-names a `home`)."""
+"""CUDA toolkits. A cell's toolkit is, in this order: the one its matrix entry names (`home`);
+one already installed on the machine (CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda-X.Y,
+/usr/local/cuda, Debian's /usr/lib/cuda) whose nvcc is the cell's CUDA version; else PyPI's
+nvidia wheels installed into the cache, where NVIDIA publishes them (CUDA 13 and newer). A
+toolkit already there is never downloaded again; an image's own toolkit is read by its probe
+(config/torches.py)."""
 
 from __future__ import annotations
 
@@ -14,19 +17,25 @@ from pathlib import Path
 from typing import Literal
 
 from ..cache import exclusive
+from ..config.torches import InstalledTorch
 from ..errors import BuildError
 from ..policy import cuda_policy
 from ..process import Log, run
 from ..versions import Version, major_minor, parse_release
 from .uv import uv_bin, uv_env
 
-__all__ = ["PYPI_TOOLKIT", "CudaToolkit", "nvcc_version", "provide_cuda"]
+__all__ = ["PYPI_TOOLKIT", "CudaToolkit", "image_toolkit", "locate_cuda", "nvcc_version",
+           "provide_cuda"]
 
-ToolkitOrigin = Literal["pypi", "installed"]
+ToolkitOrigin = Literal["pypi", "installed", "image"]
 
 # The PyPI wheels that together make a working nvcc (same major.minor for all of them).
 PYPI_TOOLKIT = ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-runtime",
                 "nvidia-cuda-cccl")
+# Where toolkits keep libcudart, below their folder (Debian's toolkit lives in /usr itself).
+_RUNTIME_FOLDERS = ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib",
+                    "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu")
+SYSTEM_INCLUDE = Path("/usr/include")
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,8 @@ class CudaToolkit:
     version: Version  # nvcc's own version, e.g. 13.0.88
     home: Path
     origin: ToolkitOrigin
+    lib: Path  # the folder holding libcudart
+    system_include: bool = False  # its headers are the system's own (/usr/include, Debian's)
 
     @property
     def nvcc(self) -> Path:
@@ -43,9 +54,8 @@ class CudaToolkit:
     def include(self) -> Path:
         return self.home / "include"
 
-    @property
-    def lib(self) -> Path:
-        return self.home / "lib64" if (self.home / "lib64").is_dir() else self.home / "lib"
+    def describe(self) -> str:
+        return f"nvcc {self.version} ({self.origin}, {self.home})"
 
 
 def nvcc_version(nvcc: Path) -> Version:
@@ -60,25 +70,42 @@ def nvcc_version(nvcc: Path) -> Version:
     return parse_release(match.group(1))
 
 
-def provide_cuda(version: Version, home: Path | None, cache: Path, log: Log) -> CudaToolkit:
-    """The toolkit of a CUDA version: the one installed at `home` when given, else PyPI's
-    (installed into the cache) where NVIDIA publishes it there, else one found on the
-    machine."""
-    if home is not None:
-        return _installed(home, version)
+def provide_cuda(version: Version, home: Path | None, cache: Path, log: Log,
+                 offline: bool = False) -> CudaToolkit:
+    """The toolkit of a CUDA version (see the module's text for the order); PyPI's is
+    installed into the cache on first use (`offline`: from uv's cache only)."""
+    found = locate_cuda(version, home)
+    if found is not None:
+        return found
+    mm = major_minor(version)
     policy = cuda_policy(version)
     if policy is not None and policy.pypi:
-        return _from_pypi(major_minor(version), cache, log)
+        return _from_pypi(mm, cache, log, offline)
+    raise BuildError(
+        f"no CUDA {mm} toolkit on this machine: nvcc for CUDA {mm.major} is not on PyPI. Install "
+        f"it (e.g. NVIDIA's cuda-minimal-build-{mm.major}-{mm.minor} package) and set CUDA_HOME, "
+        f"or set cuda.\"{mm}\".home in the matrix to its folder")
+
+
+def locate_cuda(version: Version, home: Path | None) -> CudaToolkit | None:
+    """The toolkit of this CUDA version already on the machine: the one at `home` (which must
+    be that version), else the first installed one of that version; None when there is none."""
+    if home is not None:
+        return _installed(home, version)
     for candidate in _installed_candidates(version):
         try:
             return _installed(candidate, version)
         except BuildError:
             continue
-    mm = major_minor(version)
-    raise BuildError(
-        f"no CUDA {mm} toolkit on this machine: nvcc for CUDA {mm.major} is not on PyPI. Install "
-        f"it (e.g. NVIDIA's cuda-minimal-build-{mm.major}-{mm.minor} package) or set "
-        f"cuda.\"{mm}\".home in the matrix to its folder")
+    return None
+
+
+def image_toolkit(installed: InstalledTorch) -> CudaToolkit:
+    """The toolkit inside an image, as its probe found it."""
+    assert installed.toolkit_home and installed.toolkit_version and installed.toolkit_lib
+    home = Path(installed.toolkit_home)  # the probe gives it with links resolved
+    return CudaToolkit(parse_release(installed.toolkit_version), home, "image",
+                       Path(installed.toolkit_lib), home / "include" == SYSTEM_INCLUDE)
 
 
 def _installed(home: Path, wanted: Version) -> CudaToolkit:
@@ -88,35 +115,45 @@ def _installed(home: Path, wanted: Version) -> CudaToolkit:
     version = nvcc_version(nvcc)
     if major_minor(version) != major_minor(wanted):
         raise BuildError(f"{nvcc} is CUDA {version}, the matrix asks for CUDA {wanted}")
-    return CudaToolkit(version, home, "installed")
+    return CudaToolkit(version, home, "installed", _runtime_folder(home),
+                       (home / "include").resolve() == SYSTEM_INCLUDE)
+
+
+def _runtime_folder(home: Path) -> Path:
+    for name in _RUNTIME_FOLDERS:
+        if any((home / name).glob("libcudart.so*")):
+            return home / name
+    raise BuildError(f"the CUDA toolkit at {home} has no libcudart.so (looked in "
+                     f"{', '.join(_RUNTIME_FOLDERS)})")
 
 
 def _installed_candidates(version: Version) -> list[Path]:
     mm = major_minor(version)
     candidates = [Path(os.environ[var]) for var in ("CUDA_HOME", "CUDA_PATH") if var in os.environ]
-    candidates += [Path(f"/usr/local/cuda-{mm}"), Path("/usr/local/cuda")]
     on_path = shutil.which("nvcc")
     if on_path:
         candidates.append(Path(on_path).resolve().parent.parent)
+    candidates += [Path(f"/usr/local/cuda-{mm}"), Path("/usr/local/cuda"), Path("/usr/lib/cuda")]
     return list(dict.fromkeys(candidates))
 
 
-def _from_pypi(version: Version, cache: Path, log: Log) -> CudaToolkit:
+def _from_pypi(version: Version, cache: Path, log: Log, offline: bool) -> CudaToolkit:
     target = cache / "cuda" / str(version)
     marker = target / "toolkit.json"
     with exclusive(target):
         if not marker.is_file():
-            log.step(f"installing the CUDA {version} toolkit from PyPI into {target}")
+            log.step(f"installing the CUDA {version} toolkit from PyPI into {target}"
+                     + (" (offline: from uv's cache only)" if offline else ""))
             if target.exists():
                 shutil.rmtree(target)
             pins = [f"{name}=={version}.*" for name in PYPI_TOOLKIT]
             run([uv_bin(), "pip", "install", "--quiet", "--target", target, *pins], log,
-                env=uv_env(cache), what=f"installing CUDA {version} from PyPI")
+                env=uv_env(cache, offline), what=f"installing CUDA {version} from PyPI")
             home = target / "nvidia" / f"cu{version.major}"
             _add_unversioned_links(home / "lib")
             marker.write_text(json.dumps({"home": str(home.relative_to(target))}))
         home = target / json.loads(marker.read_text())["home"]
-    return CudaToolkit(nvcc_version(home / "bin" / "nvcc"), home, "pypi")
+    return CudaToolkit(nvcc_version(home / "bin" / "nvcc"), home, "pypi", home / "lib")
 
 
 def _add_unversioned_links(lib: Path) -> None:

@@ -43,31 +43,47 @@ class Runner(Protocol):
 
 def choose_runner(requested: RunnerChoice, plan: Plan, cache: Path, options: BuildOptions,
                   base: str | None) -> tuple[Runner, str]:
-    """The runner for a plan (not yet entered), and why it was chosen."""
+    """The runner for a plan (not yet entered), and why it was chosen. Cells whose torch lives
+    in an image need the docker runner; cells whose torch is an interpreter of this machine are
+    built on this machine by either runner."""
+    in_images = [cell for cell in plan.cells if cell.installed and cell.installed.image]
     if requested == "local":
+        if in_images:
+            installed = in_images[0].installed
+            assert installed is not None
+            raise ConfigError(f"{installed.describe()} lives in an image: build it with the "
+                              "docker runner (--runner docker or auto)", key="runner")
         return LocalRunner(cache, options), "asked for"
+    if requested == "auto" and not in_images and not _builder_cells(plan) and \
+            any(cell.installed for cell in plan.cells):
+        return LocalRunner(cache, options), "every cell's torch is installed on this machine"
     engine = Engine()
     problem = engine.unavailable()
     if problem is None:
-        problem = _missing_image(engine, plan, base)
+        problem = _missing_image(engine, plan, base, options.offline)
     if problem is None:
         why = f"docker {engine.server_version()} answers"
         orphans = engine.remove_orphans()
         if orphans:
             why += f"; removed {len(orphans)} container(s) an interrupted run left"
         return DockerRunner(cache, options, base, engine), why
-    if requested == "docker":
+    if requested == "docker" or in_images:
         raise ConfigError(f"the docker runner cannot be used: {problem}", key="runner")
     return LocalRunner(cache, options), problem
 
 
-def _missing_image(engine: Engine, plan: Plan, base: str | None) -> str | None:
+def _builder_cells(plan: Plan) -> list[Cell]:
+    """The cells built in the factory's builder images (their torch comes from an index)."""
+    return [cell for cell in plan.cells if cell.cuda is not None and cell.installed is None]
+
+
+def _missing_image(engine: Engine, plan: Plan, base: str | None, offline: bool) -> str | None:
     """Why some builder image of the plan can neither be found nor built, or None."""
     images = {builder_image(cell.cuda.version, cell.platform, base)
-              for cell in plan.cells if cell.cuda is not None}
+              for cell in _builder_cells(plan) if cell.cuda is not None}
     for image in sorted(images, key=lambda image: image.name):
         if not engine.has_image(image.name):
-            failure = missing_base(engine, image)
+            failure = missing_base(engine, image, offline)
             if failure is not None:
                 return failure
     return None

@@ -10,9 +10,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ...errors import BuildError
 from ...plan.cells import Cell
 from ...process import Log, first_output_line
 from ...toolchain import host_compiler
+from ...toolchain.cuda import locate_cuda
+from ...versions import Version
 from ..cell import build_cell
 from ..options import BuildOptions
 
@@ -25,7 +28,7 @@ class LocalRunner:
     def __init__(self, cache: Path, options: BuildOptions) -> None:
         self.cache = cache
         self.options = options
-        self._facts: dict[str, Any] | None = None
+        self._facts: dict[tuple[Version, Path | None] | None, dict[str, Any]] = {}
 
     def __enter__(self) -> LocalRunner:
         return self
@@ -37,16 +40,31 @@ class LocalRunner:
 
     def facts(self, cell: Cell) -> dict[str, Any]:
         """The host facts a build depends on: the Python the environments are made with, the
-        host compiler, and the variables the toolchain reads."""
-        if self._facts is None:
-            compiler = host_compiler()
-            self._facts = {
+        toolkit and host compiler the cell would use, and the variables the toolchain reads."""
+        key = (cell.cuda.version, cell.cuda.home) if cell.cuda else None
+        if key not in self._facts:
+            facts: dict[str, Any] = {
                 "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
-                "cxx": [compiler, first_output_line([compiler, "-dumpfullversion"])],
-                "env": {name: os.environ.get(name) for name in ("SOURCE_DATE_EPOCH", "CUDA_HOME")},
+                "env": {name: os.environ.get(name)
+                        for name in ("SOURCE_DATE_EPOCH", "CUDA_HOME", "CUDA_PATH", "CXX")},
             }
-        return self._facts
+            if cell.cuda is not None:
+                facts |= _toolchain_facts(cell.cuda.version, cell.cuda.home)
+            self._facts[key] = facts
+        return self._facts[key]
 
     def build(self, cell: Cell, staging: Path, log: Log, threads: int,
               progress: Callable[[str], None]) -> Path:
         return build_cell(cell, self.cache, self.options, staging, log, threads, progress)
+
+
+def _toolchain_facts(cuda: Version, home: Path | None) -> dict[str, Any]:
+    """Which toolkit and host compiler a cell of this CUDA version gets here; a problem with
+    them (the build reports it) is a fact too."""
+    try:
+        toolkit = locate_cuda(cuda, home)
+        nvcc = [str(toolkit.home), str(toolkit.version)] if toolkit else ["pypi", str(cuda)]
+        compiler = host_compiler(toolkit.version if toolkit else cuda)
+    except BuildError as exc:
+        return {"toolchain": str(exc)}
+    return {"nvcc": nvcc, "cxx": [compiler, first_output_line([compiler, "-dumpfullversion"])]}

@@ -37,6 +37,7 @@ DOCKER_FILES = PACKAGE / "data" / "docker"
 DISTRIBUTION = "kernel-wheel-factory"
 # Where the base keeps the CPython the factory runs on (a manylinux image's layout).
 PYTHON = "/opt/python/cp311-cp311/bin/python3.11"
+MANYLINUX_GCC = 14  # the gcc major of manylinux_2_28's devtoolset
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,11 @@ def base_image(template: str | None, platform: str) -> str:
 
 def gcc_toolset(cuda: Version) -> str:
     """A gcc-toolset whose g++ this nvcc accepts, where manylinux_2_28's default (gcc 14) is
-    too new: CUDA 12.4 to 12.7 take gcc 13 at most, older 12.x gcc 12."""
-    if cuda >= Version("12.8"):
+    too new for it (factory/data/cuda.toml's max-gcc)."""
+    policy = cuda_policy(cuda)
+    if policy is None or policy.max_gcc >= MANYLINUX_GCC:
         return ""
-    return "13" if cuda >= Version("12.4") else "12"
+    return str(policy.max_gcc)
 
 
 def cuda_packages(cuda: Version) -> str:

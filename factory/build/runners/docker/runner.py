@@ -32,8 +32,9 @@ from ....plan.codec import cell_record
 from ....process import Log, first_error
 from ....sources.tree import source_files
 from ....versions import major_minor
-from ...cell import build_cell
+from ...cell import Container, build_cell
 from ...options import BuildOptions
+from ..local import LocalRunner
 from .engine import Engine, source_archive
 from .image import BuilderImage, build_context, builder_image, slug
 from .inside import CONTROL
@@ -44,7 +45,8 @@ CACHE = PurePosixPath("/cache")  # the factory's cache, as containers see it
 SOURCES = PurePosixPath("/work/src")
 OUTPUT = PurePosixPath("/tmp/kernel-wheel-factory/out")
 CUDA_HOME = "/usr/local/cuda"
-NOBODY = "10001:10001"  # the build user when the factory itself runs as root
+NOBODY_ID = 10001
+NOBODY = f"{NOBODY_ID}:{NOBODY_ID}"  # the build user when the factory itself runs as root
 NETWORK_FAILURES = ("could not resolve host", "temporary failure in name resolution",
                     "name or service not known", "network is unreachable",
                     "failed to establish a new connection", "getaddrinfo failed")
@@ -55,9 +57,12 @@ def build_user() -> str:
     return NOBODY if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}"
 
 
-def missing_base(engine: Engine, image: BuilderImage) -> str | None:
+def missing_base(engine: Engine, image: BuilderImage, offline: bool = False) -> str | None:
     """Why an image that is not here cannot be built (its base is not here and cannot be
-    pulled), or None."""
+    pulled, or --offline forbids the downloads making it takes), or None."""
+    if offline:
+        return (f"the builder image {image.name} is not here, and --offline does not make one "
+                "(making it downloads its toolkit and the factory's dependencies)")
     if engine.has_image(image.base):
         return None
     failure = engine.pull(image.base)
@@ -91,6 +96,8 @@ class DockerRunner:
         self.engine = engine or Engine()
         self._groups: dict[str, _Group] = {}
         self._lock = threading.Lock()
+        self._here = LocalRunner(cache, options)
+        self._image_containers: dict[str, str] = {}
 
     def __enter__(self) -> DockerRunner:
         self.engine.__enter__()
@@ -105,13 +112,18 @@ class DockerRunner:
         return builder_image(cell.cuda.version, cell.platform, self.base)
 
     def facts(self, cell: Cell) -> dict[str, Any]:
+        if cell.installed is not None and cell.installed.image is None:
+            return self._here.facts(cell)
+        if cell.installed is not None:
+            return {"image": cell.installed.image, "image_id": cell.installed.image_id}
         if cell.cuda is None:
             return {"image": None}
         return {"image": self.image(cell).name}
 
     def make_images(self, cells: Iterable[Cell], log: Log) -> list[BuilderImage]:
         """Make sure the builder image of every cell is there; the images."""
-        images = list(dict.fromkeys(self.image(cell) for cell in cells if cell.cuda))
+        images = list(dict.fromkeys(self.image(cell) for cell in cells
+                                    if cell.cuda and cell.installed is None))
         for image in images:
             self._ensure_image(self._group(image), log)
         return images
@@ -122,6 +134,11 @@ class DockerRunner:
               progress: Callable[[str], None]) -> Path:
         if cell.cuda is None:  # nothing is compiled or run for a pure-Python kernel
             return build_cell(cell, self.cache, self.options, staging, log, threads, progress)
+        if cell.installed is not None and cell.installed.image is None:
+            log.write(f"built on this machine: its torch is {cell.installed.describe()}")
+            return self._here.build(cell, staging, log, threads, progress)
+        if cell.installed is not None:
+            return self._build_in_image(cell, staging, log, threads, progress)
         group = self._group(self.image(cell))
         log.write(f"builder image {group.image.name} (base {group.image.base})")
         progress("builder image")
@@ -131,6 +148,31 @@ class DockerRunner:
         progress("copying the source in")
         container = self._build_container(group, cell)
         return self._run_build(group, container, cell, staging, log, threads, progress)
+
+    def _build_in_image(self, cell: Cell, staging: Path, log: Log, threads: int,
+                        progress: Callable[[str], None]) -> Path:
+        """A cell whose torch and toolkit live in an image: the factory builds on this machine
+        and runs each compiler in a container of that image, with the network off, as an
+        unprivileged user, seeing only the build root (at the same path)."""
+        installed = cell.installed
+        assert installed is not None and installed.image is not None
+        progress("starting the image")
+        root = self.options.build_root
+        with self._lock:
+            name = self._image_containers.get(installed.image)
+            if name is None:
+                log.step(f"starting a container of {installed.image} (no network, user "
+                         f"{build_user()}) for its torch and nvcc")
+                name = self.engine.launch(installed.image, f"torch-{slug(installed.image)}"[:60], [
+                    "--network", "none", "--user", build_user(), "--cap-drop", "ALL",
+                    "--security-opt", "no-new-privileges", "--env", "HOME=/tmp",
+                    "--entrypoint", "", "--mount", f"type=bind,source={root},target={root}",
+                ])
+                self._image_containers[installed.image] = name
+        owner = (NOBODY_ID, NOBODY_ID) if os.getuid() == 0 else None
+        container = Container((self.engine.binary, "exec", "--user", build_user(), name), owner)
+        return build_cell(cell, self.cache, self.options, staging, log, threads, progress,
+                          container=container)
 
     def _group(self, image: BuilderImage) -> _Group:
         with self._lock:
@@ -150,9 +192,9 @@ class DockerRunner:
     def _make_image(self, image: BuilderImage, log: Log) -> None:
         if self.engine.has_image(image.name):
             return
-        failure = missing_base(self.engine, image)
+        failure = missing_base(self.engine, image, self.options.offline)
         if failure is not None:
-            raise BuildError(f"{failure}; make an offline one with docker/make-bullseye-base.sh "
+            raise BuildError(f"{failure}; make an offline one with docker/make-debian-base.sh "
                              "and set docker.base in the matrix")
         log.step(f"building {image.name}")
         with build_context() as context:
@@ -180,8 +222,11 @@ class DockerRunner:
                 return
             if group.prepare is None:
                 self.cache.mkdir(parents=True, exist_ok=True)
+                # --offline: the environment comes from uv's cache, with no network at all.
+                network = ["--network", "none", "--env", "UV_OFFLINE=1"] \
+                    if self.options.offline else ["--network", "bridge"]
                 group.prepare = self.engine.launch(group.image.name, f"{group.image.tag}-prepare", [
-                    "--network", "bridge", "--user", f"{os.getuid()}:{os.getgid()}",
+                    *network, "--user", f"{os.getuid()}:{os.getgid()}",
                     "--env", "HOME=/tmp", "--env", f"UV_CACHE_DIR={CACHE}/uv",
                     "--mount", f"type=bind,source={self.cache},target={CACHE}",
                 ])

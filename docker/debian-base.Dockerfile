@@ -1,4 +1,4 @@
-# The offline builder base (see make-bullseye-base.sh): a debootstrapped bullseye root with the
+# The offline builder base (see make-debian-base.sh): a debootstrapped Debian root with the
 # tools a manylinux image has for building, where a manylinux image keeps them.
 ARG ROOTFS=kernel-wheel-factory/base:bullseye-rootfs
 FROM ${ROOTFS}

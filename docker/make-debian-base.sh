@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Make a local builder base image from Debian bullseye (glibc 2.31), for machines that cannot pull
+# Make a local builder base image from a Debian release, for machines that cannot pull
 # quay.io/pypa/manylinux_2_28_*: debootstrap a minimal root, import it into docker, then add what
 # the manylinux images provide for a build, in the same places: gcc and g++, make, git, patchelf,
-# and CPython 3.11 at /opt/python/cp311-cp311 (built from Debian's source tarball of 3.11, since
-# bullseye's own Python is 3.9). Wheels built on it carry manylinux_2_31.
+# and CPython 3.11 at /opt/python/cp311-cp311 (built from Debian's source tarball of 3.11, the
+# same on every release). Wheels built on it carry the manylinux tag of the release's glibc:
+# bullseye (2.31, the default) for CUDA 13 builders, trixie (2.41) for CUDA 12.4 ones, since
+# trixie's non-free nvidia-cuda-toolkit is a CUDA 12.4 toolkit that install-cuda.sh can use.
 #
-#   docker/make-bullseye-base.sh [IMAGE]      (default: kernel-wheel-factory/base:bullseye)
+#   docker/make-debian-base.sh [SUITE] [IMAGE]   (default: bullseye kernel-wheel-factory/base:SUITE)
 #
 # Needs root (debootstrap), docker, and Debian's mirror (MIRROR, default deb.debian.org).
 set -euo pipefail
 
-image="${1:-kernel-wheel-factory/base:bullseye}"
+suite="${1:-bullseye}"
+image="${2:-kernel-wheel-factory/base:${suite}}"
 mirror="${MIRROR:-http://deb.debian.org/debian}"
 python_version="3.11.2"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -19,10 +22,10 @@ for tool in debootstrap docker tar; do
     command -v "$tool" >/dev/null || { echo "error: $tool is needed (apt-get install $tool)" >&2; exit 2; }
 done
 
-root="$(mktemp -d /tmp/kwf-bullseye.XXXXXX)"
+root="$(mktemp -d "/tmp/kwf-${suite}.XXXXXX")"
 trap 'rm -rf "$root"' EXIT
-echo "debootstrap bullseye into $root ..."
-debootstrap --variant=minbase bullseye "$root" "$mirror" >"$root.log" 2>&1 \
+echo "debootstrap $suite into $root ..."
+debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$root.log" 2>&1 \
     || { tail -5 "$root.log" >&2; exit 1; }
 rm -f "$root.log"
 raw="${image}-rootfs"
@@ -30,6 +33,6 @@ tar -C "$root" -c . | docker import - "$raw" >/dev/null
 echo "imported $raw; adding the build tools and CPython $python_version ..."
 docker build --quiet --tag "$image" --build-arg "ROOTFS=$raw" \
     --build-arg "PYTHON_VERSION=$python_version" --build-arg "MIRROR=$mirror" \
-    --file "$here/bullseye-base.Dockerfile" "$here" >/dev/null
+    --file "$here/debian-base.Dockerfile" "$here" >/dev/null
 docker image rm "$raw" >/dev/null
 echo "made $image: $(docker run --rm "$image" sh -c 'ldd --version | head -1; /opt/python/cp311-cp311/bin/python -V')"
