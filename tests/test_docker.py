@@ -323,6 +323,7 @@ def torch_image(bullseye_base, factory_cache) -> str:
 
     from factory.build.runners.docker.image import host_certificates
 
+    (factory_cache / "uv").mkdir(parents=True, exist_ok=True)
     certificates = factory_cache / "test-tools" / "ca-certificates.crt"
     certificates.parent.mkdir(parents=True, exist_ok=True)
     certificates.write_bytes(host_certificates())
