@@ -313,9 +313,7 @@ def _metadata(cell: Cell) -> CoreMetadata:
         requires: tuple[str, ...] = ("torch", *spec.requirements(cuda=False))
     else:
         sms = " ".join(str(sm.base) for sm in cell.sms)
-        torch = cell.installed.version if cell.installed and cell.installed.exact \
-            else major_minor(cell.torch)
-        summary = (f"{spec.name} kernel for torch {torch} and CUDA "
+        summary = (f"{spec.name} kernel for torch {cell.torch_shown} and CUDA "
                    f"{cell.cuda.version} (SM {sms}), built by kernel-wheel-factory")
         requires = (f"torch{cell.torch_pin}", *spec.requirements(cuda=True))
     return CoreMetadata(

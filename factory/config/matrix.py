@@ -248,36 +248,38 @@ def _installed_torch(item: Node, base: Path) -> TorchEntry:
 
 
 def _interpreter(node: Node, text: str, base: Path) -> Path:
-    """An interpreter on this machine: a path (relative to the matrix) or a command on PATH."""
-    if "/" not in text:
-        found = shutil.which(text)
-        if found is None:
-            raise node.error(f"'{text}' is not a command on PATH; give the interpreter's path")
-        return Path(found)
-    if "\0" in text:
-        raise node.error("the path holds a NUL byte")
-    # Not resolved: a venv's python is a link, and the venv is known by where the link is.
-    path = Path(os.path.abspath(base / Path(text).expanduser()))
-    if not path.is_file() or not os.access(path, os.X_OK):
-        raise node.error(f"'{text}' is not an interpreter (no executable file there)")
-    return path
+    try:
+        return _find_interpreter(text, base)
+    except ValueError as exc:
+        raise node.error(str(exc)) from None
 
 
 def _command_line_torches(pythons: list[Path]) -> tuple[TorchEntry, ...]:
     entries = []
     for python in pythons:
-        text = str(python)
-        if "/" not in text and shutil.which(text) is None:
-            raise ConfigError(f"'{text}' is not a command on PATH; give the interpreter's path",
-                              key="--torch-python")
-        # Not resolved: a venv's python is a link, and the venv is known by where it is.
-        path = Path(os.path.abspath(shutil.which(text) or text if "/" not in text
-                                    else python.expanduser()))
-        if not path.is_file() or not os.access(path, os.X_OK):
-            raise ConfigError(f"'{text}' is not an interpreter (no executable file there)",
-                              key="--torch-python")
+        try:
+            path = _find_interpreter(str(python), Path.cwd())
+        except ValueError as exc:
+            raise ConfigError(str(exc), key="--torch-python") from None
         entries.append(TorchEntry(None, python=str(path), key="--torch-python"))
     return tuple(entries)
+
+
+def _find_interpreter(text: str, base: Path) -> Path:
+    """An interpreter on this machine: a command on PATH, or a path (relative to `base`);
+    ValueError with the reason when there is none."""
+    if "/" not in text:
+        found = shutil.which(text)
+        if found is None:
+            raise ValueError(f"'{text}' is not a command on PATH; give the interpreter's path")
+        return Path(found)
+    if "\0" in text:
+        raise ValueError("the path holds a NUL byte")
+    # Not resolved: a venv's python is a link, and the venv is known by where the link is.
+    path = Path(os.path.abspath(base / Path(text).expanduser()))
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise ValueError(f"'{text}' is not an interpreter (no executable file there)")
+    return path
 
 
 def _cuda_entries(node: Node, base: Path) -> tuple[CudaEntry, ...]:
