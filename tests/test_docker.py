@@ -353,7 +353,7 @@ def torch_image(bullseye_base, factory_cache) -> str:
 
 
 def test_an_image_with_its_own_torch_and_nvcc_builds_the_example(tmp_path, torch_image,
-                                                                 factory_cache, torch_venv):
+                                                                 factory_cache):
     """Its torch and nvcc as they are: read with the network off, every compiler run in a
     container of the image with the network off, as an unprivileged user; the gates, the
     index and the user's torch then treat the wheel like any other."""
@@ -384,5 +384,6 @@ def test_an_image_with_its_own_torch_and_nvcc_builds_the_example(tmp_path, torch
     assert provenance["cell"]["installed_torch"]["image"] == torch_image
     assert provenance["toolchain"]["cxx"] == "g++ 10.2.1"  # the image's compiler
     assert "Requires-Dist: torch==2.11.*" in read_dist_info(wheel, "METADATA")
-    assert run_example(torch_venv, wheel, tmp_path)["results"] == [True] * 4
+    venv = new_torch_venv(tmp_path / "venv", factory_cache)
+    assert run_example(venv, wheel, tmp_path)["results"] == [True] * 4
     assert our_containers() == []

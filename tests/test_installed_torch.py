@@ -30,6 +30,7 @@ from .conftest import (
     REPO,
     Result,
     cache_env,
+    new_torch_venv,
     read_dist_info,
     run_example,
     run_factory,
@@ -238,5 +239,5 @@ def test_the_example_builds_offline_against_an_existing_venv(tmp_path, torch_ven
     assert subprocess.run([str(python), "-m", "pip", "freeze"], capture_output=True, text=True,
                           check=True).stdout == before_freeze
     assert snapshot(torch_dir / "include" / "ATen" / "core") == torch_files
-    ran = run_example(torch_venv, wheel, tmp_path)
+    ran = run_example(new_torch_venv(tmp_path / "venv", factory_cache), wheel, tmp_path)
     assert all(ran["results"]) and ran["torch"] == installed
