@@ -182,7 +182,7 @@ def test_capabilities_the_toolkit_cannot_build_are_dropped(tmp_path):
     assert [str(a) for a in section.dropped] == ["7.0"]
 
 
-def test_empty_intersection_is_an_error(tmp_path):
+def test_a_kernel_no_cell_of_the_matrix_can_build_is_an_error(tmp_path):
     kernel(tmp_path, caps='cuda-capabilities = ["10.0"]')
     with pytest.raises(ConfigError) as caught:
         plan_for(tmp_path, """
@@ -192,7 +192,74 @@ def test_empty_intersection_is_an_error(tmp_path):
         """)
     message = caught.value.render()
     assert "demo/build.toml:15: kernel.main.cuda-capabilities: [kernel.main] " \
-           "cuda-capabilities (10.0) select no SM of the CUDA 13.0 cell (9.0" in message
+           "cuda-capabilities (10.0) select no SM of any cell of the matrix (CUDA 13.0: 9.0 " \
+           "(matrix.yaml line 3))" in message
+
+
+def test_a_cell_whose_sms_the_kernel_cannot_use_is_skipped_and_the_rest_is_built(tmp_path):
+    kernel(tmp_path, name="blackwell", caps='cuda-capabilities = ["10.0"]')
+    kernel(tmp_path, name="anywhere")
+    plan = plan_for(tmp_path, """
+        kernels: [{path: blackwell, version: 1.0.0}, {path: anywhere, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda:
+          "13.0": {sms: ["9.0"]}
+          "13.1": {sms: ["9.0", "10.0"], torch-index: "https://download.pytorch.org/whl/cu131"}
+        exclude: [{kernel: anywhere, cuda: "13.1"}]
+    """)
+    assert sorted(c.id for c in plan.cells) == ["anywhere/cu130torch211/x86_64",
+                                                "blackwell/cu131torch211/x86_64"]
+    (skipped,) = plan.skipped
+    assert skipped.id == "blackwell/cu130torch211/x86_64"
+    assert skipped.reason == "[kernel.main] its cuda-capabilities (10.0) select no SM of the " \
+                             "cell (9.0)"
+
+
+def test_a_section_that_selects_no_sm_is_left_out_of_the_cell(tmp_path):
+    make_kernel(tmp_path / "split", """
+        [general]
+        name = "split"
+        backends = ["cuda"]
+        [torch]
+        src = ["b.cpp"]
+        [kernel.hopper]
+        backend = "cuda"
+        depends = ["torch"]
+        src = ["shared.cu", "hopper.cu"]
+        cuda-capabilities = ["9.0a"]
+        cuda-flags = ["-DHOPPER"]
+        include = ["hopper"]
+        [kernel.blackwell]
+        backend = "cuda"
+        depends = ["torch"]
+        src = ["shared.cu", "blackwell.cu"]
+        cuda-capabilities = ["10.0f"]
+        cuda-flags = ["-DBLACKWELL"]
+        include = ["blackwell"]
+    """, {"b.cpp": "", "shared.cu": "", "hopper.cu": "", "blackwell.cu": "",
+          "hopper/h.h": "", "blackwell/b.h": ""}, package="split")
+    hopper_only = plan_for(tmp_path, """
+        kernels: [{path: split, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """).cells[0]
+    kept = {p.name: p for p in hopper_only.sections}
+    assert kept["blackwell"].skipped and not kept["hopper"].skipped
+    units = {u.source: u for u in hopper_only.units}
+    assert sorted(units) == ["b.cpp", "hopper.cu", "shared.cu"]
+    assert units["shared.cu"].cuda_flags == ("-DHOPPER",)
+    both = plan_for(tmp_path, """
+        kernels: [{path: split, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0", "10.0"]}}
+    """).cells[0]
+    units = {u.source: u for u in both.units}
+    # A source two sections list is compiled once, with what both ask for (as CMake does).
+    assert sorted(units) == ["b.cpp", "blackwell.cu", "hopper.cu", "shared.cu"]
+    shared = units["shared.cu"]
+    assert [str(a) for a in shared.archs] == ["9.0a", "10.0f"]
+    assert shared.cuda_flags == ("-DBLACKWELL", "-DHOPPER")
+    assert shared.include == ("blackwell", "hopper")
 
 
 def test_only_filters_by_glob(tmp_path):

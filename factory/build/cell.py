@@ -150,8 +150,10 @@ def cell_toolchain(job: Job) -> Toolchain:
     where = f", in a container of {installed.image}" if installed and installed.image else ""
     log.step(f"toolchain: {toolkit.describe()}, torch {env.torch_version} ({env.root}), "
              f"{cxx}{where}")
+    for dependency in cell.depends:
+        log.step(f"C++ dependency: {dependency.describe()}")
     runs_in = CommandPrefix(job.container.exec_prefix if job.container else ())
-    return Toolchain(toolkit, env, cxx, cxx_standard(cell.torch), runs_in)
+    return Toolchain(toolkit, env, cxx, cxx_standard(cell.torch), runs_in, cell.depends)
 
 
 def _check_unchanged(installed: InstalledTorch) -> None:

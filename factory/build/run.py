@@ -169,6 +169,8 @@ def cell_fingerprint(cell: Cell, environment: dict[str, Any], runner: str) -> st
         facts["cuda"] = [str(cell.cuda.version), str(cell.cuda.home), cell.cuda.torch_index]
     if cell.installed is not None:
         facts["installed_torch"] = cell.installed.to_json()
+    if cell.depends:
+        facts["depends"] = [dependency.record() for dependency in cell.depends]
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
 

@@ -20,6 +20,7 @@ from ..config.model import KernelEntry, SourceRequest
 from ..errors import ConfigError
 from ..plan.codec import cell_from_record
 from ..process import Log
+from ..sources.depends import DependencyFetcher
 from ..sources.resolve import Sources
 from ..sources.tree import GitState, SourceTree, resolve_path_source
 from ..wheel.read import WheelFile, read_wheel
@@ -61,7 +62,9 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
                        f"the source at {tree.root} is not the one the wheel was built from "
                        f"(its tree is {tree.digest[:12]}, the record's {recorded_tree[:12]})")
     version = record["kernel"]["version"]
-    cell = cell_from_record(record["cell"], read_build_toml(tree.root), tree, version, wheel)
+    fetcher = DependencyFetcher(cache)
+    cell = cell_from_record(record["cell"], read_build_toml(tree.root), tree, version, wheel,
+                            dependency=lambda item: fetcher.again(item, Path.cwd()))
     options = BuildOptions(usable_build_root(build_root or Path(record["build"]["root"])),
                            int(record["build"]["source_date_epoch"]))
     work = cache / "verify" / cell.key

@@ -17,16 +17,17 @@ def add(commands: Any) -> None:
     lock = commands.add_parser(
         "lock", help="pin every kernel source of a matrix in its lock file",
         description="Resolve every kernel source of MATRIX (git and Hub revs to commits, each "
-                    "tree to its sha256, each wheel version) and write them to the lock file "
-                    "beside it (matrix.lock for matrix.yaml); `factory build --locked` then "
-                    "builds exactly those.")
+                    "tree to its sha256, each wheel version) and every C++ dependency its "
+                    "kernels name (a commit, or a wheel's or folder's sha256) and write them to "
+                    "the lock file beside it (matrix.lock for matrix.yaml); `factory build "
+                    "--locked` then builds exactly those.")
     matrix_options(lock, help="the matrix.yaml", lockable=False, plans=False)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..config.lockfile import Locked, lock_path, render, write
+    from ..config.lockfile import Locked, LockedDependency, lock_path, render, write
     from ..plan.cells import check_unique_names
-    from ..plan.load import resolve_matrix
+    from ..plan.load import fetch_dependencies, resolve_matrix
 
     target = lock_path(args.matrix)
     if target.exists() and not target.is_file():
@@ -45,7 +46,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.print(f"{kernel.spec.name} {kernel.version}: {source.kind}:{source.location}"
                       f"{' (' + source.subdir + ')' if source.subdir else ''}{rev} "
                       f"{tree.revision[:12]}", markup=False, soft_wrap=True)
+    say = say_to(console, "yellow")
+    dependencies = []
+    for found in fetch_dependencies(matrix, kernels, cache_dir(args), args.offline, False,
+                                    say).values():
+        dependencies.append(LockedDependency(found.name, found.kind, found.location,
+                                             found.requested, found.revision))
+        console.print(f"{found.describe()}", markup=False, soft_wrap=True)
     path = lock_path(matrix.path)
-    changed = write(path, render(matrix.path, entries))
+    changed = write(path, render(matrix.path, entries, dependencies))
     console.print(f"{'wrote' if changed else 'unchanged:'} {path}", markup=False, soft_wrap=True)
     return 0

@@ -1,9 +1,16 @@
-"""Compiler and linker command lines for one cell, the way kernel-builder compiles a kernel:
+"""Compiler and linker command lines for one cell, with the effective flags a kernel-builder
+build of the kernel gets through CMake:
 
 - every unit the plan lists (the [torch] binding and the sources of the cell's CUDA
   [kernel.*] sections), each with its section's include folders and flags (cuda-flags for .cu
-  files, cxx-flags for C++ files);
-- TORCH_EXTENSION_NAME set to the op namespace, CUDA_KERNEL defined, Python's limited API 3.9;
+  files, cxx-flags for C++ files) and the header folders of its `depends`;
+- CMake's Release flags (-O3 -DNDEBUG, -fPIC); C++ files in the GNU dialect of torch's
+  standard (CMake's default, -std=gnu++17), CUDA files in the standard itself;
+- for CUDA files, the flags torch's CMake config and kernel-builder add (policy.nvcc_flags:
+  --expt-relaxed-constexpr, --expt-extended-lambda, -DENABLE_FP8, ...);
+- for every file, the compile definitions torch's CMake targets carry (read from the torch
+  built against), TORCH_EXTENSION_NAME set to the op namespace, CUDA_KERNEL and USE_CUDA,
+  torch's C++ ABI and Python's limited API 3.9;
 - -gencode for the archs the plan chose per section, PTX where it said so;
 - one shared object `<namespace>.abi3.so` linked against torch and the CUDA runtime.
 """
@@ -16,10 +23,11 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import BuildError
 from ..plan.cells import CUDA_SUFFIXES, Cell, Unit
+from ..policy import nvcc_flags
 from ..policy.capabilities import Capability
 from ..toolchain import Toolchain
 from ..versions import Version
-from .deps import torch_includes
+from .deps import dependency_includes, torch_includes
 
 __all__ = ["CXX_SUFFIXES", "HEADER_SUFFIXES", "CompileJob", "compile_jobs", "gencode_flags",
            "link_command"]
@@ -79,6 +87,7 @@ def _defines(cell: Cell, toolchain: Toolchain) -> list[str]:
         f"-DTORCH_EXTENSION_NAME={cell.ops_namespace}",
         f"-DPy_LIMITED_API={LIMITED_API}",
         "-DCUDA_KERNEL", "-DUSE_CUDA=1",
+        *[f"-D{definition}" for definition in toolchain.torch.definitions],
         f"-D_GLIBCXX_USE_CXX11_ABI={1 if toolchain.torch.cxx11_abi else 0}",
     ]
     stable = cell.spec.torch.stable_abi_for("cuda") if cell.spec.torch else None
@@ -93,8 +102,9 @@ def _includes(unit: Unit, toolchain: Toolchain, src_root: Path) -> list[str]:
     own = [src_root / folder for folder in unit.include]
     if (src_root / "csrc").is_dir():
         own.append(src_root / "csrc")
+    system = [*dependency_includes(toolchain), *torch_includes(toolchain)]
     return [f"-I{path}" for path in own] + \
-        [arg for path in torch_includes(toolchain) for arg in ("-isystem", str(path))]
+        [arg for path in system for arg in ("-isystem", str(path))]
 
 
 def _prefix_maps(toolchain: Toolchain) -> list[str]:
@@ -107,7 +117,7 @@ def _prefix_maps(toolchain: Toolchain) -> list[str]:
 def _cxx(cell: Cell, toolchain: Toolchain, unit: Unit, src_root: Path, obj: Path) -> list[str]:
     return [
         toolchain.cxx, "-c", str(src_root / unit.source), "-o", str(obj),
-        f"-std=c++{toolchain.cxx_std}", "-O3", "-DNDEBUG", "-fPIC", "-fno-gnu-unique",
+        f"-std=gnu++{toolchain.cxx_std}", "-O3", "-DNDEBUG", "-fPIC", "-fno-gnu-unique",
         *_prefix_maps(toolchain), *_defines(cell, toolchain),
         *_includes(unit, toolchain, src_root), *unit.cxx_flags,
     ]
@@ -127,8 +137,8 @@ def _nvcc(cell: Cell, toolchain: Toolchain, unit: Unit, src_root: Path, obj: Pat
         # Intermediate files next to the object, named after it: in /tmp they get a random
         # name, which nvcc writes into the object.
         "--objdir-as-tempdir",
-        *[f"-Xcompiler={flag}" for flag in _prefix_maps(toolchain)], "--expt-relaxed-constexpr",
-        "-DENABLE_FP8", *([f"--threads={parallel}"] if parallel > 1 else []),
+        *[f"-Xcompiler={flag}" for flag in _prefix_maps(toolchain)], *nvcc_flags(),
+        *([f"--threads={parallel}"] if parallel > 1 else []),
         *gencode_flags(unit.archs), *_defines(cell, toolchain),
         *_includes(unit, toolchain, src_root), *cuda_flags,
     ]

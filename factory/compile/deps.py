@@ -3,8 +3,10 @@ compile units that list it.
 
 torch comes from the cell's torch environment, with Python's and the CUDA toolkit's headers and
 those of the CUDA libraries torch's own headers include; every unit of a torch extension sees
-them. The other names kernel-builder knows (cutlass_X_Y, metal-cpp, sycl_tla) have no provider
-here yet: `unprovided` names them, so a build can say so in its log.
+them. A cutlass_X_Y name brings that CUTLASS release's header folders (sources/depends.py
+fetches them), to every unit of the cell, as kernel-builder's CMake adds them to the whole
+extension. Names for other backends (metal-cpp, sycl_tla) have no provider in a CUDA build:
+`unprovided` names them, so a build can say so in its log.
 """
 
 from __future__ import annotations
@@ -12,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..policy import dependency_releases
 from ..toolchain import Toolchain
 
-__all__ = ["PROVIDED", "torch_includes", "unprovided"]
-
-PROVIDED = frozenset({"torch"})
+__all__ = ["dependency_includes", "torch_includes", "unprovided"]
 
 
 def torch_includes(toolchain: Toolchain) -> list[Path]:
@@ -28,6 +29,12 @@ def torch_includes(toolchain: Toolchain) -> list[Path]:
     return [*torch.include_dirs, torch.python_include, *cuda, *torch.cuda_library_includes]
 
 
+def dependency_includes(toolchain: Toolchain) -> list[Path]:
+    """The header folders of the cell's C++ dependencies, in the order their names come."""
+    return [folder for dependency in toolchain.dependencies for folder in dependency.folders]
+
+
 def unprovided(depends: Iterable[str]) -> list[str]:
     """The dependencies no provider of the factory supplies."""
-    return sorted({name for name in depends if name not in PROVIDED})
+    return sorted({name for name in depends
+                   if name != "torch" and name not in dependency_releases()})

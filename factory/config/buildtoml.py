@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import ConfigError
+from ..policy import dependency_releases
 from ..policy.capabilities import Capability, known_sms_text
 from ..safety import leaves_root
 from ..versions import Version, parse_release
@@ -40,8 +41,9 @@ _WARNINGS: ContextVar[list[str]] = ContextVar("build_toml_warnings")
 
 # Lowercase letters, digits, "-"; older repos also use "_" (causal_conv1d, layer_norm).
 _NAME = re.compile(r"[a-z][-_a-z0-9]*[a-z0-9]")
-# `cutlass_sycl` is the older name of `sycl_tla`, still found in real repos.
-_DEPENDENCY = re.compile(r"torch|metal-cpp|sycl_tla|cutlass_sycl|cutlass_\d+_\d+")
+# Dependencies of other backends' kernels; `cutlass_sycl` is the older name of `sycl_tla`,
+# still found in real repos.
+_OTHER_BACKEND_DEPENDS = ("metal-cpp", "sycl_tla", "cutlass_sycl")
 
 
 @dataclass(frozen=True)
@@ -133,12 +135,12 @@ def _backends(node: Node) -> tuple[str, ...]:
 
 
 def _depends(node: Node) -> tuple[str, ...]:
+    known = ["torch", *dependency_releases(), *_OTHER_BACKEND_DEPENDS]
     values = []
     for item in node.list():
         value = item.str()
-        if not _DEPENDENCY.fullmatch(value):
-            raise item.error(f"unknown dependency '{value}' "
-                             "(known: torch, cutlass_X_Y, metal-cpp, sycl_tla, cutlass_sycl)")
+        if value not in known:
+            raise item.error(f"unknown dependency '{value}' (known: {', '.join(known)})")
         values.append(value)
     return tuple(values)
 

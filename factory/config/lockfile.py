@@ -17,7 +17,8 @@ from ..files import write_atomic
 from .model import SOURCE_KINDS, KernelEntry, SourceKind, SourceRequest
 from .nodes import load_toml
 
-__all__ = ["Locked", "lock_path", "pin_for", "read", "render", "unused", "write"]
+__all__ = ["Locked", "LockedDependency", "lock_path", "pin_for", "read", "read_dependencies",
+           "render", "unused", "write"]
 
 LOCK_VERSION = 1
 _HEADER = """\
@@ -46,16 +47,33 @@ class Locked:
         return SourceRequest(self.kind, self.location, self.requested, self.subdir)
 
 
+@dataclass(frozen=True)
+class LockedDependency:
+    """One C++ dependency's pinned origin: the commit, or the wheel's or folder's sha256."""
+
+    name: str
+    kind: str
+    location: str
+    requested: str | None
+    revision: str
+    line: int | None = None
+
+
 def lock_path(matrix: Path) -> Path:
     return matrix.with_suffix(".lock")
 
 
-def render(matrix: Path, entries: list[Locked]) -> str:
+def render(matrix: Path, entries: list[Locked],
+           dependencies: list[LockedDependency] | None = None) -> str:
     lines = [_HEADER.format(matrix=matrix.name), f"lock-version = {LOCK_VERSION}"]
-    for entry in entries:
-        lines += ["", "[[kernel]]"]
-        for key in ("name", "kind", "location", "subdir", "requested", "commit", "tree",
-                    "version"):
+    tables: list[tuple[str, object, tuple[str, ...]]] = [
+        ("kernel", entry, ("name", "kind", "location", "subdir", "requested", "commit", "tree",
+                           "version")) for entry in entries]
+    tables += [("dependency", entry, ("name", "kind", "location", "requested", "revision"))
+               for entry in dependencies or []]
+    for table, entry, keys in tables:
+        lines += ["", f"[[{table}]]"]
+        for key in keys:
             value = getattr(entry, key)
             if value is not None:
                 lines.append(f"{key} = {json.dumps(value, ensure_ascii=False)}")
@@ -72,7 +90,7 @@ def write(path: Path, text: str) -> bool:
 
 def read(path: Path) -> dict[tuple[str, str, str], Locked]:
     root = load_toml(path)
-    top = root.table(["lock-version", "kernel"], required=["lock-version"])
+    top = root.table(["lock-version", "kernel", "dependency"], required=["lock-version"])
     if top["lock-version"].int() != LOCK_VERSION:
         raise top["lock-version"].error(f"this factory reads lock-version {LOCK_VERSION}; "
                                         "run `factory lock` to write the lock again")
@@ -91,6 +109,23 @@ def read(path: Path) -> dict[tuple[str, str, str], Locked]:
         if entry.request.identity in found:
             raise node.error(f"{entry.request.describe()} is locked twice")
         found[entry.request.identity] = entry
+    return found
+
+
+def read_dependencies(path: Path) -> dict[str, LockedDependency]:
+    """The lock's C++ dependencies by name."""
+    top = load_toml(path).table(["lock-version", "kernel", "dependency"],
+                                required=["lock-version"])
+    found: dict[str, LockedDependency] = {}
+    for node in top["dependency"].list() if "dependency" in top else []:
+        fields = node.table(["name", "kind", "location", "requested", "revision"],
+                            required=["name", "kind", "location", "revision"])
+        text = {key: value.nonempty_str() for key, value in fields.items()}
+        if text["name"] in found:
+            raise node.error(f"dependency {text['name']} is locked twice")
+        found[text["name"]] = LockedDependency(text["name"], text["kind"], text["location"],
+                                               text.get("requested"), text["revision"],
+                                               node.line)
     return found
 
 

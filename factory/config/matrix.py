@@ -20,6 +20,8 @@ from ..policy import (
     cuda_policies,
     cuda_policy,
     cuda_releases,
+    dependency_release,
+    dependency_releases,
     torch_release,
     torch_releases,
 )
@@ -27,9 +29,12 @@ from ..policy.capabilities import Capability, check_supported
 from ..safety import leaves_root
 from ..versions import Version, major_minor, parse_release
 from .model import (
+    DEPENDENCY_KINDS,
     PLATFORMS,
     RUNNERS,
     CudaEntry,
+    DependencyEntry,
+    DependencyKind,
     Exclude,
     KernelEntry,
     Matrix,
@@ -54,7 +59,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
     if not isinstance(root.value, dict):
         raise root.error("expected a table of settings at the top of the file")
     top = root.table(["kernels", "torch", "cuda", "platforms", "label", "exclude", "runner",
-                      "docker"], required=["kernels", "torch", "cuda"])
+                      "docker", "depends"], required=["kernels", "torch", "cuda"])
     base = path.parent
     matrix = Matrix(
         path=path,
@@ -68,6 +73,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         excludes=_excludes(top.get("exclude")),
         runner=_runner(top["runner"]) if "runner" in top else None,
         docker_base=_docker(top["docker"]) if "docker" in top else None,
+        depends=_depends(top["depends"], base) if "depends" in top else (),
     )
     if "label" in top:
         _check_label_template(top["label"])
@@ -112,6 +118,51 @@ def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
         source = {"path": _path_source, "git": _git_source, "hub": _hub_source}[kind](fields, base)
         version = _wheel_version(fields["version"]) if "version" in fields else None
         entries.append(KernelEntry(source, version, item.line, index))
+    return tuple(entries)
+
+
+def _depends(node: Node, base: Path) -> tuple[DependencyEntry, ...]:
+    """depends: {NAME: {git: URL, rev: REV} | {path: FOLDER} | {wheel: FILE} | {pypi: true}}"""
+    entries = []
+    for name, item in node.mapping().items():
+        release = dependency_release(name)
+        if release is None:
+            known = ", ".join(sorted(dependency_releases()))
+            raise item.error(f"unknown dependency '{name}' (the factory provides: {known})")
+        if not isinstance(item.value, dict):
+            raise item.error("expected a table with one of git:, path:, wheel: or pypi: true")
+        kinds = [kind for kind in DEPENDENCY_KINDS if kind in item.value]
+        if len(kinds) != 1:
+            raise item.error("give exactly one of git: (a repository URL or folder, with rev:), "
+                             "path: (a folder with the project's git layout), wheel: (a wheel "
+                             "file) or pypi: true")
+        kind = cast(DependencyKind, kinds[0])
+        fields = item.table([kind, "rev"] if kind == "git" else [kind])
+        if kind == "pypi":
+            if fields["pypi"].value is not True:
+                raise fields["pypi"].error("the only value is true (PyPI's wheel of the release)")
+            if release.pypi is None:
+                raise fields["pypi"].error(f"PyPI publishes no wheel of {release.project} "
+                                           f"{release.version}; take it from git")
+            entries.append(DependencyEntry(name, kind, release.pypi, line=item.line))
+            continue
+        text = fields[kind].nonempty_str().strip()
+        folder = None
+        if kind == "git":
+            _refuse_credentials(fields["git"], text, "use a git credential helper instead")
+            if not _GIT_URL.fullmatch(text):
+                folder = _local_folder(fields["git"], text, base)
+                if not folder.is_dir():
+                    raise fields["git"].error(f"'{text}' is neither a git URL nor an existing "
+                                              "folder")
+        else:
+            folder = _local_folder(fields[kind], text, base)
+            if kind == "path" and not folder.is_dir():
+                raise fields[kind].error(f"folder '{text}' does not exist")
+            if kind == "wheel" and not (folder.is_file() and folder.name.endswith(".whl")):
+                raise fields[kind].error(f"'{text}' is not a wheel file (.whl)")
+        rev = _rev(fields["rev"], release.tag) if "rev" in fields else None
+        entries.append(DependencyEntry(name, kind, text, rev, folder, item.line))
     return tuple(entries)
 
 

@@ -9,10 +9,13 @@ from typing import Literal, get_args
 from ..versions import Version
 from .torches import InstalledTorch
 
-__all__ = ["PLATFORMS", "RUNNERS", "CudaEntry", "Exclude", "KernelEntry", "Matrix",
+__all__ = ["DEPENDENCY_KINDS", "PLATFORMS", "RUNNERS", "CudaEntry", "DependencyEntry",
+           "DependencyKind", "Exclude", "KernelEntry", "Matrix",
            "RunnerChoice", "SOURCE_KINDS", "SourceKind", "SourceRequest", "TorchEntry"]
 
 SourceKind = Literal["path", "git", "hub"]
+DependencyKind = Literal["pypi", "git", "path", "wheel"]
+DEPENDENCY_KINDS: tuple[str, ...] = get_args(DependencyKind)
 RunnerChoice = Literal["local", "docker", "auto"]
 Platform = Literal["x86_64", "aarch64"]
 PLATFORMS: tuple[str, ...] = get_args(Platform)
@@ -100,6 +103,19 @@ class CudaEntry:
 
 
 @dataclass(frozen=True)
+class DependencyEntry:
+    """Where matrix.yaml takes one C++ dependency (`depends: {cutlass_4_0: {git: ...}}`) from,
+    instead of its default origin."""
+
+    name: str  # the build.toml name: cutlass_4_0
+    kind: DependencyKind
+    location: str  # as written: the URL, folder or wheel file
+    rev: str | None = None  # git: the rev (default: the release tag)
+    folder: Path | None = None  # a local folder, git repository or wheel file, resolved
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class Exclude:
     kernel: str | None
     torch: Version | None
@@ -127,3 +143,7 @@ class Matrix:
     excludes: tuple[Exclude, ...]
     runner: RunnerChoice | None = None  # None: the command line's choice
     docker_base: str | None = None  # the builder images' base, "{arch}" standing for the platform
+    depends: tuple[DependencyEntry, ...] = ()  # C++ dependencies taken from elsewhere
+
+    def dependency(self, name: str) -> DependencyEntry | None:
+        return next((entry for entry in self.depends if entry.name == name), None)

@@ -79,6 +79,21 @@ if locations and os.path.isfile(os.path.join(locations[0], "version.py")):
         with open(libc10, "rb") as handle:
             data = handle.read()
         out["cxx11_abi"] = b"torchCheckFailEPKcS2_jRKSs" not in data and b"St7__cxx11" in data
+    # The compile definitions torch's CMake targets give whatever links them (USE_C10D_NCCL,
+    # ...): what a kernel-builder build of an extension is compiled with.
+    definitions = []
+    targets = os.path.join(torch_dir, "share", "cmake", "Caffe2", "Caffe2Targets.cmake")
+    if os.path.isfile(targets):
+        with open(targets) as handle:
+            text = handle.read()
+        for target in ("torch_cpu", "torch_cuda"):
+            block = re.search(r"set_target_properties\(%s PROPERTIES\n(.*?)\n\)" % target,
+                              text, re.S)
+            found = block and re.search(r'INTERFACE_COMPILE_DEFINITIONS "([^"$]*)"',
+                                        block.group(1))
+            if found:
+                definitions += [item for item in found.group(1).split(";") if item]
+    out["definitions"] = sorted(set(definitions))
     out["library_includes"] = sorted(
         path for path in glob.glob(os.path.join(out["site"], "nvidia", "*", "include"))
         if os.path.isdir(path))
@@ -122,6 +137,7 @@ class InstalledTorch:
     site_packages: str  # the folder holding torch/
     python_include: str
     library_includes: tuple[str, ...]  # headers of the nvidia-* wheels beside torch
+    definitions: tuple[str, ...] = ()  # what torch's CMake targets define for extensions
     image: str | None = None  # the container image it lives in; None: this machine
     image_id: str | None = None
     toolkit_home: str | None = None  # an image's CUDA toolkit
@@ -164,6 +180,7 @@ class InstalledTorch:
     def from_json(cls, data: dict[str, Any]) -> InstalledTorch:
         fields = dict(data)
         fields["library_includes"] = tuple(fields.get("library_includes", ()))
+        fields["definitions"] = tuple(fields.get("definitions", ()))
         fields["compilers"] = tuple(tuple(pair) for pair in fields.get("compilers", ()))
         return cls(**fields)
 
@@ -285,4 +302,5 @@ def _installed(python: str, answer: dict[str, Any], require_cuda: bool = True) -
         prefix=answer["prefix"], site_packages=answer["site"],
         python_include=answer["include"],
         library_includes=tuple(answer.get("library_includes", ())),
+        definitions=tuple(answer.get("definitions", ())),
     )

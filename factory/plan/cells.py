@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -18,19 +19,21 @@ from ..config.model import CudaEntry, KernelEntry, Matrix, TorchEntry
 from ..config.spec import KernelSection, KernelSpec
 from ..config.torches import InstalledTorch
 from ..errors import ConfigError
-from ..policy import cuda_policy, torch_release
+from ..policy import cuda_policy, dependency_release, torch_release
 from ..policy.capabilities import (
     Capability,
     check_supported,
     loose_intersection,
     with_ptx_for_newest,
 )
+from ..sources.depends import Dependency
 from ..sources.tree import SourceTree
 from ..versions import Version, compact, major_minor
 from .labels import matrix_labels
 
 __all__ = ["CUDA_SUFFIXES", "Cell", "Kernel", "Plan", "SectionPlan", "SkippedCell", "Unit",
-           "check_unique_names", "make_cell", "make_plan", "noarch_cell", "skip_reason"]
+           "check_unique_names", "dependency_names", "make_cell", "make_plan", "noarch_cell",
+           "skip_reason"]
 
 CUDA_SUFFIXES = frozenset({".cu"})
 
@@ -87,6 +90,7 @@ class Cell:
     sections: tuple[SectionPlan, ...]
     label_template: str | None = None  # the matrix's label, e.g. cu{cuda}torch{torch}
     installed: InstalledTorch | None = None  # the torch built against, when already installed
+    depends: tuple[Dependency, ...] = ()  # the C++ dependencies its sections name, fetched
 
     @property
     def id(self) -> str:
@@ -124,22 +128,25 @@ class Cell:
     @property
     def units(self) -> tuple[Unit, ...]:
         """Every source the cell compiles: the [torch] binding's, built for the cell's SMs, and
-        those of each CUDA [kernel.*] section the cell keeps, built for its planned archs."""
+        those of each CUDA [kernel.*] section the cell keeps, built for its planned archs. A
+        source that several kept sections list is one unit (CMake compiles a file once),
+        with the archs, include folders, flags and dependencies of all of them."""
         spec = self.spec
-        units = []
+        units: dict[str, Unit] = {}
         if spec.torch is not None:
             for source in spec.torch.src:
-                units.append(Unit("torch", source, spec.torch.include, spec.torch.cxx_flags, (),
-                                  self.sms, ("torch",)))
+                units[source] = Unit("torch", source, spec.torch.include, spec.torch.cxx_flags,
+                                     (), self.sms, ("torch",))
         sections = {section.name: section for section in spec.kernels_for("cuda")}
         for plan in self.sections:
             if plan.skipped:
                 continue
             section = sections[plan.name]
             for source in section.src:
-                units.append(Unit(section.name, source, section.include, section.cxx_flags,
-                                  section.cuda_flags, plan.archs, section.depends))
-        return tuple(units)
+                unit = Unit(section.name, source, section.include, section.cxx_flags,
+                            section.cuda_flags, plan.archs, section.depends)
+                units[source] = _merged(units[source], unit) if source in units else unit
+        return tuple(units.values())
 
     @property
     def gpu_code(self) -> frozenset[str]:
@@ -193,9 +200,11 @@ class Plan:
                     tuple(s for s in self.skipped if s.id in ids))
 
 
-def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None) -> Plan:
+def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
+              dependencies: Mapping[str, Dependency] | None = None) -> Plan:
     """The matrix's cells. `host` (this machine's platform) skips the cells of others; None
-    keeps every platform's cells (a CI plan, whose jobs run on several kinds of machine)."""
+    keeps every platform's cells (a CI plan, whose jobs run on several kinds of machine).
+    `dependencies` are the fetched C++ dependencies of every kernel (dependency_names)."""
     check_unique_names(matrix, kernels)
     labels = matrix_labels(matrix)
     used_excludes: set[int] = set()
@@ -204,6 +213,8 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None) -> Plan:
 
     for kernel in kernels:
         spec = kernel.spec
+        no_sm: list[SkippedCell] = []
+        built = len(cells)
         if spec.framework == "tvm-ffi":
             raise ConfigError("tvm-ffi kernels are not supported; the factory builds torch "
                               "extensions ([torch] or [torch-noarch])", file=spec.build_toml,
@@ -228,9 +239,18 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None) -> Plan:
                         skipped.append(SkippedCell(cell_id, reason, kernel.version, torch,
                                                    cuda.version, label))
                         continue
-                    cells.append(make_cell(spec, kernel.source, kernel.version, torch, cuda,
-                                           platform, label, matrix.label, matrix,
-                                           entry.installed))
+                    cell = make_cell(spec, kernel.source, kernel.version, torch, cuda, platform,
+                                     label, matrix.label, entry.installed, dependencies)
+                    reason = _nothing_to_compile(cell)
+                    if reason:
+                        no_sm.append(SkippedCell(cell_id, reason, kernel.version, torch,
+                                                 cuda.version, label))
+                        continue
+                    cells.append(cell)
+        skipped += no_sm
+        if no_sm and len(cells) == built and \
+                not any(s.id.startswith(f"{spec.name}/") for s in skipped if s not in no_sm):
+            raise _no_cell_error(matrix, spec)
 
     for index, exclude in enumerate(matrix.excludes):
         if index not in used_excludes:
@@ -253,15 +273,72 @@ def noarch_cell(spec: KernelSpec, source: SourceTree, version: str) -> Cell:
 
 def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,
               cuda: CudaEntry, platform: str, label: str, label_template: str,
-              matrix: Matrix | None = None, installed: InstalledTorch | None = None) -> Cell:
-    """A compiled kernel's cell: its SMs and, per [kernel.*] section, the archs it builds.
-    The planner makes every cell with it, and so does the codec reading a cell's record."""
+              installed: InstalledTorch | None = None,
+              dependencies: Mapping[str, Dependency] | None = None) -> Cell:
+    """A compiled kernel's cell: its SMs and, per [kernel.*] section, the archs it builds, with
+    the C++ dependencies of the sections it keeps. The planner makes every cell with it, and so
+    does the codec reading a cell's record."""
+    sections = tuple(_section_plan(section, cuda) for section in spec.kernels_for("cuda"))
+    kept = {plan.name for plan in sections if not plan.skipped}
+    names = dependency_names(spec, kept)
+    found = dependencies or {}
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise ConfigError(f"the C++ dependencies {', '.join(missing)} were not fetched for "
+                          f"this cell", file=spec.build_toml)
     return Cell(
         spec, source, version, torch, cuda, platform, label,
-        tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)),
-        tuple(_section_plan(spec, section, cuda, matrix) for section in spec.kernels_for("cuda")),
-        label_template, installed,
+        tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)), sections,
+        label_template, installed, tuple(found[name] for name in names),
     )
+
+
+def dependency_names(spec: KernelSpec, sections: set[str] | None = None) -> list[str]:
+    """The C++ dependencies (with a release the factory fetches) of the kernel's CUDA sections,
+    or of those named in `sections`, in the order they are first named."""
+    names: dict[str, None] = {}
+    for section in spec.kernels_for("cuda"):
+        if sections is None or section.name in sections:
+            names.update((name, None) for name in section.depends
+                         if dependency_release(name) is not None)
+    return list(names)
+
+
+def _merged(first: Unit, other: Unit) -> Unit:
+    """One unit for a source two sections list: archs by architecture (with PTX where either
+    asks for it), include folders and dependencies of both in order, each section's flags once."""
+    archs: dict[str, Capability] = {}
+    for cap in (*first.archs, *other.archs):
+        known = archs.get(cap.arch)
+        archs[cap.arch] = cap if known is None or cap.ptx else known
+
+    def flags(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+        return a if b == a or not b else a + b
+
+    return Unit(first.section, first.source,
+                tuple(dict.fromkeys((*first.include, *other.include))),
+                flags(first.cxx_flags, other.cxx_flags), flags(first.cuda_flags, other.cuda_flags),
+                tuple(sorted(archs.values())),
+                tuple(dict.fromkeys((*first.depends, *other.depends))))
+
+
+def _nothing_to_compile(cell: Cell) -> str | None:
+    """Why a cell of a kernel with CUDA sections keeps none of them, if it does not."""
+    if not cell.sections or any(not plan.skipped for plan in cell.sections):
+        return None
+    return "; ".join(f"[kernel.{plan.name}] {plan.skipped}" for plan in cell.sections)
+
+
+def _no_cell_error(matrix: Matrix, spec: KernelSpec) -> ConfigError:
+    section = next(s for s in spec.kernels_for("cuda") if s.cuda_capabilities is not None)
+    declared = " ".join(str(cap) for cap in section.cuda_capabilities or ())
+    targets = "; ".join(f"CUDA {cuda.version}: {' '.join(str(sm) for sm in cuda.sms)} "
+                        f"({matrix.path.name} line {cuda.line})" for cuda in matrix.cuda)
+    return ConfigError(
+        f"[kernel.{section.name}] cuda-capabilities ({declared}) select no SM of any cell of "
+        f"the matrix ({targets}); add a matching SM to the matrix or leave the kernel out",
+        file=spec.build_toml, line=section.capabilities_line,
+        key=f"kernel.{section.name}.cuda-capabilities")
 
 
 def check_unique_names(matrix: Matrix, kernels: list[Kernel]) -> None:
@@ -320,8 +397,7 @@ def _wrong_host(platform: str, host: str) -> str:
     return f"a {platform} cell needs a {platform} machine; this one is {host}"
 
 
-def _section_plan(spec: KernelSpec, section: KernelSection, cuda: CudaEntry,
-                  matrix: Matrix | None) -> SectionPlan:
+def _section_plan(section: KernelSection, cuda: CudaEntry) -> SectionPlan:
     if section.cuda_minver and cuda.version < section.cuda_minver:
         return SectionPlan(section.name, (),
                            skipped=f"CUDA {cuda.version} is below its cuda-minver "
@@ -338,11 +414,6 @@ def _section_plan(spec: KernelSpec, section: KernelSection, cuda: CudaEntry,
     if not archs:
         declared = " ".join(str(cap) for cap in section.cuda_capabilities)
         targets = " ".join(str(sm) for sm in cuda.sms)
-        where = f", from {matrix.path.name} line {cuda.line}" if matrix is not None else ""
-        raise ConfigError(
-            f"[kernel.{section.name}] cuda-capabilities ({declared}) select no SM of the CUDA "
-            f"{cuda.version} cell ({targets}{where}); add a matching SM to the matrix or "
-            "exclude this cell",
-            file=spec.build_toml, line=section.capabilities_line,
-            key=f"kernel.{section.name}.cuda-capabilities")
+        return SectionPlan(section.name, (), skipped=f"its cuda-capabilities ({declared}) "
+                           f"select no SM of the cell ({targets})", dropped=dropped)
     return SectionPlan(section.name, tuple(archs), dropped=dropped)

@@ -8,6 +8,7 @@ constructor the planner uses, so both sides agree on every SM and section.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from ..config.model import CudaEntry
 from ..config.spec import KernelSpec
 from ..config.torches import InstalledTorch
 from ..errors import ConfigError
+from ..sources.depends import Dependency
 from ..sources.tree import SourceTree
 from ..versions import parse_release
 from .cells import Cell, make_cell, noarch_cell, skip_reason
@@ -36,14 +38,18 @@ def cell_record(cell: Cell) -> dict[str, Any]:
         "platform": cell.platform,
         "gpu_code": sorted(cell.gpu_code),
         **({"installed_torch": cell.installed.to_json()} if cell.installed else {}),
+        **({"depends": [dependency.record() for dependency in cell.depends]}
+           if cell.depends else {}),
     }
 
 
 def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTree,
-                     version: str, origin: Path, cuda_home: Path | None = None) -> Cell:
+                     version: str, origin: Path, cuda_home: Path | None = None,
+                     dependency: Callable[[dict[str, Any]], Dependency] | None = None) -> Cell:
     """The cell a record describes, for the kernel whose build.toml is `spec` and whose files
     are `source`. `origin` names where the record came from in errors; `cuda_home` replaces the
-    recorded toolkit folder (a container has its own)."""
+    recorded toolkit folder (a container has its own); `dependency` finds the header folders of
+    a recorded C++ dependency (the record does not say where a machine keeps them)."""
     if not record.get("torch"):
         cell = noarch_cell(spec, source, version)
     else:
@@ -56,6 +62,12 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
                              cuda_home or (Path(record["cuda_home"]) if record.get("cuda_home")
                                            else None),
                              record.get("torch_index"), None)
+            wanted = list(record.get("depends", []))
+            if wanted and dependency is None:
+                raise ConfigError("the cell needs C++ dependencies, and nothing fetches them",
+                                  file=origin)
+            dependencies = {str(item["name"]): dependency(item)
+                            for item in wanted} if dependency else {}
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(f"the cell record is incomplete or malformed ({error!r})",
                               file=origin) from None
@@ -65,7 +77,7 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
                               file=origin)
         cell = make_cell(spec, source, version, torch, cuda, record["platform"],
                          record["label"], record.get("label_template") or defaults.LABEL_TEMPLATE,
-                         installed=installed)
+                         installed, dependencies)
     if cell.id != record.get("id"):
         raise ConfigError(f"cell {record.get('id')} cannot be made from this source (it gives "
                           f"{cell.id})", file=origin)

@@ -7,13 +7,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import defaults
+from ..config import lockfile
 from ..config.buildtoml import read_build_toml
 from ..config.matrix import load_matrix, read_torches
-from ..config.model import Matrix
+from ..config.model import DependencyEntry, Matrix
+from ..errors import ConfigError, SourceError, SourceRefused
+from ..policy import dependency_release
+from ..sources.depends import Dependency, DependencyFetcher
 from ..sources.resolve import resolve_kernels
-from .cells import Kernel, Plan, make_plan
+from .cells import Kernel, Plan, dependency_names, make_plan
 
-__all__ = ["plan_matrix", "resolve_matrix"]
+__all__ = ["fetch_dependencies", "plan_matrix", "resolve_matrix"]
 
 
 def resolve_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
@@ -38,5 +42,71 @@ def plan_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
     """The matrix's cells; with `every_platform`, other platforms' cells too (a CI fan-out's
     plan), else those this machine cannot build are skipped."""
     matrix, kernels = resolve_matrix(matrix_path, cache, say, offline, locked, torch_pythons)
+    dependencies = fetch_dependencies(matrix, kernels, cache, offline, locked, say)
     matrix = read_torches(matrix, offline)
-    return make_plan(matrix, kernels, None if every_platform else defaults.host_platform())
+    return make_plan(matrix, kernels, None if every_platform else defaults.host_platform(),
+                     dependencies)
+
+
+def fetch_dependencies(matrix: Matrix, kernels: list[Kernel], cache: Path,
+                       offline: bool, locked: bool,
+                       say: Callable[[str], None]) -> dict[str, Dependency]:
+    """Every C++ dependency the kernels' CUDA sections name, fetched once. `locked` takes the
+    lock's revisions and refuses one that changed; otherwise a lock that differs is noted."""
+    names = list(dict.fromkeys(name for kernel in kernels for name in dependency_names(
+        kernel.spec)))
+    for given in matrix.depends:
+        if given.name not in names:
+            say(f"note: {matrix.path.name} line {given.line}: depends.{given.name} is named by no "
+                "kernel of the matrix")
+    path = lockfile.lock_path(matrix.path)
+    pins = lockfile.read_dependencies(path) if path.is_file() else {}
+    if locked:
+        missing = [name for name in names if name not in pins]
+        if missing:
+            raise ConfigError(f"the lock pins no {missing[0]}; run `factory lock "
+                              f"{matrix.path.name}`", file=path, key="dependency")
+    fetcher = DependencyFetcher(cache, offline)
+    found = {}
+    for name in names:
+        entry = matrix.dependency(name)
+        pin = pins.get(name) if locked else None
+        if pin is not None:
+            _check_pin(pin, entry, matrix, path)
+        try:
+            dependency = fetcher.fetch(name, entry,
+                                       pin.revision if pin and pin.kind == "git" else None)
+        except SourceRefused as error:
+            raise ConfigError(error.message, file=matrix.path,
+                              line=entry.line if entry else None,
+                              key=f"depends.{name}") from None
+        except SourceError as error:
+            raise SourceError(f"{matrix.path.name}: depends.{name}: {error}") from None
+        known = pins.get(name)
+        if pin is not None and dependency.revision != pin.revision:
+            raise ConfigError(f"{dependency.describe()} is not what the lock pins "
+                              f"({pin.revision[:12]}); run `factory lock {matrix.path.name}` "
+                              "if the change is wanted", file=path, line=pin.line,
+                              key="dependency.revision")
+        if not locked and known is not None and known.revision != dependency.revision:
+            say(f"note: {path.name} pins {name} at {known.revision[:12]}; building "
+                f"{dependency.revision[:12]} (`--locked` builds the pinned one)")
+        found[name] = dependency
+    return found
+
+
+def _check_pin(pin: lockfile.LockedDependency, entry: DependencyEntry | None, matrix: Matrix,
+               path: Path) -> None:
+    """The lock was written for the origin the matrix names now."""
+    if entry is not None:
+        origin = (entry.kind, entry.location)
+    else:
+        release = dependency_release(pin.name)
+        assert release is not None  # only names with a release are fetched
+        origin = ("pypi", f"{release.pypi}=={release.wheel_version}") if release.pypi else \
+            ("git", release.git)
+    if origin == (pin.kind, pin.location):
+        return
+    raise ConfigError(f"depends.{pin.name} was locked from {pin.kind}:{pin.location}; the "
+                      f"matrix now names another origin; run `factory lock {matrix.path.name}`",
+                      file=path, line=pin.line, key="dependency")

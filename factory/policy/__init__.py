@@ -1,5 +1,6 @@
-"""What the factory knows of CUDA toolkits and PyTorch releases, kept as data in
-factory/data/cuda.toml and torch.toml and read into frozen values."""
+"""What the factory knows of CUDA toolkits, PyTorch releases and the C++ dependencies of
+kernels, kept as data in factory/data/cuda.toml, torch.toml and depends.toml and read into
+frozen values."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Any
 
 from ..versions import Version, major_minor, parse_release
 
-__all__ = ["CudaPolicy", "TorchRelease", "cuda_policies", "cuda_policy", "cuda_releases",
-           "known_sms", "torch_release", "torch_releases"]
+__all__ = ["CudaPolicy", "DependencyRelease", "TorchRelease", "cuda_policies", "cuda_policy",
+           "cuda_releases", "dependency_release", "dependency_releases", "known_sms",
+           "nvcc_flags", "torch_release", "torch_releases"]
 
 
 @dataclass(frozen=True)
@@ -94,3 +96,56 @@ def torch_releases() -> dict[Version, TorchRelease]:
 
 def torch_release(version: Version) -> TorchRelease | None:
     return torch_releases().get(major_minor(version))
+
+
+@cache
+def nvcc_flags() -> tuple[str, ...]:
+    """The flags every CUDA unit gets from torch's CMake config and kernel-builder, in the
+    order they reach nvcc, each once."""
+    data = _load("torch.toml")
+    return tuple(dict.fromkeys([*data["cmake-nvcc-flags"], *data["kernel-builder-nvcc-flags"]]))
+
+
+@dataclass(frozen=True)
+class DependencyRelease:
+    """One `depends` name of build.toml: an exact release of a header library and where the
+    factory takes it from by default."""
+
+    name: str  # as build.toml writes it: cutlass_3_8
+    project: str  # cutlass
+    version: str  # 3.8.0
+    git: str  # the project's repository
+    tag: str  # the release's tag in it
+    commit: str  # the commit the tag named when the table was written
+    include: tuple[str, ...]  # header folders inside the git tree
+    pypi: str | None  # the PyPI project that publishes this exact release, if one does
+    wheel_version: str | None
+    wheel_sha256: str | None
+    wheel_root: str | None  # where the git tree's folders lie inside the wheel
+
+    @property
+    def default_origin(self) -> str:
+        return "pypi" if self.pypi else "git"
+
+
+@cache
+def dependency_releases() -> dict[str, DependencyRelease]:
+    data = _load("depends.toml")
+    releases = {}
+    for name, entry in data["depends"].items():
+        project = data["project"][entry["project"]]
+        wheel = entry.get("wheel")
+        releases[name] = DependencyRelease(
+            name=name, project=entry["project"], version=entry["version"], git=project["git"],
+            tag=f"v{entry['version']}", commit=entry["commit"],
+            include=tuple(project["include"]),
+            pypi=project["pypi"] if wheel else None,
+            wheel_version=wheel["version"] if wheel else None,
+            wheel_sha256=wheel["sha256"] if wheel else None,
+            wheel_root=project["wheel-root"] if wheel else None)
+    return releases
+
+
+def dependency_release(name: str) -> DependencyRelease | None:
+    """The release a `depends` name stands for; None for torch and names with no provider."""
+    return dependency_releases().get(name)

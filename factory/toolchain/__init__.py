@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..errors import BuildError
 from ..policy import cuda_policy, torch_release, torch_releases
+from ..sources.depends import Dependency
 from ..versions import Version
 from .cuda import CudaToolkit
 from .torch import TorchEnv
@@ -46,6 +47,7 @@ class Toolchain:
     cxx: str  # the host C++ compiler
     cxx_std: str
     runs_in: CommandPrefix = field(default_factory=CommandPrefix)
+    dependencies: tuple[Dependency, ...] = ()  # the cell's C++ dependencies (CUTLASS, ...)
 
 
 def host_compiler(cuda: Version, available: Mapping[str, str] | None = None) -> str:

@@ -21,8 +21,8 @@ from ..config.torches import InstalledTorch
 from ..errors import BuildError
 from ..policy import cuda_policy
 from ..process import Log, run
+from ..uv import uv_bin, uv_env
 from ..versions import Version, major_minor, parse_release
-from .uv import uv_bin, uv_env
 
 __all__ = ["PYPI_TOOLKIT", "CudaToolkit", "image_toolkit", "locate_cuda", "nvcc_version",
            "provide_cuda"]

@@ -19,12 +19,12 @@ from ..cache import exclusive
 from ..config.torches import InstalledTorch, ProbeError, probe_interpreter
 from ..errors import BuildError
 from ..process import Log, run
+from ..uv import uv_bin, uv_env
 from ..versions import Version, compact, major_minor, parse_release
-from .uv import uv_bin, uv_env
 
 __all__ = ["TorchEnv", "env_key", "installed_env", "provide_torch", "torch_requirement"]
 
-_MARKER = "factory-env.v2.json"  # v2: the C++ ABI read as config/torches.py's probe reads it
+_MARKER = "factory-env.v3.json"  # v3: with the compile definitions of torch's CMake targets
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class TorchEnv:
     python_include: Path
     cuda_library_includes: tuple[Path, ...]  # headers of the CUDA libraries torch's headers
     # include (cuBLAS, cuSPARSE, ...), installed with torch as nvidia-* wheels
+    definitions: tuple[str, ...] = ()  # what torch's CMake targets define (USE_C10D_NCCL, ...)
 
     @property
     def torch_dir(self) -> Path:
@@ -64,7 +65,8 @@ def installed_env(installed: InstalledTorch) -> TorchEnv:
         site_packages=site, torch_version=installed.version,
         torch_cuda=installed.cuda_release, cxx11_abi=installed.cxx11_abi,
         python_include=Path(installed.python_include),
-        cuda_library_includes=tuple(Path(path) for path in installed.library_includes))
+        cuda_library_includes=tuple(Path(path) for path in installed.library_includes),
+        definitions=installed.definitions)
 
 
 def torch_requirement(torch: Version) -> str:
@@ -105,6 +107,7 @@ def provide_torch(torch: Version, cuda: Version, torch_index: str | None, cache:
         cxx11_abi=info["cxx11_abi"], python_include=Path(info["python_include"]),
         cuda_library_includes=tuple(sorted(path for path in (site / "nvidia").glob("*/include")
                                            if path.is_dir())),
+        definitions=tuple(info["definitions"]),
     )
     _check_cuda(env, cuda)
     return env
@@ -135,6 +138,7 @@ def _create(root: Path, torch: Version, torch_index: str | None, cache: Path, lo
         "torch_cuda": found.cuda,
         "cxx11_abi": found.cxx11_abi,
         "python_include": found.python_include,
+        "definitions": list(found.definitions),
     }
     (root / _MARKER).write_text(json.dumps(info, indent=1))
 

@@ -20,6 +20,7 @@ from ....config.buildtoml import read_build_toml
 from ....errors import FactoryError
 from ....plan.codec import cell_from_record
 from ....process import Log
+from ....sources.depends import Dependency
 from ....sources.tree import SourceTree
 from ....toolchain.torch import provide_torch
 from ....versions import parse_release
@@ -49,9 +50,17 @@ def main(argv: list[str]) -> int:
             say(result=env.torch_version)
         else:
             root = Path(job["kernel"])
+            copied = {Path(folder).name: (Path(folder), count)
+                      for folder, count in job.get("depends", {}).items()}
+
+            def dependency(item: dict[str, Any]) -> Dependency:
+                folder, count = copied[item["name"]]
+                return Dependency.from_record(item, tuple(folder / str(n) for n in range(count)))
+
             cell = cell_from_record(job["cell"], read_build_toml(root),
                                     SourceTree.from_json(job["source"], root), job["version"],
-                                    root / "build.toml", cuda_home=Path(job["cuda_home"]))
+                                    root / "build.toml", cuda_home=Path(job["cuda_home"]),
+                                    dependency=dependency)
             options = BuildOptions(Path(job["build_root"]), job["source_date_epoch"],
                                    job["builder"])
             wheel = build_cell(cell, Path(job["cache"]), options, Path(job["out"]), log,

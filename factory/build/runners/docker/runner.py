@@ -43,6 +43,7 @@ __all__ = ["DockerRunner", "build_user", "missing_base"]
 
 CACHE = PurePosixPath("/cache")  # the factory's cache, as containers see it
 SOURCES = PurePosixPath("/work/src")
+DEPENDS = PurePosixPath("/work/depends")  # C++ dependencies: <name>/<n>, the n-th header folder
 OUTPUT = PurePosixPath("/tmp/kernel-wheel-factory/out")
 CUDA_HOME = "/usr/local/cuda"
 NOBODY_ID = 10001
@@ -259,6 +260,15 @@ class DockerRunner:
                 self.engine.copy_in(group.build, str(SOURCES),
                                     source_archive(root, source_files(root), name))
                 group.sources.add(name)
+            for dependency in cell.depends:
+                key = f"{dependency.name}@{dependency.revision}"
+                if key in group.sources:
+                    continue
+                for index, folder in enumerate(dependency.folders):
+                    self.engine.copy_in(group.build, str(DEPENDS.parent),
+                                        source_archive(folder, source_files(folder),
+                                                       f"{DEPENDS.name}/{dependency.name}/{index}"))
+                group.sources.add(key)
             return group.build
 
     def _run_build(self, group: _Group, container: str, cell: Cell, staging: Path, log: Log,
@@ -267,6 +277,7 @@ class DockerRunner:
         job = {
             "kernel": str(SOURCES / cell.spec.name), "source": cell.source.to_json(),
             "cell": cell_record(cell), "version": cell.version, "cuda_home": CUDA_HOME,
+            "depends": {str(DEPENDS / d.name): len(d.folders) for d in cell.depends},
             "build_root": str(defaults.BUILD_ROOT),
             "source_date_epoch": self.options.epoch(cell), "builder": group.image.name,
             "cache": str(CACHE / self._base_cache(group.image)), "out": str(out),
