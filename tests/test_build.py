@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from packaging.utils import parse_wheel_filename
+from uv import find_uv_bin
 
 from factory.wheel.fatbin import fatbin_entries
 
@@ -220,6 +221,15 @@ def test_pure_python_kernel(fixtures_build, torch_venv, tmp_path):
     assert wheel.name == "noarch_kernel-2.0.0-py3-none-any.whl"
     metadata = read_dist_info(wheel, "METADATA")
     assert "\nRequires-Dist: torch\n" in metadata and "\nRequires-Dist: einops\n" in metadata
+    # [general.cuda] python-depends: required where CUDA runs (not on macOS, which the cpu
+    # backend also serves), and a real resolver finds it on PyPI.
+    assert '\nRequires-Dist: nvidia-cutlass-dsl; sys_platform == "linux" or sys_platform == ' \
+           '"win32"\n' in metadata
+    resolved = subprocess.run(
+        [find_uv_bin(), "pip", "install", "--dry-run", "--python",
+         str(torch_venv / "bin" / "python"), str(wheel)], capture_output=True, text=True)
+    assert resolved.returncode == 0, resolved.stderr
+    assert re.search(r"^ \+ nvidia-cutlass-dsl==\d", resolved.stderr, re.M), resolved.stderr
     assert "Root-Is-Purelib: true" in read_dist_info(wheel, "WHEEL")
     names = zipfile.ZipFile(wheel).namelist()
     assert "noarch_kernel/settings.json" in names and "noarch_kernel/notes.txt" not in names

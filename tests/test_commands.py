@@ -3,11 +3,16 @@ each unit is compiled with, checked without running a compiler."""
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
+import pytest
 from packaging.version import Version
 
 from factory.compile.commands import compile_jobs, link_command
+from factory.config.torches import probe_interpreter
+from factory.policy import nvcc_flags
 from factory.toolchain import Toolchain
 from factory.toolchain.cuda import CudaToolkit
 from factory.toolchain.torch import TorchEnv
@@ -20,7 +25,8 @@ TOOLCHAIN = Toolchain(
                 Path("/cache/cuda/13.0/nvidia/cu13/lib")),
     TorchEnv(Path("/cache/envs/t"), Path("/cache/envs/t/bin/python"),
              Path("/cache/envs/t/lib/python3.11/site-packages"), "2.11.0+cu130",
-             Version("13.0"), True, Path("/usr/include/python3.11"), ()),
+             Version("13.0"), True, Path("/usr/include/python3.11"), (),
+             ("USE_C10D_NCCL", "USE_DISTRIBUTED")),
     "g++", "17")
 
 
@@ -69,6 +75,21 @@ def test_nvcc_keeps_its_intermediates_beside_the_object_and_splits_its_threads(t
     assert scale[scale.index("-o") + 1] == "/build/obj/scale/scale/scale.cu.o"
 
 
+def test_units_get_the_flags_a_kernel_builder_build_gets(tmp_path):
+    _, jobs = jobs_by_source(tmp_path)
+    scale, host = jobs["scale/scale.cu"], jobs["offset/offset_host.cpp"]
+    flags = list(nvcc_flags())
+    at = scale.index(flags[0])
+    assert scale[at:at + len(flags)] == flags  # in torch's order, each once
+    assert {"--expt-extended-lambda", "--expt-relaxed-constexpr", "-DENABLE_FP8",
+            "-DONNX_NAMESPACE=onnx_c2", "-Xcudafe"} <= set(flags)
+    assert not any(flag.startswith("-D__CUDA_NO_HALF") for flag in scale)
+    assert "-std=c++17" in scale and "-std=gnu++17" in host  # CMake's CXX dialect is GNU's
+    for argv in (scale, host):
+        assert "-DUSE_C10D_NCCL" in argv and "-DUSE_DISTRIBUTED" in argv
+    assert not set(flags) & set(host)
+
+
 def test_the_link_names_torch_and_the_cuda_runtime():
     argv = link_command([Path("/o/a.o"), Path("/o/b.o")], Path("/pkg/x.abi3.so"), TOOLCHAIN)
     assert argv[:4] == ["g++", "-shared", "-o", "/pkg/x.abi3.so"]
@@ -76,3 +97,25 @@ def test_the_link_names_torch_and_the_cuda_runtime():
     assert "-L/cache/cuda/13.0/nvidia/cu13/lib" in argv
     assert argv[-6:] == ["-lc10", "-ltorch", "-ltorch_cpu", "-lc10_cuda", "-ltorch_cuda",
                          "-lcudart"]
+
+
+@pytest.mark.slow
+def test_the_nvcc_flags_are_those_torchs_own_files_add(torch_venv):
+    """factory/data/torch.toml against the torch the tests install: what its CMake config
+    appends to CUDA_NVCC_FLAGS outside the MSVC, debug and clang branches, and its
+    COMMON_NVCC_FLAGS without the half-conversion defines kernel-builder removes."""
+    (torch_dir,) = torch_venv.glob("lib/python3.*/site-packages/torch")
+    cmake = (torch_dir / "share/cmake/Caffe2/public/cuda.cmake").read_text()
+    diags = re.search(r"foreach\(diag ([^)]*)\)", cmake)[1].split()
+    appended = re.findall(r'^list\(APPEND CUDA_NVCC_FLAGS "(--expt-[a-z-]+)"\)$', cmake, re.M)
+    common = ast.literal_eval(re.search(r"COMMON_NVCC_FLAGS = (\[[^\]]*\])",
+                                        (torch_dir / "utils/cpp_extension.py").read_text())[1])
+    expected = ["-DONNX_NAMESPACE=onnx_c2", "-Xcudafe",
+                ",".join(f"--diag_suppress={diag}" for diag in diags), *appended,
+                *[flag for flag in common if not flag.startswith("-D__CUDA_NO_")], "-DENABLE_FP8"]
+    assert list(nvcc_flags()) == list(dict.fromkeys(expected))
+    assert 'list(APPEND CUDA_NVCC_FLAGS "-DONNX_NAMESPACE=onnx_c2")' in cmake
+    targets = (torch_dir / "share/cmake/Caffe2/Caffe2Targets.cmake").read_text()
+    probed = probe_interpreter(torch_venv / "bin" / "python", require_cuda=False)
+    assert "USE_C10D_NCCL" in probed.definitions
+    assert all(name in targets for name in probed.definitions)

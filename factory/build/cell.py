@@ -312,12 +312,12 @@ def _metadata(cell: Cell) -> CoreMetadata:
     readme = spec.root / "README.md"
     if cell.torch is None or cell.cuda is None:
         summary = f"{spec.name} kernel (pure Python, any torch), built by kernel-wheel-factory"
-        requires: tuple[str, ...] = ("torch", *spec.requirements(cuda=False))
+        requires: tuple[str, ...] = ("torch", *spec.requirements(None))
     else:
         sms = " ".join(str(sm.base) for sm in cell.sms)
         summary = (f"{spec.name} kernel for torch {cell.torch_shown} and CUDA "
                    f"{cell.cuda.version} (SM {sms}), built by kernel-wheel-factory")
-        requires = (f"torch{cell.torch_pin}", *spec.requirements(cuda=True))
+        requires = (f"torch{cell.torch_pin}", *spec.requirements("cuda"))
     return CoreMetadata(
         name=spec.name, version=cell.wheel_version, summary=summary, requires_python=">=3.9",
         requires=tuple(dict.fromkeys(requires)), license=spec.license,

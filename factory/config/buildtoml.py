@@ -490,7 +490,9 @@ def _to_spec(root: Path, path: Path, dialect: int, data: dict[str, Any],
         name=general["name"], major_version=general.get("version"),
         license=general.get("license"), backends=backends, framework=framework,
         python_depends=general.get("python-depends", ()),
-        cuda_python_depends=cuda.get("python-depends", ()),
+        backend_python_depends=tuple(
+            (backend, general[backend]["python-depends"]) for backend in BACKENDS
+            if isinstance(general.get(backend), dict) and general[backend].get("python-depends")),
         cuda_minver=cuda.get("minver"), cuda_maxver=cuda.get("maxver"),
         torch=torch, noarch=noarch, kernels=tuple(kernels), warnings=warnings,
     )

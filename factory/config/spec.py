@@ -26,6 +26,16 @@ BACKEND_PYTHON_DEPENDS = {
 }
 
 
+# Where each backend's kernels run (sys_platform values): what a noarch wheel's markers say.
+_BACKEND_PLATFORMS = {"cuda": {"linux", "win32"}, "rocm": {"linux"}, "xpu": {"linux", "win32"},
+                      "metal": {"darwin"}, "neuron": {"linux"}, "tpu": {"linux"},
+                      "cann": {"linux"}, "cpu": {"linux", "win32", "darwin"}}
+
+
+def _platforms(backends: tuple[str, ...]) -> set[str]:
+    return set().union(*(_BACKEND_PLATFORMS[backend] for backend in backends))
+
+
 @dataclass(frozen=True)
 class TorchSection:
     """[torch]: the extension's binding sources and the torch versions it supports."""
@@ -82,7 +92,7 @@ class KernelSpec:
     backends: tuple[str, ...]
     framework: Framework
     python_depends: tuple[str, ...]  # build.toml names, for every backend
-    cuda_python_depends: tuple[str, ...]  # build.toml names, for CUDA builds only
+    backend_python_depends: tuple[tuple[str, tuple[str, ...]], ...]  # [general.<backend>]
     cuda_minver: Version | None
     cuda_maxver: Version | None
     torch: TorchSection | None
@@ -90,11 +100,28 @@ class KernelSpec:
     kernels: tuple[KernelSection, ...]
     warnings: tuple[str, ...] = ()
 
-    def requirements(self, cuda: bool) -> tuple[str, ...]:
-        """The pip requirements the python-depends names stand for."""
-        names = self.python_depends + (self.cuda_python_depends if cuda else ())
-        table = {**GENERAL_PYTHON_DEPENDS, **BACKEND_PYTHON_DEPENDS["cuda"]}
-        return tuple(dict.fromkeys(table[name] for name in names))
+    @property
+    def cuda_python_depends(self) -> tuple[str, ...]:
+        return dict(self.backend_python_depends).get("cuda", ())
+
+    def requirements(self, backend: str | None) -> tuple[str, ...]:
+        """The Requires-Dist the python-depends names stand for, mapped as kernel-builder maps
+        them. A build for one backend (`backend`) needs the general ones and that backend's. A
+        noarch wheel (None) serves every backend of the kernel: a backend's dependencies are
+        required where that backend can run, with a platform marker when the wheel also
+        serves platforms it cannot run on (metal's on macOS only, CUDA's not there)."""
+        found = [GENERAL_PYTHON_DEPENDS[name] for name in self.python_depends]
+        served = _platforms(self.backends)
+        for name, names in self.backend_python_depends:
+            if backend is not None and name != backend:
+                continue
+            if backend is None and name not in self.backends:
+                continue
+            where = _platforms((name,)) & served
+            marker = "" if backend is not None or where >= served else \
+                "; " + " or ".join(f'sys_platform == "{p}"' for p in sorted(where))
+            found += [BACKEND_PYTHON_DEPENDS[name][item] + marker for item in names]
+        return tuple(dict.fromkeys(found))
 
     @property
     def python_name(self) -> str:
