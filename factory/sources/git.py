@@ -72,7 +72,7 @@ class GitFetcher:
             return self._refs[url]
         repo = self.repo(url)
         saved = repo / "kwf-remote-refs.json"
-        if self.offline and not _local(url):
+        if self.offline:
             if not saved.is_file():
                 raise SourceError(f"{url} has never been fetched, so --offline cannot resolve it")
             refs = {str(name): str(commit)
@@ -127,7 +127,7 @@ class GitFetcher:
 
     def _fetch(self, repo: Path, url: str, commit: str, ref: str | None) -> None:
         if not self._has(repo, commit):
-            if self.offline and not _local(url):
+            if self.offline:
                 raise SourceError(f"commit {commit[:12]} of {url} is not in the cache, so "
                                   "--offline cannot build it")
             # One commit, shallow, where the server allows fetching by id (GitHub, GitLab, git
@@ -218,12 +218,6 @@ class GitFetcher:
                 raise SourceError(f"cannot reach {network}: {message}")
             raise SourceRefused(f"git {argv[0]} {network} failed: {message}")
         raise SourceError(f"git {argv[0]} failed: {message}")
-
-
-def _local(url: str) -> bool:
-    """A repository on this machine (a folder or a file:// URL): reading it is not going online,
-    so --offline still fetches from it."""
-    return url.startswith(("/", "file://"))
 
 
 def _command(argv: list[str], repo: Path | None) -> list[str]:
