@@ -146,16 +146,10 @@ def _depends(node: Node, base: Path) -> tuple[DependencyEntry, ...]:
                                            f"{release.version}; take it from git")
             entries.append(DependencyEntry(name, kind, release.pypi, line=item.line))
             continue
-        text = fields[kind].nonempty_str().strip()
-        folder = None
         if kind == "git":
-            _refuse_credentials(fields["git"], text, "use a git credential helper instead")
-            if not _GIT_URL.fullmatch(text):
-                folder = _local_folder(fields["git"], text, base)
-                if not folder.is_dir():
-                    raise fields["git"].error(f"'{text}' is neither a git URL nor an existing "
-                                              "folder")
+            text, folder = _git_location(fields["git"], base)
         else:
+            text = fields[kind].nonempty_str().strip()
             folder = _local_folder(fields[kind], text, base)
             if kind == "path" and not folder.is_dir():
                 raise fields[kind].error(f"folder '{text}' does not exist")
@@ -179,18 +173,25 @@ def _path_source(fields: dict[str, Node], base: Path) -> SourceRequest:
 
 
 def _git_source(fields: dict[str, Node], base: Path) -> SourceRequest:
-    url = fields["git"].nonempty_str().strip().rstrip("/")
-    _refuse_credentials(fields["git"], url, "use a git credential helper instead")
-    folder = None
-    if not _GIT_URL.fullmatch(url):
-        if "://" in url or any(c.isspace() for c in url):
-            raise fields["git"].error(f"'{url}' is not a git URL (https://, ssh://, git://, "
-                                      "file://, user@host:path or a local folder)")
-        folder = _local_folder(fields["git"], url, base)
-        if not folder.exists():
-            raise fields["git"].error(f"'{url}' is neither a git URL nor an existing folder")
+    url, folder = _git_location(fields["git"], base)
     return SourceRequest("git", url, _rev(fields.get("rev"), "HEAD"),
                          _subdir(fields.get("subdir")), folder)
+
+
+def _git_location(node: Node, base: Path) -> tuple[str, Path | None]:
+    """A `git:` value (a kernel's or a dependency's): the URL as written, and the folder when
+    it names a local repository."""
+    url = node.nonempty_str().strip().rstrip("/")
+    _refuse_credentials(node, url, "use a git credential helper instead")
+    if _GIT_URL.fullmatch(url):
+        return url, None
+    if "://" in url or any(c.isspace() for c in url):
+        raise node.error(f"'{url}' is not a git URL (https://, ssh://, git://, file://, "
+                         "user@host:path or a local folder)")
+    folder = _local_folder(node, url, base)
+    if not folder.is_dir():
+        raise node.error(f"'{url}' is neither a git URL nor an existing folder")
+    return url, folder
 
 
 def _local_folder(node: Node, text: str, base: Path) -> Path:
