@@ -98,13 +98,13 @@ def fetch_dependencies(matrix: Matrix, kernels: list[Kernel], cache: Path,
 def _check_pin(pin: lockfile.LockedDependency, entry: DependencyEntry | None, matrix: Matrix,
                path: Path) -> None:
     """The lock was written for the origin the matrix names now."""
+    origin: tuple[str, str]
     if entry is not None:
         origin = (entry.kind, entry.location)
     else:
         release = dependency_release(pin.name)
         assert release is not None  # only names with a release are fetched
-        origin = ("pypi", f"{release.pypi}=={release.wheel_version}") if release.pypi else \
-            ("git", release.git)
+        origin = (release.default_origin, release.default_location)
     if origin == (pin.kind, pin.location):
         return
     raise ConfigError(f"depends.{pin.name} was locked from {pin.kind}:{pin.location}; the "

@@ -127,6 +127,11 @@ class DependencyRelease:
     def default_origin(self) -> str:
         return "pypi" if self.pypi else "git"
 
+    @property
+    def default_location(self) -> str:
+        """What names the default origin: the pinned PyPI requirement, else the repository."""
+        return f"{self.pypi}=={self.wheel_version}" if self.pypi else self.git
+
 
 @cache
 def dependency_releases() -> dict[str, DependencyRelease]:

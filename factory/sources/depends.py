@@ -151,8 +151,8 @@ class DependencyFetcher:
                           tuple(folders))
 
     def _pypi(self, release: DependencyRelease) -> Dependency:
-        assert release.pypi and release.wheel_version and release.wheel_sha256
-        requirement = f"{release.pypi}=={release.wheel_version}"
+        assert release.pypi and release.wheel_sha256
+        requirement = release.default_location
         found = self._stored(release, "wheel", release.wheel_sha256)
         if found is None:
             with tempfile.TemporaryDirectory(prefix="kwf-depends-") as scratch:
