@@ -15,7 +15,7 @@ from typing import cast
 from ..errors import ConfigError
 from ..files import write_atomic
 from .model import SOURCE_KINDS, KernelEntry, SourceKind, SourceRequest
-from .nodes import load_toml
+from .nodes import Node, load_toml
 
 __all__ = ["Locked", "LockedDependency", "lock_path", "pin_for", "read", "read_dependencies",
            "render", "unused", "write"]
@@ -88,14 +88,19 @@ def write(path: Path, text: str) -> bool:
     return True
 
 
-def read(path: Path) -> dict[tuple[str, str, str], Locked]:
-    root = load_toml(path)
-    top = root.table(["lock-version", "kernel", "dependency"], required=["lock-version"])
+def _tables(path: Path, name: str) -> list[Node]:
+    """The lock's [[name]] tables, once its lock-version is one this factory reads."""
+    top = load_toml(path).table(["lock-version", "kernel", "dependency"],
+                                required=["lock-version"])
     if top["lock-version"].int() != LOCK_VERSION:
         raise top["lock-version"].error(f"this factory reads lock-version {LOCK_VERSION}; "
                                         "run `factory lock` to write the lock again")
+    return top[name].list() if name in top else []
+
+
+def read(path: Path) -> dict[tuple[str, str, str], Locked]:
     found: dict[tuple[str, str, str], Locked] = {}
-    for node in top["kernel"].list() if "kernel" in top else []:
+    for node in _tables(path, "kernel"):
         fields = node.table(["name", "kind", "location", "subdir", "requested", "commit", "tree",
                              "version"],
                             required=["name", "kind", "location", "commit", "tree", "version"])
@@ -114,10 +119,8 @@ def read(path: Path) -> dict[tuple[str, str, str], Locked]:
 
 def read_dependencies(path: Path) -> dict[str, LockedDependency]:
     """The lock's C++ dependencies by name."""
-    top = load_toml(path).table(["lock-version", "kernel", "dependency"],
-                                required=["lock-version"])
     found: dict[str, LockedDependency] = {}
-    for node in top["dependency"].list() if "dependency" in top else []:
+    for node in _tables(path, "dependency"):
         fields = node.table(["name", "kind", "location", "requested", "revision"],
                             required=["name", "kind", "location", "revision"])
         text = {key: value.nonempty_str() for key, value in fields.items()}
