@@ -245,3 +245,15 @@ def test_cutlass_from_pypi_and_from_a_git_repository(tmp_path, factory_cache):
     release = dependency_release("cutlass_3_8")
     assert f"C++ dependency: cutlass_3_8 (3.8.0) from PyPI nvidia-cutlass==3.8.0.0 " \
            f"[{release.wheel_sha256[:12]}]" in log
+
+
+def test_a_plain_plan_only_notes_a_lock_it_cannot_read(tmp_path, capsys):
+    header_repo(tmp_path / "mirror", 4, 0, "v4.0.0")
+    path = matrix_with(tmp_path, "depends:\n          cutlass_3_8: {git: mirror, rev: v4.0.0}")
+    write(tmp_path / "matrix.lock", "lock-version = 99\n")
+    plan = factory_main("plan", path, "--cache-dir", tmp_path / "cache", capsys=capsys)
+    assert plan.exit == 0, plan.stderr
+    assert "this factory reads lock-version 1" in plan.stdout + plan.stderr
+    locked = factory_main("plan", path, "--locked", "--cache-dir", tmp_path / "cache",
+                          capsys=capsys)
+    assert locked.exit == 2 and "this factory reads lock-version 1" in locked.stderr

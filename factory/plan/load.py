@@ -60,7 +60,15 @@ def fetch_dependencies(matrix: Matrix, kernels: list[Kernel], cache: Path,
             say(f"note: {matrix.path.name} line {given.line}: depends.{given.name} is named by no "
                 "kernel of the matrix")
     path = lockfile.lock_path(matrix.path)
-    pins = lockfile.read_dependencies(path) if path.is_file() else {}
+    pins: dict[str, lockfile.LockedDependency] = {}
+    if path.is_file():
+        try:
+            pins = lockfile.read_dependencies(path)
+        except ConfigError:
+            if locked:
+                raise
+            # A plain build only compares with the lock; the kernels' check has said why it
+            # cannot be read.
     if locked:
         missing = [name for name in names if name not in pins]
         if missing:
