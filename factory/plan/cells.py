@@ -214,7 +214,7 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
     for kernel in kernels:
         spec = kernel.spec
         no_sm: list[SkippedCell] = []
-        built = len(cells)
+        built, passed_over = len(cells), len(skipped)
         if spec.framework == "tvm-ffi":
             raise ConfigError("tvm-ffi kernels are not supported; the factory builds torch "
                               "extensions ([torch] or [torch-noarch])", file=spec.build_toml,
@@ -247,10 +247,10 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
                                                  cuda.version, label))
                         continue
                     cells.append(cell)
-        skipped += no_sm
-        if no_sm and len(cells) == built and \
-                not any(s.id.startswith(f"{spec.name}/") for s in skipped if s not in no_sm):
+        # A kernel whose every cell was skipped only for its SMs can be built nowhere.
+        if no_sm and len(cells) == built and len(skipped) == passed_over:
             raise _no_cell_error(matrix, spec)
+        skipped += no_sm
 
     for index, exclude in enumerate(matrix.excludes):
         if index not in used_excludes:
