@@ -34,14 +34,39 @@ RUNNER: Literal["auto"] = "auto"
 BUILDER_BASE = "quay.io/pypa/manylinux_2_28_{arch}"
 """The builder images' base; {arch} stands for the platform."""
 
-JOBS = 1
-"""Cells built at once; each gets the cores left."""
+CELLS = 1
+"""Cells built at once; their compilers share the machine's cores and memory."""
+
+OBJECT_CACHE_FOLDER = "objects"
+"""The object cache, inside the cache folder (or --object-cache DIR)."""
+
+OBJECT_CACHE_LIMIT = 20 * 2**30
+"""The object cache's size; the least recently used objects go first beyond it."""
+
+OBJECT_CACHE_MANIFEST_ENTRIES = 8
+"""Input sets kept per compile command (one per version of its headers seen lately)."""
+
+UNIT_MEMORY = {"cuda": 4 * 2**30, "cxx": 2 * 2**30}
+"""The memory one compiler thread is assumed to take before a unit's peak has been measured:
+nvcc takes 2 to 5 GB on a source that includes torch's headers, g++ 1 to 2 GB."""
+
+MEMORY_HEADROOM = 0.9
+"""The share of the memory free when a build starts that its compilers may take."""
+
+UNIT_SECONDS = {"base": 40.0, "per_arch": 20.0, "per_kib": 0.5}
+"""A unit's compile time before it has been measured: torch's headers take most of a unit's
+time, then each arch; bigger sources take longer. Only used to split cells across jobs and to
+start the longest units first."""
 
 MAX_CELLS_PER_JOB = 8
 """Cells per CI job of `factory plan`."""
 
 RUNS_ON = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
 """The GitHub Actions runner of a job, by platform."""
+
+RUNNER_CORES = 4
+"""The cores of one such runner (GitHub's standard Linux runners of public repositories), for
+`factory plan --split-after`."""
 
 # -- serving and publishing --------------------------------------------------------------------
 

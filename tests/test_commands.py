@@ -32,8 +32,8 @@ TOOLCHAIN = Toolchain(
 
 def jobs_by_source(tmp_path, threads=1):
     cell = next(c for c in plan_for(tmp_path, MATRIX).cells if str(c.torch) == "2.11")
-    jobs = compile_jobs(cell, TOOLCHAIN, Path("/build/src"), Path("/build/obj"), threads)
-    return cell, {job.source: list(job.argv) for job in jobs}
+    jobs = compile_jobs(cell, TOOLCHAIN, Path("/build"))
+    return cell, {job.source: job.command(threads) for job in jobs}
 
 
 def test_every_unit_but_headers_and_skipped_sections_is_compiled(tmp_path):
@@ -61,6 +61,8 @@ def test_each_section_gets_its_archs_and_its_own_flags(tmp_path):
         assert "-DPy_LIMITED_API=0x03090000" in argv and "-D_GLIBCXX_USE_CXX11_ABI=1" in argv
         assert "-I/build/src/include" in argv
         assert "-ffile-prefix-map=/cache/envs/t=/torch-env" in " ".join(argv)
+        depfile = argv[argv.index("-MF") + 1]
+        assert "-MD" in argv and depfile == argv[argv.index("-o") + 1].removesuffix(".o") + ".d"
 
 
 def test_nvcc_keeps_its_intermediates_beside_the_object_and_splits_its_threads(tmp_path):
@@ -72,7 +74,10 @@ def test_nvcc_keeps_its_intermediates_beside_the_object_and_splits_its_threads(t
     assert "--threads=4" in scale  # four archs, never more threads than archs
     assert "--threads=2" in many["offset/offset.cu"]
     assert not any(a.startswith("--threads") for a in one["scale/scale.cu"])
+    assert not any(a.startswith("--threads") for a in many["offset/offset_host.cpp"])
     assert scale[scale.index("-o") + 1] == "/build/obj/scale/scale/scale.cu.o"
+    # the thread count is the one thing the scheduler adds: the rest is the same command
+    assert [a for a in scale if not a.startswith("--threads")] == one["scale/scale.cu"]
 
 
 def test_units_get_the_flags_a_kernel_builder_build_gets(tmp_path):

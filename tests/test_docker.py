@@ -135,6 +135,25 @@ def test_unchanged_container_cell_is_not_rebuilt(docker_build, factory_cache):
     assert our_containers() == []
 
 
+def test_a_container_build_takes_its_objects_from_the_cache(docker_build, factory_cache):
+    """The builder container keeps its objects in the object cache's part of its base (mounted
+    read-write for the build user): another build of the cell into another folder compiles
+    nothing and gives the same bytes."""
+    _, wheel = docker_build
+    folder = wheel.parent.parent.parent
+    again = run_factory("build", "matrix.yaml", "--out", folder / "again", cwd=folder,
+                        env=cache_env(factory_cache))
+    assert again.exit == 0, again.stdout + again.stderr
+    assert "units: 0 compiled, 3 from the object cache" in again.stdout, again.stdout
+    (log,) = (folder / "again" / "logs").glob("*.log")
+    assert "compiling 0 of 3 unit(s), 3 from the object cache" in log.read_text()
+    (rebuilt,) = (folder / "again" / "files").glob("*.whl")
+    assert rebuilt.read_bytes() == wheel.read_bytes()
+    parts = list((factory_cache / "objects" / "docker").glob("*/objects/*/*.o"))
+    assert len(parts) >= 3
+    assert our_containers() == []
+
+
 def test_a_build_that_downloads_fails_clearly(tmp_path, factory_cache, bullseye_base):
     kernel = hostile_kernel(
         tmp_path / "fetching", 'curl -fsS --max-time 20 https://pypi.org/simple/ -o /dev/null '

@@ -19,7 +19,9 @@ import pytest
 from pypi_simple import ProjectPage
 
 from factory.build import run as build_run
+from factory.build.cell import Compiling
 from factory.build.options import BuildOptions
+from factory.compile.pool import Budget, CompilePool
 from factory.config.matrix import load_matrix
 from factory.errors import BuildError
 from factory.files import file_sha256
@@ -331,7 +333,7 @@ class _StoppedRunner:
     def facts(self, cell):
         return {}
 
-    def build(self, cell, staging, log, threads, progress):
+    def build(self, cell, staging, log, compiling, progress):
         self.stopping.set()
         raise BuildError("compiling csrc/demo.cu failed (exit -2)")
 
@@ -351,8 +353,9 @@ def test_an_interrupt_is_logged_as_an_interrupt(tmp_path):
     for folder in (layout.files, layout.logs, layout.state, layout.staging):
         folder.mkdir(parents=True, exist_ok=True)
     stopping = threading.Event()
-    result = build_run._run_cell(plan.cells[0], layout, _StoppedRunner(stopping), 1, _Quiet(),
-                                 False, stopping)
+    compiling = Compiling(CompilePool(Budget(1, 2**30)), None, {}, lambda key, cost: None)
+    result = build_run._run_cell(plan.cells[0], layout, _StoppedRunner(stopping), compiling,
+                                 _Quiet(), build_run.RunSettings(), stopping)
     assert (result.status, result.detail) == ("failed", "interrupted")
     log = Path(result.log).read_text()
     assert "INTERRUPTED: the build was stopped" in log and "FAILED" not in log

@@ -12,8 +12,9 @@ from typing import Any
 
 from rich.console import Console
 
+from factory.build.cell import Built, Compiling
 from factory.build.options import BuildOptions
-from factory.build.run import run_build
+from factory.build.run import RunSettings, run_build
 from factory.build.runners.local import LocalRunner
 from factory.defaults import host_platform
 from factory.plan.cells import Cell
@@ -43,11 +44,11 @@ class BrokenForCompiledCells:
     def facts(self, cell: Cell) -> dict[str, Any]:
         return self.runner.facts(cell)
 
-    def build(self, cell: Cell, staging: Path, log: Log, threads: int,
-              progress: Callable[[str], None]) -> Path:
+    def build(self, cell: Cell, staging: Path, log: Log, compiling: Compiling,
+              progress: Callable[[str], None]) -> Built:
         if cell.cuda is not None:
             return {}["not a key"]  # a bug: a KeyError nobody meant to raise
-        return self.runner.build(cell, staging, log, threads, progress)
+        return self.runner.build(cell, staging, log, compiling, progress)
 
 
 def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path):
@@ -65,7 +66,8 @@ def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path):
     runner = BrokenForCompiledCells(LocalRunner(tmp_path / "cache", options))
     console = Console(file=io.StringIO(), width=200)
     with runner:
-        results = run_build(plan, tmp_path / "out", runner, 2, PlainReporter(console))
+        results = run_build(plan, tmp_path / "out", runner, PlainReporter(console),
+                            RunSettings(cells=2))
     outcome = {result.cell_id: result for result in results}
     broken = outcome[f"demo/cu130torch211/{host_platform()}"]
     assert (broken.status, broken.detail) == ("failed", "internal error: KeyError('not a key')")

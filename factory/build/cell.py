@@ -8,7 +8,14 @@ A cell's project is a kernel-builder repo (build.toml, csrc/, torch-ext/); `PROJ
 is where another kind of project (a PEP 517 CUDA extension) plugs in.
 
 The build happens in a fixed folder (<build root>/<cell key>) and every file of the wheel is
-dated with the source's time, so building the same cell again gives the same bytes.
+dated with the source's time, so building the same cell again gives the same bytes. (nvcc
+names a file's internal-linkage symbols after a hash of its physical path: the folder cannot
+vary.)
+
+Compiling goes through the object cache (compile/objects.py): a unit whose object is there is
+not compiled again, and each object compiled is kept there as soon as it is made, so a build
+that is stopped resumes where it stopped. The compilers of all the cells built at once share one
+budget of cores and memory (compile/pool.py).
 """
 
 from __future__ import annotations
@@ -16,11 +23,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import stat
-import time
+import subprocess
+import threading
 import zipfile
-from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,9 +43,12 @@ from ..compile.generated import (
     noarch_ops_module,
     ops_module,
 )
+from ..compile.objects import ObjectCache, ObjectStore, names_namespace, unit_identity
+from ..compile.pool import CompilePool, TimeLimitReached
 from ..config.torches import InstalledTorch, ProbeError, probe_interpreter
 from ..errors import BuildError
 from ..plan.cells import Cell
+from ..plan.costs import UnitCost, cost_key, estimated_seconds, unit_memory
 from ..process import Log, first_output_line, run
 from ..sources.tree import IGNORED_DIRS
 from ..toolchain import CommandPrefix, Toolchain, cxx_standard, host_compiler
@@ -48,7 +61,8 @@ from ..wheel.repair import repair
 from .options import BuildOptions
 from .records import kernel_metadata, provenance_record, toolchain_facts
 
-__all__ = ["PROJECT_BUILDERS", "Container", "Job", "Progress", "build_cell", "cell_toolchain"]
+__all__ = ["PROJECT_BUILDERS", "Built", "Compiling", "Container", "Job", "Progress", "build_cell",
+           "cell_toolchain"]
 
 Progress = Callable[[str], None]
 PYTHON_FILES = ("py", "pyi")
@@ -71,6 +85,37 @@ class Container:
 
 
 @dataclass(frozen=True)
+class Compiling:
+    """How a cell's units are compiled: the budget its compilers share with the other cells',
+    the object cache (None: compile everything, as `factory verify` does), the costs earlier
+    builds measured for its kernel and where new measurements go, and for one shard of a split
+    cell the units to compile (nothing is linked then)."""
+
+    pool: CompilePool
+    objects: ObjectCache | None
+    costs: Mapping[str, UnitCost]
+    measured: Callable[[str, UnitCost], None]
+    only: frozenset[str] | None = None
+    part: str = ""  # the object cache's part: "" on this machine, docker/<base> in containers
+    cells: int = 1  # cells built at once: a cell built in a process of its own gets a share
+
+    @property
+    def store(self) -> ObjectStore | None:
+        return self.objects.part(self.part) if self.objects is not None else None
+
+
+@dataclass(frozen=True)
+class Built:
+    """What building a cell gave: its wheel (None for a shard: objects only) and its units,
+    how many were compiled and how many came from the object cache."""
+
+    wheel: Path | None
+    units: int = 0
+    compiled: int = 0
+    cached: int = 0
+
+
+@dataclass(frozen=True)
 class Job:
     """Where and how one cell is built: what every project builder is given."""
 
@@ -79,32 +124,56 @@ class Job:
     options: BuildOptions
     work: Path  # the cell's fixed build folder
     log: Log
-    threads: int
+    compiling: Compiling
     progress: Progress
     prepared: bool  # the toolkit and torch environment are in the (read-only) cache already
     container: Container | None
 
 
 def build_cell(cell: Cell, cache: Path, options: BuildOptions, staging: Path, log: Log,
-               threads: int, progress: Progress, prepared: bool = False,
-               container: Container | None = None) -> Path:
-    """Build the cell's wheel and return its path inside `staging`. With `prepared`, the
-    toolkit and torch environment must be in the cache already, which is only read. A cell
-    whose torch lives in an image compiles in `container`, a container of that image that
-    sees the cell's build folder at the same path."""
+               compiling: Compiling, progress: Progress, prepared: bool = False,
+               container: Container | None = None) -> Built:
+    """Build the cell's wheel into `staging`. With `prepared`, the toolkit and torch
+    environment must be in the cache already, which is only read. A cell whose torch lives in
+    an image compiles in `container`, a container of that image that sees the cell's build
+    folder at the same path."""
     work = options.build_root / cell.key
     with exclusive(work):
+        _stop_leftover_compilers(work)
         if work.exists():
             shutil.rmtree(work)
-        wheel = PROJECT_BUILDERS["kernel-builder"](
-            Job(cell, cache, options, work, log, threads, progress, prepared, container))
+        built = PROJECT_BUILDERS["kernel-builder"](
+            Job(cell, cache, options, work, log, compiling, progress, prepared, container))
+        if built.wheel is None:
+            return built
         staging.mkdir(parents=True, exist_ok=True)
-        staged = staging / wheel.name
-        shutil.copyfile(wheel, staged)
-    return staged
+        staged = staging / built.wheel.name
+        shutil.copyfile(built.wheel, staged)
+    return Built(staged, built.units, built.compiled, built.cached)
 
 
-def _kernel_builder(job: Job) -> Path:
+def _stop_leftover_compilers(work: Path) -> None:
+    """Compilers a killed build of this cell left running: stopped before the folder is made
+    again, so that none of them writes into this build. Each compiler the factory starts leads
+    a session of its own and names a file of the folder on its command line; nothing else is
+    touched."""
+    folder = str(work).encode() + b"/"
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            session = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[3])
+            named = folder in (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if session == int(entry.name) and named:
+            try:
+                os.killpg(session, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _kernel_builder(job: Job) -> Built:
     """A kernel-builder repo: its Python package from torch-ext/, its sources compiled into
     one abi3 shared object (none for a [torch-noarch] kernel)."""
     cell, work = job.cell, job.work
@@ -114,12 +183,12 @@ def _kernel_builder(job: Job) -> Path:
     _copy_package(cell, src, package)
     if cell.label is None:
         (package / "_ops.py").write_text(noarch_ops_module(cell.ops_namespace))
-        return _final_wheel(cell, job.options, work / "pkg", "py3-none-any", toolchain_facts(),
-                            work / "dist")
+        return Built(_final_wheel(cell, job.options, work / "pkg", "py3-none-any",
+                                  toolchain_facts(), work / "dist"))
     return _build_extension(job, src, package)
 
 
-PROJECT_BUILDERS: dict[str, Callable[[Job], Path]] = {"kernel-builder": _kernel_builder}
+PROJECT_BUILDERS: dict[str, Callable[[Job], Built]] = {"kernel-builder": _kernel_builder}
 
 
 def cell_toolchain(job: Job) -> Toolchain:
@@ -167,7 +236,7 @@ def _check_unchanged(installed: InstalledTorch) -> None:
                          f"planned and has {now.version} in {now.site_packages} now")
 
 
-def _build_extension(job: Job, src: Path, package: Path) -> Path:
+def _build_extension(job: Job, src: Path, package: Path) -> Built:
     cell, log, work, options = job.cell, job.log, job.work, job.options
     toolchain = cell_toolchain(job)
     for unit in cell.units:
@@ -177,12 +246,19 @@ def _build_extension(job: Job, src: Path, package: Path) -> Path:
                       "does not provide; it compiles with the include folders build.toml names")
     _write_generated(cell, src, package)
 
-    jobs = compile_jobs(cell, toolchain, src, work / "obj", job.threads)
+    jobs = compile_jobs(cell, toolchain, work)
+    only = job.compiling.only
+    if only is not None:
+        jobs = [compile_job for compile_job in jobs if compile_job.source in only]
     for compile_job in jobs:
         compile_job.object.parent.mkdir(parents=True, exist_ok=True)
     if job.container is not None:
         job.container.hand_over(work)
-    _compile_all(jobs, toolchain.runs_in, log, job.threads, job.progress)
+    compiled, cached = _compile_all(job, jobs, toolchain)
+    if only is not None:
+        log.write(f"\nthis shard's {len(jobs)} unit(s) are in the object cache; the cell is "
+                  "linked by the build that takes every shard's objects")
+        return Built(None, len(jobs), compiled, cached)
 
     job.progress("linking")
     shared_object = package / f"{cell.ops_namespace}.abi3.so"
@@ -206,8 +282,9 @@ def _build_extension(job: Job, src: Path, package: Path) -> Path:
 
     facts = toolchain_facts(toolchain.cxx, f"{toolchain.cuda.version} ({toolchain.cuda.origin})",
                             toolchain.torch.torch_version, ask)
-    return _final_wheel(cell, options, content, compressed_tag(repaired.name), facts,
-                        work / "dist")
+    wheel = _final_wheel(cell, options, content, compressed_tag(repaired.name), facts,
+                         work / "dist")
+    return Built(wheel, len(jobs), compiled, cached)
 
 
 def _unpack_package(wheel: Path, target: Path) -> None:
@@ -281,30 +358,129 @@ def _write_generated(cell: Cell, src: Path, package: Path) -> None:
     (package / "_ops.py").write_text(ops_module(cell.ops_namespace, guard))
 
 
-def _compile_all(jobs: list[CompileJob], runs_in: CommandPrefix, log: Log, threads: int,
-                 progress: Progress) -> None:
-    done = 0
-    progress(f"compiling 0/{len(jobs)}")
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        pending: set[Future[None]] = {pool.submit(_compile_one, job, runs_in, log)
-                                      for job in jobs}
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                error = future.exception()
-                if error is not None:
-                    for other in pending:
-                        other.cancel()
-                    raise error
-                done += 1
-                progress(f"compiling {done}/{len(jobs)}")
+def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tuple[int, int]:
+    """Every unit's object, from the object cache or compiled (the longest first, as many at
+    once as the budget allows); (compiled, from the cache). When a unit fails, the compilers
+    running finish (their objects are kept) and no other starts."""
+    log, compiling, work = job.log, job.compiling, job.work
+    identities = {}
+    sealed = _sealed_image(job.cell)
+    store = compiling.store
+    if store is not None:
+        compilers = _compiler_versions(toolchain, work) + (f"\nimage {sealed}" if sealed else "")
+        identities = {compile_job.source: unit_identity(compile_job.argv, compilers,
+                                                        job.cell.ops_namespace)
+                      for compile_job in jobs}
+    todo = []
+    for compile_job in jobs:
+        if store is not None and store.fetch(
+                identities[compile_job.source], work, job.cell.ops_namespace,
+                compile_job.object, log.write, sealed=bool(sealed)):
+            log.write(f"   {compile_job.source}: from the object cache")
+        else:
+            todo.append(compile_job)
+    cached = len(jobs) - len(todo)
+    log.step(f"compiling {len(todo)} of {len(jobs)} unit(s), {cached} from the object cache "
+             f"(budget: {compiling.pool.budget.describe()})")
+    todo.sort(key=lambda item: (-estimated_seconds(job.cell, item.unit, compiling.costs),
+                                item.source))
+    queue = deque(todo)
+    lock = threading.Lock()
+    done: list[str] = []
+    failures: list[BaseException] = []
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if failures or not queue:
+                    return
+                compile_job = queue.popleft()
+            try:
+                _compile_one(job, compile_job, toolchain, identities.get(compile_job.source))
+            except BaseException as exc:
+                with lock:
+                    failures.append(exc)
+                return
+            with lock:
+                done.append(compile_job.source)
+                job.progress(f"compiling {len(done)}/{len(todo)}"
+                             + (f" ({cached} cached)" if cached else ""))
+
+    job.progress(f"compiling 0/{len(todo)}" + (f" ({cached} cached)" if cached else ""))
+    compiling.pool.queue(len(todo))
+    try:
+        workers = min(len(todo), compiling.pool.budget.cores)
+        if workers:
+            with ThreadPoolExecutor(max_workers=workers) as threads:
+                for _ in range(workers):
+                    threads.submit(worker)
+    finally:
+        compiling.pool.withdraw(len(queue))
+    if failures:
+        kept = len(done) + cached if store is not None else 0
+        if kept:
+            log.write(f"\n{kept} of {len(jobs)} unit(s) are in the object cache: the next "
+                      "build of this cell compiles only the others")
+        if isinstance(failures[0], TimeLimitReached):
+            raise TimeLimitReached(f"stopped at the time limit with {kept} of {len(jobs)} "
+                                   "unit(s) in the object cache; the next build compiles only "
+                                   "the others") from None
+        raise failures[0]
+    return len(done), cached
 
 
-def _compile_one(job: CompileJob, runs_in: CommandPrefix, log: Log) -> None:
-    started = time.monotonic()
-    argv, cwd = runs_in.argv(job.argv, job.cwd)
-    run(argv, log, cwd=cwd, what=f"compiling {job.source}")
-    log.write(f"   {job.source}: {time.monotonic() - started:.1f} s")
+def _compile_one(job: Job, compile_job: CompileJob, toolchain: Toolchain,
+                 identity: str | None) -> None:
+    compiling, cell, log = job.compiling, job.cell, job.log
+    try:
+        grant = compiling.pool.admit(
+            compile_job.threads_useful,
+            lambda threads: unit_memory(cell, compile_job.unit, threads, compiling.costs))
+    except BaseException:
+        compiling.pool.withdraw(1)
+        raise
+    try:
+        argv, cwd = toolchain.runs_in.argv(compile_job.command(grant.threads), compile_job.cwd)
+        finished = compiling.pool.run(argv, cwd, log, f"compiling {compile_job.source}",
+                                      measure=not toolchain.runs_in.prefix)
+    finally:
+        compiling.pool.release(grant)
+    archs = compile_job.threads_useful
+    compiling.measured(cost_key(cell, compile_job.unit),
+                       UnitCost(finished.seconds * grant.threads, finished.peak, archs))
+    kept = ""
+    store = compiling.store
+    if store is not None and identity is not None:
+        try:
+            store.put(identity, compile_job.source, job.work, compile_job.object,
+                      compile_job.depfile, compile_job.cwd, cell.ops_namespace,
+                      names_namespace(compile_job.argv, cell.ops_namespace),
+                      sealed=bool(_sealed_image(cell)))
+            kept = ", kept in the object cache"
+        except OSError as exc:
+            kept = f", not kept in the object cache ({exc})"
+    peak = f", peak {finished.peak / 2**30:.2f} GiB" if finished.peak else ""
+    log.write(f"   {compile_job.source}: compiled in {finished.seconds:.1f} s with "
+              f"{grant.threads} thread(s){peak}{kept}")
+
+
+def _sealed_image(cell: Cell) -> str | None:
+    """The image whose toolchain compiles the cell from outside it (its files are fixed by
+    its id, and this process cannot read them), or None."""
+    return cell.installed.image_id if cell.installed and cell.installed.image else None
+
+
+def _compiler_versions(toolchain: Toolchain, work: Path) -> str:
+    """What the compilers say they are (nvcc's and the host compiler's --version): part of
+    every object's key."""
+    said = []
+    for tool in (str(toolchain.cuda.nvcc), toolchain.cxx):
+        argv, cwd = toolchain.runs_in.argv([tool, "--version"], work)
+        try:
+            said.append(subprocess.run(argv, cwd=cwd, capture_output=True, text=True).stdout)
+        except OSError as exc:
+            raise BuildError(f"{tool} cannot be run ({exc.strerror})") from None
+    return "\n".join(said)
 
 
 def _metadata(cell: Cell) -> CoreMetadata:

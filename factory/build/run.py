@@ -1,8 +1,10 @@
 """`factory build`: run every cell of a plan, each in its own log, and publish their wheels.
 
 A failed cell never stops or corrupts the others. A cell whose inputs (its fingerprint) are the
-same as at its last successful build, and whose wheel is still in place, is not rebuilt. Each
-wheel is judged by the gates once, and its report is handed on (CellResult.published), so the
+same as at its last successful build, and whose wheel is still in place, is not rebuilt. The
+compilers of the cells built at once share one budget of cores and memory, and one object
+cache; a time limit stops the compilers cleanly (what they finished is kept for the next run).
+Each wheel is judged by the gates once, and its report is handed on (CellResult.published), so the
 index takes its facts from the build instead of reading the wheel again. Wheels are published
 into <out>/files with an atomic rename; a published file is never overwritten with different
 bytes unless the user asks (--force).
@@ -23,19 +25,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .. import __version__
+from .. import __version__, defaults
+from ..compile.objects import ObjectCache
+from ..compile.pool import Budget, CompilePool, machine_budget
 from ..errors import BuildError, FactoryError
 from ..files import file_sha256, process_alive, write_atomic
 from ..layout import Layout, refuse_links
 from ..plan.cells import Cell, Plan, SkippedCell
+from ..plan.costs import CostBook, UnitCost, shard_of
 from ..process import Log
 from ..wheel.read import WheelFile
+from .cell import Built, Compiling
 from .checks import check_cell_wheel
 from .runners import Runner
 
-__all__ = ["CellResult", "CellStatus", "Reporter", "cell_fingerprint", "run_build"]
+__all__ = ["CellResult", "CellStatus", "Reporter", "RunSettings", "cell_fingerprint",
+           "run_build"]
 
-CellStatus = Literal["built", "unchanged", "failed", "skipped"]
+CellStatus = Literal["built", "unchanged", "compiled", "failed", "skipped"]
 Activity = Literal["queued", "building"]
 
 
@@ -48,6 +55,27 @@ class CellResult:
     detail: str | None = None
     log: Path | None = None
     published: WheelFile | None = None  # a wheel this run built and published
+    units: tuple[int, int, int] | None = None  # the cell's units: all, compiled, from the cache
+
+    def describe_units(self) -> str:
+        if self.units is None:
+            return ""
+        total, compiled, cached = self.units
+        return f"{compiled} compiled, {cached} from the object cache, of {total} unit(s)"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a run shares the machine, its object cache and its time."""
+
+    cells: int = defaults.CELLS  # cells built at once
+    budget: Budget | None = None  # cores and memory for compilers (None: this machine's)
+    objects: Path | None = None  # the object cache (None: no object cache)
+    object_cache_limit: int = defaults.OBJECT_CACHE_LIMIT
+    time_limit: float | None = None  # seconds: no compiler starts later, running ones stop
+    unit_shard: tuple[int, int] | None = None  # compile shard I of N of each cell, link none
+    export_objects: Path | None = None  # copy the objects this run used or made here
+    force: bool = False  # replace a published wheel whose bytes changed
 
 
 class Reporter(Protocol):
@@ -57,10 +85,11 @@ class Reporter(Protocol):
     def stop(self) -> None: ...
 
 
-def run_build(plan: Plan, out: Path, runner: Runner, jobs: int, reporter: Reporter,
-              force: bool = False) -> list[CellResult]:
-    """Build the plan's cells, `jobs` at a time, with a runner its caller holds open. When
-    interrupted, the cells still building are left to end as the runner closes."""
+def run_build(plan: Plan, out: Path, runner: Runner, reporter: Reporter,
+              settings: RunSettings | None = None) -> list[CellResult]:
+    """Build the plan's cells, `settings.cells` at a time, with a runner its caller holds open.
+    When interrupted, the compilers still running are stopped."""
+    settings = settings or RunSettings()
     layout = Layout(out)
     refuse_links(out)
     for folder in (layout.files, layout.logs, layout.state, layout.staging):
@@ -68,22 +97,42 @@ def run_build(plan: Plan, out: Path, runner: Runner, jobs: int, reporter: Report
     _remove_abandoned_staging(layout.staging)
     cells = list(plan.cells)
     reporter.start([cell.id for cell in cells], list(plan.skipped))
-    threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
+    deadline = None if settings.time_limit is None else time.monotonic() + settings.time_limit
+    pool = CompilePool(settings.budget or machine_budget(), deadline)
+    objects = ObjectCache(settings.objects, settings.object_cache_limit) \
+        if settings.objects is not None else None
+    book = CostBook(settings.objects / "costs") if settings.objects is not None else None
     stopping = threading.Event()
 
     def one(cell: Cell) -> CellResult:
-        return _run_cell(cell, layout, runner, threads, reporter, force, stopping)
+        only = None
+        if settings.unit_shard is not None:
+            index, count = settings.unit_shard
+            only = frozenset(shard_of(cell, count)[index - 1])
 
-    pool = ThreadPoolExecutor(max_workers=jobs)
+        def measured(key: str, cost: UnitCost) -> None:
+            if book is not None:
+                book.record(cell.spec.name, {key: cost})
+
+        compiling = Compiling(pool, objects, book.read(cell.spec.name) if book else {},
+                              measured, only, cells=settings.cells)
+        return _run_cell(cell, layout, runner, compiling, reporter, settings, stopping)
+
+    executor = ThreadPoolExecutor(max_workers=settings.cells)
     try:
-        results = list(pool.map(one, cells))
+        results = list(executor.map(one, cells))
     except BaseException:
         stopping.set()
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.stop()
+        executor.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
         reporter.stop()
-    pool.shutdown()
+    executor.shutdown()
+    if objects is not None:
+        if settings.export_objects is not None:
+            objects.export(settings.export_objects)
+        objects.evict()
     results += [CellResult(s.id, "skipped", 0.0, detail=s.reason) for s in plan.skipped]
     reporter.finish(results)
     return results
@@ -99,12 +148,14 @@ def _remove_abandoned_staging(staging: Path) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_cell(cell: Cell, layout: Layout, runner: Runner, threads: int, reporter: Reporter,
-              force: bool, stopping: threading.Event) -> CellResult:
+def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
+              reporter: Reporter, settings: RunSettings,
+              stopping: threading.Event) -> CellResult:
     environment = {**runner.facts(cell), "build_root": str(runner.options.build_root)}
     fingerprint = cell_fingerprint(cell, environment, runner.name)
     recorded = _recorded_state(layout, cell)
-    unchanged = _unchanged_wheel(layout, recorded, fingerprint)
+    shard = compiling.only is not None
+    unchanged = None if shard else _unchanged_wheel(layout, recorded, fingerprint)
     if unchanged is not None:
         reporter.update(cell.id, "unchanged", unchanged)
         return CellResult(cell.id, "unchanged", 0.0, wheel=unchanged,
@@ -112,21 +163,32 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, threads: int, reporter
 
     started = time.monotonic()
     log_path = layout.log_file(cell.key)
+    if compiling.pool.expired:
+        detail = "not started: the time limit was reached"
+        reporter.update(cell.id, "failed", detail)
+        return CellResult(cell.id, "failed", 0.0, detail=detail)
     reporter.update(cell.id, "building")
     with open(log_path, "w", encoding="utf-8") as handle:
         log = Log(handle)
         log.write(f"kernel-wheel-factory {__version__}: building {cell.id} "
                   f"({cell.spec.name} {cell.wheel_version}) with the {runner.name} runner")
+        if shard and settings.unit_shard is not None:
+            log.write(f"compiling shard {settings.unit_shard[0]}/{settings.unit_shard[1]} of "
+                      "its units into the object cache; nothing is linked")
         try:
             staging = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=layout.staging))
             try:
-                staged = runner.build(cell, staging, log, threads,
-                                      lambda step: reporter.update(cell.id, "building", step))
+                built = runner.build(cell, staging, log, compiling,
+                                     lambda step: reporter.update(cell.id, "building", step))
+                units = (built.units, built.compiled, built.cached)
+                if built.wheel is None:
+                    return _compiled_shard(cell, built, time.monotonic() - started, log,
+                                           log_path, reporter)
                 reporter.update(cell.id, "building", "checking")
-                report = check_cell_wheel(cell, staged, log)
-                wheel = _publish(staged, report.sha256, layout.files, force,
-                                 recorded.get("sha256") if recorded.get("wheel") == staged.name
-                                 else None)
+                report = check_cell_wheel(cell, built.wheel, log)
+                wheel = _publish(built.wheel, report.sha256, layout.files, settings.force,
+                                 recorded.get("sha256")
+                                 if recorded.get("wheel") == built.wheel.name else None)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         except Exception as exc:  # a bug fails this cell, not the whole run
@@ -145,13 +207,23 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, threads: int, reporter
             return CellResult(cell.id, "failed", time.monotonic() - started, detail=detail,
                               log=log_path)
         seconds = time.monotonic() - started
-        log.write(f"\nbuilt {wheel.name} in {seconds:.1f} s")
+        log.write(f"\nbuilt {wheel.name} in {seconds:.1f} s ({built.compiled} unit(s) "
+                  f"compiled, {built.cached} from the object cache)")
     _write_json(layout.state_file(cell.key), {
         "fingerprint": fingerprint, "wheel": wheel.name, "sha256": report.sha256,
     })
     reporter.update(cell.id, "built", wheel.name)
     return CellResult(cell.id, "built", seconds, wheel=wheel.name, log=log_path,
-                      published=report.wheel)
+                      published=report.wheel, units=units)
+
+
+def _compiled_shard(cell: Cell, built: Built, seconds: float, log: Log, log_path: Path,
+                    reporter: Reporter) -> CellResult:
+    result = CellResult(cell.id, "compiled", seconds, log=log_path,
+                        units=(built.units, built.compiled, built.cached))
+    log.write(f"\ncompiled the shard in {seconds:.1f} s: {result.describe_units()}")
+    reporter.update(cell.id, "compiled", result.describe_units())
+    return result
 
 
 def cell_fingerprint(cell: Cell, environment: dict[str, Any], runner: str) -> str:

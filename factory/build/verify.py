@@ -8,13 +8,13 @@ files of the wheel differ and which recorded tool versions differ from this mach
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..compile.pool import CompilePool, machine_budget
 from ..config.buildtoml import read_build_toml
 from ..config.model import KernelEntry, SourceRequest
 from ..errors import ConfigError
@@ -24,7 +24,7 @@ from ..sources.depends import DependencyFetcher
 from ..sources.resolve import Sources
 from ..sources.tree import GitState, SourceTree, resolve_path_source
 from ..wheel.read import WheelFile, read_wheel
-from .cell import build_cell
+from .cell import Compiling, build_cell
 from .options import BuildOptions, usable_build_root
 
 __all__ = ["Verdict", "verify_wheel"]
@@ -73,8 +73,12 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
     work.mkdir(parents=True)
     log_path = work / "verify.log"
     with open(log_path, "w", encoding="utf-8") as handle:
-        rebuilt = build_cell(cell, cache, options, work, Log(handle),
-                             threads=os.cpu_count() or 1, progress=lambda step: None)
+        # No object cache: the point is to compile every unit again.
+        compiling = Compiling(CompilePool(machine_budget()), None, {}, lambda key, cost: None)
+        built = build_cell(cell, cache, options, work, Log(handle), compiling,
+                           progress=lambda step: None)
+    assert built.wheel is not None  # a whole cell, not a shard
+    rebuilt = built.wheel
     actual = read_wheel(rebuilt)
     return Verdict(wheel, rebuilt, report.sha256, actual.sha256, None,
                    _differing_files(wheel, rebuilt) if actual.sha256 != report.sha256 else (),

@@ -4,6 +4,7 @@ publish the wheels and bring the index up to date."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -14,12 +15,14 @@ from ..errors import ConfigError
 from ..layout import refuse_links
 from .common import (
     cache_dir,
+    duration,
     matrix_options,
     path_argument,
     positive,
     print_index,
     say_to,
     shard,
+    size,
     writable_folder,
 )
 
@@ -35,9 +38,37 @@ def add(commands: Any) -> None:
     build.add_argument("--only", action="append", metavar="PATTERN", default=[],
                        help="build only cells whose id matches this glob, e.g. "
                             "'img2gray/*torch211*' (repeatable)")
-    build.add_argument("--jobs", type=positive, default=defaults.JOBS, metavar="N",
-                       help=f"cells built at once (default {defaults.JOBS}; each uses the "
-                            "cores left)")
+    build.add_argument("--cells", type=positive, default=defaults.CELLS, metavar="N",
+                       help=f"cells built at once (default {defaults.CELLS}); their compilers "
+                            "share the cores and memory")
+    build.add_argument("--jobs", type=positive, default=None, metavar="N",
+                       help="compiler threads at once, over all cells (default: the CPUs this "
+                            "process may use)")
+    build.add_argument("--memory", type=size, default=None, metavar="SIZE",
+                       help="memory the compilers may take, e.g. 12G (default: "
+                            f"{defaults.MEMORY_HEADROOM:.0%} of what is free when the build "
+                            "starts)")
+    build.add_argument("--time-limit", type=duration, default=None, metavar="DURATION",
+                       help="stop compiling after this long, e.g. 5h30m: no compiler starts "
+                            "later and running ones are stopped; what they finished stays in "
+                            "the object cache, so the next build continues")
+    build.add_argument("--object-cache", type=path_argument, default=None, metavar="DIR",
+                       help="the object cache (default: objects/ in the cache folder)")
+    build.add_argument("--object-cache-size", type=size, default=defaults.OBJECT_CACHE_LIMIT,
+                       metavar="SIZE", help="the object cache's limit; the least recently used "
+                                            f"objects go beyond it (default "
+                                            f"{defaults.OBJECT_CACHE_LIMIT // 2**30}G)")
+    build.add_argument("--unit-shard", type=shard, default=None, metavar="I/N",
+                       help="compile shard I of N of each selected cell's units into the "
+                            "object cache, and link nothing (the shard jobs of a cell "
+                            "`factory plan --split-after` splits)")
+    build.add_argument("--export-objects", type=path_argument, default=None, metavar="DIR",
+                       help="copy the objects this run used or made into DIR, as an object "
+                            "cache of its own (a shard job's artifact)")
+    build.add_argument("--import-objects", type=path_argument, action="append", default=[],
+                       metavar="DIR", help="take in the objects of DIR (exported by shard "
+                                           "jobs; each is checked) before building "
+                                           "(repeatable)")
     build.add_argument("--force", action="store_true",
                        help="replace a published wheel whose bytes changed")
     build.add_argument("--build-root", type=path_argument, default=defaults.BUILD_ROOT,
@@ -61,8 +92,10 @@ def add(commands: Any) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..build.options import BuildOptions, source_date_epoch, usable_build_root
-    from ..build.run import run_build
+    from ..build.run import RunSettings, run_build
     from ..build.runners import choose_runner
+    from ..compile.objects import ObjectCache
+    from ..compile.pool import machine_budget
     from ..index.records import cell_outcomes
     from ..index.update import update_index
     from ..plan.jobs import select_job, select_shard
@@ -72,6 +105,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     out = writable_folder(args.out, "--out")
     refuse_links(out)
     cache = cache_dir(args)
+    objects = writable_folder(args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER,
+                              "--object-cache")
+    imports = [_object_folder(folder) for folder in args.import_objects]
+    export = writable_folder(args.export_objects, "--export-objects") \
+        if args.export_objects else None
     sliced = bool(args.job or args.shard)
     plan = plan_matrix(args.matrix, cache, say_to(console, "yellow"), args.offline,
                        args.locked, every_platform=sliced, torch_pythons=args.torch_python)
@@ -91,11 +129,36 @@ def run(args: argparse.Namespace, console: Console) -> int:
     requested: RunnerChoice = args.runner or plan.matrix.runner or defaults.RUNNER
     runner, why = choose_runner(requested, plan, cache, options, plan.matrix.docker_base)
     console.print(f"runner: {runner.name} ({why})", markup=False, soft_wrap=True)
+    cached = ObjectCache(objects, args.object_cache_size)
+    for folder in imports:
+        taken, refused = cached.merge(folder)
+        console.print(f"objects: took in {taken} from {folder}"
+                      + (f", refused {refused} that failed their check" if refused else ""),
+                      markup=False, soft_wrap=True)
+    budget = machine_budget(args.jobs, args.memory)
+    console.print(f"compilers: {budget.describe()} for {args.cells} cell(s) at once; object "
+                  f"cache {objects}", markup=False, soft_wrap=True)
+    settings = RunSettings(cells=args.cells, budget=budget, objects=objects,
+                           object_cache_limit=args.object_cache_size,
+                           time_limit=args.time_limit, unit_shard=args.unit_shard,
+                           export_objects=export, force=args.force)
     with runner:
-        results = run_build(plan, out, runner, args.jobs, make_reporter(console),
-                            force=args.force)
+        results = run_build(plan, out, runner, make_reporter(console), settings)
+    if args.unit_shard is not None:  # objects only: nothing to publish
+        return 1 if any(result.status == "failed" for result in results) else 0
     summary = update_index(out, force=args.force, outcomes=cell_outcomes(plan, results),
                            published={r.published.filename: r.published for r in results
                                       if r.published is not None})
     problems = print_index(console, out, summary)
     return 1 if problems or any(result.status == "failed" for result in results) else 0
+
+
+def _object_folder(path: Path) -> Path:
+    """An --import-objects folder: an object cache folder that exists."""
+    if not path.is_dir():
+        raise ConfigError("is not a folder (give a folder --export-objects wrote)", file=path,
+                          key="--import-objects")
+    if not (path / "objects").is_dir() and not (path / "docker").is_dir():
+        raise ConfigError("holds no objects (give a folder --export-objects wrote)", file=path,
+                          key="--import-objects")
+    return path

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -22,9 +23,9 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from ..index.update import IndexSummary
 
-__all__ = ["Parser", "cache_dir", "make_console", "matrix_options", "path_argument", "port",
-           "positive", "print_index", "say_error", "say_to", "shard", "source_options",
-           "wheel_paths", "writable_folder"]
+__all__ = ["Parser", "cache_dir", "duration", "make_console", "matrix_options", "path_argument",
+           "port", "positive", "print_index", "say_error", "say_to", "shard", "size",
+           "source_options", "wheel_paths", "writable_folder"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -85,6 +86,38 @@ def shard(text: str) -> tuple[int, int]:
         return parse_shard(text)
     except ConfigError as error:
         raise argparse.ArgumentTypeError(error.message) from None
+
+
+_SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+_DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
+
+
+def size(text: str) -> int:
+    """A size in bytes: 7G, 7.5GiB, 4096M, 12000000000."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
+    if not match:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a size (e.g. 7G, 7.5GiB, 4096M)")
+    value = int(float(match[1]) * _SIZE_UNITS[match[2]])
+    if value < 1 or value > 2**60:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a usable size")
+    return value
+
+
+def duration(text: str) -> float:
+    """A duration in seconds: 5h30m, 330m, 90s, 19800."""
+    cleaned = text.strip().lower()
+    if cleaned.isdigit():
+        seconds = float(cleaned)
+    else:
+        parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", cleaned)
+        if not parts or not cleaned:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a duration (e.g. 5h30m, 330m, "
+                                             "90s, 19800)")
+        seconds = float(sum(int(value or 0) * unit for value, unit in
+                            zip(parts.groups(), _DURATION_UNITS.values(), strict=True)))
+    if not 1 <= seconds <= 366 * 86400:
+        raise argparse.ArgumentTypeError(f"'{text}' must be between 1 second and a year")
+    return seconds
 
 
 def port(text: str) -> int:

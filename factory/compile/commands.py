@@ -12,6 +12,9 @@ build of the kernel gets through CMake:
   built against), TORCH_EXTENSION_NAME set to the op namespace, CUDA_KERNEL and USE_CUDA,
   torch's C++ ABI and Python's limited API 3.9;
 - -gencode for the archs the plan chose per section, PTX where it said so;
+- the torch environment and the toolkit mapped to fixed names in what the objects record
+  (-ffile-prefix-map), and a dependency file per unit (-MD) listing every file it read, which
+  the object cache keys the object with;
 - one shared object `<namespace>.abi3.so` linked against torch and the CUDA runtime.
 """
 
@@ -22,46 +25,66 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import BuildError
-from ..plan.cells import CUDA_SUFFIXES, Cell, Unit
+from ..plan.cells import CUDA_SUFFIXES, CXX_SUFFIXES, Cell, Unit
 from ..policy import nvcc_flags
 from ..policy.capabilities import Capability
 from ..toolchain import Toolchain
 from ..versions import Version
 from .deps import dependency_includes, torch_includes
 
-__all__ = ["CXX_SUFFIXES", "HEADER_SUFFIXES", "CompileJob", "compile_jobs", "gencode_flags",
+__all__ = ["CompileJob", "compile_jobs", "gencode_flags",
            "link_command"]
 
-CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".c++", ".c"})
-HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".tcc", ".ipp"})
 LIMITED_API = "0x03090000"  # CPython 3.9: one abi3 wheel serves 3.9 and every later version
 TORCH_LIBRARIES = ("c10", "torch", "torch_cpu", "c10_cuda", "torch_cuda")
 
 
 @dataclass(frozen=True)
 class CompileJob:
-    source: str  # repo-relative, for messages
+    """One compiler run: its command line (nvcc's --threads is chosen when it starts), the
+    object it writes and the dependency file that lists every file it read."""
+
+    unit: Unit
     object: Path
+    depfile: Path
     argv: tuple[str, ...]
     cwd: Path  # the repo's copy: relative paths in a build.toml's flags are the repo's
 
+    @property
+    def source(self) -> str:  # repo-relative, for messages
+        return self.unit.source
 
-def compile_jobs(cell: Cell, toolchain: Toolchain, src_root: Path, obj_root: Path,
-                 threads: int = 1) -> list[CompileJob]:
+    @property
+    def threads_useful(self) -> int:
+        """How many threads the compiler can use: nvcc compiles each arch on its own."""
+        return len(self.unit.archs) if self.unit.is_cuda else 1
+
+    def command(self, threads: int = 1) -> list[str]:
+        threads = min(threads, self.threads_useful)
+        return [self.argv[0], *([f"--threads={threads}"] if threads > 1 else []),
+                *self.argv[1:]]
+
+
+def compile_jobs(cell: Cell, toolchain: Toolchain, work: Path) -> list[CompileJob]:
+    """The compiler runs of a cell built in `work` (the repo's copy in work/src, objects in
+    work/obj)."""
+    src_root, obj_root = work / "src", work / "obj"
     jobs = []
     for unit in cell.units:
-        suffix = PurePosixPath(unit.source).suffix.lower()
-        if suffix in HEADER_SUFFIXES:
+        if not unit.compiled:
             continue
+        suffix = PurePosixPath(unit.source).suffix.lower()
         obj = obj_root / unit.section / (unit.source + ".o")
+        depfile = obj.with_suffix(".d")
         if suffix in CUDA_SUFFIXES:
-            argv = _nvcc(cell, toolchain, unit, src_root, obj, threads)
+            argv = _nvcc(cell, toolchain, unit, work, obj)
         elif suffix in CXX_SUFFIXES:
-            argv = _cxx(cell, toolchain, unit, src_root, obj)
+            argv = _cxx(cell, toolchain, unit, work, obj)
         else:
             raise BuildError(f"{unit.source}: the factory does not know how to compile "
                              f"'{suffix}' files in a CUDA build")
-        jobs.append(CompileJob(unit.source, obj, tuple(argv), src_root))
+        argv += ["-MD", "-MF", str(depfile)]
+        jobs.append(CompileJob(unit, obj, depfile, tuple(argv), src_root))
     return jobs
 
 
@@ -109,12 +132,15 @@ def _includes(unit: Unit, toolchain: Toolchain, src_root: Path) -> list[str]:
 
 def _prefix_maps(toolchain: Toolchain) -> list[str]:
     """Host paths that headers bring into the object (through __FILE__ in torch's checks),
-    rewritten to fixed names so the output does not depend on where the cache is."""
+    rewritten to fixed names so the output does not depend on where the cache is. (The
+    build folder cannot be mapped away: nvcc names a file's internal-linkage symbols after a
+    hash of its physical path.)"""
     return [f"-ffile-prefix-map={toolchain.torch.root}=/torch-env",
             f"-ffile-prefix-map={toolchain.cuda.home}=/cuda"]
 
 
-def _cxx(cell: Cell, toolchain: Toolchain, unit: Unit, src_root: Path, obj: Path) -> list[str]:
+def _cxx(cell: Cell, toolchain: Toolchain, unit: Unit, work: Path, obj: Path) -> list[str]:
+    src_root = work / "src"
     return [
         toolchain.cxx, "-c", str(src_root / unit.source), "-o", str(obj),
         f"-std=gnu++{toolchain.cxx_std}", "-O3", "-DNDEBUG", "-fPIC", "-fno-gnu-unique",
@@ -123,22 +149,20 @@ def _cxx(cell: Cell, toolchain: Toolchain, unit: Unit, src_root: Path, obj: Path
     ]
 
 
-def _nvcc(cell: Cell, toolchain: Toolchain, unit: Unit, src_root: Path, obj: Path,
-          threads: int) -> list[str]:
+def _nvcc(cell: Cell, toolchain: Toolchain, unit: Unit, work: Path, obj: Path) -> list[str]:
+    src_root = work / "src"
     cuda_flags = list(unit.cuda_flags)
     if toolchain.cuda.version < Version("12.8"):
         cuda_flags = [flag for flag in cuda_flags
                       if not flag.startswith("-static-global-template-stub")]
-    parallel = min(threads, len(unit.archs))
     return [
         str(toolchain.cuda.nvcc), "-c", str(src_root / unit.source), "-o", str(obj),
         f"-ccbin={toolchain.cxx}", f"-std=c++{toolchain.cxx_std}", "-O3", "-DNDEBUG",
         "-Xcompiler=-fPIC", "-Xcompiler=-fno-gnu-unique",
         # Intermediate files next to the object, named after it: in /tmp they get a random
-        # name, which nvcc writes into the object.
+        # name, which nvcc writes into the object. (--threads does not change the output.)
         "--objdir-as-tempdir",
         *[f"-Xcompiler={flag}" for flag in _prefix_maps(toolchain)], *nvcc_flags(),
-        *([f"--threads={parallel}"] if parallel > 1 else []),
         *gencode_flags(unit.archs), *_defines(cell, toolchain),
         *_includes(unit, toolchain, src_root), *cuda_flags,
     ]

@@ -31,11 +31,13 @@ from ..sources.tree import SourceTree
 from ..versions import Version, compact, major_minor
 from .labels import matrix_labels
 
-__all__ = ["CUDA_SUFFIXES", "Cell", "Kernel", "Plan", "SectionPlan", "SkippedCell", "Unit",
-           "check_unique_names", "dependency_names", "make_cell", "make_plan", "noarch_cell",
-           "skip_reason"]
+__all__ = ["CUDA_SUFFIXES", "CXX_SUFFIXES", "HEADER_SUFFIXES", "Cell", "Kernel", "Plan",
+           "SectionPlan", "SkippedCell", "Unit", "check_unique_names", "dependency_names",
+           "make_cell", "make_plan", "noarch_cell", "skip_reason"]
 
 CUDA_SUFFIXES = frozenset({".cu"})
+CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".c++", ".c"})
+HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".tcc", ".ipp"})
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,11 @@ class Unit:
     @property
     def is_cuda(self) -> bool:
         return PurePosixPath(self.source).suffix.lower() in CUDA_SUFFIXES
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the unit becomes an object (headers listed in `src` do not)."""
+        return PurePosixPath(self.source).suffix.lower() not in HEADER_SUFFIXES
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from ..plan.cells import SkippedCell
 __all__ = ["LiveReporter", "PlainReporter", "make_reporter", "print_summary"]
 
 STYLES = {"queued": "dim", "building": "cyan", "built": "green", "unchanged": "green",
-          "failed": "bold red", "skipped": "yellow"}
+          "compiled": "green", "failed": "bold red", "skipped": "yellow"}
 
 
 @dataclass
@@ -45,7 +45,7 @@ class _Board:
             now = time.monotonic()
             if status == "building" and row.started is None:
                 row.started = now
-            if status in ("built", "failed", "unchanged"):
+            if status in ("built", "compiled", "failed", "unchanged"):
                 row.ended = now
             row.status, row.detail = status, detail
             return row
@@ -126,20 +126,26 @@ def print_summary(console: Console, results: list[CellResult]) -> None:
     for column in ("cell", "status", "seconds", "wheel / reason"):
         table.add_column(column, overflow="fold")
     for result in results:
-        outcome = result.wheel or result.detail or ""
+        outcome = "\n".join(part for part in (result.wheel or result.detail,
+                                               result.describe_units()) if part)
         if result.status == "failed" and result.log is not None:
             outcome = f"{result.detail}\nlog: {result.log}"
         status = Text(result.status, style=STYLES.get(result.status, ""))
-        table.add_row(Text(result.cell_id), status,
-                      f"{result.seconds:.1f}" if result.status in ("built", "failed") else "",
+        timed = result.status in ("built", "compiled", "failed")
+        table.add_row(Text(result.cell_id), status, f"{result.seconds:.1f}" if timed else "",
                       Text(outcome))
     console.print(table)
-    counts = {status: sum(r.status == status for r in results)
-              for status in ("built", "unchanged", "failed", "skipped")}
+    statuses = ("built", "compiled", "unchanged", "failed", "skipped")
+    counts = {status: sum(r.status == status for r in results) for status in statuses}
     if results and counts["unchanged"] == len(results) - counts["skipped"] and counts["unchanged"]:
         console.print(f"Nothing to rebuild: all {counts['unchanged']} cell(s) are up to date.",
                       markup=False)
-    console.print(", ".join(f"{n} {status}" for status, n in counts.items()), markup=False)
+    console.print(", ".join(f"{n} {status}" for status, n in counts.items()
+                            if n or status != "compiled"), markup=False)
+    units = [result.units for result in results if result.units is not None]
+    if units:
+        console.print(f"units: {sum(u[1] for u in units)} compiled, {sum(u[2] for u in units)} "
+                      "from the object cache", markup=False)
 
 
 def make_reporter(console: Console) -> LiveReporter | PlainReporter:

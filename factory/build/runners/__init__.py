@@ -14,6 +14,7 @@ from ...config.model import RunnerChoice
 from ...errors import ConfigError
 from ...plan.cells import Cell, Plan
 from ...process import Log
+from ..cell import Built, Compiling
 from ..options import BuildOptions
 from .docker.engine import Engine
 from .docker.image import builder_image
@@ -30,9 +31,9 @@ class Runner(Protocol):
     def facts(self, cell: Cell) -> dict[str, Any]:
         """What the runner's environment adds to a cell's fingerprint."""
 
-    def build(self, cell: Cell, staging: Path, log: Log, threads: int,
-              progress: Callable[[str], None]) -> Path:
-        """Build the cell; return its wheel, left in `staging`."""
+    def build(self, cell: Cell, staging: Path, log: Log, compiling: Compiling,
+              progress: Callable[[str], None]) -> Built:
+        """Build the cell (its wheel left in `staging`), or a shard's objects."""
 
     def __enter__(self) -> Runner: ...
 

@@ -16,7 +16,7 @@ from ...process import Log, first_output_line
 from ...toolchain import host_compiler
 from ...toolchain.cuda import locate_cuda
 from ...versions import Version
-from ..cell import build_cell
+from ..cell import Built, Compiling, build_cell
 from ..options import BuildOptions
 
 __all__ = ["LocalRunner"]
@@ -53,9 +53,9 @@ class LocalRunner:
             self._facts[key] = facts
         return self._facts[key]
 
-    def build(self, cell: Cell, staging: Path, log: Log, threads: int,
-              progress: Callable[[str], None]) -> Path:
-        return build_cell(cell, self.cache, self.options, staging, log, threads, progress)
+    def build(self, cell: Cell, staging: Path, log: Log, compiling: Compiling,
+              progress: Callable[[str], None]) -> Built:
+        return build_cell(cell, self.cache, self.options, staging, log, compiling, progress)
 
 
 def _toolchain_facts(cuda: Version, home: Path | None) -> dict[str, Any]:

@@ -2,29 +2,36 @@
 `python -m factory.build.runners.docker.inside prepare|build` with a JSON job on stdin.
 
     prepare   make the torch environment a cell needs, in the mounted cache (network on)
-    build     build one cell (network off, the cache mounted read-only, a non-root user)
+    build     build one cell (network off, the cache mounted read-only, a non-root user;
+              the object cache's part of the image's base mounted read-write)
 
 The cell comes as its record (plan/codec.py), read against the copy of the kernel in the
 container. The log goes to stdout. Lines that start with CONTROL carry JSON for the runner
-outside: progress steps, then the result or the error.
+outside: progress steps and the costs of units as they are compiled, then the result (the
+wheel, the unit counts, the objects used) or the error.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ....compile.objects import ObjectCache
+from ....compile.pool import Budget, CompilePool
 from ....config.buildtoml import read_build_toml
 from ....errors import FactoryError
 from ....plan.codec import cell_from_record
+from ....plan.costs import UnitCost
 from ....process import Log
 from ....sources.depends import Dependency
 from ....sources.tree import SourceTree
 from ....toolchain.torch import provide_torch
 from ....versions import parse_release
-from ...cell import build_cell
+from ...cell import Compiling, build_cell
 from ...options import BuildOptions
 
 __all__ = ["CONTROL", "main"]
@@ -63,13 +70,31 @@ def main(argv: list[str]) -> int:
                                     dependency=dependency)
             options = BuildOptions(Path(job["build_root"]), job["source_date_epoch"],
                                    job["builder"])
-            wheel = build_cell(cell, Path(job["cache"]), options, Path(job["out"]), log,
-                               job["threads"], lambda step: say(progress=step), prepared=True)
-            say(result=wheel.name)
+            compiling = _compiling(job, say)
+            built = build_cell(cell, Path(job["cache"]), options, Path(job["out"]), log,
+                               compiling, lambda step: say(progress=step), prepared=True)
+            store = compiling.store
+            say(result=built.wheel.name if built.wheel else None,
+                units=[built.units, built.compiled, built.cached],
+                used=store.used if store else {})
     except FactoryError as exc:
         say(error=str(exc))
         return 1
     return 0
+
+
+def _compiling(job: dict[str, Any], say: Callable[..., None]) -> Compiling:
+    """The runner's share of the budget, its time left, the object cache's part mounted for
+    this image's base, and the costs known; measurements go back to the runner."""
+    time_left = job["time_left"]
+    pool = CompilePool(Budget(*job["budget"]),
+                       None if time_left is None else time.monotonic() + time_left)
+    costs = {key: cost for key, data in job["costs"].items()
+             if (cost := UnitCost.from_json(data)) is not None}
+    objects = ObjectCache(Path(job["objects"])) if job["objects"] else None
+    only = frozenset(job["only"]) if job["only"] is not None else None
+    return Compiling(pool, objects, costs,
+                     lambda key, cost: say(cost=[key, cost.to_json()]), only)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@ Per builder image (a group of cells), two containers, each started once:
 - the *prepare* container, with the network on, makes the torch environments the group's cells
   need, in the factory's cache (mounted read-write; uv's download cache is shared with the host);
 - the *build* container, started with `--network none`, as a non-root user, without
-  capabilities, with only its image's part of the cache mounted, read-only. Each kernel's source
-  is copied in once (owned by root, so the build cannot change it); nothing of the user's tree
-  is mounted. Each cell is built there by `docker exec`, and its wheel copied out.
+  capabilities, with only its image's part of the cache mounted, read-only, and the object
+  cache's part for its base, read-write. Each kernel's source is copied in once (owned by root,
+  so the build cannot change it); nothing of the user's tree is mounted. Each cell is built
+  there by `docker exec`, and its wheel copied out.
 
 The wheel is judged by the gates outside the container, before it is published. The runner is
 a context manager: its engine removes every container when the run ends, fails or is
@@ -19,20 +20,23 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Any
 
 from .... import defaults
+from ....compile.objects import DOCKER_PARTS, ObjectStore
 from ....errors import BuildError
 from ....plan.cells import Cell
 from ....plan.codec import cell_record
+from ....plan.costs import UnitCost
 from ....process import Log, first_error
 from ....sources.tree import source_files
 from ....versions import major_minor
-from ...cell import Container, build_cell
+from ...cell import Built, Compiling, Container, build_cell
 from ...options import BuildOptions
 from ..local import LocalRunner
 from .engine import Engine, source_archive
@@ -44,6 +48,7 @@ __all__ = ["DockerRunner", "build_user", "missing_base"]
 CACHE = PurePosixPath("/cache")  # the factory's cache, as containers see it
 SOURCES = PurePosixPath("/work/src")
 DEPENDS = PurePosixPath("/work/depends")  # C++ dependencies: <name>/<n>, the n-th header folder
+OBJECTS = PurePosixPath("/objects")  # the object cache's part of the image's base
 OUTPUT = PurePosixPath("/tmp/kernel-wheel-factory/out")
 CUDA_HOME = "/usr/local/cuda"
 NOBODY_ID = 10001
@@ -131,15 +136,15 @@ class DockerRunner:
 
     # -- one cell -----------------------------------------------------------------------------
 
-    def build(self, cell: Cell, staging: Path, log: Log, threads: int,
-              progress: Callable[[str], None]) -> Path:
+    def build(self, cell: Cell, staging: Path, log: Log, compiling: Compiling,
+              progress: Callable[[str], None]) -> Built:
         if cell.cuda is None:  # nothing is compiled or run for a pure-Python kernel
-            return build_cell(cell, self.cache, self.options, staging, log, threads, progress)
+            return build_cell(cell, self.cache, self.options, staging, log, compiling, progress)
         if cell.installed is not None and cell.installed.image is None:
             log.write(f"built on this machine: its torch is {cell.installed.describe()}")
-            return self._here.build(cell, staging, log, threads, progress)
+            return self._here.build(cell, staging, log, compiling, progress)
         if cell.installed is not None:
-            return self._build_in_image(cell, staging, log, threads, progress)
+            return self._build_in_image(cell, staging, log, compiling, progress)
         group = self._group(self.image(cell))
         log.write(f"builder image {group.image.name} (base {group.image.base})")
         progress("builder image")
@@ -147,11 +152,12 @@ class DockerRunner:
         progress("torch environment")
         self._prepare(group, cell, log)
         progress("copying the source in")
-        container = self._build_container(group, cell)
-        return self._run_build(group, container, cell, staging, log, threads, progress)
+        compiling = replace(compiling, part=f"{DOCKER_PARTS}/{slug(group.image.base)}")
+        container = self._build_container(group, cell, compiling.store)
+        return self._run_build(group, container, cell, staging, log, compiling, progress)
 
-    def _build_in_image(self, cell: Cell, staging: Path, log: Log, threads: int,
-                        progress: Callable[[str], None]) -> Path:
+    def _build_in_image(self, cell: Cell, staging: Path, log: Log, compiling: Compiling,
+                        progress: Callable[[str], None]) -> Built:
         """A cell whose torch and toolkit live in an image: the factory builds on this machine
         and runs each compiler in a container of that image, with the network off, as an
         unprivileged user, seeing only the build root (at the same path)."""
@@ -172,7 +178,7 @@ class DockerRunner:
                 self._image_containers[installed.image] = name
         owner = (NOBODY_ID, NOBODY_ID) if os.getuid() == 0 else None
         container = Container((self.engine.binary, "exec", "--user", build_user(), name), owner)
-        return build_cell(cell, self.cache, self.options, staging, log, threads, progress,
+        return build_cell(cell, self.cache, self.options, staging, log, compiling, progress,
                           container=container)
 
     def _group(self, image: BuilderImage) -> _Group:
@@ -243,16 +249,22 @@ class DockerRunner:
         relative to the cache: under self.cache on the host, under CACHE in a container."""
         return f"docker/{slug(image.base)}"
 
-    def _build_container(self, group: _Group, cell: Cell) -> str:
+    def _build_container(self, group: _Group, cell: Cell, objects: ObjectStore | None) -> str:
         with group.lock:
             if group.build is None:
                 host_side = self.cache / self._base_cache(group.image)
                 host_side.mkdir(parents=True, exist_ok=True)
+                mounts = ["--mount", f"type=bind,source={host_side},"
+                                     f"target={CACHE / self._base_cache(group.image)},readonly"]
+                if objects is not None:
+                    # The object cache's part of this base: written by the build user.
+                    objects.root.mkdir(parents=True, exist_ok=True)
+                    if os.getuid() == 0:
+                        Container((), (NOBODY_ID, NOBODY_ID)).hand_over(objects.root)
+                    mounts += ["--mount", f"type=bind,source={objects.root},target={OBJECTS}"]
                 group.build = self.engine.launch(group.image.name, f"{group.image.tag}-build", [
                     "--network", "none", "--user", build_user(), "--cap-drop", "ALL",
-                    "--security-opt", "no-new-privileges", "--env", "HOME=/tmp",
-                    "--mount", f"type=bind,source={host_side},"
-                               f"target={CACHE / self._base_cache(group.image)},readonly",
+                    "--security-opt", "no-new-privileges", "--env", "HOME=/tmp", *mounts,
                 ])
             name = cell.spec.name
             if name not in group.sources:
@@ -272,8 +284,10 @@ class DockerRunner:
             return group.build
 
     def _run_build(self, group: _Group, container: str, cell: Cell, staging: Path, log: Log,
-                   threads: int, progress: Callable[[str], None]) -> Path:
+                   compiling: Compiling, progress: Callable[[str], None]) -> Built:
         out = OUTPUT / cell.key
+        deadline = compiling.pool.deadline
+        budget = compiling.pool.budget.share(compiling.cells)
         job = {
             "kernel": str(SOURCES / cell.spec.name), "source": cell.source.to_json(),
             "cell": cell_record(cell), "version": cell.version, "cuda_home": CUDA_HOME,
@@ -281,10 +295,21 @@ class DockerRunner:
             "build_root": str(defaults.BUILD_ROOT),
             "source_date_epoch": self.options.epoch(cell), "builder": group.image.name,
             "cache": str(CACHE / self._base_cache(group.image)), "out": str(out),
-            "threads": threads,
+            "budget": [budget.cores, budget.memory],
+            "time_left": None if deadline is None else max(0.0, deadline - time.monotonic()),
+            "objects": str(OBJECTS) if compiling.objects is not None else None,
+            "costs": {key: cost.to_json() for key, cost in compiling.costs.items()},
+            "only": sorted(compiling.only) if compiling.only is not None else None,
         }
         log.step(f"building in {container} (no network, user {build_user()})")
-        name = self._exec(container, "build", job, log, progress)
+        outcome = self._exec(container, "build", job, log, progress, compiling)
+        store = compiling.store
+        if store is not None:
+            store.mark_used(outcome.get("used") or {})
+        units, compiled, cached = outcome.get("units") or (0, 0, 0)
+        name = outcome["result"]
+        if name is None:
+            return Built(None, units, compiled, cached)
         archive = self.engine.copy_out(container, str(out / name))
         for member in archive.getmembers():
             if member.isreg() and PurePosixPath(member.name).name == name:
@@ -294,12 +319,14 @@ class DockerRunner:
                 if data is None:
                     break
                 wheel.write_bytes(data.read())
-                return wheel
+                return Built(wheel, units, compiled, cached)
         raise BuildError(f"the container reported {name}, but it is not in {out}")
 
     def _exec(self, container: str, command: str, job: dict[str, Any], log: Log,
-              progress: Callable[[str], None]) -> str:
-        """Run the factory's container side; its result, or BuildError with its error."""
+              progress: Callable[[str], None],
+              compiling: Compiling | None = None) -> dict[str, Any]:
+        """Run the factory's container side; what it reported at the end (its result), or
+        BuildError with its error. Costs it measured go to the cost book as they come."""
         outcome: dict[str, Any] = {}
         tail: list[str] = []
 
@@ -308,7 +335,13 @@ class DockerRunner:
                 message = json.loads(text[len(CONTROL):])
                 if "progress" in message:
                     progress(message["progress"])
-                outcome.update({k: v for k, v in message.items() if k != "progress"})
+                elif "cost" in message and compiling is not None:
+                    key, data = message["cost"]
+                    cost = UnitCost.from_json(data)
+                    if cost is not None:
+                        compiling.measured(str(key), cost)
+                else:
+                    outcome.update(message)
                 return
             tail.append(text)
             del tail[:-200]
@@ -319,7 +352,7 @@ class DockerRunner:
              "factory.build.runners.docker.inside",
              command], line, stdin=json.dumps(job).encode())
         if status == 0 and "result" in outcome:
-            return str(outcome["result"])
+            return outcome
         detail = outcome.get("error") or (f"the container's {command} step failed (exit "
                                           f"{status}): {first_error(chr(10).join(tail))}")
         if any(sign in text.lower() for text in tail for sign in NETWORK_FAILURES) \

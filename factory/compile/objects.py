@@ -1,0 +1,434 @@
+"""The object cache: each compile unit's object, kept under a key that covers everything that
+can change it, so that a cell stopped half way resumes where it stopped, a change to one file
+recompiles one unit, and the jobs that compile a cell's shards hand their objects to the job
+that links it.
+
+ccache and sccache hit on few nvcc calls of torch-extension builds; the factory writes its
+compile commands itself and its objects are reproducible, so it keys them itself:
+
+    identity  sha256 of the command line, with the op namespace written as
+              $TORCH_EXTENSION_NAME and without nvcc's --threads (it does not change the
+              output), and of the compilers' versions. The cell's build folder stays in it:
+              nvcc names a file's internal-linkage symbols after a hash of its physical path,
+              so an object made in another folder has other bytes (builds of a cell use one
+              fixed folder, so they share their objects)
+    inputs    every file the compiler read, from its dependency file (-MD): path (the build
+              folder as $WORK) and sha256 (files of a toolchain image, which this process
+              cannot read, are sealed: the identity names the image instead); and the op
+              namespace, for a unit whose files (or flags) name TORCH_EXTENSION_NAME
+    key       sha256 of the identity and the inputs
+
+The op namespace changes with every revision of the source (it is made from the commit). Only
+a unit that names the macro can see its value, so only such a unit (the binding) is compiled
+again for a new namespace alone; every other unit's object is kept.
+
+On disk, under the cache's root:
+
+    manifests/<id[:2]>/<identity>.json   the input sets seen for an identity, newest first
+    objects/<key[:2]>/<key>.o            an object
+    objects/<key[:2]>/<key>.json         its record: identity, source, size, sha256
+
+That is one part; builds in builder containers keep theirs in docker/<base>/ (written by the
+container's user). Beside them, costs/<kernel>.json holds what each unit cost to compile
+(plan/costs.py).
+
+A lookup reads the identity's manifest and takes the first input set whose files all still
+have those hashes. Every file is written under a temporary name and renamed, so that builds
+sharing the cache at once only ever see whole files. An object is checked against its record
+after it is copied into the build folder, so what is linked is what was checked; an entry that
+fails the check is removed and its unit compiled again. The cache is bounded: beyond its size
+limit the least recently used objects go first (a hit touches its record).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import defaults
+from ..cache import exclusive
+from ..files import copy_atomic, file_sha256, remove_abandoned_temporaries, write_atomic
+
+__all__ = ["DOCKER_PARTS", "ObjectCache", "ObjectStore", "evict", "merge_all",
+           "names_namespace", "read_depfile", "store_parts", "unit_identity"]
+
+FORMAT = 1
+WORK = "$WORK"
+DOCKER_PARTS = "docker"
+SEALED = "sealed"  # the digest of a file of an image, which the identity names
+NAMESPACE_MACRO = "TORCH_EXTENSION_NAME"
+NAMESPACE = "$" + NAMESPACE_MACRO
+_HEX = re.compile(r"[0-9a-f]{64}")
+_DEPFILE_TOKEN = re.compile(r"(?:\\.|[^\s\\])+")
+
+Note = Callable[[str], None]
+
+
+def unit_identity(argv: Sequence[str], compilers: str, namespace: str) -> str:
+    """What decides a unit's object besides the files it reads: its command line (the op
+    namespace written as $TORCH_EXTENSION_NAME) and the compilers' versions."""
+    text = json.dumps({"format": FORMAT, "compilers": compilers,
+                       "argv": [arg.replace(namespace, NAMESPACE) for arg in argv]})
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def names_namespace(argv: Sequence[str], namespace: str) -> bool:
+    """Whether a flag other than the factory's own definition names the namespace macro."""
+    own = f"-D{NAMESPACE_MACRO}={namespace}"
+    return any(NAMESPACE_MACRO in arg for arg in argv if arg != own)
+
+
+def read_depfile(path: Path, cwd: Path) -> list[Path]:
+    """The files a Makefile-style dependency file (`obj: a.cu b.h \\`) lists, absolute."""
+    text = path.read_text(errors="surrogateescape").replace("\\\n", " ")
+    files: list[Path] = []
+    seen_target = False
+    for token in _DEPFILE_TOKEN.findall(text):
+        name = re.sub(r"\\(.)", r"\1", token).replace("$$", "$")
+        if not seen_target:
+            if name.endswith(":"):
+                seen_target = True
+            continue
+        if name == ":":
+            continue
+        file = Path(name) if os.path.isabs(name) else cwd / name
+        if file not in files:
+            files.append(file)
+    return files
+
+
+class _Hashes:
+    """sha256 of files, and whether they name the namespace macro, remembered while their size,
+    times and inode stay the same: the units of a cell read the same thousand torch headers."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, int, int, int, int, int], tuple[str, bool]] = {}
+        self._lock = threading.Lock()
+
+    def of(self, path: Path) -> tuple[str, bool] | None:
+        try:
+            info = path.stat()
+        except OSError:
+            return None
+        key = (str(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns,
+               info.st_ctime_ns)
+        with self._lock:
+            known = self._known.get(key)
+        if known is not None:
+            return known
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        found = (hashlib.sha256(data).hexdigest(), NAMESPACE_MACRO.encode() in data)
+        with self._lock:
+            self._known[key] = found
+        return found
+
+
+class ObjectStore:
+    """One object cache folder. Safe to share between the threads of a build and between
+    builds running at once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._hashes = _Hashes()
+        self._used: dict[str, str] = {}  # object key -> identity, for export
+        self._lock = threading.Lock()
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def _manifest(self, identity: str) -> Path:
+        return self.root / "manifests" / identity[:2] / f"{identity}.json"
+
+    def _object(self, key: str) -> Path:
+        return self.root / "objects" / key[:2] / f"{key}.o"
+
+    def _record(self, key: str) -> Path:
+        return self.root / "objects" / key[:2] / f"{key}.json"
+
+    # -- lookup and store --------------------------------------------------------------------
+
+    def fetch(self, identity: str, work: Path, namespace: str, target: Path, note: Note,
+              sealed: bool = False) -> str | None:
+        """Copy the object of the first input set the files in `work` (and elsewhere) and the
+        op namespace still match to `target`, checked; its key, or None (compile it).
+        `sealed`: the files outside `work` are those of an image the identity names, and are
+        not read."""
+        for entry in _entries(_read_json(self._manifest(identity))):
+            if not self._matches(entry["inputs"], work, namespace, sealed):
+                continue
+            key = str(entry["object"])
+            if self._copy_checked(key, identity, target, note):
+                with self._lock:
+                    self._used[key] = identity
+                return key
+        return None
+
+    def _matches(self, inputs: list[list[str]], work: Path, namespace: str,
+                 sealed: bool) -> bool:
+        for path, digest in inputs:
+            if path == NAMESPACE:
+                if digest != namespace:
+                    return False
+            elif self._digest(path, work, sealed) != digest:
+                return False
+        return True
+
+    def _digest(self, path: str, work: Path, sealed: bool) -> str | None:
+        if sealed and not path.startswith(WORK):
+            return SEALED
+        found = self._hashes.of(_real(path, work))
+        return found[0] if found else None
+
+    def _copy_checked(self, key: str, identity: str, target: Path, note: Note) -> bool:
+        record = _read_json(self._record(key))
+        try:
+            shutil.copyfile(self._object(key), target)
+        except OSError:
+            return False  # evicted meanwhile, or never stored whole
+        problem = None
+        if not isinstance(record, dict) or record.get("identity") != identity:
+            problem = "its record is missing or names another command"
+        else:
+            actual = file_sha256(target)
+            if actual != record.get("sha256"):
+                problem = f"sha256 {actual[:12]} instead of {str(record.get('sha256'))[:12]}"
+        if problem is None:
+            os.utime(self._record(key))  # least recently used goes first
+            return True
+        target.unlink(missing_ok=True)
+        note(f"object cache: the entry {key[:12]} was damaged ({problem}); removed, the unit "
+             "is compiled again")
+        self._object(key).unlink(missing_ok=True)
+        self._record(key).unlink(missing_ok=True)
+        return False
+
+    def put(self, identity: str, source: str, work: Path, obj: Path, depfile: Path,
+            cwd: Path, namespace: str, names_namespace: bool, sealed: bool = False) -> str:
+        """Keep a freshly compiled object under its key; the key. `names_namespace`: the
+        command line names the namespace macro (its files are looked at here)."""
+        inputs = []
+        for path in read_depfile(depfile, cwd):
+            normal = _normal(path, work)
+            if sealed and not normal.startswith(WORK):
+                inputs.append([normal, SEALED])
+                continue
+            found = self._hashes.of(path)
+            if found is None:  # a file that went away: the object cannot be keyed by it
+                raise OSError(f"{path} was read by the compiler and is gone")
+            inputs.append([normal, found[0]])
+            names_namespace = names_namespace or found[1]
+        if names_namespace:
+            inputs.append([NAMESPACE, namespace])
+        inputs.sort()
+        key = hashlib.sha256(json.dumps([identity, inputs]).encode()).hexdigest()
+        target = self._object(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        copy_atomic(obj, target)
+        write_atomic(self._record(key), json.dumps({
+            "format": FORMAT, "identity": identity, "source": source,
+            "size": obj.stat().st_size, "sha256": file_sha256(obj)}, indent=1))
+        self._add_entries(identity, source, [{"object": key, "inputs": inputs}])
+        with self._lock:
+            self._used[key] = identity
+        return key
+
+    def _add_entries(self, identity: str, source: str, new: list[dict[str, Any]]) -> None:
+        """The identity's manifest with `new` entries first; entries whose object is gone, and
+        the oldest beyond the limit, dropped."""
+        path = self._manifest(identity)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with exclusive(self.root / "manifests"):
+            keys = {entry["object"] for entry in new}
+            entries = new + [entry for entry in _entries(_read_json(path))
+                             if entry["object"] not in keys]
+            kept = [entry for entry in entries if self._object(entry["object"]).is_file()]
+            kept = kept[:defaults.OBJECT_CACHE_MANIFEST_ENTRIES]
+            write_atomic(path, json.dumps({"format": FORMAT, "source": source, "entries": kept}))
+
+    # -- handing objects between machines ----------------------------------------------------
+
+    @property
+    def used(self) -> dict[str, str]:
+        """The objects this store found or made in this process: key -> identity."""
+        with self._lock:
+            return dict(self._used)
+
+    def mark_used(self, used: dict[str, str]) -> None:
+        """Objects another process (a builder container) found or made in this store."""
+        with self._lock:
+            self._used.update(used)
+
+    def export(self, used: dict[str, str], target: Path) -> int:
+        """Copy the given objects, with their records and manifest entries, into `target` (an
+        object cache of its own, e.g. a CI artifact). How many objects."""
+        by_identity: dict[str, set[str]] = {}
+        for key, identity in used.items():
+            by_identity.setdefault(identity, set()).add(key)
+        out = ObjectStore(target)
+        copied = 0
+        for identity, keys in sorted(by_identity.items()):
+            manifest = _read_json(self._manifest(identity))
+            entries = [entry for entry in _entries(manifest) if entry["object"] in keys]
+            for key in sorted(keys):
+                if _copy_entry(self, out, key):
+                    copied += 1
+            if entries:
+                source = manifest.get("source", "") if isinstance(manifest, dict) else ""
+                out._add_entries(identity, str(source), entries)
+        return copied
+
+    def merge(self, source: Path) -> tuple[int, int]:
+        """Take in the objects of another object cache folder (shard jobs' artifacts): each is
+        checked against its record, none replaces one already here. (taken, refused)."""
+        other = ObjectStore(source)
+        taken = refused = 0
+        for record in sorted((source / "objects").glob("*/*.json")):
+            key = record.stem
+            if not _HEX.fullmatch(key) or record.is_symlink():
+                refused += 1
+                continue
+            if self._record(key).is_file():
+                continue
+            data = _read_json(record)
+            obj = other._object(key)
+            if not isinstance(data, dict) or not obj.is_file() or obj.is_symlink() or \
+                    file_sha256(obj) != data.get("sha256"):
+                refused += 1
+                continue
+            _copy_entry(other, self, key)
+            taken += 1
+        for manifest in sorted((source / "manifests").glob("*/*.json")):
+            identity = manifest.stem
+            data = _read_json(manifest)
+            if not _HEX.fullmatch(identity) or manifest.is_symlink() or not isinstance(data, dict):
+                continue
+            self._add_entries(identity, str(data.get("source", "")), _entries(data))
+        return taken, refused
+
+
+class ObjectCache:
+    """An object cache root: its parts (one store each, made on first use), eviction, and the
+    hand-over of objects between machines."""
+
+    def __init__(self, root: Path, limit: int = defaults.OBJECT_CACHE_LIMIT) -> None:
+        self.root = root
+        self.limit = limit
+        self._parts: dict[str, ObjectStore] = {}
+        self._lock = threading.Lock()
+
+    def part(self, name: str = "") -> ObjectStore:
+        """The store of builds on this machine (""), or of a builder image's containers."""
+        with self._lock:
+            return self._parts.setdefault(name, ObjectStore(self.root / name if name
+                                                            else self.root))
+
+    def export(self, target: Path) -> int:
+        """Copy the objects this process found or made, part by part, into `target`."""
+        with self._lock:
+            parts = dict(self._parts)
+        return sum(store.export(store.used, target / name if name else target)
+                   for name, store in sorted(parts.items()))
+
+    def merge(self, source: Path) -> tuple[int, int]:
+        return merge_all(source, self.root)
+
+    def evict(self) -> tuple[int, int]:
+        return evict(self.root, self.limit)
+
+
+def store_parts(root: Path) -> list[Path]:
+    """The object caches under a root: the root's own (builds on this machine) and one per
+    builder image base (builds in containers, written by the container's user)."""
+    return [root, *sorted(path for path in (root / DOCKER_PARTS).glob("*") if path.is_dir())]
+
+
+def merge_all(source: Path, root: Path) -> tuple[int, int]:
+    """Take in every part of another object cache root (shard jobs' artifacts)."""
+    taken = refused = 0
+    for part in store_parts(source):
+        if part.is_symlink():
+            continue
+        got, bad = ObjectStore(root / part.relative_to(source)).merge(part)
+        taken, refused = taken + got, refused + bad
+    return taken, refused
+
+
+def evict(root: Path, limit: int) -> tuple[int, int]:
+    """Remove the least recently used objects of every part while the cache is over its limit
+    (down to 80% of it), and abandoned temporaries: (objects removed, bytes kept)."""
+    if not root.is_dir():
+        return 0, 0
+    with exclusive(root / "evict"):
+        remove_abandoned_temporaries(root)
+        entries = []
+        for part in store_parts(root):
+            for record in (part / "objects").glob("*/*.json"):
+                obj = record.with_suffix(".o")
+                try:
+                    entries.append((record.stat().st_mtime, obj.stat().st_size, record, obj))
+                except OSError:
+                    continue  # being written, or half removed: the next eviction sees it
+        total = sum(size for _, size, _, _ in entries)
+        removed = 0
+        if total > limit:
+            for _, size, record, obj in sorted(entries, key=lambda item: item[0]):
+                if total <= limit * 0.8:
+                    break
+                obj.unlink(missing_ok=True)
+                record.unlink(missing_ok=True)
+                total -= size
+                removed += 1
+        return removed, total
+
+
+def _copy_entry(source: ObjectStore, target: ObjectStore, key: str) -> bool:
+    obj, record = source._object(key), source._record(key)
+    if not obj.is_file() or not record.is_file():
+        return False
+    target._object(key).parent.mkdir(parents=True, exist_ok=True)
+    copy_atomic(obj, target._object(key))
+    copy_atomic(record, target._record(key))
+    return True
+
+
+def _normal(path: Path, work: Path) -> str:
+    text = str(path)
+    folder = str(work)
+    return WORK + text[len(folder):] if text == folder or text.startswith(folder + "/") else text
+
+
+def _real(path: str, work: Path) -> Path:
+    return Path(str(work) + path[len(WORK):]) if path.startswith(WORK) else Path(path)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _entries(manifest: Any) -> list[dict[str, Any]]:
+    """A manifest's well-formed entries (a damaged manifest has none)."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("entries"), list):
+        return []
+    good = []
+    for entry in manifest["entries"]:
+        if not isinstance(entry, dict) or not _HEX.fullmatch(str(entry.get("object"))):
+            continue
+        inputs = entry.get("inputs")
+        if isinstance(inputs, list) and all(isinstance(item, list) and len(item) == 2 and
+                                            all(isinstance(part, str) for part in item)
+                                            for item in inputs):
+            good.append({"object": entry["object"], "inputs": inputs})
+    return good
+

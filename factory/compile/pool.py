@@ -1,0 +1,249 @@
+"""How many compilers run at once, and with how many threads each.
+
+A build has a budget: cores (the CPUs this process may use, or --jobs) and memory (what was
+free when it started, within its cgroup's limit, or --memory). A compiler is started when its
+threads fit in the free cores and its estimated peak (plan/costs.py: measured by earlier builds,
+else a safe default per thread) fits in the free memory; the one compiler of an otherwise idle
+budget always starts. While many units wait, each compiler gets one thread; the last units of
+a build share the free cores as nvcc threads (one per arch). The cells built at once share one
+budget.
+
+Each compiler runs in a process group of its own, so that stopping it (Ctrl-C, SIGTERM, the time
+limit) stops everything it started; its peak memory is read from the kernel when it ends
+(wait4: the largest resident set of it and its children).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import defaults
+from ..errors import BuildError
+from ..process import Log, first_error
+
+__all__ = ["Budget", "CompilePool", "Finished", "Grant", "Stopped", "TimeLimitReached",
+           "machine_budget"]
+
+KILL_AFTER = 5.0  # seconds between SIGTERM and SIGKILL of a stopped compiler
+
+
+class Stopped(BuildError):
+    """The build was stopped (Ctrl-C, SIGTERM) while this compiler ran or waited."""
+
+
+class TimeLimitReached(BuildError):
+    """--time-limit: no compiler starts after it, and those still running are stopped."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    cores: int
+    memory: int  # bytes
+
+    def share(self, parts: int) -> Budget:
+        """One of `parts` equal shares (cells built at once in separate processes)."""
+        parts = max(1, parts)
+        return Budget(max(1, self.cores // parts), self.memory // parts)
+
+    def describe(self) -> str:
+        return f"{self.cores} core(s), {self.memory / 2**30:.1f} GiB"
+
+
+@dataclass(frozen=True)
+class Grant:
+    threads: int
+    memory: int
+
+
+@dataclass(frozen=True)
+class Finished:
+    seconds: float
+    peak: int | None  # bytes: the largest process's resident set (None: not measurable)
+
+
+def machine_budget(jobs: int | None = None, memory: int | None = None) -> Budget:
+    """This machine's budget, from the CPUs and free memory it gives this process (its cgroup's
+    limits included), unless the user set either."""
+    cores = jobs if jobs is not None else _cores()
+    free = memory if memory is not None else int(_free_memory() * defaults.MEMORY_HEADROOM)
+    return Budget(max(1, cores), max(1, free))
+
+
+def _cores() -> int:
+    count = len(os.sched_getaffinity(0))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            count = min(count, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, count)
+
+
+def _free_memory() -> int:
+    free = _meminfo("MemAvailable")
+    for limit_file, usage_file in (("memory.max", "memory.current"),
+                                   ("memory/memory.limit_in_bytes",
+                                    "memory/memory.usage_in_bytes")):
+        try:
+            limit = Path("/sys/fs/cgroup", limit_file).read_text().strip()
+            usage = int(Path("/sys/fs/cgroup", usage_file).read_text())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < free * 4:  # v1 writes "no limit" as a huge number
+            free = min(free, max(0, int(limit) - usage))
+    return free
+
+
+def _meminfo(field: str) -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name == field:
+                return int(value.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 4 * 2**30
+
+
+class CompilePool:
+    """The budget the compilers of a build share, and the compilers it runs."""
+
+    def __init__(self, budget: Budget, deadline: float | None = None) -> None:
+        self.budget = budget
+        self.deadline = deadline  # time.monotonic() after which nothing starts
+        self._condition = threading.Condition()
+        self._cores_used = 0
+        self._memory_used = 0
+        self._running = 0
+        self._waiting = 0
+        self._stopped = False
+        self._processes: set[subprocess.Popen[bytes]] = set()
+
+    @property
+    def expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def queue(self, count: int) -> None:
+        """`count` more units will ask to be admitted (or be withdrawn)."""
+        with self._condition:
+            self._waiting += count
+
+    def withdraw(self, count: int) -> None:
+        with self._condition:
+            self._waiting = max(0, self._waiting - count)
+            self._condition.notify_all()
+
+    def admit(self, useful_threads: int, memory: Callable[[int], int]) -> Grant:
+        """Wait until a compiler that can use `useful_threads` threads and takes `memory(t)`
+        bytes with t threads fits; its share."""
+        with self._condition:
+            while True:
+                self._check()
+                free_cores = self.budget.cores - self._cores_used
+                free_memory = self.budget.memory - self._memory_used
+                if free_cores >= 1:
+                    sharing = max(1, min(self._waiting, free_cores))
+                    threads = max(1, min(useful_threads, free_cores // sharing))
+                    while threads > 1 and memory(threads) > free_memory:
+                        threads -= 1
+                    need = memory(threads)
+                    if need <= free_memory or self._running == 0:
+                        self._cores_used += threads
+                        self._memory_used += need
+                        self._running += 1
+                        self._waiting = max(0, self._waiting - 1)
+                        return Grant(threads, need)
+                timeout = None if self.deadline is None else self.deadline - time.monotonic()
+                self._condition.wait(timeout=max(0.0, timeout) if timeout is not None else None)
+
+    def release(self, grant: Grant) -> None:
+        with self._condition:
+            self._cores_used -= grant.threads
+            self._memory_used -= grant.memory
+            self._running -= 1
+            self._condition.notify_all()
+
+    def _check(self) -> None:
+        if self._stopped:
+            raise Stopped("the build was stopped")
+        if self.expired:
+            raise TimeLimitReached("the time limit was reached")
+
+    def stop(self) -> None:
+        """Stop every compiler now, and admit none from now on."""
+        with self._condition:
+            self._stopped = True
+            processes = list(self._processes)
+            self._condition.notify_all()
+        for process in processes:
+            _signal_group(process, signal.SIGTERM)
+
+    def run(self, argv: Sequence[str], cwd: Path | None, log: Log, what: str,
+            measure: bool = True) -> Finished:
+        """Run one compiler to its end; its output goes to the log as one block. A failure
+        raises BuildError; the stop or the time limit end it early (Stopped, TimeLimitReached)."""
+        command = [str(arg) for arg in argv]
+        started = time.monotonic()
+        with self._condition:
+            self._check()
+            try:
+                process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, start_new_session=True)
+            except FileNotFoundError:
+                raise BuildError(f"{what}: command not found: {command[0]}") from None
+            self._processes.add(process)
+        chunks: list[bytes] = []
+        stream = process.stdout
+        assert stream is not None
+        reader = threading.Thread(target=lambda: chunks.append(stream.read()), daemon=True)
+        reader.start()
+        try:
+            status, peak = self._wait(process)
+        finally:
+            with self._condition:
+                self._processes.discard(process)
+        reader.join()
+        output = b"".join(chunks).decode(errors="replace")
+        log.write(f"$ {shlex.join(command)}\n{output}")
+        if self._stopped:
+            raise Stopped(f"{what}: stopped")
+        if status is None:
+            raise TimeLimitReached(f"{what}: stopped at the time limit")
+        if status != 0:
+            raise BuildError(f"{what} failed (exit {status}): {first_error(output)}")
+        return Finished(time.monotonic() - started, peak if measure else None)
+
+    def _wait(self, process: subprocess.Popen[bytes]) -> tuple[int | None, int | None]:
+        """(exit status, peak bytes); status None when the deadline stopped it."""
+        signalled_at: float | None = None
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                process.returncode = os.waitstatus_to_exitcode(status)
+                if signalled_at is not None and not self._stopped:
+                    return None, None
+                return process.returncode, usage.ru_maxrss * 1024
+            now = time.monotonic()
+            if signalled_at is None and (self._stopped or self.expired):
+                _signal_group(process, signal.SIGTERM)
+                signalled_at = now
+            elif signalled_at is not None and now - signalled_at > KILL_AFTER:
+                _signal_group(process, signal.SIGKILL)
+            time.sleep(0.05)
+
+
+def _signal_group(process: subprocess.Popen[bytes], number: int) -> None:
+    try:
+        os.killpg(process.pid, number)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,154 @@
+"""What compiling a unit costs: its seconds and its compiler's peak memory as earlier builds
+measured them, else an estimate from the source's size and the number of archs it is built for.
+
+Builds record what they measure in a cost book (<object cache>/costs/<kernel>.json, one entry
+per cell and source). The plan splits a long cell across jobs with these costs, and a build
+starts its longest units first and runs as many compilers as their peaks fit in the memory.
+
+The units of a cell are cut into shards from the estimate alone, never from the book: the plan
+machine and every shard machine must cut the same shards, whatever their books hold.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import defaults
+from ..cache import exclusive
+from ..files import write_atomic
+from .cells import Cell, Unit
+
+__all__ = ["CostBook", "UnitCost", "cell_seconds", "cost_key", "estimated_seconds", "shard_count",
+           "shard_of", "unit_memory"]
+
+
+@dataclass(frozen=True)
+class UnitCost:
+    """One measured compile: wall seconds times the threads it ran with (the work it is on one
+    core), and the peak memory of its largest process (None where it was not measured)."""
+
+    seconds: float
+    peak: int | None
+    archs: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seconds": round(self.seconds, 2), "peak": self.peak, "archs": self.archs}
+
+    @staticmethod
+    def from_json(data: Any) -> UnitCost | None:
+        try:
+            peak = data.get("peak")
+            return UnitCost(float(data["seconds"]), int(peak) if peak is not None else None,
+                            max(1, int(data["archs"])))
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return None
+
+
+class CostBook:
+    """The costs builds measured, one JSON file per kernel, written atomically under a lock (builds
+    sharing the cache add to the same book)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def _path(self, kernel: str) -> Path:
+        return self.folder / f"{kernel}.json"
+
+    def read(self, kernel: str) -> dict[str, UnitCost]:
+        try:
+            data = json.loads(self._path(kernel).read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        costs = {key: UnitCost.from_json(value) for key, value in data.items()}
+        return {key: cost for key, cost in costs.items() if cost is not None}
+
+    def record(self, kernel: str, measured: Mapping[str, UnitCost]) -> None:
+        if not measured:
+            return
+        path = self._path(kernel)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with exclusive(path):
+            book = self.read(kernel) | dict(measured)
+            write_atomic(path, json.dumps({key: cost.to_json() for key, cost in
+                                           sorted(book.items())}, indent=1))
+
+
+def cost_key(cell: Cell, unit: Unit) -> str:
+    return f"{cell.key}/{unit.source}"
+
+
+def _kind(unit: Unit) -> str:
+    return "cuda" if unit.is_cuda else "cxx"
+
+
+def _archs(unit: Unit) -> int:
+    return len(unit.archs) if unit.is_cuda else 1
+
+
+def _size_estimate(cell: Cell, unit: Unit) -> float:
+    """Seconds from the source's size and arch count (no build measured it yet)."""
+    try:
+        kib = (cell.source.root / unit.source).stat().st_size / 1024
+    except OSError:
+        kib = 0.0
+    rates = defaults.UNIT_SECONDS
+    return rates["base"] + rates["per_kib"] * kib + rates["per_arch"] * _archs(unit)
+
+
+def _measured(cell: Cell, unit: Unit, book: Mapping[str, UnitCost]) -> UnitCost | None:
+    """This cell's measurement of the unit, else another cell's of the same source."""
+    exact = book.get(cost_key(cell, unit))
+    if exact is not None:
+        return exact
+    suffix = f"/{unit.source}"
+    others = [cost for key, cost in sorted(book.items()) if key.endswith(suffix)]
+    return others[-1] if others else None
+
+
+def estimated_seconds(cell: Cell, unit: Unit, book: Mapping[str, UnitCost] | None = None) -> float:
+    """The unit's work in core-seconds: measured (scaled to this cell's arch count) or estimated."""
+    measured = _measured(cell, unit, book) if book else None
+    if measured is None:
+        return _size_estimate(cell, unit)
+    return measured.seconds * _archs(unit) / measured.archs
+
+
+def cell_seconds(cell: Cell, book: Mapping[str, UnitCost] | None = None) -> float:
+    return sum(estimated_seconds(cell, unit, book) for unit in cell.units if unit.compiled)
+
+
+def unit_memory(cell: Cell, unit: Unit, threads: int,
+                book: Mapping[str, UnitCost] | None = None) -> int:
+    """What a compiler of the unit running `threads` threads may take: the measured peak of its
+    largest process (else the default per thread) once per thread, a bound from above."""
+    measured = _measured(cell, unit, book) if book else None
+    per_thread = measured.peak if measured and measured.peak else defaults.UNIT_MEMORY[_kind(unit)]
+    return per_thread * max(1, threads)
+
+
+def shard_of(cell: Cell, count: int) -> list[set[str]]:
+    """The cell's units cut into `count` shards of about equal estimated work (longest first,
+    each into the lightest shard so far): the sources of each shard. A pure function of the
+    source, so every machine cuts the same shards."""
+    shards: list[set[str]] = [set() for _ in range(count)]
+    loads = [0.0] * count
+    units = sorted((unit for unit in cell.units if unit.compiled),
+                   key=lambda unit: (-_size_estimate(cell, unit), unit.source))
+    for unit in units:
+        lightest = min(range(count), key=lambda index: (loads[index], index))
+        shards[lightest].add(unit.source)
+        loads[lightest] += _size_estimate(cell, unit)
+    return shards
+
+
+def shard_count(seconds: float, limit: float, cores: int, units: int) -> int:
+    """Shards needed for a cell of `seconds` core-seconds to compile within `limit` seconds on
+    machines of `cores` cores (never more shards than units)."""
+    return max(1, min(units, math.ceil(seconds / max(1, cores) / limit)))

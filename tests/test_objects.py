@@ -1,0 +1,347 @@
+"""The object cache, the compile budget and unit costs, without a compiler: objects are keyed by
+the files they were made from, checked before use, bounded, handed between machines; compilers
+are admitted as cores and memory allow, measured, and stopped; shards are cut the same way on
+every machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from factory.compile.objects import (
+    ObjectCache,
+    ObjectStore,
+    evict,
+    read_depfile,
+    unit_identity,
+)
+from factory.compile.pool import Budget, CompilePool, Stopped, TimeLimitReached, machine_budget
+from factory.errors import BuildError
+from factory.plan.costs import (
+    CostBook,
+    UnitCost,
+    cell_seconds,
+    cost_key,
+    shard_count,
+    shard_of,
+    unit_memory,
+)
+from factory.process import Log
+
+from .conftest import FIXTURES, write
+from .test_matrix import plan_for
+
+GiB = 2**30
+NS = "_demo_abc1234"  # the op namespace of the cells these objects are for
+
+
+def compiled(work: Path, source: str, body: bytes, headers: dict[str, str]) -> tuple[Path, Path]:
+    """What a compiler leaves: an object and a dependency file naming the source and headers
+    (some in the build folder, one outside it)."""
+    work.mkdir(parents=True, exist_ok=True)
+    write(work / "src" / source, "int main;\n")
+    for name, text in headers.items():
+        write(Path(name) if name.startswith("/") else work / "src" / name, text)
+    obj = work / "obj" / (source + ".o")
+    obj.parent.mkdir(parents=True, exist_ok=True)
+    obj.write_bytes(body)
+    names = [str(work / "src" / source), *[n if n.startswith("/") else str(work / "src" / n)
+                                           for n in headers]]
+    depfile = obj.with_suffix(".d")
+    depfile.write_text(f"{obj}: " + " \\\n  ".join(names) + "\n")
+    return obj, depfile
+
+
+@pytest.fixture
+def store_setup(tmp_path):
+    outside = tmp_path / "toolkit" / "cuda_runtime.h"
+    work = tmp_path / "build" / "cell.1"
+    obj, depfile = compiled(work, "a.cu", b"\x7fELF object one", {"a.h": "#define A 1\n",
+                                                                  str(outside): "// toolkit\n"})
+    store = ObjectStore(tmp_path / "objects")
+    identity = unit_identity(["nvcc", "-c", f"{work}/src/a.cu", "-o", str(obj)], "nvcc 13",
+                             NS)
+    key = store.put(identity, "a.cu", work, obj, depfile, work / "src", NS, False)
+    return store, identity, key, work, outside
+
+
+def test_the_namespace_does_not_change_the_identity_but_the_command_does(tmp_path):
+    def identity(folder: str, *flags: str, compilers: str = "13", namespace: str = NS) -> str:
+        return unit_identity(["nvcc", "-c", f"{folder}/src/a.cu", f"-I{folder}/src",
+                              f"-DTORCH_EXTENSION_NAME={namespace}", *flags], compilers,
+                             namespace)
+
+    one = identity("/b/cell")
+    assert identity("/b/cell", namespace="_demo_fffffff") == one  # an input of its users only
+    assert identity("/b/cell", "-O2") != one
+    assert identity("/b/cell", compilers="13.1") != one
+    # nvcc names internal-linkage symbols after the source's physical path: another build
+    # folder makes other bytes, so it is another identity
+    assert identity("/elsewhere/cell") != one
+
+
+def test_a_depfile_is_read_as_make_reads_it(tmp_path):
+    depfile = write(tmp_path / "a.d", "/w/obj/a.o : /w/src/a.cu \\\n  /w/src/my\\ header.h "
+                                      "rel.h \\\n /usr/include/stdio.h\n")
+    assert read_depfile(depfile, Path("/w/src")) == [
+        Path("/w/src/a.cu"), Path("/w/src/my header.h"), Path("/w/src/rel.h"),
+        Path("/usr/include/stdio.h")]
+
+
+def test_a_unit_is_found_again_by_the_next_build_of_its_cell(store_setup):
+    store, identity, key, work, _ = store_setup
+    shutil.rmtree(work / "obj")  # the next build starts from a fresh copy of the source
+    shutil.rmtree(work / "src")
+    compiled(work, "a.cu", b"", {"a.h": "#define A 1\n"})
+    target = work / "obj" / "a.cu.o"
+    assert store.fetch(identity, work, NS, target, print) == key
+    assert target.read_bytes() == b"\x7fELF object one"
+    assert store.used == {key: identity}
+
+
+@pytest.mark.parametrize("changed", ["header", "outside", "source", "gone"])
+def test_any_file_the_compiler_read_changing_is_a_miss(store_setup, changed):
+    store, identity, _, work, outside = store_setup
+    if changed == "header":
+        (work / "src" / "a.h").write_text("#define A 2\n")
+    elif changed == "outside":
+        outside.write_text("// another toolkit\n")
+    elif changed == "source":
+        (work / "src" / "a.cu").write_text("int main2;\n")
+    else:
+        (work / "src" / "a.h").unlink()
+    assert store.fetch(identity, work, NS, work / "obj" / "again.o", print) is None
+
+
+def test_a_touched_file_with_the_same_bytes_is_still_a_hit(store_setup):
+    store, identity, key, work, _ = store_setup
+    os.utime(work / "src" / "a.h", (1, 1))
+    assert store.fetch(identity, work, NS, work / "obj" / "again.o", print) == key
+
+
+def test_two_versions_of_a_header_are_both_kept(store_setup):
+    store, identity, first, work, _ = store_setup
+    (work / "src" / "a.h").write_text("#define A 2\n")
+    (work / "obj" / "a.cu.o").write_bytes(b"\x7fELF object two")
+    second = store.put(identity, "a.cu", work, work / "obj" / "a.cu.o",
+                       work / "obj" / "a.cu.d", work / "src", NS, False)
+    assert second != first
+    assert store.fetch(identity, work, NS, work / "obj" / "x.o", print) == second
+    (work / "src" / "a.h").write_text("#define A 1\n")
+    assert store.fetch(identity, work, NS, work / "obj" / "x.o", print) == first
+
+
+@pytest.mark.parametrize("damage", ["bytes", "swapped", "record"])
+def test_a_damaged_or_wrong_entry_is_never_used_and_is_removed(store_setup, tmp_path, damage):
+    store, identity, key, work, _ = store_setup
+    obj = store.root / "objects" / key[:2] / f"{key}.o"
+    record = obj.with_suffix(".json")
+    if damage == "bytes":
+        obj.write_bytes(b"\x7fELF object onf")
+    elif damage == "swapped":  # a whole, valid entry of another unit under this key
+        other_work = tmp_path / "other"
+        other_obj, other_dep = compiled(other_work, "b.cu", b"\x7fELF b", {})
+        other_identity = unit_identity(["nvcc", "b.cu"], "nvcc 13", NS)
+        other = store.put(other_identity, "b.cu", other_work, other_obj, other_dep,
+                          other_work / "src", NS, False)
+        other_obj_path = store.root / "objects" / other[:2] / f"{other}.o"
+        obj.write_bytes(other_obj_path.read_bytes())
+        record.write_bytes(other_obj_path.with_suffix(".json").read_bytes())
+    else:
+        record.write_text("{not json")
+    notes: list[str] = []
+    target = work / "obj" / "fetched.o"
+    assert store.fetch(identity, work, NS, target, notes.append) is None
+    assert not target.exists() and not obj.exists() and not record.exists()
+    assert len(notes) == 1 and "was damaged" in notes[0] and key[:12] in notes[0]
+
+
+def test_objects_travel_to_another_cache_and_bad_ones_are_refused(store_setup, tmp_path):
+    store, identity, key, work, _ = store_setup
+    cache = ObjectCache(store.root)
+    cache.part().mark_used(store.used)
+    artifact = tmp_path / "artifact"
+    assert cache.export(artifact) == 1
+    receiving = ObjectCache(tmp_path / "linker")
+    assert receiving.merge(artifact) == (1, 0)
+    assert receiving.part().fetch(identity, work, NS, work / "obj" / "got.o", print) == key
+    # a tampered artifact: the object no longer matches its record
+    (artifact / "objects" / key[:2] / f"{key}.o").write_bytes(b"evil")
+    assert ObjectCache(tmp_path / "third").merge(artifact) == (0, 1)
+
+
+def test_the_cache_keeps_to_its_size_dropping_the_least_recently_used(tmp_path):
+    store = ObjectStore(tmp_path / "objects")
+    keys = []
+    for number in range(5):
+        work = tmp_path / f"w{number}"
+        obj, dep = compiled(work, "a.cu", bytes([number]) * 1000, {})
+        identity = unit_identity(["cc", str(number)], "x", NS)
+        keys.append(store.put(identity, "a.cu", work, obj, dep, work / "src", NS, False))
+        record = store.root / "objects" / keys[-1][:2] / f"{keys[-1]}.json"
+        os.utime(record, (1000 + number, 1000 + number))
+    os.utime(store.root / "objects" / keys[0][:2] / f"{keys[0]}.json", (2000, 2000))  # used
+    removed, kept = evict(store.root, 3500)
+    left = {path.stem for path in (store.root / "objects").glob("*/*.o")}
+    assert removed == 3 and kept == 2000
+    assert left == {keys[0], keys[4]}  # the most recently used two
+
+
+def test_threads_sharing_a_store_all_succeed(tmp_path):
+    """Eight builds of the same unit at once: each keeps and finds the same entry."""
+    store = ObjectStore(tmp_path / "objects")
+    work = tmp_path / "cell"
+    obj, dep = compiled(work, "a.cu", b"same object", {"a.h": "same\n"})
+    identity = unit_identity(["nvcc", f"{work}/src/a.cu"], "x", NS)
+    errors = []
+
+    def one(number: int) -> None:
+        try:
+            store.put(identity, "a.cu", work, obj, dep, work / "src", NS, False)
+            target = work / "obj" / f"b{number}.o"
+            assert store.fetch(identity, work, NS, target, print)
+            assert target.read_bytes() == b"same object"
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(list((store.root / "objects").glob("*/*.o"))) == 1
+    assert not list(store.root.rglob("*.tmp"))
+
+
+# -- the budget ----------------------------------------------------------------------------------
+
+def test_a_compiler_waits_until_its_memory_is_free():
+    pool = CompilePool(Budget(2, 7 * GiB))
+    pool.queue(2)
+    first = pool.admit(1, lambda threads: 4 * GiB * threads)
+    admitted = threading.Event()
+
+    def second() -> None:
+        pool.release(pool.admit(1, lambda threads: 4 * GiB * threads))
+        admitted.set()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    assert not admitted.wait(0.3)  # two 4 GiB compilers do not fit in 7 GiB
+    pool.release(first)
+    assert admitted.wait(5)
+    thread.join()
+
+
+def test_the_last_units_share_the_free_cores_as_threads():
+    pool = CompilePool(Budget(16, 200 * GiB))
+    pool.queue(3)
+    grants = [pool.admit(9, lambda threads: GiB * threads) for _ in range(3)]
+    assert [grant.threads for grant in grants] == [5, 5, 6]  # every core busy
+    many = CompilePool(Budget(16, 200 * GiB))
+    many.queue(58)
+    assert many.admit(9, lambda threads: GiB * threads).threads == 1
+
+
+def test_threads_shrink_to_fit_the_memory_and_one_compiler_always_runs():
+    pool = CompilePool(Budget(8, 10 * GiB))
+    pool.queue(1)
+    assert pool.admit(8, lambda threads: 4 * GiB * threads).threads == 2
+    alone = CompilePool(Budget(2, 1 * GiB))
+    alone.queue(1)
+    assert alone.admit(1, lambda threads: 4 * GiB).threads == 1  # over budget, but alone
+
+
+def test_nothing_starts_after_the_time_limit():
+    pool = CompilePool(Budget(2, GiB), deadline=time.monotonic() - 1)
+    with pytest.raises(TimeLimitReached):
+        pool.admit(1, lambda threads: 1)
+
+
+def test_the_budget_follows_the_machine_unless_told():
+    budget = machine_budget()
+    assert 1 <= budget.cores <= os.cpu_count() and budget.memory > 0
+    assert machine_budget(jobs=3, memory=5 * GiB) == Budget(3, 5 * GiB)
+    assert Budget(16, 64 * GiB).share(4) == Budget(4, 16 * GiB)
+
+
+def _log(tmp_path: Path) -> tuple[Log, Path]:
+    path = tmp_path / "log"
+    return Log(open(path, "w")), path
+
+
+def test_a_compiler_is_measured(tmp_path):
+    log, _ = _log(tmp_path)
+    pool = CompilePool(Budget(1, GiB))
+    done = pool.run([sys.executable, "-c", "x = bytearray(300 * 2**20)"], tmp_path, log,
+                    "allocating")
+    assert done.peak is not None and done.peak > 300 * 2**20
+    with pytest.raises(BuildError, match=r"failing failed \(exit 3\): boom"):
+        pool.run([sys.executable, "-c", "print('boom'); raise SystemExit(3)"], tmp_path, log,
+                 "failing")
+
+
+@pytest.mark.parametrize("how", ["stop", "time limit"])
+def test_a_stopped_compiler_and_its_children_end_at_once(tmp_path, how):
+    log, _ = _log(tmp_path)
+    pool = CompilePool(Budget(1, GiB), deadline=time.monotonic() + 1 if how != "stop" else None)
+    marker = tmp_path / "child.pid"
+    script = (f"import subprocess, time; p = subprocess.Popen(['sleep', '60']); "
+              f"open({str(marker)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    if how == "stop":
+        threading.Timer(1.0, pool.stop).start()
+    started = time.monotonic()
+    with pytest.raises(Stopped if how == "stop" else TimeLimitReached):
+        pool.run([sys.executable, "-c", script], tmp_path, log, "sleeping")
+    assert time.monotonic() - started < 10
+    child = int(marker.read_text())
+    time.sleep(0.2)
+    assert not Path(f"/proc/{child}").exists() or \
+        Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"  # the grandchild too
+
+
+# -- costs and shards ----------------------------------------------------------------------------
+
+MANY_UNITS = f"""
+    kernels:
+      - path: {FIXTURES / "many-units"}
+        version: 1.0.0
+    torch: ["2.11"]
+    cuda:
+      "13.0":
+        sms: ["9.0"]
+    """
+
+
+def test_shards_cover_every_unit_once_the_same_way_every_time(tmp_path):
+    (cell,) = plan_for(tmp_path, MANY_UNITS).cells
+    shards = shard_of(cell, 3)
+    compiled_units = {unit.source for unit in cell.units if unit.compiled}
+    assert len(compiled_units) == 9 and "csrc/parts.h" not in compiled_units
+    assert set().union(*shards) == compiled_units
+    assert sum(len(shard) for shard in shards) == 9 and all(len(s) == 3 for s in shards)
+    assert shard_of(cell, 3) == shards
+    assert shard_count(cell_seconds(cell), 60, 4, 9) == 3
+    assert shard_count(cell_seconds(cell), 10**6, 4, 9) == 1
+    assert shard_count(10**9, 1, 1, 9) == 9  # never more shards than units
+
+
+def test_costs_measured_earlier_decide_the_estimates(tmp_path):
+    (cell,) = plan_for(tmp_path, MANY_UNITS).cells
+    unit = next(u for u in cell.units if u.source == "csrc/part3.cu")
+    assert unit_memory(cell, unit, 2) == 8 * GiB  # the default: 4 GiB per nvcc thread
+    book = CostBook(tmp_path / "costs")
+    book.record("many-units", {cost_key(cell, unit): UnitCost(12.0, GiB // 2, 1)})
+    costs = book.read("many-units")
+    assert unit_memory(cell, unit, 2, costs) == GiB
+    assert cell_seconds(cell, costs) < cell_seconds(cell) and \
+        json.loads((tmp_path / "costs" / "many-units.json").read_text())[cost_key(cell, unit)][
+            "seconds"] == 12.0

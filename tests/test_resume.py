@@ -1,0 +1,244 @@
+"""Builds that always finish, with real compilers, on a kernel of nine small units
+(tests/fixtures/many-units): a build killed half way resumes with only the missing units, a
+changed file recompiles its unit alone, a damaged cache entry is compiled again, builds sharing
+the object cache at once both succeed, the time limit stops compiling cleanly, and three shard
+jobs plus a link give the wheel one build gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from factory.files import file_sha256
+
+from .conftest import FIXTURES, cache_env, run_factory, write
+
+pytestmark = pytest.mark.slow
+
+BINDING = "torch-ext/torch_binding.cpp"
+UNITS = {BINDING, *(f"csrc/part{n}.cu" for n in range(8))}
+CELL = "many-units/cu130torch211/x86_64"
+
+
+def project(folder: Path) -> Path:
+    """A copy of the fixture and a matrix that builds it for one cell."""
+    shutil.copytree(FIXTURES / "many-units", folder / "many-units")
+    return write(folder / "matrix.yaml", """
+        kernels:
+          - path: many-units
+            version: 1.0.0
+        torch: ["2.11"]
+        cuda:
+          "13.0":
+            sms: ["9.0"]
+        runner: local
+        """)
+
+
+def build_args(folder: Path, out: str, objects: Path, *more: str) -> list[str | Path]:
+    return ["build", folder / "matrix.yaml", "--out", folder / out, "--object-cache", objects,
+            *more]
+
+
+def log_of(folder: Path, out: str) -> str:
+    (log,) = (folder / out / "logs").glob("*.log")
+    return log.read_text()
+
+
+def units(log: str, how: str) -> set[str]:
+    """The units a build log says were compiled ("compiled") or taken from the cache."""
+    pattern = r"^   (\S+): compiled in .*kept in the object cache$" if how == "compiled" \
+        else r"^   (\S+): from the object cache$"
+    return set(re.findall(pattern, log, re.M))
+
+
+def wheel_sha(folder: Path, out: str) -> str:
+    (wheel,) = (folder / out / "files").glob("*.whl")
+    return file_sha256(wheel)
+
+
+def shared_object(folder: Path, out: str) -> str:
+    """The name of the wheel's shared object: <op namespace>.abi3.so."""
+    (wheel,) = (folder / out / "files").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".abi3.so")]
+    return name
+
+
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory, factory_cache):
+    """One build of the fixture from an empty object cache: its folder, wheel and objects."""
+    folder = tmp_path_factory.mktemp("cold")
+    project(folder)
+    result = run_factory(*build_args(folder, "out", folder / "objects"),
+                         env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    log = log_of(folder, "out")
+    assert units(log, "compiled") == UNITS and "compiling 9 of 9 unit(s), 0 from" in log
+    assert "units: 9 compiled, 0 from the object cache" in result.stdout
+    return folder, wheel_sha(folder, "out")
+
+
+def warm_copy(cold_folder: Path, folder: Path) -> Path:
+    """A project whose object cache holds the cold build's objects."""
+    project(folder)
+    shutil.copytree(cold_folder / "objects", folder / "objects")
+    return folder / "objects"
+
+
+def test_a_build_killed_half_way_resumes_with_only_the_missing_units(tmp_path, cold,
+                                                                       factory_cache):
+    _, expected = cold
+    project(tmp_path)
+    objects = tmp_path / "objects"
+    argv = [sys.executable, "-m", "factory",
+            *map(str, build_args(tmp_path, "first", objects, "--jobs", "1"))]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**cache_env(factory_cache), "PATH": "/usr/bin:/bin"})
+    logs = tmp_path / "first" / "logs"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        found = list(logs.glob("*.log")) if logs.is_dir() else []
+        if found and len(units(found[0].read_text(), "compiled")) >= 4:
+            process.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the build ended before it could be killed"
+    done = units(log_of(tmp_path, "first"), "compiled")
+    assert 4 <= len(done) < 9
+
+    again = run_factory(*build_args(tmp_path, "second", objects),
+                        env=cache_env(factory_cache))
+    assert again.exit == 0, again.stdout + again.stderr
+    log = log_of(tmp_path, "second")
+    assert units(log, "cached") == done
+    assert units(log, "compiled") == UNITS - done
+    assert f"compiling {9 - len(done)} of 9 unit(s), {len(done)} from the object cache" in log
+    assert wheel_sha(tmp_path, "second") == expected
+
+
+def test_changing_one_file_recompiles_that_unit_alone(tmp_path, cold, factory_cache):
+    cold_folder, expected = cold
+    objects = warm_copy(cold_folder, tmp_path)
+    unchanged = run_factory(*build_args(tmp_path, "out", objects), env=cache_env(factory_cache))
+    assert unchanged.exit == 0 and wheel_sha(tmp_path, "out") == expected
+    assert units(log_of(tmp_path, "out"), "cached") == UNITS
+    assert "units: 0 compiled, 9 from the object cache" in unchanged.stdout
+
+    part = tmp_path / "many-units" / "csrc" / "part3.cu"
+    os.utime(part, (time.time(), time.time()))  # touched, the same bytes: nothing to compile
+    touched = run_factory(*build_args(tmp_path, "touched", objects),
+                          env=cache_env(factory_cache))
+    assert touched.exit == 0 and units(log_of(tmp_path, "touched"), "cached") == UNITS
+
+    part.write_text(part.read_text() + "// a change\n")
+    changed = run_factory(*build_args(tmp_path, "changed", objects),
+                          env=cache_env(factory_cache))
+    assert changed.exit == 0, changed.stdout + changed.stderr
+    log = log_of(tmp_path, "changed")
+    # the changed unit, and the binding: the op namespace it registers (and the object
+    # carries) is made from the source's revision, which the change made new
+    assert units(log, "compiled") == {"csrc/part3.cu", BINDING}
+    assert units(log, "cached") == UNITS - {"csrc/part3.cu", BINDING}
+    assert shared_object(tmp_path, "changed") != shared_object(tmp_path, "out")
+
+
+def test_a_damaged_object_is_compiled_again_never_linked(tmp_path, cold, factory_cache):
+    cold_folder, expected = cold
+    objects = warm_copy(cold_folder, tmp_path)
+    records = {json.loads(path.read_text())["source"]: path
+               for path in (objects / "objects").glob("*/*.json")}
+    damaged = records["csrc/part5.cu"].with_suffix(".o")
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    result = run_factory(*build_args(tmp_path, "out", objects), env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    log = log_of(tmp_path, "out")
+    assert "object cache: the entry" in log and "was damaged (sha256" in log
+    assert units(log, "compiled") == {"csrc/part5.cu"}
+    assert wheel_sha(tmp_path, "out") == expected
+
+
+def test_builds_sharing_the_object_cache_at_once_all_succeed(tmp_path, cold, factory_cache):
+    """Three builds at once into one object cache: two of the cell in its usual build folder
+    (one waits for the other's folder, then finds every object) and one in another folder
+    (nvcc's objects depend on the folder: its entries are its own)."""
+    _, expected = cold
+    project(tmp_path)
+    objects = tmp_path / "objects"
+    roots = {"out1": [], "out2": [], "out3": ["--build-root", str(tmp_path / "elsewhere")]}
+    runs = {out: subprocess.Popen([sys.executable, "-m", "factory",
+                                   *map(str, build_args(tmp_path, out, objects, *more))],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env={**cache_env(factory_cache), "PATH": "/usr/bin:/bin"})
+            for out, more in roots.items()}
+    outputs = {out: run.communicate(timeout=600)[0] for out, run in runs.items()}
+    assert {out: run.returncode for out, run in runs.items()} == dict.fromkeys(roots, 0), outputs
+    compiled = {out: units(log_of(tmp_path, out), "compiled") for out in roots}
+    assert len(compiled["out1"]) + len(compiled["out2"]) == 9
+    assert compiled["out3"] == UNITS
+    assert wheel_sha(tmp_path, "out1") == wheel_sha(tmp_path, "out2") == expected
+
+
+def test_the_time_limit_stops_compiling_and_the_next_build_continues(tmp_path, cold,
+                                                                      factory_cache):
+    _, expected = cold
+    project(tmp_path)
+    objects = tmp_path / "objects"
+    started = time.monotonic()
+    limited = run_factory(*build_args(tmp_path, "out", objects, "--jobs", "1",
+                                      "--time-limit", "4"), env=cache_env(factory_cache))
+    assert limited.exit == 1 and time.monotonic() - started < 60
+    assert "stopped at the time limit with" in limited.stdout, limited.stdout
+    kept = units(log_of(tmp_path, "out"), "compiled")
+    assert len(kept) < 9
+    resumed = run_factory(*build_args(tmp_path, "out", objects), env=cache_env(factory_cache))
+    assert resumed.exit == 0, resumed.stdout + resumed.stderr
+    assert units(log_of(tmp_path, "out"), "compiled") == UNITS - kept
+    assert wheel_sha(tmp_path, "out") == expected
+
+
+def test_three_shard_jobs_and_a_link_give_the_unsplit_wheel(tmp_path, cold, factory_cache):
+    _, expected = cold
+    project(tmp_path)
+    plan = run_factory("plan", tmp_path / "matrix.yaml", "--split-after", "60", "--cores", "4",
+                       "--object-cache", tmp_path / "no-costs-yet")
+    assert plan.exit == 0, plan.stderr
+    (shards,) = [json.loads(plan.stdout)["shards"]]
+    assert [shard["shard"] for shard in shards] == ["1/3", "2/3", "3/3"]
+    assert {shard["cell"] for shard in shards} == {CELL}
+    seen: set[str] = set()
+    for shard in shards:  # each on a "machine" of its own: its own object cache
+        number = shard["shard"][0]
+        result = run_factory(*build_args(tmp_path, f"shard{number}",
+                                         tmp_path / f"machine{number}",
+                                         "--job", shard["job"], "--only", shard["cell"],
+                                         "--unit-shard", shard["shard"], "--export-objects",
+                                         tmp_path / shard["artifact"]),
+                             env=cache_env(factory_cache))
+        assert result.exit == 0, result.stdout + result.stderr
+        compiled = units(log_of(tmp_path, f"shard{number}"), "compiled")
+        assert len(compiled) == 3 and not compiled & seen
+        seen |= compiled
+        assert not list((tmp_path / f"shard{number}" / "files").glob("*.whl"))  # no link
+    assert seen == UNITS
+    imports = [str(arg) for shard in shards
+               for arg in ("--import-objects", tmp_path / shard["artifact"])]
+    link = run_factory(*build_args(tmp_path, "link", tmp_path / "linker", *imports),
+                       env=cache_env(factory_cache))
+    assert link.exit == 0, link.stdout + link.stderr
+    assert "objects: took in 3 from" in link.stdout
+    assert "compiling 0 of 9 unit(s), 9 from the object cache" in log_of(tmp_path, "link")
+    assert wheel_sha(tmp_path, "link") == expected
