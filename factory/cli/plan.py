@@ -1,4 +1,5 @@
-"""`factory plan MATRIX`: the matrix's cells as jobs for a CI fan-out."""
+"""`factory plan MATRIX`: the matrix's cells as jobs for a CI fan-out, and (--split-after) the
+unit shards of cells too long for one job."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from typing import Any
 from rich.console import Console
 
 from .. import defaults
-from .common import cache_dir, make_console, matrix_options, positive, say_to
+from .common import (
+    cache_dir,
+    duration,
+    make_console,
+    matrix_options,
+    path_argument,
+    positive,
+    say_to,
+)
 
 __all__ = ["add", "run"]
 
@@ -22,25 +31,65 @@ def add(commands: Any) -> None:
                     "line a workflow's strategy.matrix takes. `factory build MATRIX --job ID` "
                     "builds one.")
     matrix_options(plan, help="the matrix.yaml")
-    plan.add_argument("--format", choices=("json", "github"), default="json")
+    plan.add_argument("--format", choices=("json", "github", "github-shards"), default="json",
+                      help="json (everything), github (the jobs, as one strategy.matrix line) "
+                           "or github-shards (the unit shard jobs, likewise)")
     plan.add_argument("--max-cells", type=positive, default=defaults.MAX_CELLS_PER_JOB,
                       metavar="N",
                       help=f"cells per job at most (default {defaults.MAX_CELLS_PER_JOB})")
+    plan.add_argument("--split-after", type=duration, default=None, metavar="DURATION",
+                      help="split a cell whose units are estimated to take longer than this "
+                           "to compile (e.g. 4h) into unit shards, one job each")
+    plan.add_argument("--cores", type=positive, default=defaults.RUNNER_CORES, metavar="N",
+                      help="the cores of a build machine, for --split-after (default "
+                           f"{defaults.RUNNER_CORES})")
+    plan.add_argument("--object-cache", type=path_argument, default=None, metavar="DIR",
+                      help="where earlier builds recorded what each unit cost (default: "
+                           "objects/ in the cache folder); units never built are estimated "
+                           "from their size")
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..plan.jobs import plan_jobs
+    from ..plan.costs import CostBook, cell_seconds, shard_count
+    from ..plan.jobs import plan_jobs, unit_shards
     from ..plan.load import plan_matrix
 
-    plan = plan_matrix(args.matrix, cache_dir(args), say_to(make_console(stderr=True), "yellow"),
+    cache = cache_dir(args)
+    plan = plan_matrix(args.matrix, cache, say_to(make_console(stderr=True), "yellow"),
                        args.offline, args.locked, every_platform=True,
                        torch_pythons=args.torch_python)
     jobs = plan_jobs(plan, args.max_cells)
+    estimates: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    if args.split_after is not None:
+        book = CostBook((args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER) / "costs")
+        for cell in plan.cells:
+            if cell.cuda is None:
+                continue
+            estimates[cell.id] = cell_seconds(cell, book.read(cell.spec.name))
+            units = sum(1 for unit in cell.units if unit.compiled)
+            counts[cell.id] = shard_count(estimates[cell.id], args.split_after, args.cores,
+                                          units)
+    shards = unit_shards(plan, jobs, counts)
+    compact = (",", ":")
     if args.format == "github":
-        text = json.dumps({"include": [job.summary() for job in jobs]}, separators=(",", ":"))
+        text = json.dumps({"include": [
+            {**job.summary(), "shards": sum(s.job == job for s in shards)} for job in jobs]},
+            separators=compact)
+    elif args.format == "github-shards":
+        text = json.dumps({"include": [shard.summary() for shard in shards]},
+                          separators=compact)
     else:
-        text = json.dumps({"matrix": str(args.matrix), "max_cells": args.max_cells,
-                           "jobs": [{**job.summary(), "cells": list(job.cells),
-                                     "skipped": list(job.skipped)} for job in jobs]}, indent=1)
+        text = json.dumps({
+            "matrix": str(args.matrix), "max_cells": args.max_cells,
+            "jobs": [{**job.summary(), "cells": list(job.cells), "skipped": list(job.skipped),
+                      "split": {cell: counts[cell] for cell in job.cells
+                                if counts.get(cell, 1) > 1}} for job in jobs],
+            "shards": [shard.summary() for shard in shards],
+            **({"estimates": {"split_after": args.split_after, "cores": args.cores,
+                              "core_seconds": {cell: round(seconds, 1) for cell, seconds
+                                               in sorted(estimates.items())}}}
+               if args.split_after is not None else {}),
+        }, indent=1)
     print(text)
     return 0

@@ -4,6 +4,11 @@ Both are pure functions of the plan, so every runner of a CI fan-out computes th
 the plan job prints the jobs, and each build job builds `--job ID` (or `--shard I/N`) of the
 same matrix. Cells are ordered by builder image, then id. Cells the plan skips cost nothing;
 they travel with the first job (or shard), so a merged index records each of them once.
+
+A cell too long for one job is also split into unit shards: each shard job compiles a part of
+its units (`--only CELL --unit-shard I/N`) and hands the objects on; the job that holds the
+cell takes them in and links. The plan decides how many shards a cell gets and says so in the
+shard jobs it prints, so the machines that run them need not decide again.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from ..errors import ConfigError
 from ..versions import compact, major_minor
 from .cells import Cell, Plan
 
-__all__ = ["Job", "image_group", "parse_shard", "plan_jobs", "select_job", "select_shard"]
+__all__ = ["Job", "UnitShard", "image_group", "parse_shard", "plan_jobs", "select_job",
+           "select_shard", "unit_shards"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,36 @@ class Job:
         return {"job": self.id, "cuda": self.cuda or "none", "platform": self.platform,
                 "runs-on": defaults.RUNS_ON.get(self.platform, defaults.RUNS_ON["x86_64"]),
                 "cells": len(self.cells)}
+
+
+@dataclass(frozen=True)
+class UnitShard:
+    """One CI job that compiles part of a cell's units for the job that links the cell."""
+
+    job: Job  # the job that holds the cell
+    cell: Cell
+    index: int
+    count: int
+
+    def summary(self) -> dict[str, Any]:
+        shard = f"{self.index}/{self.count}"
+        return {"job": self.job.id, "cell": self.cell.id, "shard": shard,
+                "artifact": f"objects-{self.job.id}-{self.cell.key}-{self.index}of{self.count}",
+                "cuda": self.job.cuda or "none", "platform": self.job.platform,
+                "runs-on": self.job.summary()["runs-on"]}
+
+
+def unit_shards(plan: Plan, jobs: list[Job], counts: dict[str, int]) -> list[UnitShard]:
+    """The shard jobs of the cells `counts` splits (cell id -> number of shards, above 1)."""
+    cells = {cell.id: cell for cell in plan.cells}
+    shards = []
+    for job in jobs:
+        for cell_id in job.cells:
+            count = counts.get(cell_id, 1)
+            if count > 1:
+                shards += [UnitShard(job, cells[cell_id], index, count)
+                           for index in range(1, count + 1)]
+    return shards
 
 
 def image_group(cell: Cell) -> str:
