@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from factory.build.runners.docker.image import slug
 from factory.sources.tree import tree_digest
 
 from .conftest import (
@@ -219,7 +220,9 @@ def test_ctrl_c_removes_the_containers(tmp_path, factory_cache, bullseye_base):
         assert settings[0] == "none" and settings[2] == "[ALL]", settings
         user = "10001:10001" if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}"
         assert settings[1] == user
-        assert [m.split(":")[1] for m in settings[3:]] == ["false"]  # only the cache, read-only
+        # the cache, read-only; the object cache's part of its base, read-write
+        mounts = dict(mount.rsplit(":", 1) for mount in settings[3:])
+        assert mounts == {f"/cache/docker/{slug(BASE)}": "false", "/objects": "true"}, mounts
         started = time.monotonic()
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=60)
