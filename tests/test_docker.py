@@ -388,8 +388,10 @@ def test_an_image_with_its_own_torch_and_nvcc_builds_the_example(tmp_path, torch
           "13.0":
             sms: ["9.0"]
     """)
+    # an object cache of its own: every unit is compiled in the image
     result = run_factory("build", "matrix.yaml", "--out", tmp_path / "index", "--offline",
-                         cwd=tmp_path, env=cache_env(factory_cache))
+                         "--object-cache", tmp_path / "objects", cwd=tmp_path,
+                         env=cache_env(factory_cache))
     assert result.exit == 0, result.stdout + result.stderr
     assert re.search(r"runner: docker \(docker \S+ answers", result.stdout), result.stdout
     (wheel,) = (tmp_path / "index" / "files").glob("*.whl")
@@ -402,6 +404,13 @@ def test_an_image_with_its_own_torch_and_nvcc_builds_the_example(tmp_path, torch
     compiles = [line for line in log.splitlines() if re.match(r"\$ \S*docker exec ", line)]
     assert len(compiles) == 4  # three units and the link, all inside the image
     assert all("--workdir /tmp/kernel-wheel-factory/build/" in line for line in compiles)
+    # again: the objects come from the cache, keyed by the image's id for its own files
+    again = run_factory("build", "matrix.yaml", "--out", tmp_path / "again", "--offline",
+                        "--object-cache", tmp_path / "objects", cwd=tmp_path,
+                        env=cache_env(factory_cache))
+    assert again.exit == 0 and "units: 0 compiled, 3 from the object cache" in again.stdout, \
+        again.stdout + again.stderr
+    assert (tmp_path / "again" / "files" / wheel.name).read_bytes() == wheel.read_bytes()
     provenance = json.loads(read_dist_info(wheel, "provenance.json"))
     assert provenance["cell"]["installed_torch"]["image"] == torch_image
     assert provenance["toolchain"]["cxx"] == "g++ 10.2.1"  # the image's compiler

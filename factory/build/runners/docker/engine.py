@@ -16,6 +16,7 @@ import socket
 import subprocess
 import tarfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -179,9 +180,10 @@ class Engine:
         for process in children:
             if process.poll() is None:
                 process.terminate()
+        deadline = time.monotonic() + defaults.DOCKER_STOP_TIMEOUT  # for all of them together
         for process in children:
             try:
-                process.wait(timeout=defaults.DOCKER_STOP_TIMEOUT)
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
