@@ -12,7 +12,7 @@ from typing import TextIO
 
 from .errors import BuildError
 
-__all__ = ["Log", "first_error", "first_output_line", "run"]
+__all__ = ["Log", "first_error", "first_output_line", "log_result", "not_found", "run"]
 
 
 class Log:
@@ -40,12 +40,22 @@ def run(argv: Sequence[str | Path], log: Log, *, cwd: Path | None = None,
         result = subprocess.run(command, cwd=cwd, env=merged_env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace")
     except FileNotFoundError:
-        raise BuildError(f"{what or command[0]}: command not found: {command[0]}") from None
-    log.write(f"$ {shlex.join(command)}\n{result.stdout}")
-    if result.returncode != 0:
-        raise BuildError(f"{what or Path(command[0]).name} failed (exit {result.returncode}): "
-                         f"{first_error(result.stdout)}")
+        raise not_found(command, what) from None
+    log_result(command, result.stdout, result.returncode, log, what)
     return result.stdout
+
+
+def not_found(command: Sequence[str], what: str | None = None) -> BuildError:
+    return BuildError(f"{what or command[0]}: command not found: {command[0]}")
+
+
+def log_result(command: Sequence[str], output: str, status: int, log: Log,
+               what: str | None = None) -> None:
+    """A finished command's output into the log as one block; BuildError when it failed."""
+    log.write(f"$ {shlex.join(command)}\n{output}")
+    if status != 0:
+        raise BuildError(f"{what or Path(command[0]).name} failed (exit {status}): "
+                         f"{first_error(output)}")
 
 
 def first_error(output: str) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError
-from ..process import Log, first_error
+from ..process import Log, log_result, not_found
 
 __all__ = ["Budget", "CompilePool", "Finished", "Grant", "Stopped", "TimeLimitReached",
            "machine_budget"]
@@ -200,7 +200,7 @@ class CompilePool:
                 process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
                                            stderr=subprocess.STDOUT, start_new_session=True)
             except FileNotFoundError:
-                raise BuildError(f"{what}: command not found: {command[0]}") from None
+                raise not_found(command, what) from None
             self._processes.add(process)
         chunks: list[bytes] = []
         stream = process.stdout
@@ -214,13 +214,12 @@ class CompilePool:
                 self._processes.discard(process)
         reader.join()
         output = b"".join(chunks).decode(errors="replace")
-        log.write(f"$ {shlex.join(command)}\n{output}")
-        if self._stopped:
-            raise Stopped(f"{what}: stopped")
-        if status is None:
+        if self._stopped or status is None:
+            log.write(f"$ {shlex.join(command)}\n{output}")
+            if self._stopped:
+                raise Stopped(f"{what}: stopped")
             raise TimeLimitReached(f"{what}: stopped at the time limit")
-        if status != 0:
-            raise BuildError(f"{what} failed (exit {status}): {first_error(output)}")
+        log_result(command, output, status, log, what)
         return Finished(time.monotonic() - started, peak if measure else None)
 
     def _wait(self, process: subprocess.Popen[bytes]) -> tuple[int | None, int | None]:
