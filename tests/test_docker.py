@@ -202,7 +202,8 @@ def test_ctrl_c_removes_the_containers(tmp_path, factory_cache, bullseye_base):
     docker_matrix(tmp_path, kernel)
     log = tmp_path / "index" / "logs" / "img2gray-cu130torch211-x86_64.log"
     process = subprocess.Popen([sys.executable, "-m", "factory", "build", "matrix.yaml"],
-                               cwd=tmp_path, env={**os.environ, **cache_env(factory_cache)},
+                               cwd=tmp_path, env={**os.environ, **cache_env(factory_cache),
+                                    "PYTHONFAULTHANDLER": "1"},
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 600
@@ -225,7 +226,13 @@ def test_ctrl_c_removes_the_containers(tmp_path, factory_cache, bullseye_base):
         assert mounts == {f"/cache/docker/{slug(BASE)}": "false", "/objects": "true"}, mounts
         started = time.monotonic()
         process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=60)
+        try:
+            output, _ = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # where it hangs: faulthandler's dump on SIGABRT
+            process.send_signal(signal.SIGABRT)
+            output, _ = process.communicate(timeout=30)
+            pytest.fail(f"still running 60 s after Ctrl-C; containers {our_containers()}\n"
+                        f"{output}")
     finally:
         if process.poll() is None:
             process.kill()
