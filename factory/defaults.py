@@ -104,3 +104,11 @@ def host_platform() -> str:
 
     machine = platform.machine().lower()
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def host_python() -> str:
+    """The factory's own CPython as major.minor: what a PEP 517 project is built with when the
+    matrix names no `python:` list."""
+    import sys
+
+    return f"{sys.version_info.major}.{sys.version_info.minor}"

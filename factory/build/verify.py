@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ..compile.pool import CompilePool, machine_budget
-from ..config.buildtoml import read_build_toml
 from ..config.model import KernelEntry, SourceRequest
 from ..errors import ConfigError
-from ..plan.codec import cell_from_record
+from ..plan.codec import cell_from_record, recorded_spec
 from ..process import Log
 from ..sources.depends import DependencyFetcher
 from ..sources.resolve import Sources
@@ -63,7 +62,8 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
                        f"(its tree is {tree.digest[:12]}, the record's {recorded_tree[:12]})")
     version = record["kernel"]["version"]
     fetcher = DependencyFetcher(cache)
-    cell = cell_from_record(record["cell"], read_build_toml(tree.root), tree, version, wheel,
+    cell = cell_from_record(record["cell"], recorded_spec(record["cell"], tree.root), tree,
+                            version, wheel,
                             dependency=lambda item: fetcher.again(item, Path.cwd()))
     options = BuildOptions(usable_build_root(build_root or Path(record["build"]["root"])),
                            int(record["build"]["source_date_epoch"]))

@@ -44,6 +44,8 @@ from .model import (
     TorchEntry,
 )
 from .nodes import Node, load_yaml
+from .project import project_kind
+from .spec import PROJECT_KINDS, ProjectKind
 from .torches import ProbeError, probe_image, probe_interpreter
 
 __all__ = ["LABEL_FIELDS", "load_matrix", "read_torches"]
@@ -58,8 +60,8 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
     root = load_yaml(path)
     if not isinstance(root.value, dict):
         raise root.error("expected a table of settings at the top of the file")
-    top = root.table(["kernels", "torch", "cuda", "platforms", "label", "exclude", "runner",
-                      "docker", "depends"], required=["kernels", "torch", "cuda"])
+    top = root.table(["kernels", "torch", "cuda", "python", "platforms", "label", "exclude",
+                      "runner", "docker", "depends"], required=["kernels", "torch", "cuda"])
     base = path.parent
     matrix = Matrix(
         path=path,
@@ -74,6 +76,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         runner=_runner(top["runner"]) if "runner" in top else None,
         docker_base=_docker(top["docker"]) if "docker" in top else None,
         depends=_depends(top["depends"], base) if "depends" in top else (),
+        python=_pythons(top["python"]) if "python" in top else (),
     )
     if "label" in top:
         _check_label_template(top["label"])
@@ -87,10 +90,11 @@ def _nonempty_list(node: Node) -> list[Node]:
     return items
 
 
+_ENTRY_KEYS = ("version", "kind", "env")
 _KERNEL_KEYS: dict[SourceKind, tuple[str, ...]] = {
-    "path": ("path", "version"),
-    "git": ("git", "rev", "subdir", "version"),
-    "hub": ("hub", "revision", "subdir", "version"),
+    "path": ("path", *_ENTRY_KEYS),
+    "git": ("git", "rev", "subdir", *_ENTRY_KEYS),
+    "hub": ("hub", "revision", "subdir", *_ENTRY_KEYS),
 }
 _HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _GIT_URL = re.compile(r"(https?|ssh|git|file)://\S+|[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:\S+")
@@ -115,10 +119,45 @@ def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
                 raise child.error(f"'{name}' belongs to {' and '.join(owners)} sources; a {kind} "
                                   f"source takes {', '.join(allowed[1:])}")
         fields = item.table(allowed, required=[kind])
-        source = {"path": _path_source, "git": _git_source, "hub": _hub_source}[kind](fields, base)
+        stated = _project_kind(fields["kind"]) if "kind" in fields else None
+        source = {"path": _path_source, "git": _git_source, "hub": _hub_source}[kind](
+            fields, base, stated)
         version = _wheel_version(fields["version"]) if "version" in fields else None
-        entries.append(KernelEntry(source, version, item.line, index))
+        env = _build_env(fields["env"]) if "env" in fields else ()
+        entries.append(KernelEntry(source, version, item.line, index, stated, env))
     return tuple(entries)
+
+
+def _project_kind(node: Node) -> ProjectKind:
+    value = node.str()
+    if value not in PROJECT_KINDS:
+        raise node.error(f"unknown project kind '{value}' (known: {', '.join(PROJECT_KINDS)})")
+    return cast(ProjectKind, value)
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# What the factory sets for every PEP 517 build itself, per cell.
+FACTORY_ENV = frozenset({
+    "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDA_PATH", "MAX_JOBS", "NVCC_THREADS",
+    "SOURCE_DATE_EPOCH", "CC", "CXX", "PATH", "PYTHONPATH", "HOME",
+})
+
+
+def _build_env(node: Node) -> tuple[tuple[str, str], ...]:
+    """env: {NAME: VALUE}: variables a project's build reads (a FORCE_BUILD switch, say)."""
+    if not isinstance(node.value, dict):
+        raise node.error("expected a table of variables, e.g.  env: {MY_FORCE_BUILD: \"TRUE\"}")
+    found = []
+    for name, value in node.mapping().items():
+        if not _ENV_NAME.fullmatch(name):
+            raise value.error(f"'{name}' is not an environment variable name")
+        if name in FACTORY_ENV:
+            raise value.error(f"{name} is set by the factory for each cell; leave it out")
+        text = value.scalar_text()
+        if "\0" in text:
+            raise value.error("the value holds a NUL byte")
+        found.append((name, text))
+    return tuple(found)
 
 
 def _depends(node: Node, base: Path) -> tuple[DependencyEntry, ...]:
@@ -160,19 +199,23 @@ def _depends(node: Node, base: Path) -> tuple[DependencyEntry, ...]:
     return tuple(entries)
 
 
-def _path_source(fields: dict[str, Node], base: Path) -> SourceRequest:
+def _path_source(fields: dict[str, Node], base: Path,
+                 stated: ProjectKind | None) -> SourceRequest:
     text = fields["path"].nonempty_str()
     folder = _local_folder(fields["path"], text, base)
     if folder.exists() and not folder.is_dir():
         raise fields["path"].error(f"'{text}' is a file; give the kernel's folder")
     if not folder.is_dir():
         raise fields["path"].error(f"kernel folder '{text}' does not exist")
-    if not (folder / "build.toml").is_file():
-        raise fields["path"].error(f"'{text}' has no build.toml")
+    if project_kind(folder, stated) is None:
+        wanted = {None: "build.toml (kernel-builder) or setup.py / pyproject.toml (PEP 517)",
+                  "kernel-builder": "build.toml", "pep517": "setup.py or pyproject.toml"}
+        raise fields["path"].error(f"'{text}' has no {wanted[stated]}")
     return SourceRequest("path", Path(text).as_posix(), folder=folder)
 
 
-def _git_source(fields: dict[str, Node], base: Path) -> SourceRequest:
+def _git_source(fields: dict[str, Node], base: Path,
+                stated: ProjectKind | None = None) -> SourceRequest:
     url, folder = _git_location(fields["git"], base)
     return SourceRequest("git", url, _rev(fields.get("rev"), "HEAD"),
                          _subdir(fields.get("subdir")), folder)
@@ -208,7 +251,8 @@ def _refuse_credentials(node: Node, url: str, instead: str) -> None:
     refuse_credentials(url, key=node.key, file=node.file, line=node.line, instead=instead)
 
 
-def _hub_source(fields: dict[str, Node], base: Path) -> SourceRequest:
+def _hub_source(fields: dict[str, Node], base: Path,
+                stated: ProjectKind | None = None) -> SourceRequest:
     repo = fields["hub"].nonempty_str().strip()
     if not _HUB_REPO.fullmatch(repo) or ".." in repo:
         raise fields["hub"].error(f"'{repo}' is not a Hugging Face repo id (org/name)")
@@ -405,6 +449,27 @@ def _sms(node: Node, policy: CudaPolicy, cuda: Version) -> tuple[Version, ...]:
             raise item.error(f"SM {capability.base} is listed twice")
         sms.append(capability.base)
     return tuple(sorted(sms))
+
+
+OLDEST_PYTHON = Version("3.9")
+
+
+def _pythons(node: Node) -> tuple[Version, ...]:
+    """python: ["3.11", "3.12"]: the CPythons per-Python wheels are built for."""
+    found: list[Version] = []
+    for item in _nonempty_list(node):
+        text = item.scalar_text().strip()
+        match = re.fullmatch(r"3\.(\d+)", text)
+        if match is None:
+            raise item.error(f"give a CPython as 3.N (e.g. 3.12), got '{text}'")
+        version = Version(text)
+        if version < OLDEST_PYTHON:
+            raise item.error(f"Python {version} is older than any torch the factory builds for "
+                             f"supports ({OLDEST_PYTHON} and newer)")
+        if version in found:
+            raise item.error(f"Python {version} is listed twice")
+        found.append(version)
+    return tuple(sorted(found))
 
 
 def _platforms(node: Node | None) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from ..versions import Version
+from .spec import ProjectKind
 from .torches import InstalledTorch
 
 __all__ = ["DEPENDENCY_KINDS", "PLATFORMS", "RUNNERS", "CudaEntry", "DependencyEntry",
@@ -53,6 +54,8 @@ class KernelEntry:
     version: str | None  # None: from a vX.Y.Z tag on the resolved commit
     line: int | None
     index: int = 0  # its position in the kernels list (kernels[index] in errors)
+    kind: ProjectKind | None = None  # as stated; None: found from the files
+    env: tuple[tuple[str, str], ...] = ()  # variables its build reads (FORCE_BUILD=TRUE, ...)
 
     @property
     def key(self) -> str:
@@ -144,6 +147,7 @@ class Matrix:
     runner: RunnerChoice | None = None  # None: the command line's choice
     docker_base: str | None = None  # the builder images' base, "{arch}" standing for the platform
     depends: tuple[DependencyEntry, ...] = ()  # C++ dependencies taken from elsewhere
+    python: tuple[Version, ...] = ()  # CPythons of per-Python wheels; () = the factory's own
 
     def dependency(self, name: str) -> DependencyEntry | None:
         return next((entry for entry in self.depends if entry.name == name), None)

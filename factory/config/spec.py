@@ -9,10 +9,13 @@ from typing import Literal
 from ..policy.capabilities import Capability
 from ..versions import Version
 
-__all__ = ["BACKENDS", "BACKEND_PYTHON_DEPENDS", "GENERAL_PYTHON_DEPENDS", "Framework",
-           "KernelSection", "KernelSpec", "NoarchSection", "TorchSection"]
+__all__ = ["BACKENDS", "BACKEND_PYTHON_DEPENDS", "GENERAL_PYTHON_DEPENDS", "PROJECT_KINDS",
+           "Framework", "KernelSection", "KernelSpec", "NoarchSection", "ProjectKind",
+           "TorchSection"]
 
 Framework = Literal["torch", "torch-noarch", "tvm-ffi"]
+ProjectKind = Literal["kernel-builder", "pep517"]
+PROJECT_KINDS: tuple[str, ...] = ("kernel-builder", "pep517")
 
 BACKENDS = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu")
 
@@ -99,6 +102,15 @@ class KernelSpec:
     noarch: NoarchSection | None
     kernels: tuple[KernelSection, ...]
     warnings: tuple[str, ...] = ()
+    # A PEP 517 project (setup.py / pyproject.toml, built by `build`): build_toml is then the
+    # file its name was read from, and the compile is the project's own.
+    kind: ProjectKind = "kernel-builder"
+    limited_api: bool = False  # it declares py_limited_api: one abi3 wheel for every CPython
+    static_version: str | None = None  # the version its files state without running anything
+
+    @property
+    def is_pep517(self) -> bool:
+        return self.kind == "pep517"
 
     @property
     def cuda_python_depends(self) -> tuple[str, ...]:

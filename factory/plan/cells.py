@@ -98,12 +98,21 @@ class Cell:
     label_template: str | None = None  # the matrix's label, e.g. cu{cuda}torch{torch}
     installed: InstalledTorch | None = None  # the torch built against, when already installed
     depends: tuple[Dependency, ...] = ()  # the C++ dependencies its sections name, fetched
+    python: Version | None = None  # a PEP 517 project's: the CPython it is built with
+    per_python: bool = False  # the wheel serves that CPython only (cp312-cp312), not abi3
+    env: tuple[tuple[str, str], ...] = ()  # the matrix's variables for the project's build
 
     @property
     def id(self) -> str:
         if self.label is None:
             return f"{self.spec.name}/noarch"
-        return f"{self.spec.name}/{self.label}/{self.platform}"
+        base = f"{self.spec.name}/{self.label}/{self.platform}"
+        return f"{base}/{self.python_tag}" if self.per_python else base
+
+    @property
+    def python_tag(self) -> str | None:
+        """cp312 for a cell built with CPython 3.12."""
+        return f"cp{self.python.major}{self.python.minor}" if self.python else None
 
     @property
     def key(self) -> str:
@@ -157,7 +166,11 @@ class Cell:
 
     @property
     def gpu_code(self) -> frozenset[str]:
-        """The SASS (sm_XY) and PTX (compute_XY) the cell's shared object must carry."""
+        """The SASS (sm_XY) and PTX (compute_XY) the cell's shared object must carry. A PEP 517
+        project compiles with its own arch list (many hard-code one): its wheel must carry SASS
+        for every SM of the cell, and whatever else it holds is recorded, not refused."""
+        if self.spec.is_pep517:
+            return frozenset(f"sm_{cap.arch}" for cap in self.sms)
         code = set()
         for unit in self.units:
             if not unit.is_cuda:
@@ -246,14 +259,16 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
                         skipped.append(SkippedCell(cell_id, reason, kernel.version, torch,
                                                    cuda.version, label))
                         continue
-                    cell = make_cell(spec, kernel.source, kernel.version, torch, cuda, platform,
-                                     label, matrix.label, entry.installed, dependencies)
-                    reason = _nothing_to_compile(cell)
-                    if reason:
-                        no_sm.append(SkippedCell(cell_id, reason, kernel.version, torch,
-                                                 cuda.version, label))
-                        continue
-                    cells.append(cell)
+                    for python, per_python in _pythons(matrix, spec, entry):
+                        cell = make_cell(spec, kernel.source, kernel.version, torch, cuda,
+                                         platform, label, matrix.label, entry.installed,
+                                         dependencies, python, per_python, kernel.entry.env)
+                        reason = _nothing_to_compile(cell)
+                        if reason:
+                            no_sm.append(SkippedCell(cell_id, reason, kernel.version, torch,
+                                                     cuda.version, label))
+                            continue
+                        cells.append(cell)
         # A kernel whose every cell was skipped only for its SMs can be built nowhere.
         if no_sm and len(cells) == built and len(skipped) == passed_over:
             raise _no_cell_error(matrix, spec)
@@ -264,6 +279,24 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
             raise ConfigError("this exclude entry matches no cell of the matrix",
                               file=matrix.path, line=exclude.line, key=f"exclude[{index}]")
     return Plan(matrix, tuple(cells), tuple(skipped))
+
+
+def _pythons(matrix: Matrix, spec: KernelSpec,
+             torch: TorchEntry) -> list[tuple[Version | None, bool]]:
+    """The CPythons a kernel's cells are built with, and whether each wheel serves that one
+    only. A kernel-builder kernel is one abi3 wheel (its interpreter is the torch
+    environment's); a PEP 517 project gets a cell per CPython of the matrix (by default the
+    factory's own), or one abi3 cell, built with the oldest, when it declares py_limited_api.
+    An installed torch has its interpreter's CPython."""
+    if not spec.is_pep517:
+        return [(None, False)]
+    if torch.installed is not None:
+        pythons = [Version(torch.installed.python_version)]
+    else:
+        pythons = list(matrix.python) or [Version(defaults.host_python())]
+    if spec.limited_api:
+        return [(min(pythons), False)]
+    return [(python, True) for python in pythons]
 
 
 def _platforms(matrix: Matrix, torch: TorchEntry) -> tuple[str, ...]:
@@ -281,7 +314,9 @@ def noarch_cell(spec: KernelSpec, source: SourceTree, version: str) -> Cell:
 def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,
               cuda: CudaEntry, platform: str, label: str, label_template: str,
               installed: InstalledTorch | None = None,
-              dependencies: Mapping[str, Dependency] | None = None) -> Cell:
+              dependencies: Mapping[str, Dependency] | None = None,
+              python: Version | None = None, per_python: bool = False,
+              env: tuple[tuple[str, str], ...] = ()) -> Cell:
     """A compiled kernel's cell: its SMs and, per [kernel.*] section, the archs it builds, with
     the C++ dependencies of the sections it keeps. The planner makes every cell with it, and so
     does the codec reading a cell's record."""
@@ -296,7 +331,8 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
     return Cell(
         spec, source, version, torch, cuda, platform, label,
         tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)), sections,
-        label_template, installed, tuple(found[name] for name in names),
+        label_template, installed, tuple(found[name] for name in names), python, per_python,
+        env,
     )
 
 

@@ -14,15 +14,16 @@ from typing import Any
 
 from .. import defaults
 from ..config.model import CudaEntry
+from ..config.project import read_project
 from ..config.spec import KernelSpec
 from ..config.torches import InstalledTorch
 from ..errors import ConfigError
 from ..sources.depends import Dependency
 from ..sources.tree import SourceTree
-from ..versions import parse_release
+from ..versions import Version, parse_release
 from .cells import Cell, make_cell, noarch_cell, skip_reason
 
-__all__ = ["cell_from_record", "cell_record"]
+__all__ = ["cell_from_record", "cell_record", "recorded_spec"]
 
 
 def cell_record(cell: Cell) -> dict[str, Any]:
@@ -40,7 +41,15 @@ def cell_record(cell: Cell) -> dict[str, Any]:
         **({"installed_torch": cell.installed.to_json()} if cell.installed else {}),
         **({"depends": [dependency.record() for dependency in cell.depends]}
            if cell.depends else {}),
+        **({"project": "pep517", "python": str(cell.python), "per_python": cell.per_python,
+            "env": dict(cell.env)} if cell.spec.is_pep517 else {}),
     }
+
+
+def recorded_spec(record: dict[str, Any], root: Path) -> KernelSpec:
+    """The spec of the project a cell record was built from, read from its files in `root`."""
+    return read_project(root, "pep517" if record.get("project") == "pep517"
+                        else "kernel-builder")
 
 
 def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTree,
@@ -75,10 +84,29 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
         if reason is not None:
             raise ConfigError(f"cell {record['id']} cannot be built from this source: {reason}",
                               file=origin)
+        python, per_python, env = _project_settings(record, spec, origin)
         cell = make_cell(spec, source, version, torch, cuda, record["platform"],
                          record["label"], record.get("label_template") or defaults.LABEL_TEMPLATE,
-                         installed, dependencies)
+                         installed, dependencies, python, per_python, env)
     if cell.id != record.get("id"):
         raise ConfigError(f"cell {record.get('id')} cannot be made from this source (it gives "
                           f"{cell.id})", file=origin)
     return cell
+
+
+def _project_settings(record: dict[str, Any], spec: KernelSpec,
+                      origin: Path) -> tuple[Version | None, bool, tuple[tuple[str, str], ...]]:
+    """A PEP 517 cell's CPython, whether its wheel is per-Python, and its build variables."""
+    if (record.get("project") == "pep517") != spec.is_pep517:
+        raise ConfigError(f"cell {record.get('id')} was built from a "
+                          f"{record.get('project') or 'kernel-builder'} project; this source is "
+                          f"a {spec.kind} one", file=origin)
+    if not spec.is_pep517:
+        return None, False, ()
+    try:
+        env = record.get("env") or {}
+        return (parse_release(str(record["python"])), bool(record["per_python"]),
+                tuple((str(name), str(value)) for name, value in env.items()))
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise ConfigError(f"the cell record's Python settings are malformed ({error!r})",
+                          file=origin) from None

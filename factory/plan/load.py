@@ -8,9 +8,9 @@ from pathlib import Path
 
 from .. import defaults
 from ..config import lockfile
-from ..config.buildtoml import read_build_toml
 from ..config.matrix import load_matrix, read_torches
 from ..config.model import DependencyEntry, Matrix
+from ..config.project import project_kind, read_project
 from ..errors import ConfigError, SourceError, SourceRefused
 from ..policy import dependency_release
 from ..sources.depends import Dependency, DependencyFetcher
@@ -28,7 +28,13 @@ def resolve_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
     matrix = load_matrix(matrix_path, torch_pythons)
     kernels = []
     for found in resolve_kernels(matrix, cache, offline=offline, locked=locked, say=say):
-        spec = read_build_toml(found.tree.root)
+        kind = project_kind(found.tree.root, found.entry.kind)
+        if kind is None:
+            wanted = "a build.toml or a setup.py / pyproject.toml" if found.entry.kind is None \
+                else f"the files of a {found.entry.kind} project"
+            raise ConfigError(f"{found.entry.source.describe()} has no {wanted}",
+                              file=matrix.path, line=found.entry.line, key=found.entry.key)
+        spec = read_project(found.tree.root, kind)
         for warning in spec.warnings:
             say(f"warning: {warning}")
         assert found.version is not None  # resolve_kernels refuses a kernel without one

@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
 from ..config import lockfile
 from ..config.model import KernelEntry, Matrix, SourceRequest
+from ..config.project import project_kind, static_version
 from ..errors import ConfigError, SourceError, SourceRefused
 from ..files import ZIP_EPOCH
 from .git import COMMIT_ID, GitFetcher
@@ -152,6 +153,8 @@ def resolve_kernels(matrix: Matrix, cache: Path, *, offline: bool, locked: bool,
             result = sources.resolve(entry, matrix.path)
         else:
             result = _resolve_locked(sources, entry, pins, path, matrix, offline, say)
+        if result.version is None and project_kind(result.tree.root, entry.kind) == "pep517":
+            result = replace(result, version=static_version(result.tree.root))
         if result.version is None:
             tree = result.tree
             what = "the folder's HEAD commit" if tree.kind == "path" else \

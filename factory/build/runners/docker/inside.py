@@ -22,9 +22,8 @@ from typing import Any
 
 from ....compile.objects import ObjectCache
 from ....compile.pool import Budget, CompilePool
-from ....config.buildtoml import read_build_toml
 from ....errors import FactoryError
-from ....plan.codec import cell_from_record
+from ....plan.codec import cell_from_record, recorded_spec
 from ....plan.costs import UnitCost
 from ....process import Log
 from ....sources.depends import Dependency
@@ -64,7 +63,7 @@ def main(argv: list[str]) -> int:
                 folder, count = copied[item["name"]]
                 return Dependency.from_record(item, tuple(folder / str(n) for n in range(count)))
 
-            cell = cell_from_record(job["cell"], read_build_toml(root),
+            cell = cell_from_record(job["cell"], recorded_spec(job["cell"], root),
                                     SourceTree.from_json(job["source"], root), job["version"],
                                     root / "build.toml", cuda_home=Path(job["cuda_home"]),
                                     dependency=dependency)
