@@ -79,6 +79,14 @@ class BuildError(FactoryError):
     exit_status = 1
 
 
+class CommandFailed(BuildError):
+    """A tool of the build exited with an error; `output` is what it printed."""
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message)
+        self.output = output
+
+
 class WheelReadError(ConfigError):
     """A file given as a wheel is not one the factory can read."""
 

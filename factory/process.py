@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .errors import BuildError
+from .errors import BuildError, CommandFailed
 
 __all__ = ["Log", "first_error", "first_output_line", "log_result", "not_found", "run"]
 
@@ -54,8 +54,8 @@ def log_result(command: Sequence[str], output: str, status: int, log: Log,
     """A finished command's output into the log as one block; BuildError when it failed."""
     log.write(f"$ {shlex.join(command)}\n{output}")
     if status != 0:
-        raise BuildError(f"{what or Path(command[0]).name} failed (exit {status}): "
-                         f"{first_error(output)}")
+        raise CommandFailed(f"{what or Path(command[0]).name} failed (exit {status}): "
+                            f"{first_error(output)}", output)
 
 
 def first_error(output: str) -> str:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import sysconfig
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,20 @@ def test_ptx_for_an_older_sm_is_caught(builder):
     assert problems == [
         "GPU code: no PTX for compute_90",
         "GPU code: compute_80 not planned for this cell (PTX belongs only to the newest SM)"]
+
+
+def test_a_project_with_its_own_arch_list_must_cover_the_cells_sms(builder):
+    """A PEP 517 project's wheel may hold more GPU code than the cell's (its setup.py's own
+    -gencode list), but every shared object with GPU code needs SASS for each SM of the cell."""
+    covers = replace(EXPECT, gpu_code=frozenset({"sm_90"}), gpu_covers=True)
+    objects = [builder.c_object("ext", EXTENSION), builder.cuda_object("kernel", [80, 90], 80)]
+    builder.shared_object(objects, "-lcudart")
+    report = inspect_wheel(builder.repaired("excludes"))
+    assert check_wheel(report, covers) == []
+    problems = check_wheel(report, replace(covers, gpu_code=frozenset({"sm_90", "sm_100"})))
+    assert problems == ["GPU code: gatecheck/_gatecheck.abi3.so has no SASS for sm_100 (it holds "
+                        "sm_80 sm_90 compute_80); those GPUs would fail with 'no kernel image is "
+                        "available'"]
 
 
 def test_a_bundled_libc10_is_caught(builder):

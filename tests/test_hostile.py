@@ -215,8 +215,9 @@ CASES: dict[str, Case] = {
                                       "kernel folder '/nonexistent/x' does not exist"),
     "path a symlink loop": build("'loop' cannot be followed", matrix=GOOD_MATRIX.replace(
         "path: demo", "path: loop"), setup=lambda p: os.symlink("loop", p / "loop")),
-    "path without build.toml": replaced("path: demo", "path: demo/csrc",
-                                        "'demo/csrc' has no build.toml (kernel-builder) or setup.py"),
+    "path without build.toml": replaced(
+        "path: demo", "path: demo/csrc",
+        "'demo/csrc' has no build.toml (kernel-builder) or setup.py"),
     "kernel listed twice": replaced("kernels:\n", "kernels:\n  - path: demo\n    version: 1.0.0\n",
                                     "kernel 'demo' is listed twice"),
     "exclude a number": matrix(GOOD_MATRIX + "exclude: 3\n", "exclude: expected a list"),

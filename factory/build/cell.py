@@ -26,6 +26,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import threading
 import zipfile
 from collections import deque
@@ -53,6 +54,7 @@ from ..process import Log, first_output_line, run
 from ..sources.tree import IGNORED_DIRS
 from ..toolchain import CommandPrefix, Toolchain, cxx_standard, host_compiler
 from ..toolchain.cuda import image_toolkit, provide_cuda
+from ..toolchain.python import find_python, manylinux_python
 from ..toolchain.torch import installed_env, provide_torch
 from ..versions import major_minor
 from ..wheel.assemble import CoreMetadata, compressed_tag, write_wheel
@@ -62,7 +64,7 @@ from .options import BuildOptions
 from .records import kernel_metadata, provenance_record, toolchain_facts
 
 __all__ = ["PROJECT_BUILDERS", "Built", "Compiling", "Container", "Job", "Progress", "build_cell",
-           "cell_toolchain"]
+           "cell_toolchain", "stage_source"]
 
 Progress = Callable[[str], None]
 PYTHON_FILES = ("py", "pyi")
@@ -142,7 +144,7 @@ def build_cell(cell: Cell, cache: Path, options: BuildOptions, staging: Path, lo
         _stop_leftover_compilers(work)
         if work.exists():
             shutil.rmtree(work)
-        built = PROJECT_BUILDERS["kernel-builder"](
+        built = PROJECT_BUILDERS[cell.spec.kind](
             Job(cell, cache, options, work, log, compiling, progress, prepared, container))
         if built.wheel is None:
             return built
@@ -178,7 +180,7 @@ def _kernel_builder(job: Job) -> Built:
     one abi3 shared object (none for a [torch-noarch] kernel)."""
     cell, work = job.cell, job.work
     src = work / "src"
-    _stage_source(cell.spec.root, src)
+    stage_source(cell.spec.root, src)
     package = work / "pkg" / cell.spec.python_name
     _copy_package(cell, src, package)
     if cell.label is None:
@@ -188,7 +190,15 @@ def _kernel_builder(job: Job) -> Built:
     return _build_extension(job, src, package)
 
 
-PROJECT_BUILDERS: dict[str, Callable[[Job], Built]] = {"kernel-builder": _kernel_builder}
+def _pep517(job: Job) -> Built:
+    # Imported here: the PEP 517 builder is made of this module's parts.
+    from .pep517 import build_project
+
+    return build_project(job)
+
+
+PROJECT_BUILDERS: dict[str, Callable[[Job], Built]] = {"kernel-builder": _kernel_builder,
+                                                       "pep517": _pep517}
 
 
 def cell_toolchain(job: Job) -> Toolchain:
@@ -213,8 +223,13 @@ def cell_toolchain(job: Job) -> Toolchain:
             _check_unchanged(installed)
         env = installed_env(installed)
     else:
+        python = sys.executable
+        if cell.python is not None:
+            python = str(manylinux_python(cell.python) if job.prepared else
+                         find_python(cell.python, job.cache, log, job.options.offline))
         env = provide_torch(cell.torch, cell.cuda.version, cell.cuda.torch_index, job.cache, log,
-                            create=not job.prepared, offline=job.options.offline)
+                            python=python, create=not job.prepared,
+                            offline=job.options.offline)
     cxx = host_compiler(toolkit.version, compilers)
     where = f", in a container of {installed.image}" if installed and installed.image else ""
     log.step(f"toolchain: {toolkit.describe()}, torch {env.torch_version} ({env.root}), "
@@ -313,7 +328,7 @@ def _final_wheel(cell: Cell, options: BuildOptions, content: Path, tag: str,
                        epoch=options.epoch(cell), extra_dist_info={PROVENANCE_FILE: provenance})
 
 
-def _stage_source(root: Path, target: Path) -> None:
+def stage_source(root: Path, target: Path) -> None:
     """A private copy of the kernel repo to build in: the user's tree is never written."""
     shutil.copytree(root, target, symlinks=True,
                     ignore=shutil.ignore_patterns(*IGNORED_DIRS, "*.pyc"))

@@ -22,7 +22,7 @@ def cell_expectation(cell: Cell) -> Expectation:
         return Expectation(cell.spec.name, cell.wheel_version, "any", None, frozenset(), None)
     return Expectation(
         cell.spec.name, cell.wheel_version, cell.torch_pin,
-        cell.cuda.version.major, cell.gpu_code, cell.platform,
+        cell.cuda.version.major, cell.gpu_code, cell.platform, gpu_covers=cell.spec.is_pep517,
     )
 
 

@@ -22,7 +22,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,7 +189,7 @@ class CompilePool:
             _signal_group(process, signal.SIGTERM)
 
     def run(self, argv: Sequence[str], cwd: Path | None, log: Log, what: str,
-            measure: bool = True) -> Finished:
+            measure: bool = True, env: Mapping[str, str] | None = None) -> Finished:
         """Run one compiler to its end; its output goes to the log as one block. A failure
         raises BuildError; the stop or the time limit end it early (Stopped, TimeLimitReached)."""
         command = [str(arg) for arg in argv]
@@ -198,7 +198,8 @@ class CompilePool:
             self._check()
             try:
                 process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
-                                           stderr=subprocess.STDOUT, start_new_session=True)
+                                           stderr=subprocess.STDOUT, start_new_session=True,
+                                           env=None if env is None else dict(env))
             except FileNotFoundError:
                 raise not_found(command, what) from None
             self._processes.add(process)

@@ -114,9 +114,11 @@ def _pyproject(root: Path) -> tuple[str | None, str | None, str | None, Path]:
         version = fields["version"].str()
     license_text = None
     if "license" in fields:
-        value = fields["license"].value
-        license_text = value if isinstance(value, str) else \
-            value.get("text") if isinstance(value, dict) else None
+        node = fields["license"]
+        if isinstance(node.value, str):
+            license_text = node.value
+        elif isinstance(node.value, dict) and "text" in node.mapping():
+            license_text = node.mapping()["text"].str()
     return name, version, license_text, path
 
 

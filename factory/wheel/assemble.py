@@ -23,8 +23,8 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from .. import __version__
 from ..files import ZIP_EPOCH
 
-__all__ = ["CoreMetadata", "compressed_tag", "dist_info_name", "wheel_filename", "wheel_name",
-           "write_wheel"]
+__all__ = ["CoreMetadata", "GivenMetadata", "compressed_tag", "dist_info_name", "relabelled",
+           "wheel_filename", "wheel_name", "write_wheel"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,65 @@ class CoreMetadata:
         return data
 
 
+@dataclass(frozen=True)
+class GivenMetadata:
+    """METADATA a build backend wrote, as the factory re-issues it (see relabelled)."""
+
+    name: str
+    version: str
+    data: bytes
+
+    def render(self) -> bytes:
+        Metadata.from_email(self.data, validate=True)
+        return self.data
+
+
+def relabelled(data: bytes, version: str, torch: str) -> GivenMetadata:
+    """A build backend's METADATA with the factory's version and torch pin: Version replaced,
+    every unconditional torch requirement replaced by `torch` (e.g. torch==2.11.*), the rest
+    (description, classifiers, other requirements, markers) kept as written. Written here
+    because packaging reads core metadata but has no writer that keeps a document as it is."""
+    text = data.decode("utf-8")
+    head, blank, body = text.partition("\n\n")
+    fields: list[list[str]] = []  # each field with its continuation lines
+    for line in head.split("\n"):
+        if line[:1] in (" ", "\t") and fields:
+            fields[-1].append(line)
+        elif line:
+            fields.append([line])
+    kept: list[list[str]] = []
+    name = None
+    for field in fields:
+        key, _, value = field[0].partition(":")
+        key, value = key.strip().lower(), value.strip()
+        if key == "name":
+            name = value
+        if key == "version":
+            field = [f"Version: {version}"]
+        elif key == "requires-dist" and _unconditional_torch(value):
+            continue
+        kept.append(field)
+    where = max((i + 1 for i, field in enumerate(kept)
+                 if field[0].lower().startswith(("requires-dist:", "requires-python:",
+                                                 "version:"))), default=len(kept))
+    kept.insert(where, [f"Requires-Dist: {torch}"])
+    if name is None:
+        raise ValueError("METADATA has no Name")
+    rendered = "\n".join(line for field in kept for line in field)
+    rendered += "\n\n" + body if blank else "\n"
+    return GivenMetadata(name, version, rendered.encode())
+
+
+def _unconditional_torch(requirement: str) -> bool:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        parsed = Requirement(requirement)
+    except InvalidRequirement:
+        return False
+    return canonicalize_name(parsed.name) == "torch" and parsed.marker is None
+
+
 def _is_license_expression(text: str) -> bool:
     from packaging.licenses import (
         InvalidLicenseExpression,
@@ -93,7 +152,8 @@ def dist_info_name(name: str, version: str) -> str:
     return f"{wheel_name(name)}-{version}.dist-info"
 
 
-def write_wheel(content: Path, dist: Path, metadata: CoreMetadata, tag: str, purelib: bool,
+def write_wheel(content: Path, dist: Path, metadata: CoreMetadata | GivenMetadata, tag: str,
+                purelib: bool,
                 epoch: int, extra_dist_info: dict[str, bytes] | None = None) -> Path:
     """Zip the files under `content` (the package folders) into a wheel in `dist`.
 

@@ -6,7 +6,9 @@ words a user can act on; an empty list means the wheel may go out.
   symbol versions, and the symbols no manylinux system may be relied on for);
 - libraries: no copy of a torch or CUDA library inside, and every DT_NEEDED is provided by the
   system, by torch (of the cell's CUDA major) or by the wheel itself;
-- GPU code: SASS for every SM the cell promised, PTX only where promised (the newest SM);
+- GPU code: SASS for every SM the cell promised, PTX only where promised (the newest SM); for a
+  project that compiles with its own arch list, SASS for every SM of the cell in each shared
+  object that has GPU code, whatever else it holds;
 - metadata: the filename, METADATA, WHEEL and RECORD agree, and the torch pin is the cell's.
 """
 
@@ -40,6 +42,7 @@ class Expectation:
     cuda_major: int | None  # None: no CUDA code
     gpu_code: frozenset[str] | None  # sm_90, compute_90, ...; None: not checked
     arch: str | None  # x86_64, aarch64; None for pure wheels
+    gpu_covers: bool = False  # gpu_code is a floor (per shared object), not the exact set
 
 
 def check_wheel(report: WheelReport, expect: Expectation) -> list[str]:
@@ -141,6 +144,17 @@ def _check_gpu_code(report: WheelReport, expect: Expectation) -> list[str]:
     problems = [f"GPU code: {so.path}: {so.gpu_error}" for so in report.shared_objects
                 if so.gpu_error]
     if expect.gpu_code is None:
+        return problems
+    if expect.gpu_covers:
+        with_code = [so for so in report.shared_objects if so.sass or so.ptx]
+        if not with_code:
+            problems.append("GPU code: no shared object of the wheel carries GPU code")
+        for so in with_code:
+            missing = sorted(expect.gpu_code - set(so.sass))
+            if missing:
+                problems.append(f"GPU code: {so.path} has no SASS for {', '.join(missing)} "
+                                f"(it holds {' '.join((*so.sass, *so.ptx))}); those GPUs "
+                                "would fail with 'no kernel image is available'")
         return problems
     found = {code for so in report.shared_objects for code in (*so.sass, *so.ptx)}
     missing_sass = sorted(c for c in expect.gpu_code - found if c.startswith("sm_"))

@@ -1,0 +1,287 @@
+"""Build a PEP 517 project (setup.py / pyproject.toml, typically torch.utils.cpp_extension's
+CUDAExtension) for one cell, through the standard front end, `build`, and issue its wheel again
+as the factory's own.
+
+The project is built without isolation, in a cached environment that sees the cell's torch: a
+virtual environment of the cell's CPython whose .pth file adds the torch environment's
+site-packages, with `build`, setuptools, wheel, ninja, packaging and the project's other
+[build-system] requirements installed (never a second torch), bounded by torch's own
+requirements. A builder container makes it while its network is on and builds without one.
+
+The build gets the cell's arch list (TORCH_CUDA_ARCH_LIST: SASS for every SM, PTX for the
+newest), its toolkit (CUDA_HOME), host compiler (CC, CXX), the factory's share of cores and
+memory (MAX_JOBS, NVCC_THREADS), the source's time (SOURCE_DATE_EPOCH) and the matrix's env:
+for the kernel. A build that reaches for the network (to download a prebuilt wheel, say) fails
+with a message that says so.
+
+What `build` makes is then taken apart: auditwheel repairs it (torch's and NVIDIA's libraries
+left out), its version gets the cell's label, its torch requirement the cell's pin, and the
+factory writes it again with its deterministic writer and provenance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import zipfile
+from importlib.metadata import distributions
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from .. import defaults
+from ..cache import exclusive
+from ..config.nodes import load_toml
+from ..errors import BuildError, CommandFailed, ConfigError
+from ..process import Log, first_output_line, run
+from ..toolchain import Toolchain
+from ..toolchain.torch import TorchEnv
+from ..uv import uv_bin, uv_env
+from ..versions import Version
+from ..wheel.assemble import compressed_tag, relabelled, write_wheel
+from ..wheel.fatbin import fatbin_entries
+from ..wheel.read import PROVENANCE_FILE
+from ..wheel.repair import repair
+from .cell import Built, Job, cell_toolchain, stage_source
+from .records import provenance_record, toolchain_facts
+
+__all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "provide_build_env"]
+
+# What every build environment has besides the project's own requirements: the front end,
+# setuptools' parts, ninja (torch's BuildExtension compiles in parallel only with it) and
+# packaging (many setup.py files import it without listing it).
+BUILD_TOOLS = ("build", "setuptools", "wheel", "ninja", "packaging")
+_DEFAULT_REQUIRES = ("setuptools>=40.8.0", "wheel")  # PEP 518's, for a project that names none
+_SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+_BUILD_ENV_MARKER = "factory-buildenv.json"
+# What a build that reaches for the network prints when there is none (glibc's resolver,
+# urllib, curl, pip).
+_NETWORK_FAILURE = re.compile(
+    r".*(Temporary failure in name resolution|Name or service not known|Network is unreachable"
+    r"|No address associated with hostname|Could not resolve host|Failed to establish a new "
+    r"connection).*")
+
+
+def build_project(job: Job) -> Built:
+    cell, work, log = job.cell, job.work, job.log
+    assert cell.cuda is not None and cell.torch is not None  # a PEP 517 cell is compiled
+    src = work / "src"
+    stage_source(cell.spec.root, src)
+    toolchain = cell_toolchain(job)
+    job.progress("build environment")
+    python = provide_build_env(toolchain.torch, build_requirements(src), job.cache, log,
+                               job.options.offline, create=not job.prepared)
+
+    job.progress("compiling (build)")
+    pool = job.compiling.pool
+    pool.queue(1)
+    try:
+        grant = pool.admit(pool.budget.share(job.compiling.cells).cores,
+                           lambda threads: threads * defaults.UNIT_MEMORY["cuda"])
+    except BaseException:
+        pool.withdraw(1)
+        raise
+    built_dir = work / "built"
+    variables = _variables(job, toolchain, grant.threads, src)
+    log.step("building with `build` (no isolation): " + " ".join(
+        f"{name}={variables[name]}" for name in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
+                                                 "NVCC_THREADS", "CUDA_HOME")))
+    argv, cwd = toolchain.runs_in.argv([str(python), "-m", "build", "--wheel", "--no-isolation",
+                                        "--outdir", str(built_dir), str(src)], src)
+    try:
+        finished = pool.run(argv, cwd, log, "building the project",
+                            measure=not toolchain.runs_in.prefix,
+                            env={**os.environ, **variables})
+    except CommandFailed as failure:
+        reached = _NETWORK_FAILURE.search(failure.output)
+        if reached is None:
+            raise
+        raise BuildError(
+            f"the project's build tried to reach the network, and builds have no network "
+            f"(\"{reached[0].strip()}\"): set the variable that makes it compile from source "
+            "(for many projects a FORCE_BUILD switch) under the kernel's env: in the "
+            "matrix") from None
+    finally:
+        pool.release(grant)
+    peak = f", peak {finished.peak / 2**30:.2f} GiB" if finished.peak else ""
+    log.write(f"   built in {finished.seconds:.1f} s with MAX_JOBS={grant.threads}{peak}")
+    wheels = sorted(built_dir.glob("*.whl"))
+    if len(wheels) != 1:
+        raise BuildError(f"the project's build made {len(wheels)} wheels, expected 1")
+
+    job.progress("auditwheel")
+    log.step("auditwheel repair")
+    repaired = repair(wheels[0], work / "wheelhouse", log)
+    job.progress("packaging")
+    wheel = _issue(job, toolchain, repaired)
+    return Built(wheel, 1, 1, 0)
+
+
+def build_requirements(root: Path) -> list[str]:
+    """What a project's build environment holds besides the cell's torch: the factory's build
+    tools and the project's [build-system] requires (PEP 518's default when it names none),
+    torch left out."""
+    path = root / "pyproject.toml"
+    requires: list[str] = list(_DEFAULT_REQUIRES)
+    if path.is_file():
+        document = load_toml(path)
+        system = document.mapping().get("build-system") \
+            if isinstance(document.value, dict) else None
+        if system is not None and "requires" in system.mapping():
+            requires = list(system.mapping()["requires"].str_list())
+    kept = list(BUILD_TOOLS)
+    for text in requires:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            raise ConfigError(f"'{text}' is not a requirement", file=path,
+                              key="build-system.requires") from None
+        if canonicalize_name(requirement.name) != "torch" and text not in kept:
+            kept.append(text)
+    return kept
+
+
+def provide_build_env(torch: TorchEnv, requires: list[str], cache: Path, log: Log,
+                      offline: bool = False, create: bool = True) -> Path:
+    """The interpreter of a cached build environment: a virtual environment of the torch
+    environment's CPython that sees its torch (a .pth file names its site-packages) and holds
+    `requires`. Made on first use; with `create` false it must exist (a builder container
+    makes it while the network is on, and builds with the cache read-only)."""
+    digest = hashlib.sha256(json.dumps([str(torch.site_packages), torch.torch_version,
+                                        sorted(requires)]).encode()).hexdigest()[:16]
+    root = cache / "buildenvs" / f"{torch.root.name}-{digest}"
+    marker = root / _BUILD_ENV_MARKER
+    if create:
+        with exclusive(root):
+            if not marker.is_file():
+                _create_build_env(root, torch, requires, cache, log, offline)
+    elif not marker.is_file():
+        raise BuildError(f"the build environment was not prepared ({root} is missing)")
+    return root / "bin" / "python"
+
+
+def _create_build_env(root: Path, torch: TorchEnv, requires: list[str], cache: Path, log: Log,
+                      offline: bool) -> None:
+    log.step(f"making the build environment {root}: torch {torch.torch_version} and "
+             f"{' '.join(requires)}")
+    if root.exists():
+        shutil.rmtree(root)
+    env = uv_env(cache, offline)
+    run([uv_bin(), "venv", "--quiet", "--python", torch.python, root], log, env=env,
+        what="making the build environment")
+    python = root / "bin" / "python"
+    site = Path(first_output_line(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]))
+    (site / "_kernel_wheel_factory_torch.pth").write_text(f"{torch.site_packages}\n")
+    # torch's own requirements bound what is installed beside it (torch 2.11 wants
+    # setuptools<82, and `build` checks the whole tree it sees).
+    constraints = root / "torch-constraints.txt"
+    constraints.write_text("".join(f"{line}\n" for line in _torch_requires(torch)))
+    run([uv_bin(), "pip", "install", "--quiet", "--python", python, "--constraint", constraints,
+         *requires], log, env=env, what="installing the project's build requirements")
+    if (site / "torch").exists():
+        raise BuildError("a build requirement of the project installed a torch of its own; "
+                         "the build must use the cell's torch")
+    (root / _BUILD_ENV_MARKER).write_text(json.dumps({"requires": requires}) + "\n")
+
+
+def _torch_requires(torch: TorchEnv) -> list[str]:
+    """The Requires-Dist of the cell's torch (its extras' left out)."""
+    for found in distributions(path=[str(torch.site_packages)]):
+        if canonicalize_name(found.metadata["Name"] or "") == "torch":
+            return [text for text in found.requires or [] if "extra ==" not in text]
+    return []
+
+
+def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path) -> dict[str, str]:
+    """The environment of the project's build."""
+    cell = job.cell
+    assert cell.cuda is not None
+    archs = " ".join(f"{cap.base}{'+PTX' if cap.ptx else ''}" for cap in cell.sms)
+    sources = sum(1 for _ in src.rglob("*.cu"))
+    home = toolchain.cuda.home
+    cxx = toolchain.cxx
+    cc = cxx.replace("g++", "gcc") if "g++" in cxx else cxx.replace("clang++", "clang")
+    return {
+        **dict(cell.env),
+        "TORCH_CUDA_ARCH_LIST": archs,
+        "MAX_JOBS": str(threads),
+        "NVCC_THREADS": str(max(1, threads // max(1, min(threads, sources)))),
+        "CUDA_HOME": str(home), "CUDA_PATH": str(home),
+        "PATH": os.pathsep.join([str(home / "bin"), os.environ.get("PATH", "")]),
+        "CC": cc, "CXX": cxx,
+        "SOURCE_DATE_EPOCH": str(job.options.epoch(cell)),
+        # nvcc names its temporary files, and so symbols of the object, after its process
+        # id unless they live beside the object: the same build must give the same bytes.
+        "NVCC_APPEND_FLAGS": " ".join(filter(None, (os.environ.get("NVCC_APPEND_FLAGS"),
+                                                   "--objdir-as-tempdir"))),
+        "PYTHONNOUSERSITE": "1", "PIP_NO_INDEX": "1",
+    }
+
+
+def _issue(job: Job, toolchain: Toolchain, repaired: Path) -> Path:
+    """The repaired wheel written again: the cell's version and torch pin, provenance, the
+    factory's deterministic zip."""
+    cell, work, log = job.cell, job.work, job.log
+    _, built_version, _, _ = parse_wheel_filename(repaired.name)
+    if built_version.public != Version(cell.version).public:
+        log.write(f"note: the project's build calls it version {built_version}; the wheel is "
+                  f"{cell.wheel_version}, the version the matrix (or the source's tag) gives")
+    content = work / "final"
+    if content.exists():
+        shutil.rmtree(content)
+    metadata_bytes = b""
+    extra: dict[str, bytes] = {}
+    with zipfile.ZipFile(repaired) as archive:
+        for info in archive.infolist():
+            if info.is_dir():
+                continue
+            top, _, rest = info.filename.partition("/")
+            if top.endswith(".dist-info"):
+                if rest == "METADATA":
+                    metadata_bytes = archive.read(info)
+                elif rest not in ("RECORD", "WHEEL", *_SIGNATURES):
+                    extra[rest] = archive.read(info)
+                continue
+            path = content / info.filename
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(archive.read(info))
+            if (info.external_attr >> 16) & 0o111:
+                path.chmod(0o755)
+    if not metadata_bytes:
+        raise BuildError(f"{repaired.name} has no METADATA")
+    try:
+        metadata = relabelled(metadata_bytes, cell.wheel_version, f"torch{cell.torch_pin}")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BuildError(f"the METADATA of {repaired.name} cannot be re-issued ({exc})") from None
+    if canonicalize_name(metadata.name) != canonicalize_name(cell.spec.name):
+        raise BuildError(f"the project's build named its wheel '{metadata.name}', the project "
+                         f"is '{cell.spec.name}'")
+
+    def ask(argv: list[str]) -> str:
+        command, _ = toolchain.runs_in.argv(argv, work)
+        return first_output_line(command)
+
+    facts = toolchain_facts(toolchain.cxx, f"{toolchain.cuda.version} ({toolchain.cuda.origin})",
+                            toolchain.torch.torch_version, ask)
+    record = provenance_record(cell, job.options, facts)
+    record["gpu_code_found"] = _gpu_code(content)
+    provenance = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+    extra[PROVENANCE_FILE] = provenance
+    return write_wheel(content, work / "dist", metadata, compressed_tag(repaired.name),
+                       purelib=False, epoch=job.options.epoch(cell), extra_dist_info=extra)
+
+
+def _gpu_code(content: Path) -> dict[str, list[str]]:
+    """The SASS and PTX each shared object of the wheel holds, as the project compiled it."""
+    found = {}
+    for path in sorted(content.rglob("*.so*")):
+        if path.is_file():
+            entries = fatbin_entries(path)
+            if entries:
+                found[path.relative_to(content).as_posix()] = [str(entry) for entry in entries]
+    return found
