@@ -3,7 +3,6 @@
 ARG ROOTFS=kernel-wheel-factory/base:bullseye-rootfs
 FROM ${ROOTFS}
 
-ARG PYTHON_VERSION=3.11.2
 ARG MIRROR=http://deb.debian.org/debian
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
 
@@ -16,14 +15,27 @@ RUN apt-get update \
        libsqlite3-dev \
     && rm -rf /var/lib/apt/lists/*
 
-# CPython from Debian's own source tarball of the 3.11 series (bookworm's python3.11).
+# CPythons from Debian's own source tarballs, each checked against its sha256, installed where
+# manylinux images keep them (/opt/python/cpXY-cpXY): 3.11 (bookworm's) runs the factory and
+# builds kernel-builder kernels; 3.13 (trixie's) is a second interpreter for per-Python wheels.
+# (Debian's archive holds no 3.12 source any more.)
+ARG PYTHONS="3.11.2:gz:2411c74bda5bbcfcddaf4531f66d1adc73f247f529aee981b029513aefdbf849 3.13.5:xz:93e583f243454e6e9e4588ca2c2662206ad961659863277afcdb96801647d640"
 WORKDIR /tmp/python
-RUN curl -fsSLO "${MIRROR}/pool/main/p/python3.11/python3.11_${PYTHON_VERSION}.orig.tar.gz" \
-    && tar xf "python3.11_${PYTHON_VERSION}.orig.tar.gz" --strip-components=1 \
-    && ./configure --quiet --prefix=/opt/python/cp311-cp311 --with-ensurepip=install \
-    && make --quiet -j"$(nproc)" >/dev/null \
-    && make --quiet install >/dev/null \
-    && /opt/python/cp311-cp311/bin/python3.11 -c "import ssl, sqlite3, lzma, bz2, ctypes, zlib" \
-    && ln -s python3.11 /opt/python/cp311-cp311/bin/python \
+# hadolint ignore=DL3003
+RUN for entry in ${PYTHONS}; do \
+      version="${entry%%:*}"; rest="${entry#*:}"; compression="${rest%%:*}"; sum="${rest#*:}"; \
+      series="${version%.*}"; tag="cp$(echo "${series}" | tr -d .)"; \
+      tarball="python${series}_${version}.orig.tar.${compression}"; \
+      curl -fsSLO "${MIRROR}/pool/main/p/python${series}/${tarball}" \
+      && echo "${sum}  ${tarball}" | sha256sum --check --quiet \
+      && mkdir "src-${version}" && tar xf "${tarball}" -C "src-${version}" --strip-components=1 \
+      && (cd "src-${version}" \
+          && ./configure --quiet --prefix="/opt/python/${tag}-${tag}" --with-ensurepip=install \
+          && make --quiet -j"$(nproc)" >/dev/null \
+          && make --quiet install >/dev/null) \
+      && "/opt/python/${tag}-${tag}/bin/python${series}" -c "import ssl, sqlite3, lzma, bz2, ctypes, zlib" \
+      && ln -s "python${series}" "/opt/python/${tag}-${tag}/bin/python" \
+      || exit 1; \
+    done \
     && rm -rf /tmp/python
 WORKDIR /

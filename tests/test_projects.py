@@ -11,7 +11,7 @@ from factory.config.project import project_kind, read_project, static_version
 from factory.errors import ConfigError
 from factory.wheel.assemble import relabelled
 
-from .conftest import factory_main, snapshot, write
+from .conftest import EXAMPLE, factory_main, snapshot, write
 
 SETUP = """
 from setuptools import setup
@@ -157,3 +157,18 @@ def test_metadata_is_reissued_with_the_label_and_the_pin_and_nothing_else_change
         "Description-Content-Type: text/markdown", "Requires-Dist: packaging",
         'Requires-Dist: torch>=2.0; extra == "dev"', "Requires-Dist: torch==2.11.*"]
     assert body == METADATA.decode().partition("\n\n")[2]
+
+
+def test_guard_false_is_for_projects_only(tmp_path, capsys):
+    write(tmp_path / "matrix.yaml", f"""
+        kernels:
+          - path: {EXAMPLE}
+            version: 1.0.0
+            guard: false
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+    """)
+    result = factory_main("plan", str(tmp_path / "matrix.yaml"), capsys=capsys)
+    assert result.exit == 2
+    assert "matrix.yaml:2: kernels[0].guard: a kernel-builder kernel's wheel always has its " \
+        "import guard" in result.stderr, result.stderr

@@ -90,7 +90,7 @@ def _nonempty_list(node: Node) -> list[Node]:
     return items
 
 
-_ENTRY_KEYS = ("version", "kind", "env")
+_ENTRY_KEYS = ("version", "kind", "env", "guard")
 _KERNEL_KEYS: dict[SourceKind, tuple[str, ...]] = {
     "path": ("path", *_ENTRY_KEYS),
     "git": ("git", "rev", "subdir", *_ENTRY_KEYS),
@@ -124,7 +124,11 @@ def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
             fields, base, stated)
         version = _wheel_version(fields["version"]) if "version" in fields else None
         env = _build_env(fields["env"]) if "env" in fields else ()
-        entries.append(KernelEntry(source, version, item.line, index, stated, env))
+        guard = fields["guard"].bool() if "guard" in fields else True
+        if not guard and stated == "kernel-builder":
+            raise fields["guard"].error("a kernel-builder kernel's wheel always has its import "
+                                        "guard; guard: false is for PEP 517 projects")
+        entries.append(KernelEntry(source, version, item.line, index, stated, env, guard))
     return tuple(entries)
 
 

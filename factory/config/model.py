@@ -56,6 +56,7 @@ class KernelEntry:
     index: int = 0  # its position in the kernels list (kernels[index] in errors)
     kind: ProjectKind | None = None  # as stated; None: found from the files
     env: tuple[tuple[str, str], ...] = ()  # variables its build reads (FORCE_BUILD=TRUE, ...)
+    guard: bool = True  # a PEP 517 project's packages get the factory's import guard
 
     @property
     def key(self) -> str:

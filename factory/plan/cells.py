@@ -101,6 +101,7 @@ class Cell:
     python: Version | None = None  # a PEP 517 project's: the CPython it is built with
     per_python: bool = False  # the wheel serves that CPython only (cp312-cp312), not abi3
     env: tuple[tuple[str, str], ...] = ()  # the matrix's variables for the project's build
+    guard: bool = True  # a PEP 517 project's packages get the import guard
 
     @property
     def id(self) -> str:
@@ -262,7 +263,8 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
                     for python, per_python in _pythons(matrix, spec, entry):
                         cell = make_cell(spec, kernel.source, kernel.version, torch, cuda,
                                          platform, label, matrix.label, entry.installed,
-                                         dependencies, python, per_python, kernel.entry.env)
+                                         dependencies, python, per_python, kernel.entry.env,
+                                         kernel.entry.guard)
                         reason = _nothing_to_compile(cell)
                         if reason:
                             no_sm.append(SkippedCell(cell_id, reason, kernel.version, torch,
@@ -316,7 +318,7 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
               installed: InstalledTorch | None = None,
               dependencies: Mapping[str, Dependency] | None = None,
               python: Version | None = None, per_python: bool = False,
-              env: tuple[tuple[str, str], ...] = ()) -> Cell:
+              env: tuple[tuple[str, str], ...] = (), guard: bool = True) -> Cell:
     """A compiled kernel's cell: its SMs and, per [kernel.*] section, the archs it builds, with
     the C++ dependencies of the sections it keeps. The planner makes every cell with it, and so
     does the codec reading a cell's record."""
@@ -332,7 +334,7 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
         spec, source, version, torch, cuda, platform, label,
         tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)), sections,
         label_template, installed, tuple(found[name] for name in names), python, per_python,
-        env,
+        env, guard,
     )
 
 

@@ -42,7 +42,7 @@ def cell_record(cell: Cell) -> dict[str, Any]:
         **({"depends": [dependency.record() for dependency in cell.depends]}
            if cell.depends else {}),
         **({"project": "pep517", "python": str(cell.python), "per_python": cell.per_python,
-            "env": dict(cell.env)} if cell.spec.is_pep517 else {}),
+            "env": dict(cell.env), "guard": cell.guard} if cell.spec.is_pep517 else {}),
     }
 
 
@@ -87,7 +87,8 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
         python, per_python, env = _project_settings(record, spec, origin)
         cell = make_cell(spec, source, version, torch, cuda, record["platform"],
                          record["label"], record.get("label_template") or defaults.LABEL_TEMPLATE,
-                         installed, dependencies, python, per_python, env)
+                         installed, dependencies, python, per_python, env,
+                         record.get("guard") is not False)
     if cell.id != record.get("id"):
         raise ConfigError(f"cell {record.get('id')} cannot be made from this source (it gives "
                           f"{cell.id})", file=origin)

@@ -35,6 +35,10 @@ def resolve_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
             raise ConfigError(f"{found.entry.source.describe()} has no {wanted}",
                               file=matrix.path, line=found.entry.line, key=found.entry.key)
         spec = read_project(found.tree.root, kind)
+        if not found.entry.guard and not spec.is_pep517:
+            raise ConfigError("a kernel-builder kernel's wheel always has its import guard; "
+                              "guard: false is for PEP 517 projects", file=matrix.path,
+                              line=found.entry.line, key=f"{found.entry.key}.guard")
         for warning in spec.warnings:
             say(f"warning: {warning}")
         assert found.version is not None  # resolve_kernels refuses a kernel without one

@@ -84,9 +84,12 @@ def provide_torch(torch: Version, cuda: Version, torch_index: str | None, cache:
     """A cached environment holding torch `torch` built for CUDA `cuda` (from `torch_index`,
     else PyPI), made on first use (`offline`: from uv's cache only); with `create` false it must
     exist already, and the cache is only read (it may be read-only)."""
-    python_version = subprocess.run(
-        [python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
-        capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        python_version = subprocess.run(
+            [python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
+            capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BuildError(f"the interpreter {python} cannot be run ({exc})") from None
     root = cache / "envs" / env_key(torch, cuda, torch_index, python_version)
     marker = root / _MARKER
     if create:

@@ -1,7 +1,8 @@
 """The factory's side of a builder container, run by the docker runner as
 `python -m factory.build.runners.docker.inside prepare|build` with a JSON job on stdin.
 
-    prepare   make the torch environment a cell needs, in the mounted cache (network on)
+    prepare   make the torch environment a cell needs (and a PEP 517 project's build
+              environment), in the mounted cache (network on)
     build     build one cell (network off, the cache mounted read-only, a non-root user;
               the object cache's part of the image's base mounted read-write)
 
@@ -22,7 +23,7 @@ from typing import Any
 
 from ....compile.objects import ObjectCache
 from ....compile.pool import Budget, CompilePool
-from ....errors import FactoryError
+from ....errors import BuildError, FactoryError
 from ....plan.codec import cell_from_record, recorded_spec
 from ....plan.costs import UnitCost
 from ....process import Log
@@ -32,6 +33,7 @@ from ....toolchain.torch import provide_torch
 from ....versions import parse_release
 from ...cell import Compiling, build_cell
 from ...options import BuildOptions
+from ...pep517 import provide_build_env
 
 __all__ = ["CONTROL", "main"]
 
@@ -51,8 +53,14 @@ def main(argv: list[str]) -> int:
 
     try:
         if argv[0] == "prepare":
+            python = job.get("python") or sys.executable
+            if not Path(python).is_file():
+                raise BuildError(f"the builder image has no {python}: its base provides no "
+                                 f"such CPython (a manylinux image keeps each in /opt/python)")
             env = provide_torch(parse_release(job["torch"]), parse_release(job["cuda"]),
-                                job["torch_index"], Path(job["cache"]), log)
+                                job["torch_index"], Path(job["cache"]), log, python=python)
+            if job.get("build_requires"):
+                provide_build_env(env, list(job["build_requires"]), Path(job["cache"]), log)
             say(result=env.torch_version)
         else:
             root = Path(job["kernel"])

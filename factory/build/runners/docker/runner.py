@@ -35,9 +35,11 @@ from ....plan.codec import cell_record
 from ....plan.costs import UnitCost
 from ....process import Log, first_error
 from ....sources.tree import source_files
+from ....toolchain.python import manylinux_python
 from ....versions import major_minor
 from ...cell import Built, Compiling, Container, build_cell
 from ...options import BuildOptions
+from ...pep517 import build_requirements
 from ..local import LocalRunner
 from .engine import Engine, source_archive
 from .image import BuilderImage, build_context, builder_image, slug
@@ -87,7 +89,9 @@ class _Group:
     error: str | None = None
     prepare: str | None = None
     build: str | None = None
-    prepared: set[tuple[str, str, str | None]] = field(default_factory=set)
+    # (torch, CUDA, torch index, CPython, build requirements) made in the cache
+    prepared: set[tuple[str, str, str | None, str | None, tuple[str, ...]]] = \
+        field(default_factory=set)
     sources: set[str] = field(default_factory=set)
 
 
@@ -223,7 +227,10 @@ class DockerRunner:
 
     def _prepare(self, group: _Group, cell: Cell, log: Log) -> None:
         assert cell.cuda is not None
-        key = (str(cell.torch), str(major_minor(cell.cuda.version)), cell.cuda.torch_index)
+        python = str(manylinux_python(cell.python)) if cell.python is not None else None
+        requires = build_requirements(cell.source.root) if cell.spec.is_pep517 else []
+        key = (str(cell.torch), str(major_minor(cell.cuda.version)), cell.cuda.torch_index,
+               python, tuple(requires))
         with group.lock:
             if key in group.prepared:
                 return
@@ -237,9 +244,11 @@ class DockerRunner:
                     "--env", "HOME=/tmp", "--env", f"UV_CACHE_DIR={CACHE}/uv",
                     "--mount", f"type=bind,source={self.cache},target={CACHE}",
                 ])
-            job = {"torch": key[0], "cuda": key[1], "torch_index": key[2],
+            job = {"torch": key[0], "cuda": key[1], "torch_index": key[2], "python": python,
+                   "build_requires": requires,
                    "cache": str(CACHE / self._base_cache(group.image))}
-            log.step(f"preparing torch {cell.torch} for CUDA {key[1]} in {group.prepare}")
+            what = f" and the build environment of {cell.spec.name}" if requires else ""
+            log.step(f"preparing torch {cell.torch} for CUDA {key[1]}{what} in {group.prepare}")
             self._exec(group.prepare, "prepare", job, log, lambda step: None)
             group.prepared.add(key)
 
