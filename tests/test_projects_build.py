@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from factory.build.runners.docker.image import host_certificates
 from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import inspect_wheel
 
@@ -82,11 +83,13 @@ def test_one_labelled_wheel_per_cpython(project_build):
 
 
 def test_each_wheel_installs_from_its_cell_index_and_passes_the_projects_tests(
-        project_build, factory_cache):
+        project_build, factory_cache, tmp_path):
     """In a container of the base, each CPython gets a fresh environment, torch 2.11 from
     PyPI and relu-scale from the served cell index (uv: the cell index is asked first)."""
     index, _ = project_build
     from uv import find_uv_bin
+    certificates = tmp_path / "ca-certificates.crt"  # the host's, a TLS proxy's included
+    certificates.write_bytes(host_certificates())
 
     with subprocess.Popen([sys.executable, "-m", "factory", "serve", str(index), "--port", "0"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as server:
@@ -109,6 +112,8 @@ def test_each_wheel_installs_from_its_cell_index_and_passes_the_projects_tests(
                      "--mount", f"type=bind,source={factory_cache / 'uv'},target=/uv-cache",
                      "--mount", f"type=bind,source={PROJECT / 'tests'},target=/project-tests,"
                                 "readonly",
+                     "--mount", f"type=bind,source={certificates},target=/host-ca.crt,readonly",
+                     "--env", "SSL_CERT_FILE=/host-ca.crt",
                      "--env", "UV_CACHE_DIR=/uv-cache", "--env", "UV_LINK_MODE=copy",
                      BASE, "sh", "-c", script], capture_output=True, text=True)
                 assert done.returncode == 0, done.stdout + done.stderr
@@ -146,14 +151,16 @@ def test_the_import_guard_refuses_another_torch_before_the_extension_loads(proje
 
 
 def doctored(wheel: Path, target: Path) -> Path:
-    """The wheel with a copy of libc10 inside and its torch pin taken out."""
+    """The wheel with a library named like torch's libc10 inside (a copy of its own extension
+    will do) and its torch pin taken out."""
     with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(target, "w") as out:
+        extension = next(name for name in source.namelist() if name.endswith(".so"))
         for info in source.infolist():
             data = source.read(info)
             if info.filename.endswith(".dist-info/METADATA"):
                 data = data.replace(b"Requires-Dist: torch==2.11.*\n", b"")
             out.writestr(info, data)
-        out.writestr("relu_scale.libs/libc10-0a1b2c3d.so", b"\x7fELF")
+        out.writestr("relu_scale.libs/libc10-0a1b2c3d.so", source.read(extension))
     return target
 
 

@@ -55,6 +55,8 @@ def provenance_record(cell: Cell, options: BuildOptions,
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)),
         },
     }
+    if cell.spec.is_pep517:
+        record["kernel"]["project_file"] = cell.spec.build_toml.name
     if source.kind != "path":
         record["source"] |= {"revision": source.requested, "subdir": source.subdir}
     if options.builder is not None:

@@ -180,7 +180,7 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
             try:
                 built = runner.build(cell, staging, log, compiling,
                                      lambda step: reporter.update(cell.id, "building", step))
-                units = (built.units, built.compiled, built.cached)
+                units = (built.units, built.compiled, built.cached) if built.units else None
                 if built.wheel is None:
                     return _compiled_shard(cell, built, time.monotonic() - started, log,
                                            log_path, reporter)

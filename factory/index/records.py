@@ -215,13 +215,23 @@ def _torch_shown(cell: dict[str, Any]) -> Any:
     return cell.get("torch")
 
 
+def _gpu_code(provenance: dict[str, Any], cell: dict[str, Any]) -> Any:
+    """The GPU code a wheel holds: what the cell planned, or, for a project that compiles with
+    its own arch list, what its shared objects were found to carry."""
+    found = provenance.get("gpu_code_found")
+    if isinstance(found, dict):
+        return sorted({str(code) for codes in found.values() if isinstance(codes, list)
+                       for code in codes})
+    return cell.get("gpu_code", [])
+
+
 def _summary(provenance: dict[str, Any]) -> dict[str, Any]:
     cell = provenance.get("cell") or {}
     if not cell:
         return {}
     return {
         "cell": cell.get("id"), "torch": _torch_shown(cell), "cuda": cell.get("cuda"),
-        "sms": cell.get("sms", []), "gpu_code": cell.get("gpu_code", []),
+        "sms": cell.get("sms", []), "gpu_code": _gpu_code(provenance, cell),
         "platform": cell.get("platform"),
         "source": dict((provenance.get("source") or {}).items()),
         "toolchain": provenance.get("toolchain", {}), "factory": provenance.get("factory"),

@@ -98,11 +98,20 @@ def _print_provenance(record: dict[str, Any] | None, console: Console) -> None:
     if source.get("revision"):
         where += f" @ {source['revision']}"
     grid.add_row("source", f"{where} (tree {str(source.get('tree_sha256'))[:12]}{git_text})")
-    grid.add_row("build.toml", f"sha256 {record.get('kernel', {}).get('build_toml_sha256')}")
+    kernel = record.get("kernel", {})
+    grid.add_row(kernel.get("project_file", "build.toml"),
+                 f"sha256 {kernel.get('build_toml_sha256')}")
     if cell.get("torch"):
+        python = f", CPython {cell['python']}" if cell.get("python") else ""
         grid.add_row("cell", f"{cell.get('id')}: torch {cell.get('torch')}, CUDA "
                              f"{cell.get('cuda')}, SMs {' '.join(cell.get('sms', []))}"
-                             f"{' +PTX' if cell.get('ptx') else ''}, {cell.get('platform')}")
+                             f"{' +PTX' if cell.get('ptx') else ''}, {cell.get('platform')}"
+                             f"{python}")
+    found = record.get("gpu_code_found")
+    if isinstance(found, dict):
+        for path, codes in found.items():
+            grid.add_row("GPU code", f"{path}: {' '.join(map(str, codes))} (as the project "
+                                     "compiled it)")
     else:
         grid.add_row("cell", str(cell.get("id")))
     grid.add_row("toolchain", ", ".join(f"{name} {value}" for name, value in tools.items()))

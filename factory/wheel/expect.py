@@ -22,4 +22,5 @@ def recorded_expectation(report: WheelReport) -> Expectation:
         f"=={torch}.*" if torch else "any",
         int(str(cuda).split(".")[0]) if cuda else None,
         frozenset(cell.get("gpu_code", [])), cell.get("platform") if torch else None,
+        gpu_covers=cell.get("project") == "pep517",
     )
