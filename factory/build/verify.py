@@ -16,6 +16,7 @@ from typing import Any
 
 from ..compile.pool import CompilePool, machine_budget
 from ..config.model import KernelEntry, SourceRequest
+from ..config.project import project_kind
 from ..errors import ConfigError
 from ..plan.codec import cell_from_record, recorded_spec
 from ..process import Log
@@ -103,7 +104,8 @@ def _source_tree(record: dict[str, Any], source: Path | None, wheel: Path,
         return Sources(cache).resolve(entry, wheel, pin=git["commit"],
                                       version=record["kernel"]["version"]).tree
     root = (source or Path(recorded["location"])).resolve()
-    if not (root / "build.toml").is_file():
+    if project_kind(root, "pep517" if record["cell"].get("project") == "pep517"
+                    else "kernel-builder") is None:
         raise ConfigError(f"the wheel's source '{recorded['location']}' is not at {root}; pass "
                           "--source DIR", file=wheel, key="--source")
     found = resolve_path_source(root)
