@@ -64,7 +64,7 @@ from .options import BuildOptions
 from .records import kernel_metadata, provenance_record, toolchain_facts
 
 __all__ = ["PROJECT_BUILDERS", "Built", "Compiling", "Container", "Job", "Progress", "build_cell",
-           "cell_toolchain", "stage_source"]
+           "cell_toolchain", "stage_source", "unpack_wheel"]
 
 Progress = Callable[[str], None]
 PYTHON_FILES = ("py", "pyi")
@@ -288,7 +288,7 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
     log.step("auditwheel repair")
     repaired = repair(draft, work / "wheelhouse", log)
     content = work / "final"
-    _unpack_package(repaired, content)
+    unpack_wheel(repaired, content)
     job.progress("packaging")
 
     def ask(argv: list[str]) -> str:
@@ -302,19 +302,25 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
     return Built(wheel, len(jobs), compiled, cached)
 
 
-def _unpack_package(wheel: Path, target: Path) -> None:
-    """The repaired wheel's files without its .dist-info: the wheel is written again, by the
-    factory's own deterministic writer."""
+def unpack_wheel(wheel: Path, target: Path) -> dict[str, bytes]:
+    """The repaired wheel's files unpacked into `target`, but for its .dist-info, whose files
+    are returned (by their names inside it): the wheel is written again, by the factory's own
+    deterministic writer."""
+    dist_info = {}
     with zipfile.ZipFile(wheel) as archive:
         for info in archive.infolist():
-            top = info.filename.split("/", 1)[0]
-            if info.is_dir() or top.endswith(".dist-info"):
+            top, _, rest = info.filename.partition("/")
+            if info.is_dir():
+                continue
+            if top.endswith(".dist-info"):
+                dist_info[rest] = archive.read(info)
                 continue
             path = target / info.filename
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(archive.read(info))
             if (info.external_attr >> 16) & 0o111:
                 path.chmod(0o755)
+    return dist_info
 
 
 def _final_wheel(cell: Cell, options: BuildOptions, content: Path, tag: str,

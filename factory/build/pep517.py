@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shutil
-import zipfile
 from importlib.metadata import distributions
 from pathlib import Path
 
@@ -48,7 +47,7 @@ from ..wheel.assemble import compressed_tag, relabelled, write_wheel
 from ..wheel.fatbin import fatbin_entries
 from ..wheel.read import PROVENANCE_FILE
 from ..wheel.repair import repair
-from .cell import Built, Job, cell_toolchain, stage_source
+from .cell import Built, Job, cell_toolchain, stage_source, unpack_wheel
 from .records import provenance_record, toolchain_facts
 
 __all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "provide_build_env"]
@@ -236,24 +235,10 @@ def _issue(job: Job, toolchain: Toolchain, repaired: Path) -> Path:
     content = work / "final"
     if content.exists():
         shutil.rmtree(content)
-    metadata_bytes = b""
-    extra: dict[str, bytes] = {}
-    with zipfile.ZipFile(repaired) as archive:
-        for info in archive.infolist():
-            if info.is_dir():
-                continue
-            top, _, rest = info.filename.partition("/")
-            if top.endswith(".dist-info"):
-                if rest == "METADATA":
-                    metadata_bytes = archive.read(info)
-                elif rest not in ("RECORD", "WHEEL", *_SIGNATURES):
-                    extra[rest] = archive.read(info)
-                continue
-            path = content / info.filename
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(archive.read(info))
-            if (info.external_attr >> 16) & 0o111:
-                path.chmod(0o755)
+    extra = unpack_wheel(repaired, content)
+    metadata_bytes = extra.pop("METADATA", b"")
+    for generated in ("RECORD", "WHEEL", *_SIGNATURES):
+        extra.pop(generated, None)
     if not metadata_bytes:
         raise BuildError(f"{repaired.name} has no METADATA")
     if cell.guard:

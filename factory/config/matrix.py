@@ -132,11 +132,16 @@ def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
     return tuple(entries)
 
 
-def _project_kind(node: Node) -> ProjectKind:
+def _choice(node: Node, known: tuple[str, ...], what: str) -> str:
+    """A value that must be one of `known`."""
     value = node.str()
-    if value not in PROJECT_KINDS:
-        raise node.error(f"unknown project kind '{value}' (known: {', '.join(PROJECT_KINDS)})")
-    return cast(ProjectKind, value)
+    if value not in known:
+        raise node.error(f"unknown {what} '{value}' (known: {', '.join(known)})")
+    return value
+
+
+def _project_kind(node: Node) -> ProjectKind:
+    return cast(ProjectKind, _choice(node, PROJECT_KINDS, "project kind"))
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -513,10 +518,7 @@ def _excludes(node: Node | None) -> tuple[Exclude, ...]:
 
 
 def _runner(node: Node) -> RunnerChoice:
-    value = node.str()
-    if value not in RUNNERS:
-        raise node.error(f"unknown runner '{value}' (known: {', '.join(RUNNERS)})")
-    return cast(RunnerChoice, value)
+    return cast(RunnerChoice, _choice(node, RUNNERS, "runner"))
 
 
 _IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-z0-9._/:{}-]*(@sha256:[0-9a-f]{64})?")
