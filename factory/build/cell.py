@@ -20,7 +20,6 @@ budget of cores and memory (compile/pool.py).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -61,10 +60,10 @@ from ..wheel.assemble import CoreMetadata, compressed_tag, write_wheel
 from ..wheel.read import PROVENANCE_FILE
 from ..wheel.repair import repair
 from .options import BuildOptions
-from .records import kernel_metadata, provenance_record, toolchain_facts
+from .records import kernel_metadata, provenance_file, toolchain_facts
 
 __all__ = ["PROJECT_BUILDERS", "Built", "Compiling", "Container", "Job", "Progress", "build_cell",
-           "cell_toolchain", "stage_source", "unpack_wheel"]
+           "build_facts", "cell_guard", "cell_toolchain", "stage_source", "unpack_wheel"]
 
 Progress = Callable[[str], None]
 PYTHON_FILES = ("py", "pyi")
@@ -290,16 +289,19 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
     content = work / "final"
     unpack_wheel(repaired, content)
     job.progress("packaging")
+    wheel = _final_wheel(cell, options, content, compressed_tag(repaired.name),
+                         build_facts(toolchain, work), work / "dist")
+    return Built(wheel, len(jobs), compiled, cached)
 
+
+def build_facts(toolchain: Toolchain, work: Path) -> dict[str, str]:
+    """The provenance's toolchain facts of a compiled cell, each tool asked where it ran."""
     def ask(argv: list[str]) -> str:
         command, _ = toolchain.runs_in.argv(argv, work)
         return first_output_line(command)
 
-    facts = toolchain_facts(toolchain.cxx, f"{toolchain.cuda.version} ({toolchain.cuda.origin})",
-                            toolchain.torch.torch_version, ask)
-    wheel = _final_wheel(cell, options, content, compressed_tag(repaired.name), facts,
-                         work / "dist")
-    return Built(wheel, len(jobs), compiled, cached)
+    return toolchain_facts(toolchain.cxx, f"{toolchain.cuda.version} ({toolchain.cuda.origin})",
+                           toolchain.torch.torch_version, ask)
 
 
 def unpack_wheel(wheel: Path, target: Path) -> dict[str, bytes]:
@@ -328,10 +330,9 @@ def _final_wheel(cell: Cell, options: BuildOptions, content: Path, tag: str,
     """The published form: the package with its metadata.json, the wheel with provenance."""
     package = content / cell.spec.python_name
     (package / "metadata.json").write_bytes(kernel_metadata(cell, package))
-    record = provenance_record(cell, options, facts)
-    provenance = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
     return write_wheel(content, dist, _metadata(cell), tag, purelib=cell.label is None,
-                       epoch=options.epoch(cell), extra_dist_info={PROVENANCE_FILE: provenance})
+                       epoch=options.epoch(cell),
+                       extra_dist_info={PROVENANCE_FILE: provenance_file(cell, options, facts)})
 
 
 def stage_source(root: Path, target: Path) -> None:
@@ -371,12 +372,18 @@ def _write_generated(cell: Cell, src: Path, package: Path) -> None:
     folders |= {(src / source).parent for source in bindings}
     for folder in folders:
         (folder / "registration.h").write_text(REGISTRATION_HEADER)
-    guard = import_guard(cell.spec.name, cell.wheel_version, str(major_minor(cell.torch)),
-                         str(major_minor(cell.cuda.version)),
-                         cell.label_template or cell.label or "",
-                         exact=cell.installed.version if cell.installed and cell.installed.exact
-                         else None)
-    (package / "_ops.py").write_text(ops_module(cell.ops_namespace, guard))
+    (package / "_ops.py").write_text(ops_module(cell.ops_namespace, cell_guard(cell)))
+
+
+def cell_guard(cell: Cell) -> str:
+    """The import guard of a compiled cell's wheel: it refuses a torch of another minor or CUDA
+    major (or, built against a torch no index publishes, any other build)."""
+    assert cell.cuda is not None and cell.torch is not None
+    return import_guard(cell.spec.name, cell.wheel_version, str(major_minor(cell.torch)),
+                        str(major_minor(cell.cuda.version)),
+                        cell.label_template or cell.label or "",
+                        exact=cell.installed.version if cell.installed and cell.installed.exact
+                        else None)
 
 
 def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tuple[int, int]:
@@ -453,19 +460,13 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
 def _compile_one(job: Job, compile_job: CompileJob, toolchain: Toolchain,
                  identity: str | None) -> None:
     compiling, cell, log = job.compiling, job.cell, job.log
-    try:
-        grant = compiling.pool.admit(
+    with compiling.pool.admitted(
             compile_job.threads_useful,
-            lambda threads: unit_memory(cell, compile_job.unit, threads, compiling.costs))
-    except BaseException:
-        compiling.pool.withdraw(1)
-        raise
-    try:
+            lambda threads: unit_memory(cell, compile_job.unit, threads,
+                                        compiling.costs)) as grant:
         argv, cwd = toolchain.runs_in.argv(compile_job.command(grant.threads), compile_job.cwd)
         finished = compiling.pool.run(argv, cwd, log, f"compiling {compile_job.source}",
                                       measure=not toolchain.runs_in.prefix)
-    finally:
-        compiling.pool.release(grant)
     archs = compile_job.threads_useful
     compiling.measured(cost_key(cell, compile_job.unit),
                        UnitCost(finished.seconds * grant.threads, finished.peak, archs))

@@ -35,20 +35,19 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from .. import defaults
 from ..cache import exclusive
-from ..compile.generated import import_guard
 from ..config.nodes import load_toml
 from ..errors import BuildError, CommandFailed, ConfigError
 from ..process import Log, first_output_line, run
 from ..toolchain import Toolchain
 from ..toolchain.torch import TorchEnv
 from ..uv import uv_bin, uv_env
-from ..versions import Version, major_minor
+from ..versions import Version
 from ..wheel.assemble import compressed_tag, relabelled, write_wheel
 from ..wheel.fatbin import fatbin_entries
 from ..wheel.read import PROVENANCE_FILE
 from ..wheel.repair import repair
-from .cell import Built, Job, cell_toolchain, stage_source, unpack_wheel
-from .records import provenance_record, toolchain_facts
+from .cell import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
+from .records import provenance_file
 
 __all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "provide_build_env"]
 
@@ -79,35 +78,30 @@ def build_project(job: Job) -> Built:
 
     job.progress("compiling (build)")
     pool = job.compiling.pool
-    pool.queue(1)
-    try:
-        grant = pool.admit(pool.budget.share(job.compiling.cells).cores,
-                           lambda threads: threads * defaults.UNIT_MEMORY["cuda"])
-    except BaseException:
-        pool.withdraw(1)
-        raise
     built_dir = work / "built"
-    variables = _variables(job, toolchain, grant.threads, src)
-    log.step("building with `build` (no isolation): " + " ".join(
-        f"{name}={variables[name]}" for name in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
-                                                 "NVCC_THREADS", "CUDA_HOME")))
-    argv, cwd = toolchain.runs_in.argv([str(python), "-m", "build", "--wheel", "--no-isolation",
-                                        "--outdir", str(built_dir), str(src)], src)
-    try:
-        finished = pool.run(argv, cwd, log, "building the project",
-                            measure=not toolchain.runs_in.prefix,
-                            env={**os.environ, **variables})
-    except CommandFailed as failure:
-        reached = _NETWORK_FAILURE.search(failure.output)
-        if reached is None:
-            raise
-        raise BuildError(
-            f"the project's build tried to reach the network, and builds have no network "
-            f"(\"{reached[0].strip()}\"): set the variable that makes it compile from source "
-            "(for many projects a FORCE_BUILD switch) under the kernel's env: in the "
-            "matrix") from None
-    finally:
-        pool.release(grant)
+    pool.queue(1)
+    with pool.admitted(pool.budget.share(job.compiling.cells).cores,
+                       lambda threads: threads * defaults.UNIT_MEMORY["cuda"]) as grant:
+        variables = _variables(job, toolchain, grant.threads, src)
+        log.step("building with `build` (no isolation): " + " ".join(
+            f"{name}={variables[name]}" for name in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
+                                                     "NVCC_THREADS", "CUDA_HOME")))
+        argv, cwd = toolchain.runs_in.argv([str(python), "-m", "build", "--wheel",
+                                            "--no-isolation", "--outdir", str(built_dir),
+                                            str(src)], src)
+        try:
+            finished = pool.run(argv, cwd, log, "building the project",
+                                measure=not toolchain.runs_in.prefix,
+                                env={**os.environ, **variables})
+        except CommandFailed as failure:
+            reached = _NETWORK_FAILURE.search(failure.output)
+            if reached is None:
+                raise
+            raise BuildError(
+                f"the project's build tried to reach the network, and builds have no network "
+                f"(\"{reached[0].strip()}\"): set the variable that makes it compile from "
+                "source (for many projects a FORCE_BUILD switch) under the kernel's env: in the "
+                "matrix") from None
     peak = f", peak {finished.peak / 2**30:.2f} GiB" if finished.peak else ""
     log.write(f"   built in {finished.seconds:.1f} s with MAX_JOBS={grant.threads}{peak}")
     wheels = sorted(built_dir.glob("*.whl"))
@@ -250,17 +244,8 @@ def _issue(job: Job, toolchain: Toolchain, repaired: Path) -> Path:
     if canonicalize_name(metadata.name) != canonicalize_name(cell.spec.name):
         raise BuildError(f"the project's build named its wheel '{metadata.name}', the project "
                          f"is '{cell.spec.name}'")
-
-    def ask(argv: list[str]) -> str:
-        command, _ = toolchain.runs_in.argv(argv, work)
-        return first_output_line(command)
-
-    facts = toolchain_facts(toolchain.cxx, f"{toolchain.cuda.version} ({toolchain.cuda.origin})",
-                            toolchain.torch.torch_version, ask)
-    record = provenance_record(cell, job.options, facts)
-    record["gpu_code_found"] = _gpu_code(content)
-    provenance = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
-    extra[PROVENANCE_FILE] = provenance
+    extra[PROVENANCE_FILE] = provenance_file(cell, job.options, build_facts(toolchain, work),
+                                             {"gpu_code_found": _gpu_code(content)})
     return write_wheel(content, work / "dist", metadata, compressed_tag(repaired.name),
                        purelib=False, epoch=job.options.epoch(cell), extra_dist_info=extra)
 
@@ -274,13 +259,7 @@ def _guard_packages(job: Job, content: Path) -> None:
     (after its docstring and __future__ imports), so that a torch of another minor or CUDA
     major gets one clear ImportError instead of an undefined symbol. A compiled module at
     the top level, imported directly, gets none (there is no package to put it in)."""
-    cell = job.cell
-    assert cell.torch is not None and cell.cuda is not None
-    guard = import_guard(cell.spec.name, cell.wheel_version, str(major_minor(cell.torch)),
-                         str(major_minor(cell.cuda.version)),
-                         cell.label_template or cell.label or "",
-                         exact=cell.installed.version if cell.installed and cell.installed.exact
-                         else None)
+    guard = cell_guard(job.cell)
     guarded = []
     for init in sorted(content.glob("*/__init__.py")):
         if init.parent.name.endswith((".libs", ".dist-info", ".data")):

@@ -28,7 +28,7 @@ from ..plan.codec import cell_record
 from ..process import first_output_line
 from .options import BuildOptions
 
-__all__ = ["SCHEMA", "kernel_metadata", "provenance_record", "toolchain_facts"]
+__all__ = ["SCHEMA", "kernel_metadata", "provenance_file", "provenance_record", "toolchain_facts"]
 
 SCHEMA = "kernel-wheel-factory/provenance/1"
 
@@ -62,6 +62,13 @@ def provenance_record(cell: Cell, options: BuildOptions,
     if options.builder is not None:
         record["build"]["builder"] = options.builder
     return record
+
+
+def provenance_file(cell: Cell, options: BuildOptions, toolchain: dict[str, str],
+                    extra: dict[str, Any] | None = None) -> bytes:
+    """provenance.json's bytes: the cell's record, with `extra` fields added."""
+    record = provenance_record(cell, options, toolchain) | (extra or {})
+    return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
 
 
 def toolchain_facts(compiler: str | None = None, nvcc: str | None = None,

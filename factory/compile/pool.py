@@ -22,7 +22,8 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,6 +166,20 @@ class CompilePool:
                         return Grant(threads, need)
                 timeout = None if self.deadline is None else self.deadline - time.monotonic()
                 self._condition.wait(timeout=max(0.0, timeout) if timeout is not None else None)
+
+    @contextmanager
+    def admitted(self, useful_threads: int, memory: Callable[[int], int]) -> Iterator[Grant]:
+        """admit() for the length of a with block, for a compiler queued before: withdrawn if it
+        is never admitted (stopped, out of time), its share released when the block ends."""
+        try:
+            grant = self.admit(useful_threads, memory)
+        except BaseException:
+            self.withdraw(1)
+            raise
+        try:
+            yield grant
+        finally:
+            self.release(grant)
 
     def release(self, grant: Grant) -> None:
         with self._condition:

@@ -52,8 +52,9 @@ def read_project(root: Path, kind: ProjectKind) -> KernelSpec:
 
 
 def static_version(root: Path) -> str | None:
-    """The version a PEP 517 project's files state, or None when only running it would tell."""
-    return _read_pep517(root).static_version if project_kind(root) == "pep517" else None
+    """The version the PEP 517 project in `root` states in its files, or None when only
+    running it would tell."""
+    return _read_pep517(root).static_version
 
 
 def _read_pep517(root: Path) -> KernelSpec:
