@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from factory.build.pep517 import c_compiler
 from factory.config.project import project_kind, read_project, static_version
 from factory.errors import ConfigError
 from factory.wheel.assemble import relabelled
@@ -172,3 +173,12 @@ def test_guard_false_is_for_projects_only(tmp_path, capsys):
     assert result.exit == 2
     assert "matrix.yaml:2: kernels[0].guard: a kernel-builder kernel's wheel always has its " \
         "import guard" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("cxx", "cc"), [
+    ("g++", "gcc"), ("g++-12", "gcc-12"), ("/opt/gcc/bin/g++", "/opt/gcc/bin/gcc"),
+    ("clang++", "clang"), ("/usr/bin/clang++-18", "/usr/bin/clang-18"), ("c++", "cc"),
+    ("/usr/local/bin/my-wrapper", "/usr/local/bin/my-wrapper"),
+])
+def test_the_c_compiler_of_a_projects_build_matches_its_cxx(cxx, cc):
+    assert c_compiler(cxx) == cc

@@ -49,7 +49,7 @@ from ..wheel.repair import repair
 from .cell import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
 from .records import provenance_file
 
-__all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "provide_build_env"]
+__all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "c_compiler", "provide_build_env"]
 
 # What every build environment has besides the project's own requirements: the front end,
 # setuptools' parts, ninja (torch's BuildExtension compiles in parallel only with it) and
@@ -200,7 +200,6 @@ def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path) -> dict[
     sources = sum(1 for _ in src.rglob("*.cu"))
     home = toolchain.cuda.home
     cxx = toolchain.cxx
-    cc = cxx.replace("g++", "gcc") if "g++" in cxx else cxx.replace("clang++", "clang")
     return {
         **dict(cell.env),
         "TORCH_CUDA_ARCH_LIST": archs,
@@ -208,7 +207,7 @@ def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path) -> dict[
         "NVCC_THREADS": str(max(1, threads // max(1, min(threads, sources)))),
         "CUDA_HOME": str(home), "CUDA_PATH": str(home),
         "PATH": os.pathsep.join([str(home / "bin"), os.environ.get("PATH", "")]),
-        "CC": cc, "CXX": cxx,
+        "CC": c_compiler(cxx), "CXX": cxx,
         "SOURCE_DATE_EPOCH": str(job.options.epoch(cell)),
         # nvcc names its temporary files, and so symbols of the object, after its process
         # id unless they live beside the object: the same build must give the same bytes.
@@ -216,6 +215,19 @@ def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path) -> dict[
                                                    "--objdir-as-tempdir"))),
         "PYTHONNOUSERSITE": "1", "PIP_NO_INDEX": "1",
     }
+
+
+_CXX_NAME = re.compile(r"(clang\+\+|g\+\+|c\+\+)(-[0-9.]+)?$")
+_C_OF_CXX = {"clang++": "clang", "g++": "gcc", "c++": "cc"}
+
+
+def c_compiler(cxx: str) -> str:
+    """The C compiler beside a C++ compiler command: /opt/gcc/bin/g++-12 -> /opt/gcc/bin/gcc-12,
+    clang++ -> clang, c++ -> cc; any other name is used for both."""
+    found = _CXX_NAME.search(cxx)
+    if found is None:
+        return cxx
+    return cxx[:found.start()] + _C_OF_CXX[found[1]] + (found[2] or "")
 
 
 def _issue(job: Job, toolchain: Toolchain, repaired: Path) -> Path:
