@@ -9,8 +9,8 @@ from .conftest import REPO
 
 FOUNDATION = {"errors", "defaults", "files", "safety", "credentials", "hub", "process", "cache",
               "layout", "versions", "uv", "data", "__init__"}
-STEPS = ["policy", "config", "sources", "plan", "toolchain", "compile", "wheel", "build",
-         "index", "publish", "ui", "cli", "__main__"]
+STEPS = ["policy", "config", "sources", "plan", "toolchain", "compile", "wheel", "prove",
+         "build", "index", "publish", "ui", "cli", "__main__"]
 
 
 def rank(module: str) -> int:

@@ -21,6 +21,7 @@ budget of cores and memory (compile/pool.py).
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import signal
 import stat
@@ -54,7 +55,7 @@ from ..sources.tree import IGNORED_DIRS
 from ..toolchain import CommandPrefix, Toolchain, cxx_standard, host_compiler
 from ..toolchain.cuda import image_toolkit, provide_cuda
 from ..toolchain.python import find_python, manylinux_python
-from ..toolchain.torch import installed_env, provide_torch
+from ..toolchain.torch import TorchEnv, installed_env, provide_torch
 from ..versions import major_minor
 from ..wheel.assemble import CoreMetadata, compressed_tag, write_wheel
 from ..wheel.read import PROVENANCE_FILE
@@ -63,7 +64,8 @@ from .options import BuildOptions
 from .records import kernel_metadata, provenance_file, toolchain_facts
 
 __all__ = ["PROJECT_BUILDERS", "Built", "Compiling", "Container", "Job", "Progress", "build_cell",
-           "build_facts", "cell_guard", "cell_toolchain", "stage_source", "unpack_wheel"]
+           "build_facts", "cell_guard", "cell_toolchain", "cell_torch", "loadable",
+           "stage_source", "unpack_wheel"]
 
 Progress = Callable[[str], None]
 PYTHON_FILES = ("py", "pyi")
@@ -217,18 +219,7 @@ def cell_toolchain(job: Job) -> Toolchain:
                                job.options.offline)
         compilers = None
     job.progress("torch environment")
-    if installed is not None:
-        if installed.image is None:
-            _check_unchanged(installed)
-        env = installed_env(installed)
-    else:
-        python = sys.executable
-        if cell.python is not None:
-            python = str(manylinux_python(cell.python) if job.prepared else
-                         find_python(cell.python, job.cache, log, job.options.offline))
-        env = provide_torch(cell.torch, cell.cuda.version, cell.cuda.torch_index, job.cache, log,
-                            python=python, create=not job.prepared,
-                            offline=job.options.offline)
+    env = cell_torch(cell, job.cache, job.options, log, job.prepared)
     cxx = host_compiler(toolkit.version, compilers)
     where = f", in a container of {installed.image}" if installed and installed.image else ""
     log.step(f"toolchain: {toolkit.describe()}, torch {env.torch_version} ({env.root}), "
@@ -237,6 +228,35 @@ def cell_toolchain(job: Job) -> Toolchain:
         log.step(f"C++ dependency: {dependency.describe()}")
     runs_in = CommandPrefix(job.container.exec_prefix if job.container else ())
     return Toolchain(toolkit, env, cxx, cxx_standard(cell.torch), runs_in, cell.depends)
+
+
+def cell_torch(cell: Cell, cache: Path, options: BuildOptions, log: Log,
+               prepared: bool) -> TorchEnv:
+    """The torch environment of a compiled cell: the installed torch it names, or the one the
+    factory makes in its cache (with `prepared`, made already: a builder container's cache is
+    read-only)."""
+    assert cell.cuda is not None and cell.torch is not None
+    installed = cell.installed
+    if installed is not None:
+        if installed.image is None:
+            _check_unchanged(installed)
+        return installed_env(installed)
+    python = sys.executable
+    if cell.python is not None:
+        python = str(manylinux_python(cell.python) if prepared else
+                     find_python(cell.python, cache, log, options.offline))
+    return provide_torch(cell.torch, cell.cuda.version, cell.cuda.torch_index, cache, log,
+                         python=python, create=not prepared, offline=options.offline)
+
+
+def loadable(cell: Cell) -> str | None:
+    """Why the cell's wheel cannot be loaded here (to prove it), or None when it can."""
+    if cell.cuda is None or cell.torch is None:
+        return "a pure-Python wheel: it has no shared object to load"
+    machine = platform.machine()
+    if cell.platform != machine:
+        return f"an {cell.platform} wheel cannot be loaded on this {machine} machine"
+    return None
 
 
 def _check_unchanged(installed: InstalledTorch) -> None:
@@ -258,7 +278,7 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
         if missing:
             log.write(f"note: {unit.source} depends on {', '.join(missing)}, which the factory "
                       "does not provide; it compiles with the include folders build.toml names")
-    _write_generated(cell, src, package)
+    _write_generated(cell, options, src, package)
 
     jobs = compile_jobs(cell, toolchain, work)
     only = job.compiling.only
@@ -364,7 +384,7 @@ def _copy_package(cell: Cell, src: Path, package: Path) -> None:
         shutil.copyfile(path, destination)
 
 
-def _write_generated(cell: Cell, src: Path, package: Path) -> None:
+def _write_generated(cell: Cell, options: BuildOptions, src: Path, package: Path) -> None:
     """registration.h beside the bindings (over any committed copy) and the package's _ops.py."""
     assert cell.cuda is not None and cell.torch is not None  # a compiled cell has both
     folders = {src / "torch-ext"}
@@ -372,18 +392,19 @@ def _write_generated(cell: Cell, src: Path, package: Path) -> None:
     folders |= {(src / source).parent for source in bindings}
     for folder in folders:
         (folder / "registration.h").write_text(REGISTRATION_HEADER)
-    (package / "_ops.py").write_text(ops_module(cell.ops_namespace, cell_guard(cell)))
+    (package / "_ops.py").write_text(ops_module(cell.ops_namespace, cell_guard(cell, options)))
 
 
-def cell_guard(cell: Cell) -> str:
+def cell_guard(cell: Cell, options: BuildOptions) -> str:
     """The import guard of a compiled cell's wheel: it refuses a torch of another minor or CUDA
-    major (or, built against a torch no index publishes, any other build)."""
+    major (or, built against a torch no index publishes, any other build), naming the index
+    of the user's torch (its full URL when the index's public URL is known)."""
     assert cell.cuda is not None and cell.torch is not None
     return import_guard(cell.spec.name, cell.wheel_version, str(major_minor(cell.torch)),
                         str(major_minor(cell.cuda.version)),
                         cell.label_template or cell.label or "",
                         exact=cell.installed.version if cell.installed and cell.installed.exact
-                        else None)
+                        else None, index_url=options.index_url)
 
 
 def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tuple[int, int]:

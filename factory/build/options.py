@@ -23,6 +23,7 @@ class BuildOptions:
     source_date_epoch: int | None  # from the environment; else each source's own time
     builder: str | None = None  # the builder image, for builds in a container
     offline: bool = False  # download nothing: toolkits and torch from the machine or caches
+    index_url: str | None = None  # the index's public URL: the import guard names it
 
     def epoch(self, cell: Cell) -> int:
         return self.source_date_epoch if self.source_date_epoch is not None else cell.source.epoch

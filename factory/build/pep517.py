@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shutil
-from importlib.metadata import distributions
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -37,10 +36,9 @@ from .. import defaults
 from ..cache import exclusive
 from ..config.nodes import load_toml
 from ..errors import BuildError, CommandFailed, ConfigError
-from ..process import Log, first_output_line, run
+from ..process import Log
 from ..toolchain import Toolchain
-from ..toolchain.torch import TorchEnv
-from ..uv import uv_bin, uv_env
+from ..toolchain.torch import TorchEnv, env_beside_torch
 from ..versions import Version
 from ..wheel.assemble import compressed_tag, relabelled, write_wheel
 from ..wheel.fatbin import fatbin_entries
@@ -163,33 +161,11 @@ def _create_build_env(root: Path, torch: TorchEnv, requires: list[str], cache: P
                       offline: bool) -> None:
     log.step(f"making the build environment {root}: torch {torch.torch_version} and "
              f"{' '.join(requires)}")
-    if root.exists():
-        shutil.rmtree(root)
-    env = uv_env(cache, offline)
-    run([uv_bin(), "venv", "--quiet", "--python", torch.python, root], log, env=env,
-        what="making the build environment")
-    python = root / "bin" / "python"
-    site = Path(first_output_line(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]))
-    (site / "_kernel_wheel_factory_torch.pth").write_text(f"{torch.site_packages}\n")
-    # torch's own requirements bound what is installed beside it (torch 2.11 wants
-    # setuptools<82, and `build` checks the whole tree it sees).
-    constraints = root / "torch-constraints.txt"
-    constraints.write_text("".join(f"{line}\n" for line in _torch_requires(torch)))
-    run([uv_bin(), "pip", "install", "--quiet", "--python", python, "--constraint", constraints,
-         *requires], log, env=env, what="installing the project's build requirements")
-    if (site / "torch").exists():
-        raise BuildError("a build requirement of the project installed a torch of its own; "
-                         "the build must use the cell's torch")
+    env_beside_torch(root, torch, requires, cache, log, offline,
+                     "installing the project's build requirements",
+                     "a build requirement of the project installed a torch of its own; the "
+                     "build must use the cell's torch")
     (root / _BUILD_ENV_MARKER).write_text(json.dumps({"requires": requires}) + "\n")
-
-
-def _torch_requires(torch: TorchEnv) -> list[str]:
-    """The Requires-Dist of the cell's torch (its extras' left out)."""
-    for found in distributions(path=[str(torch.site_packages)]):
-        if canonicalize_name(found.metadata["Name"] or "") == "torch":
-            return [text for text in found.requires or [] if "extra ==" not in text]
-    return []
 
 
 def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path) -> dict[str, str]:
@@ -271,7 +247,7 @@ def _guard_packages(job: Job, content: Path) -> None:
     (after its docstring and __future__ imports), so that a torch of another minor or CUDA
     major gets one clear ImportError instead of an undefined symbol. A compiled module at
     the top level, imported directly, gets none (there is no package to put it in)."""
-    guard = cell_guard(job.cell)
+    guard = cell_guard(job.cell, job.options)
     guarded = []
     for init in sorted(content.glob("*/__init__.py")):
         if init.parent.name.endswith((".libs", ".dist-info", ".data")):

@@ -61,6 +61,8 @@ def provenance_record(cell: Cell, options: BuildOptions,
         record["source"] |= {"revision": source.requested, "subdir": source.subdir}
     if options.builder is not None:
         record["build"]["builder"] = options.builder
+    if options.index_url is not None:
+        record["build"]["index_url"] = options.index_url
     return record
 
 

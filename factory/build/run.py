@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +35,15 @@ from ..layout import Layout, refuse_links
 from ..plan.cells import Cell, Plan, SkippedCell
 from ..plan.costs import CostBook, UnitCost, shard_of
 from ..process import Log
+from ..prove.load import LoadReport, importable_modules, load_problems
+from ..prove.tests import TestReport
 from ..wheel.read import WheelFile
-from .cell import Built, Compiling
+from .cell import Built, Compiling, loadable
 from .checks import check_cell_wheel
 from .runners import Runner
 
-__all__ = ["CellResult", "CellStatus", "Reporter", "RunSettings", "cell_fingerprint",
-           "run_build"]
+__all__ = ["CellResult", "CellStatus", "CellTests", "Reporter", "RunSettings", "cell_fingerprint",
+           "run_build", "test_cells"]
 
 CellStatus = Literal["built", "unchanged", "compiled", "failed", "skipped"]
 Activity = Literal["queued", "building"]
@@ -56,6 +59,8 @@ class CellResult:
     log: Path | None = None
     published: WheelFile | None = None  # a wheel this run built and published
     units: tuple[int, int, int] | None = None  # the cell's units: all, compiled, from the cache
+    loaded: LoadReport | None = None  # what the import gate saw of its wheel
+    tested: TestReport | None = None  # the kernel's own tests against its wheel
 
     def describe_units(self) -> str:
         if self.units is None:
@@ -138,6 +143,47 @@ def run_build(plan: Plan, out: Path, runner: Runner, reporter: Reporter,
     return results
 
 
+@dataclass(frozen=True)
+class CellTests:
+    """The kernel's tests against one cell's published wheel: their report, or why they could
+    not run (no wheel yet, no tests/ folder, an environment that could not be made)."""
+
+    cell_id: str
+    wheel: str | None
+    report: TestReport | None
+    detail: str | None
+    log: Path
+
+
+def test_cells(plan: Plan, out: Path, runner: Runner,
+               say: Callable[[str], None]) -> list[CellTests]:
+    """Run each cell's kernel tests against the wheel its last build published into `out`
+    (one after the other: they may share a GPU); each report is kept in the cell's state."""
+    layout = Layout(out)
+    results = []
+    for cell in plan.cells:
+        log_path = layout.logs / f"{cell.key}.tests.log"
+        state = _recorded_state(layout, cell)
+        wheel = layout.files / str(state.get("wheel", ""))
+        if not state.get("wheel") or not wheel.is_file():
+            results.append(CellTests(cell.id, None, None, "no wheel of this cell is published "
+                                     f"in {out}: build it first", log_path))
+            continue
+        say(f"testing {cell.id} ({wheel.name})")
+        with open(log_path, "w", encoding="utf-8") as handle:
+            log = Log(handle)
+            try:
+                report = runner.test(cell, wheel, log)
+            except FactoryError as exc:
+                log.write(f"\nFAILED: {exc}")
+                results.append(CellTests(cell.id, wheel.name, None, str(exc), log_path))
+                continue
+            log.write(f"\n{report.describe()}")
+        _write_json(layout.state_file(cell.key), {**state, "tests": report.to_json()})
+        results.append(CellTests(cell.id, wheel.name, report, None, log_path))
+    return results
+
+
 def _remove_abandoned_staging(staging: Path) -> None:
     """Staging folders of builds that were killed: each is named after its process, and one
     whose process is gone is removed (a live one may be another build into the same folder)."""
@@ -151,7 +197,8 @@ def _remove_abandoned_staging(staging: Path) -> None:
 def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
               reporter: Reporter, settings: RunSettings,
               stopping: threading.Event) -> CellResult:
-    environment = {**runner.facts(cell), "build_root": str(runner.options.build_root)}
+    environment = {**runner.facts(cell), "build_root": str(runner.options.build_root),
+                   "index_url": runner.options.index_url}
     fingerprint = cell_fingerprint(cell, environment, runner.name)
     recorded = _recorded_state(layout, cell)
     shard = compiling.only is not None
@@ -159,7 +206,9 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
     if unchanged is not None:
         reporter.update(cell.id, "unchanged", unchanged)
         return CellResult(cell.id, "unchanged", 0.0, wheel=unchanged,
-                          log=layout.log_file(cell.key))
+                          log=layout.log_file(cell.key),
+                          loaded=LoadReport.from_json(recorded.get("loaded")),
+                          tested=TestReport.from_json(recorded.get("tests")))
 
     started = time.monotonic()
     log_path = layout.log_file(cell.key)
@@ -186,6 +235,8 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                                            log_path, reporter)
                 reporter.update(cell.id, "building", "checking")
                 report = check_cell_wheel(cell, built.wheel, log)
+                reporter.update(cell.id, "building", "importing")
+                loaded = _import_gate(cell, runner, built.wheel, report.files, log)
                 wheel = _publish(built.wheel, report.sha256, layout.files, settings.force,
                                  recorded.get("sha256")
                                  if recorded.get("wheel") == built.wheel.name else None)
@@ -211,10 +262,32 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                   f"compiled, {built.cached} from the object cache)")
     _write_json(layout.state_file(cell.key), {
         "fingerprint": fingerprint, "wheel": wheel.name, "sha256": report.sha256,
+        "loaded": loaded.to_json() if loaded else None,
     })
     reporter.update(cell.id, "built", wheel.name)
     return CellResult(cell.id, "built", seconds, wheel=wheel.name, log=log_path,
-                      published=report.wheel, units=units)
+                      published=report.wheel, units=units, loaded=loaded)
+
+
+def _import_gate(cell: Cell, runner: Runner, wheel: Path, files: Iterable[str],
+                 log: Log) -> LoadReport | None:
+    """The wheel imported with the cell's torch where it was built; what it showed, or a
+    BuildError naming what failed (the missing symbol, demangled). None: it cannot be loaded
+    here, and the log says why."""
+    reason = loadable(cell)
+    if reason is not None:
+        log.write(f"   not imported: {reason}")
+        return None
+    loaded = runner.load(cell, wheel, importable_modules(files), log)
+    problems = load_problems(loaded)
+    for problem in problems:
+        log.write(f"   gate failed: {problem}")
+    if problems:
+        more = f" (and {len(problems) - 1} more, see the log)" if len(problems) > 1 else ""
+        raise BuildError(f"{wheel.name} failed its import gate: {problems[0]}{more}")
+    log.write(f"   imported {', '.join(loaded.imported)} with torch {loaded.torch}: "
+              f"{loaded.describe_ops()}")
+    return loaded
 
 
 def _compiled_shard(cell: Cell, built: Built, seconds: float, log: Log, log_path: Path,

@@ -67,7 +67,8 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
                             version, wheel,
                             dependency=lambda item: fetcher.again(item, Path.cwd()))
     options = BuildOptions(usable_build_root(build_root or Path(record["build"]["root"])),
-                           int(record["build"]["source_date_epoch"]))
+                           int(record["build"]["source_date_epoch"]),
+                           index_url=record["build"].get("index_url"))
     work = cache / "verify" / cell.key
     if work.exists():
         shutil.rmtree(work)

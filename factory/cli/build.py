@@ -4,6 +4,7 @@ publish the wheels and bring the index up to date."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,17 @@ from ..layout import refuse_links
 from .common import (
     cache_dir,
     duration,
+    index_url,
     matrix_options,
+    only_cells,
     path_argument,
     positive,
     print_index,
     say_to,
     shard,
     size,
+    test_options,
+    test_table,
     writable_folder,
 )
 
@@ -83,6 +88,14 @@ def add(commands: Any) -> None:
     build.add_argument("--max-cells", type=positive, default=defaults.MAX_CELLS_PER_JOB,
                        metavar="N", help="cells per job, as given to `factory plan` (default "
                                          f"{defaults.MAX_CELLS_PER_JOB})")
+    build.add_argument("--test", action="store_true",
+                       help="run each kernel's own tests (its tests/ folder) against every "
+                            "wheel built or kept, as `factory test` does")
+    test_options(build)
+    build.add_argument("--base-url", type=index_url, default=None, metavar="URL",
+                       help="the public URL the index will be served at: the import guard "
+                            "of each wheel then names the full URL of the index that fits "
+                            "the user's torch")
     build.add_argument("--runner", choices=RUNNERS, default=None,
                        help="where cells are built: on this machine (local), in builder "
                             "containers (docker), or docker when a daemon answers and the "
@@ -92,7 +105,7 @@ def add(commands: Any) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..build.options import BuildOptions, source_date_epoch, usable_build_root
-    from ..build.run import RunSettings, run_build
+    from ..build.run import RunSettings, run_build, test_cells
     from ..build.runners import choose_runner
     from ..compile.objects import ObjectCache
     from ..compile.pool import machine_budget
@@ -117,15 +130,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         plan = select_job(plan, args.job, args.max_cells).on_host(defaults.host_platform())
     elif args.shard:
         plan = select_shard(plan, *args.shard).on_host(defaults.host_platform())
-    if args.only:
-        everything = plan
-        plan = plan.only(args.only)
-        if not plan.cells and not plan.skipped:
-            ids = ", ".join([c.id for c in everything.cells] + [s.id for s in everything.skipped])
-            raise ConfigError(f"{' '.join(args.only)!r} matches no cell (cells: {ids})",
-                              key="--only")
+    plan = only_cells(plan, args.only)
     options = BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
-                           offline=args.offline)
+                           offline=args.offline, index_url=args.base_url)
     requested: RunnerChoice = args.runner or plan.matrix.runner or defaults.RUNNER
     runner, why = choose_runner(requested, plan, cache, options, plan.matrix.docker_base)
     console.print(f"runner: {runner.name} ({why})", markup=False, soft_wrap=True)
@@ -142,15 +149,25 @@ def run(args: argparse.Namespace, console: Console) -> int:
                            object_cache_limit=args.object_cache_size,
                            time_limit=args.time_limit, unit_shard=args.unit_shard,
                            export_objects=export, force=args.force)
+    tests_failed = 0
     with runner:
         results = run_build(plan, out, runner, make_reporter(console), settings)
+        if args.test and args.unit_shard is None:
+            usable = {r.cell_id for r in results if r.status in ("built", "unchanged")}
+            tested = test_cells(replace(plan, cells=tuple(c for c in plan.cells
+                                                          if c.id in usable)),
+                                out, runner, say_to(console))
+            tests_failed = test_table(console, tested, args.require_gpu)
+            reports = {entry.cell_id: entry.report for entry in tested}
+            results = [replace(r, tested=reports.get(r.cell_id, r.tested)) for r in results]
     if args.unit_shard is not None:  # objects only: nothing to publish
         return 1 if any(result.status == "failed" for result in results) else 0
     summary = update_index(out, force=args.force, outcomes=cell_outcomes(plan, results),
                            published={r.published.filename: r.published for r in results
                                       if r.published is not None})
     problems = print_index(console, out, summary)
-    return 1 if problems or any(result.status == "failed" for result in results) else 0
+    failed = any(result.status == "failed" for result in results)
+    return 1 if problems or failed or tests_failed else 0
 
 
 def _object_folder(path: Path) -> Path:

@@ -17,15 +17,18 @@ from typing import TYPE_CHECKING, NoReturn
 from rich.console import Console
 
 from ..cache import default_cache_dir
-from ..credentials import redact
+from ..credentials import redact, refuse_credentials
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
+    from ..build.run import CellTests
     from ..index.update import IndexSummary
+    from ..plan.cells import Plan
 
-__all__ = ["Parser", "cache_dir", "duration", "make_console", "matrix_options", "path_argument",
-           "port", "positive", "print_index", "say_error", "say_to", "shard", "size",
-           "source_options", "wheel_paths", "writable_folder"]
+__all__ = ["Parser", "cache_dir", "duration", "index_url", "make_console", "matrix_options",
+           "only_cells", "path_argument", "port", "positive", "print_index", "say_error",
+           "say_to", "shard", "size", "source_options", "test_options", "test_table",
+           "wheel_paths", "writable_folder"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -201,6 +204,67 @@ def print_index(console: Console, out: Path, summary: IndexSummary) -> int:
         for problem in summary.problems:
             say_error(errors, problem)
     return 1 if summary.problems else 0
+
+
+def test_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--require-gpu", action="store_true",
+                        help="fail when the kernel tests ran with no GPU (GPU tests are "
+                             "otherwise reported as skipped on such a machine)")
+
+
+def index_url(text: str) -> str:
+    """The index's public URL (https://host/path), without a trailing slash: never one with a
+    credential in it, since it is written into wheels and pages."""
+    from urllib.parse import urlsplit
+
+    url = text.strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or \
+            parts.fragment:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an http(s) URL of an index's root "
+                                         "(e.g. https://example.org/kernels)")
+    try:
+        refuse_credentials(url, key="--base-url")
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(error.message) from None
+    return url
+
+
+def only_cells(plan: Plan, patterns: list[str]) -> Plan:
+    """The plan's cells whose ids match one of `--only`'s globs (all without any)."""
+    if not patterns:
+        return plan
+    selected = plan.only(patterns)
+    if not selected.cells and not selected.skipped:
+        ids = ", ".join([c.id for c in plan.cells] + [s.id for s in plan.skipped])
+        raise ConfigError(f"{' '.join(patterns)!r} matches no cell (cells: {ids})",
+                          key="--only")
+    return selected
+
+
+def test_table(console: Console, tested: list[CellTests], require_gpu: bool) -> int:
+    """Each cell's test outcome, one row each; the exit status (1 when a cell's tests failed
+    or could not run, or, with `require_gpu`, ran without a GPU)."""
+    from rich.table import Table
+
+    table = Table(title="kernel tests", title_justify="left")
+    for column in ("cell", "tests", "log"):
+        table.add_column(column, overflow="fold")
+    status = 0
+    for entry in tested:
+        report = entry.report
+        if report is None:
+            status = 1
+            table.add_row(entry.cell_id, f"[red]not run: {entry.detail}[/red]", str(entry.log))
+            continue
+        bad = not report.ok or (require_gpu and not report.gpus)
+        status |= bad
+        style = "red" if bad else "green"
+        table.add_row(entry.cell_id, f"[{style}]{report.describe()}[/{style}]", str(entry.log))
+    console.print(table)
+    if require_gpu and any(entry.report and not entry.report.gpus for entry in tested):
+        console.print("--require-gpu: some cells' tests ran with no GPU", markup=False)
+    return status
 
 
 def wheel_paths(paths: list[Path]) -> list[Path]:

@@ -23,20 +23,28 @@ def add(commands: Any) -> None:
     inspect.add_argument("wheels", type=path_argument, nargs="+", metavar="WHEEL")
     inspect.add_argument("--json", action="store_true",
                          help="print the stable JSON report (kernel-wheel-factory/inspect/1)")
+    inspect.add_argument("--load-with", type=path_argument, metavar="PYTHON",
+                         help="import each wheel with the torch of this interpreter (in a "
+                              "throw-away folder) and show the ops it registers and whether "
+                              "torch.compile can trace them; without it, what the build's "
+                              "import gate recorded is shown for a wheel of an output folder")
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..ui.inspect import print_report, report_json
+    from ..ui.inspect import print_report, report_json, wheel_ops
     from ..wheel.inspect import inspect_wheel
 
-    reports = [inspect_wheel(path) for path in wheel_paths(args.wheels)]
+    paths = wheel_paths(args.wheels)
+    reports = [inspect_wheel(path) for path in paths]
+    loads = [wheel_ops(path, report, args.load_with)
+             for path, report in zip(paths, reports, strict=True)]
     if args.json:
-        document = report_json(reports)
+        document = report_json(reports, loads)
         sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
         return 1 if any(wheel["problems"] for wheel in document["wheels"]) else 0
     failed = False
     for number, report in enumerate(reports):
         if number:
             console.print()
-        failed |= bool(print_report(report, console))
+        failed |= bool(print_report(report, console, loads[number]))
     return 1 if failed else 0

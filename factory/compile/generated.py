@@ -61,14 +61,16 @@ def add_op_namespace_prefix(op_name: str) -> str:
 
 
 def import_guard(distribution: str, version: str, torch: str, cuda: str,
-                 label_template: str, exact: str | None = None) -> str:
+                 label_template: str, exact: str | None = None,
+                 index_url: str | None = None) -> str:
     """Code that refuses, with one readable ImportError, to load a shared object built for
     another torch (major.minor) or CUDA major: without it the loader fails with an
     "undefined symbol" or a missing libcudart that names neither version. A wheel built
     against a torch build no index publishes (`exact`, e.g. NVIDIA's 2.5.0a0+...nv24.10)
-    accepts that build only."""
+    accepts that build only. With the index's public URL, the message names the full URL of
+    the index of the user's torch."""
     facts = {"distribution": distribution, "version": version, "torch": torch, "cuda": cuda,
-             "label": label_template}
+             "label": label_template, "index": index_url or ""}
     only_this_build = ""
     if exact is not None:
         facts["exact"] = exact
@@ -91,7 +93,8 @@ def _check_torch(built):
         cuda=wanted[0] + wanted[1], torch=torch_mm.replace(".", ""), cuda_major=wanted[0],
         cuda_minor=wanted[1], torch_major=torch_mm.split(".")[0],
         torch_minor=torch_mm.split(".")[-1])
-    where = f"the '{{label}}' index (.../{{label}}/simple)"
+    where = (f"the index {{built['index']}}/{{label}}/simple" if built["index"] else
+             f"the '{{label}}' index (.../{{label}}/simple)")
     if cuda is None:
         found_text = f"torch {{installed}}, a build without CUDA"
         advice = (f"This wheel needs a CUDA build of torch: install torch {{built['torch']}} "

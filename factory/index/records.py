@@ -68,6 +68,8 @@ class CellOutcome:
     status: CellStatus
     detail: str | None
     wheel: str | None
+    ops: list[dict[str, Any]] | None = None  # the ops its wheel registers (the import gate's)
+    tests: dict[str, Any] | None = None  # the kernel's own tests run against its wheel
 
 
 @dataclass
@@ -182,7 +184,9 @@ def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome
         outcomes.append(CellOutcome(
             cell.id, cell.spec.name, cell.version, cell.torch_shown,
             str(cell.cuda.version) if cell.cuda else None, cell.label, result.status,
-            result.detail, result.wheel))
+            result.detail, result.wheel,
+            [op.to_json() for op in result.loaded.ops] if result.loaded else None,
+            result.tested.to_json() if result.tested else None))
     for skipped in plan.skipped:
         kernel = skipped.id.split("/")[0]
         outcomes.append(CellOutcome(

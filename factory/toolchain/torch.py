@@ -13,16 +13,20 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib.metadata import distributions
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 from ..cache import exclusive
 from ..config.torches import InstalledTorch, ProbeError, probe_interpreter
 from ..errors import BuildError
-from ..process import Log, run
+from ..process import Log, first_output_line, run
 from ..uv import uv_bin, uv_env
 from ..versions import Version, compact, major_minor, parse_release
 
-__all__ = ["TorchEnv", "env_key", "installed_env", "provide_torch", "torch_requirement"]
+__all__ = ["TorchEnv", "env_beside_torch", "env_key", "installed_env", "provide_torch",
+           "torch_requirement"]
 
 _MARKER = "factory-env.v3.json"  # v3: with the compile definitions of torch's CMake targets
 
@@ -155,3 +159,37 @@ def _check_cuda(env: TorchEnv, cuda: Version) -> None:
         raise BuildError(f"torch {env.torch_version} is a CUDA {env.torch_cuda} build, the cell "
                          f"is CUDA {wanted}: point cuda.\"{wanted}\".torch-index at an index "
                          f"of CUDA {wanted} builds")
+
+
+def env_beside_torch(root: Path, torch: TorchEnv, requires: list[str], cache: Path, log: Log,
+                     offline: bool, what: str, own_torch: str) -> Path:
+    """A virtual environment at `root` (made afresh) of the torch environment's CPython that
+    sees its torch (a .pth file names its site-packages) and holds `requires`, bounded by
+    torch's own requirements (torch 2.11 wants setuptools<82, say): a second torch is never
+    installed beside it (`own_torch` says so when a requirement pulls one in). Its
+    site-packages folder."""
+    if root.exists():
+        shutil.rmtree(root)
+    env = uv_env(cache, offline)
+    run([uv_bin(), "venv", "--quiet", "--python", torch.python, root], log, env=env,
+        what="making an environment beside torch")
+    python = root / "bin" / "python"
+    site = Path(first_output_line(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]))
+    (site / "_kernel_wheel_factory_torch.pth").write_text(f"{torch.site_packages}\n")
+    constraints = root / "torch-constraints.txt"
+    constraints.write_text("".join(f"{line}\n" for line in _torch_requires(torch)))
+    if requires:
+        run([uv_bin(), "pip", "install", "--quiet", "--python", python, "--constraint",
+             constraints, *requires], log, env=env, what=what)
+    if (site / "torch").exists():
+        raise BuildError(own_torch)
+    return site
+
+
+def _torch_requires(torch: TorchEnv) -> list[str]:
+    """The Requires-Dist of the cell's torch (its extras' left out)."""
+    for found in distributions(path=[str(torch.site_packages)]):
+        if canonicalize_name(found.metadata["Name"] or "") == "torch":
+            return [text for text in found.requires or [] if "extra ==" not in text]
+    return []

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -9,24 +12,71 @@ from packaging.utils import canonicalize_name
 from rich.console import Console
 from rich.table import Table
 
+from ..errors import FactoryError
+from ..index.records import load_manifest
+from ..layout import Layout
+from ..process import Log
+from ..prove.load import LoadReport, OpReport, importable_modules, load_problems, load_wheel
 from ..wheel.expect import recorded_expectation
 from ..wheel.gates import check_wheel
 from ..wheel.inspect import REPORT_SCHEMA, WheelReport
 
-__all__ = ["print_report", "report_json"]
+__all__ = ["WheelOps", "print_report", "report_json", "wheel_ops"]
 
 
-def report_json(reports: list[WheelReport]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class WheelOps:
+    """The ops a wheel registers, as loading it showed, and where that was seen: loaded now
+    with an interpreter's torch, or recorded by the import gate of the build that made it."""
+
+    seen: str
+    ops: tuple[OpReport, ...]
+    problems: tuple[str, ...] = ()
+
+
+def wheel_ops(path: Path, report: WheelReport, python: Path | None) -> WheelOps | None:
+    """Load the wheel with `python`'s torch, or find what its build's import gate recorded
+    (a wheel in the files/ folder of an output folder); None when neither is possible."""
+    if python is not None:
+        with tempfile.TemporaryDirectory(prefix="kwf-inspect-") as folder, \
+                open(Path(folder) / "load.log", "w", encoding="utf-8") as handle:
+            loaded = load_wheel(path, importable_modules(report.files), str(python),
+                                Path(folder) / "load", Log(handle))
+        return WheelOps(f"loaded with {python} (torch {loaded.torch})", loaded.ops,
+                        tuple(load_problems(loaded)))
+    layout = Layout(path.resolve().parent.parent)
+    if path.resolve().parent != layout.files or not layout.manifest.is_file():
+        return None
+    try:
+        manifest = load_manifest(layout.manifest)
+    except FactoryError:
+        return None
+    for outcome in manifest.cells.values():
+        if outcome.wheel == path.name and outcome.ops is not None:
+            loaded_ops = LoadReport.from_json({"torch": "", "imported": [], "ops": outcome.ops})
+            if loaded_ops is not None:
+                return WheelOps(f"recorded by the import gate of cell {outcome.cell}",
+                                loaded_ops.ops)
+    return None
+
+
+def report_json(reports: list[WheelReport],
+                loads: list[WheelOps | None] | None = None) -> dict[str, Any]:
     wheels = []
-    for report in reports:
+    for report, ops in zip(reports, loads or [None] * len(reports), strict=True):
         entry = report.to_json()
         entry["problems"] = check_wheel(report, recorded_expectation(report))
+        if ops is not None:
+            entry["problems"] += list(ops.problems)
+            entry["ops"] = {"seen": ops.seen, "ops": [op.to_json() for op in ops.ops]}
         wheels.append(entry)
     return {"schema": REPORT_SCHEMA, "wheels": wheels}
 
 
-def print_report(report: WheelReport, console: Console) -> list[str]:
-    """Print one wheel's report; return the problems the gates find in it."""
+def print_report(report: WheelReport, console: Console,
+                 ops: WheelOps | None = None) -> list[str]:
+    """Print one wheel's report; return the problems the gates (and loading it, when it was
+    loaded) find in it."""
     console.print(f"[bold]{report.file}[/bold]")
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="dim")
@@ -61,6 +111,9 @@ def print_report(report: WheelReport, console: Console) -> list[str]:
 
     _print_provenance(report.provenance, console)
     problems = check_wheel(report, recorded_expectation(report))
+    if ops is not None:
+        _print_ops(ops, console)
+        problems += list(ops.problems)
     if problems:
         console.print(f"[red]checks: {len(problems)} problem(s)[/red]")
         for problem in problems:
@@ -68,6 +121,21 @@ def print_report(report: WheelReport, console: Console) -> list[str]:
     else:
         console.print("[green]checks: all passed[/green]")
     return problems
+
+
+def _print_ops(ops: WheelOps, console: Console) -> None:
+    console.print(f"ops ({ops.seen}):", markup=False)
+    if not ops.ops:
+        console.print("  none registered")
+        return
+    table = Table(show_lines=False, pad_edge=False)
+    for column in ("op", "kernels for", "torch.compile"):
+        table.add_column(column, overflow="fold")
+    for op in ops.ops:
+        table.add_row(op.name, ", ".join(op.keys) or "-",
+                      "ready (fake implementation)" if op.fake else
+                      "[yellow]graph break: no fake implementation[/yellow]")
+    console.print(table)
 
 
 def _names_torch(requirement: str) -> bool:
@@ -107,13 +175,13 @@ def _print_provenance(record: dict[str, Any] | None, console: Console) -> None:
                              f"{cell.get('cuda')}, SMs {' '.join(cell.get('sms', []))}"
                              f"{' +PTX' if cell.get('ptx') else ''}, {cell.get('platform')}"
                              f"{python}")
+    else:
+        grid.add_row("cell", str(cell.get("id")))
     found = record.get("gpu_code_found")
     if isinstance(found, dict):
         for path, codes in found.items():
             grid.add_row("GPU code", f"{path}: {' '.join(map(str, codes))} (as the project "
                                      "compiled it)")
-    else:
-        grid.add_row("cell", str(cell.get("id")))
     grid.add_row("toolchain", ", ".join(f"{name} {value}" for name, value in tools.items()))
     grid.add_row("factory", str(record.get("factory")))
     where = f"in {build.get('root')}"

@@ -12,7 +12,8 @@ def reference(rgb: torch.Tensor) -> torch.Tensor:
     return ((weighted.sum(dim=-1) + 500) // 1000).to(torch.uint8)
 
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+NEEDS_GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+DEVICES = ["cpu", pytest.param("cuda", marks=NEEDS_GPU)]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -43,10 +44,27 @@ def test_op_is_registered_under_its_namespace():
     assert getattr(getattr(torch.ops, namespace), op) is not None
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@NEEDS_GPU
 def test_cuda_equals_cpu_on_a_large_image():
     generator = torch.Generator().manual_seed(4096)
     rgb = torch.randint(0, 256, (4096, 4096, 3), dtype=torch.uint8, generator=generator)
     on_gpu = img2gray.img2gray(rgb.cuda())
     assert on_gpu.device.type == "cuda" and on_gpu.shape == (4096, 4096)
     assert torch.equal(on_gpu.cpu(), img2gray.img2gray(rgb))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_traces_the_op_in_one_graph(device):
+    generator = torch.Generator().manual_seed(7)
+    rgb = torch.randint(0, 256, (64, 48, 3), dtype=torch.uint8, generator=generator).to(device)
+    torch._dynamo.reset()
+    compiled = torch.compile(img2gray.img2gray, fullgraph=True)
+    assert torch.equal(compiled(rgb), reference(rgb))
+
+
+def test_fake_implementation_gives_shape_dtype_and_device():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        gray = img2gray.img2gray(torch.empty(5, 9, 3, dtype=torch.uint8, device="cuda"))
+    assert (tuple(gray.shape), gray.dtype, gray.device.type) == ((5, 9), torch.uint8, "cuda")

@@ -14,6 +14,8 @@ from ...config.model import RunnerChoice
 from ...errors import ConfigError
 from ...plan.cells import Cell, Plan
 from ...process import Log
+from ...prove.load import LoadReport
+from ...prove.tests import TestReport
 from ..cell import Built, Compiling
 from ..options import BuildOptions
 from .docker.engine import Engine
@@ -34,6 +36,12 @@ class Runner(Protocol):
     def build(self, cell: Cell, staging: Path, log: Log, compiling: Compiling,
               progress: Callable[[str], None]) -> Built:
         """Build the cell (its wheel left in `staging`), or a shard's objects."""
+
+    def load(self, cell: Cell, wheel: Path, modules: list[str], log: Log) -> LoadReport:
+        """Import `modules` of the cell's wheel with the cell's torch, where it was built."""
+
+    def test(self, cell: Cell, wheel: Path, log: Log) -> TestReport:
+        """Run the kernel's own tests against the cell's wheel, where it was built."""
 
     def __enter__(self) -> Runner: ...
 

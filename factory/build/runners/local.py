@@ -10,13 +10,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ...cache import exclusive
 from ...errors import BuildError
 from ...plan.cells import Cell
 from ...process import Log, first_output_line
+from ...prove.load import LoadReport, load_wheel
+from ...prove.tests import TestReport, run_tests
 from ...toolchain import host_compiler
 from ...toolchain.cuda import locate_cuda
 from ...versions import Version
-from ..cell import Built, Compiling, build_cell
+from ..cell import Built, Compiling, build_cell, cell_torch
 from ..options import BuildOptions
 
 __all__ = ["LocalRunner"]
@@ -56,6 +59,19 @@ class LocalRunner:
     def build(self, cell: Cell, staging: Path, log: Log, compiling: Compiling,
               progress: Callable[[str], None]) -> Built:
         return build_cell(cell, self.cache, self.options, staging, log, compiling, progress)
+
+    def load(self, cell: Cell, wheel: Path, modules: list[str], log: Log) -> LoadReport:
+        env = cell_torch(cell, self.cache, self.options, log, prepared=False)
+        folder = self.options.build_root / cell.key / "load"
+        with exclusive(folder.parent):
+            return load_wheel(wheel, modules, str(env.python), folder, log)
+
+    def test(self, cell: Cell, wheel: Path, log: Log) -> TestReport:
+        env = cell_torch(cell, self.cache, self.options, log, prepared=False)
+        folder = self.options.build_root / cell.key / "test"
+        with exclusive(folder.parent):
+            return run_tests(wheel, cell.spec.root / "tests", cell.spec.python_name, env, folder,
+                             self.cache, log, self.options.offline)
 
 
 def _toolchain_facts(cuda: Version, home: Path | None) -> dict[str, Any]:

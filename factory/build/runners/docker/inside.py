@@ -5,6 +5,10 @@
               environment), in the mounted cache (network on)
     build     build one cell (network off, the cache mounted read-only, a non-root user;
               the object cache's part of the image's base mounted read-write)
+    load      import the wheel a build left, with its torch (prove/load.py), in the same
+              container
+    test      run a kernel's tests against its wheel (prove/tests.py), in the prepare
+              container (network on, to install the test requirements)
 
 The cell comes as its record (plan/codec.py), read against the copy of the kernel in the
 container. The log goes to stdout. Lines that start with CONTROL carry JSON for the runner
@@ -27,6 +31,8 @@ from ....errors import BuildError, FactoryError
 from ....plan.codec import cell_from_record, recorded_spec
 from ....plan.costs import UnitCost
 from ....process import Log
+from ....prove.load import load_wheel
+from ....prove.tests import run_tests
 from ....sources.depends import Dependency
 from ....sources.tree import SourceTree
 from ....toolchain.torch import provide_torch
@@ -41,9 +47,9 @@ CONTROL = "::kernel-wheel-factory:: "
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] not in ("prepare", "build"):
-        sys.stderr.write("usage: python -m factory.build.runners.docker.inside prepare|build "
-                         "< job.json\n")
+    if len(argv) != 1 or argv[0] not in ("prepare", "build", "load", "test"):
+        sys.stderr.write("usage: python -m factory.build.runners.docker.inside "
+                         "prepare|build|load|test < job.json\n")
         return 2
     job = json.loads(sys.stdin.read())
     log = Log(sys.stdout)
@@ -62,6 +68,20 @@ def main(argv: list[str]) -> int:
             if job.get("build_requires"):
                 provide_build_env(env, list(job["build_requires"]), Path(job["cache"]), log)
             say(result=env.torch_version)
+        elif argv[0] == "load":
+            env = provide_torch(parse_release(job["torch"]), parse_release(job["cuda"]),
+                                job["torch_index"], Path(job["cache"]), log,
+                                python=job.get("python") or sys.executable, create=False)
+            report = load_wheel(Path(job["wheel"]), list(job["modules"]), str(env.python),
+                                Path(job["folder"]), log)
+            say(result=report.to_json())
+        elif argv[0] == "test":
+            env = provide_torch(parse_release(job["torch"]), parse_release(job["cuda"]),
+                                job["torch_index"], Path(job["cache"]), log,
+                                python=job.get("python") or sys.executable)
+            tested = run_tests(Path(job["wheel"]), Path(job["tests"]), job["module"], env,
+                               Path(job["folder"]), Path(job["cache"]), log)
+            say(result=tested.to_json())
         else:
             root = Path(job["kernel"])
             copied = {Path(folder).name: (Path(folder), count)
@@ -76,7 +96,7 @@ def main(argv: list[str]) -> int:
                                     root / "build.toml", cuda_home=Path(job["cuda_home"]),
                                     dependency=dependency)
             options = BuildOptions(Path(job["build_root"]), job["source_date_epoch"],
-                                   job["builder"])
+                                   job["builder"], index_url=job.get("index_url"))
             compiling = _compiling(job, say)
             built = build_cell(cell, Path(job["cache"]), options, Path(job["out"]), log,
                                compiling, lambda step: say(progress=step), prepared=True)

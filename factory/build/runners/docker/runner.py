@@ -28,13 +28,17 @@ from types import TracebackType
 from typing import Any
 
 from .... import defaults
+from ....cache import exclusive
 from ....compile.objects import DOCKER_PARTS, ObjectStore
 from ....errors import BuildError
 from ....plan.cells import Cell
 from ....plan.codec import cell_record
 from ....plan.costs import UnitCost
 from ....process import Log, first_error
+from ....prove.load import LoadReport, load_wheel
+from ....prove.tests import TestReport
 from ....sources.tree import source_files
+from ....toolchain import CommandPrefix
 from ....toolchain.python import manylinux_python
 from ....versions import major_minor
 from ...cell import Built, Compiling, Container, build_cell
@@ -52,6 +56,7 @@ SOURCES = PurePosixPath("/work/src")
 DEPENDS = PurePosixPath("/work/depends")  # C++ dependencies: <name>/<n>, the n-th header folder
 OBJECTS = PurePosixPath("/objects")  # the object cache's part of the image's base
 OUTPUT = PurePosixPath("/tmp/kernel-wheel-factory/out")
+TESTS = PurePosixPath("/tmp/kernel-wheel-factory-tests")  # factory test: wheels, tests, envs
 CUDA_HOME = "/usr/local/cuda"
 NOBODY_ID = 10001
 NOBODY = f"{NOBODY_ID}:{NOBODY_ID}"  # the build user when the factory itself runs as root
@@ -168,22 +173,93 @@ class DockerRunner:
         installed = cell.installed
         assert installed is not None and installed.image is not None
         progress("starting the image")
+        return build_cell(cell, self.cache, self.options, staging, log, compiling, progress,
+                          container=self._image_container(installed.image, log))
+
+    def _image_container(self, image: str, log: Log) -> Container:
+        """The container of a torch image that the cells of that image compile and load in
+        (started once): no network, an unprivileged user, only the build root mounted (at the
+        same path)."""
         root = self.options.build_root
         with self._lock:
-            name = self._image_containers.get(installed.image)
+            name = self._image_containers.get(image)
             if name is None:
-                log.step(f"starting a container of {installed.image} (no network, user "
+                log.step(f"starting a container of {image} (no network, user "
                          f"{build_user()}) for its torch and nvcc")
-                name = self.engine.launch(installed.image, f"torch-{slug(installed.image)}"[:60], [
+                name = self.engine.launch(image, f"torch-{slug(image)}"[:60], [
                     "--network", "none", "--user", build_user(), "--cap-drop", "ALL",
                     "--security-opt", "no-new-privileges", "--env", "HOME=/tmp",
                     "--entrypoint", "", "--mount", f"type=bind,source={root},target={root}",
                 ])
-                self._image_containers[installed.image] = name
+                self._image_containers[image] = name
         owner = (NOBODY_ID, NOBODY_ID) if os.getuid() == 0 else None
-        container = Container((self.engine.binary, "exec", "--user", build_user(), name), owner)
-        return build_cell(cell, self.cache, self.options, staging, log, compiling, progress,
-                          container=container)
+        return Container((self.engine.binary, "exec", "--user", build_user(), name), owner)
+
+    def load(self, cell: Cell, wheel: Path, modules: list[str], log: Log) -> LoadReport:
+        """Loaded where it was built: on this machine, in a container of its torch image, or
+        in its builder container (network off), with the torch environment it was built
+        against."""
+        installed = cell.installed
+        if installed is not None and installed.image is None:
+            return self._here.load(cell, wheel, modules, log)
+        if installed is not None:
+            assert installed.image is not None
+            container = self._image_container(installed.image, log)
+            folder = self.options.build_root / cell.key / "load"
+            with exclusive(folder.parent):
+                report = load_wheel(wheel, modules, installed.python, folder, log,
+                                    CommandPrefix(container.exec_prefix))
+            return report
+        group = self._group(self.image(cell))
+        assert group.build is not None and cell.cuda is not None  # the cell was built there
+        python = str(manylinux_python(cell.python)) if cell.python is not None else None
+        job = {"torch": str(cell.torch), "cuda": str(major_minor(cell.cuda.version)),
+               "torch_index": cell.cuda.torch_index, "python": python,
+               "cache": str(CACHE / self._base_cache(group.image)),
+               "wheel": str(OUTPUT / cell.key / wheel.name), "modules": modules,
+               "folder": str(OUTPUT / cell.key / "load")}
+        outcome = self._exec(group.build, "load", job, log, lambda step: None)
+        loaded = LoadReport.from_json(outcome["result"])
+        if loaded is None:
+            raise BuildError(f"the container's report of loading {wheel.name} is damaged")
+        return loaded
+
+    def test(self, cell: Cell, wheel: Path, log: Log) -> TestReport:
+        """Tested where it was built: on this machine, or in its builder image, in the
+        container that prepares the torch environments (the network is on there, to install
+        pytest and the wheel's requirements; no GPU is passed in)."""
+        installed = cell.installed
+        if installed is not None and installed.image is None:
+            return self._here.test(cell, wheel, log)
+        if installed is not None:
+            raise BuildError(f"factory test does not run tests in a torch image yet "
+                             f"({installed.describe()}); test the wheel where that torch is")
+        assert cell.cuda is not None
+        tests = cell.spec.root / "tests"
+        if not tests.is_dir():
+            raise BuildError(f"the kernel has no tests/ folder ({tests}): nothing to run")
+        group = self._group(self.image(cell))
+        self._ensure_image(group, log)
+        self._prepare(group, cell, log)
+        assert group.prepare is not None
+        stage = TESTS / cell.key
+        self.engine.copy_in(group.prepare, str(TESTS.parent),
+                            source_archive(wheel.parent, [Path(wheel.name)],
+                                           f"{TESTS.name}/{cell.key}/wheel"))
+        self.engine.copy_in(group.prepare, str(TESTS.parent),
+                            source_archive(tests, source_files(tests),
+                                           f"{TESTS.name}/{cell.key}/tests"))
+        python = str(manylinux_python(cell.python)) if cell.python is not None else None
+        job = {"torch": str(cell.torch), "cuda": str(major_minor(cell.cuda.version)),
+               "torch_index": cell.cuda.torch_index, "python": python,
+               "cache": str(CACHE / self._base_cache(group.image)),
+               "wheel": str(stage / "wheel" / wheel.name), "tests": str(stage / "tests"),
+               "module": cell.spec.python_name, "folder": str(stage / "run")}
+        outcome = self._exec(group.prepare, "test", job, log, lambda step: None)
+        report = TestReport.from_json(outcome["result"])
+        if report is None:
+            raise BuildError("the container's report of the tests is damaged")
+        return report
 
     def _group(self, image: BuilderImage) -> _Group:
         with self._lock:
@@ -303,6 +379,7 @@ class DockerRunner:
             "depends": {str(DEPENDS / d.name): len(d.folders) for d in cell.depends},
             "build_root": str(defaults.BUILD_ROOT),
             "source_date_epoch": self.options.epoch(cell), "builder": group.image.name,
+            "index_url": self.options.index_url,
             "cache": str(CACHE / self._base_cache(group.image)), "out": str(out),
             "budget": [budget.cores, budget.memory],
             "time_left": None if deadline is None else max(0.0, deadline - time.monotonic()),

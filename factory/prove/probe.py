@@ -1,0 +1,109 @@
+"""Load a wheel's modules with a torch and say what they registered; run as a file by the
+interpreter of the cell's torch environment (it needs nothing but the standard library and torch):
+
+    python -I probe.py SITE MODULE [MODULE ...]
+
+SITE is the folder the wheel was installed into (added as a site folder, so its .pth files
+count); each MODULE is imported in turn, after torch. The last line of the output is JSON: the
+torch seen, the modules imported, the first import that failed (with the C++ names in its message
+demangled by the C++ runtime's own demangler), and every op the imports registered: its
+dispatch keys with a kernel, and whether torch.compile can trace it (a fake/meta implementation,
+or a composite kernel that needs none).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import json
+import re
+import site
+import sys
+import warnings
+from typing import Any
+
+# The keys whose kernels FakeTensorMode can run an op with: a meta kernel (torch.library's
+# register_fake registers one), or a composite kernel that decomposes or runs on any device.
+TRACEABLE = ("Meta", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
+KEYS = ("CPU", "CUDA", *TRACEABLE)
+_MANGLED = re.compile(r"_Z[A-Za-z0-9_.$]+")
+
+
+def main(argv: list[str]) -> int:
+    folder, modules = argv[0], argv[1:]
+    sys.path.insert(0, folder)
+    site.addsitedir(folder)
+    warnings.simplefilter("ignore")
+    import torch
+
+    report: dict[str, object] = {"torch": torch.__version__, "cuda": torch.version.cuda,
+                                 "imported": [], "error": None, "ops": []}
+    before = set(torch._C._dispatch_get_all_op_names())
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            report["error"] = {"module": name, "message": message,
+                               "demangled": demangled(message)}
+            break
+        report["imported"].append(name)  # type: ignore[attr-defined]
+    added = sorted(set(torch._C._dispatch_get_all_op_names()) - before)
+    report["ops"] = [describe(torch, name) for name in added]
+    sys.stdout.write("\n" + json.dumps(report) + "\n")
+    return 0
+
+
+def describe(torch: Any, qualified: str) -> dict[str, object]:
+    """One op (ns::name or ns::name.overload): whether torch.ops resolves it, its kernels,
+    and whether torch.compile can trace it."""
+    namespace, _, rest = qualified.partition("::")
+    name, _, overload = rest.partition(".")
+    error = None
+    try:
+        getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    keys = [key for key in KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key)]
+    fake = any(key in TRACEABLE for key in keys) or _python_fake(torch, f"{namespace}::{name}")
+    return {"name": qualified, "resolves": error is None, "error": error, "keys": keys,
+            "fake": fake}
+
+
+def _python_fake(torch: Any, name: str) -> bool:
+    """A fake implementation registered from Python (torch.library.register_fake)."""
+    try:
+        from torch._library.simple_registry import singleton
+    except ImportError:
+        return False
+    return bool(singleton.find(name).fake_impl.kernel is not None)
+
+
+def demangled(text: str) -> str:
+    """`text` with every mangled C++ name replaced by its demangled form."""
+    try:
+        runtime = ctypes.CDLL("libstdc++.so.6")
+        demangle = getattr(runtime, "__cxa_demangle")
+        free = ctypes.CDLL(None).free
+    except (OSError, AttributeError):
+        return text
+    demangle.restype = ctypes.c_void_p
+    demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
+                         ctypes.POINTER(ctypes.c_int)]
+    free.argtypes = [ctypes.c_void_p]
+
+    def one(found: re.Match[str]) -> str:
+        status = ctypes.c_int(1)
+        pointer = demangle(found[0].encode(), None, None, ctypes.byref(status))
+        if status.value != 0 or not pointer:
+            return found[0]
+        try:
+            return ctypes.string_at(pointer).decode(errors="replace")
+        finally:
+            free(pointer)
+
+    return _MANGLED.sub(one, text)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,164 @@
+"""`factory test`: a kernel's own tests (its tests/ folder) run against the wheel built for a
+cell, in a fresh environment beside the cell's torch that holds the wheel, its other
+requirements and pytest.
+
+The tests run from a copy of tests/ alone, so the kernel's source tree cannot shadow the
+installed wheel. Tests that load the kernel through the `kernels` package (`get_kernel(
+"org/name")`) get the installed wheel from a stand-in module (inject/kernels.py). Where the
+machine has no GPU, a test that fails only because CUDA cannot start is counted as skipped,
+with that reason (inject/_kernel_wheel_factory_pytest.py); the counts come from pytest's JUnit
+XML report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from ..errors import BuildError
+from ..process import Log
+from ..toolchain.torch import TorchEnv, env_beside_torch
+from ..uv import uv_bin, uv_env
+from ..wheel.read import read_wheel
+
+__all__ = ["TEST_TOOLS", "TestReport", "run_tests", "test_requirements"]
+
+INJECT = Path(__file__).with_name("inject")
+PLUGIN = "_kernel_wheel_factory_pytest"
+TEST_TOOLS = ("pytest",)
+# Requirements the environment provides otherwise: the cell's torch, and the stand-in for
+# `kernels` (which would download the kernel from the Hub).
+_PROVIDED = {"torch", "kernels"}
+
+
+@dataclass(frozen=True)
+class TestReport:
+    """How a kernel's tests went against one cell's wheel."""
+
+    __test__ = False  # not a test class, whatever pytest's collector thinks of the name
+
+    passed: int
+    failed: int
+    errors: int
+    skipped: int
+    gpus: tuple[str, ...]  # the GPUs the tests could use (none: GPU tests skipped)
+    seconds: float
+    torch: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.errors == 0 and self.passed + self.skipped > 0
+
+    def describe(self) -> str:
+        where = f"on {', '.join(dict.fromkeys(self.gpus))}" if self.gpus else "with no GPU"
+        errors = f", {self.errors} error(s)" if self.errors else ""
+        return (f"{self.passed} passed, {self.failed} failed{errors}, {self.skipped} skipped "
+                f"{where} in {self.seconds:.1f} s")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "failed": self.failed, "errors": self.errors,
+                "skipped": self.skipped, "gpus": list(self.gpus), "seconds": self.seconds,
+                "torch": self.torch}
+
+    @classmethod
+    def from_json(cls, data: Any) -> TestReport | None:
+        try:
+            return cls(int(data["passed"]), int(data["failed"]), int(data["errors"]),
+                       int(data["skipped"]), tuple(map(str, data["gpus"])),
+                       float(data["seconds"]), str(data.get("torch", "")))
+        except (TypeError, KeyError, ValueError):
+            return None
+
+
+def test_requirements(wheel: Path) -> list[str]:
+    """What the test environment installs besides the wheel: pytest and the wheel's own
+    Requires-Dist, but for torch (the cell's is there) and `kernels` (the stand-in is)."""
+    requires = list(TEST_TOOLS)
+    for text in read_wheel(wheel).requires:
+        try:
+            name = canonicalize_name(Requirement(text).name)
+        except InvalidRequirement:
+            continue
+        if name not in _PROVIDED:
+            requires.append(text)
+    return requires
+
+
+def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Path,
+              cache: Path, log: Log, offline: bool = False,
+              timeout: float | None = None) -> TestReport:
+    """Make a fresh environment in `folder` beside `torch` with the wheel installed, and run
+    the tests of the folder `tests` there with pytest; `module` is the kernel's import name."""
+    if not tests.is_dir():
+        raise BuildError(f"the kernel has no tests/ folder ({tests}): nothing to run")
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    log.step(f"making the test environment: torch {torch.torch_version}, "
+             f"{' '.join(test_requirements(wheel))}")
+    site = env_beside_torch(folder / "env", torch, test_requirements(wheel), cache, log, offline,
+                            "installing the test requirements",
+                            "a requirement of the wheel installed a torch of its own; its "
+                            "tests must use the cell's torch")
+    python = folder / "env" / "bin" / "python"
+    completed = subprocess.run([uv_bin(), "pip", "install", "--quiet", "--no-deps", "--python",
+                                str(python), str(wheel)], env={**os.environ,
+                                                               **uv_env(cache, offline)},
+                               capture_output=True, text=True)
+    if completed.returncode != 0:
+        raise BuildError(f"installing {wheel.name} failed: {completed.stderr.strip()}")
+    for name in (f"{PLUGIN}.py", "kernels.py"):
+        shutil.copyfile(INJECT / name, site / name)
+    shutil.copytree(tests, folder / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    junit, facts = folder / "junit.xml", folder / "machine.json"
+    argv = [str(python), "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider", "-rs",
+            f"--junitxml={junit}", "tests"]
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("PYTHON", "PYTEST"))}
+    env |= {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+            "KERNEL_WHEEL_FACTORY_KERNEL": module,
+            "KERNEL_WHEEL_FACTORY_TEST_REPORT": str(facts)}
+    log.step(f"running the kernel's tests: {' '.join(argv[1:])}")
+    started = time.monotonic()
+    try:
+        with subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace") as process:
+            assert process.stdout is not None
+            for line in process.stdout:
+                log.write(line.rstrip("\n"))
+            process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise BuildError(f"the tests did not finish in {timeout:.0f} s") from None
+    seconds = time.monotonic() - started
+    return _report(junit, facts, seconds, process.returncode)
+
+
+def _report(junit: Path, facts: Path, seconds: float, status: int) -> TestReport:
+    try:
+        root = ElementTree.parse(junit).getroot()
+    except (OSError, ElementTree.ParseError):
+        raise BuildError(f"pytest ran no tests (exit {status}): see the log") from None
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    count = {key: sum(int(suite.get(key, 0)) for suite in suites)
+             for key in ("tests", "failures", "errors", "skipped")}
+    machine: dict[str, Any] = {}
+    try:
+        machine = json.loads(facts.read_text())
+    except (OSError, ValueError):
+        pass
+    return TestReport(
+        passed=count["tests"] - count["failures"] - count["errors"] - count["skipped"],
+        failed=count["failures"], errors=count["errors"], skipped=count["skipped"],
+        gpus=tuple(machine.get("gpus") or ()), seconds=round(seconds, 1),
+        torch=str(machine.get("torch", "")))
