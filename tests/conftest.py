@@ -122,6 +122,18 @@ def example_build(tmp_path_factory, factory_cache):
 
 
 @pytest.fixture(scope="session")
+def example_tested(example_build, tmp_path_factory, factory_cache):
+    """A copy of the example's output folder after `factory test matrix.yaml` ran on it."""
+    import shutil
+
+    out = shutil.copytree(example_build[0], tmp_path_factory.mktemp("tested") / "index",
+                          symlinks=True)
+    result = run_factory("test", "matrix.yaml", "--out", out, cwd=REPO,
+                         env=cache_env(factory_cache))
+    return out, result
+
+
+@pytest.fixture(scope="session")
 def example_wheel(example_build) -> Path:
     out, _ = example_build
     wheels = sorted((out / "files").glob("*.whl"))

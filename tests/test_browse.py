@@ -17,8 +17,8 @@ ARTIFACTS = REPO / "test-artifacts"
 
 
 @pytest.fixture(scope="module")
-def site(example_build):
-    out, _ = example_build
+def site(example_tested):
+    out, _ = example_tested
     process = subprocess.Popen([sys.executable, "-m", "factory", "serve", str(out), "--port", "0"],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     url = process.stdout.readline().split(" at ", 1)[1].split()[0]
@@ -65,6 +65,9 @@ def test_the_helper_gives_the_cell_index_command(browser, site):
     details = page.text_content(".wheel")
     assert "sm_90" in details and "==2.11.*" in details and ">=3.9" in details
     assert "examples/img2gray" in details and "nvcc 13.0" in details
+    proof = page.text_content(".proof")
+    assert "8 passed, 0 failed, 6 skipped with no GPU (GPU tests skipped)" in proof, proof
+    assert "::img2gray (CPU, CUDA, Meta): torch.compile ready" in proof, proof
     # Nothing wider than the phone's screen.
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     ARTIFACTS.mkdir(exist_ok=True)

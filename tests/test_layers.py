@@ -10,7 +10,7 @@ from .conftest import REPO
 FOUNDATION = {"errors", "defaults", "files", "safety", "credentials", "hub", "process", "cache",
               "layout", "versions", "uv", "data", "__init__"}
 STEPS = ["policy", "config", "sources", "plan", "toolchain", "compile", "wheel", "prove",
-         "build", "index", "publish", "ui", "cli", "__main__"]
+         "build", "index", "publish", "doctor", "ui", "cli", "__main__"]
 
 
 def rank(module: str) -> int:

@@ -160,6 +160,7 @@ def test_cells(plan: Plan, out: Path, runner: Runner,
     """Run each cell's kernel tests against the wheel its last build published into `out`
     (one after the other: they may share a GPU); each report is kept in the cell's state."""
     layout = Layout(out)
+    layout.logs.mkdir(parents=True, exist_ok=True)
     results = []
     for cell in plan.cells:
         log_path = layout.logs / f"{cell.key}.tests.log"

@@ -18,7 +18,20 @@ from typing import NoReturn
 from .. import __version__
 from ..credentials import redact
 from ..errors import FactoryError, describe_os_error
-from . import build, images, index, inspect, lock, plan, publish, serve, test, verify, yank
+from . import (
+    build,
+    doctor,
+    images,
+    index,
+    inspect,
+    lock,
+    plan,
+    publish,
+    serve,
+    test,
+    verify,
+    yank,
+)
 from .common import Parser, make_console, say_error
 
 __all__ = ["DEBUG_VARIABLE", "entry_point", "main", "make_parser"]
@@ -28,7 +41,7 @@ DEBUG_VARIABLE = "KERNEL_WHEEL_FACTORY_DEBUG"
 COMMANDS: dict[str, ModuleType] = {
     "build": build, "images": images, "plan": plan, "lock": lock, "index": index,
     "yank": yank, "publish": publish, "serve": serve, "inspect": inspect, "verify": verify,
-    "test": test,
+    "test": test, "doctor": doctor,
 }
 
 

@@ -1,6 +1,8 @@
 """The browse page's data. browse.json lists the packages and the torch and CUDA versions the
 index covers; browse/<project>.json holds one package's releases, each with a torch x CUDA
-coverage grid (built, skipped with the reason, failed) and the facts of each wheel. The page
+coverage grid (built, skipped with the reason, failed), what proved each cell's wheel (the ops
+its import gate saw, with their torch.compile readiness, and its kernel tests) and the facts of
+each wheel. The page
 itself (index.html, browse.css, browse.js) is static; it fetches a package's file when the
 package is shown, so adding a wheel rewrites one small file, not one for the whole index.
 """
@@ -74,7 +76,7 @@ def browse_project(project: str, records: Iterable[FileRecord],
         release(outcome.version)["cells"][(outcome.torch, outcome.cuda)] = {
             "torch": outcome.torch, "cuda": outcome.cuda, "label": outcome.label,
             "status": status, "detail": None if status == "built" else outcome.detail,
-            "wheels": []}
+            "wheels": [], "ops": outcome.ops, "tests": outcome.tests}
     for record in sorted(records, key=lambda r: r.filename):
         name = record.display_name
         entry = release(record.version.split("+")[0])
@@ -84,7 +86,8 @@ def browse_project(project: str, records: Iterable[FileRecord],
             entry["anywhere"].append(wheel)
             continue
         cell = entry["cells"].setdefault((torch, cuda), {
-            "torch": torch, "cuda": cuda, "label": record.label, "detail": None, "wheels": []})
+            "torch": torch, "cuda": cuda, "label": record.label, "detail": None, "wheels": [],
+            "ops": None, "tests": None})
         cell["status"] = "built"  # a published wheel, whatever a later build of it did
         cell["wheels"].append(wheel)
     ordered = sorted(releases.values(), key=lambda r: _version_key(r["version"]), reverse=True)

@@ -25,6 +25,7 @@ import shutil
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -351,6 +352,7 @@ class _Pages:
                           browse_project(project, by_project[project],
                                          cells_by_project[project]))
         self._put(out / "browse.json", browse_index(self.manifest))
+        self._put(out / "doctor.py", files("factory").joinpath("doctor.py").read_bytes())
         for name in ASSETS:
             self._put(out / name, asset(name))
         if changed is None and (out / "browse").is_dir():

@@ -121,7 +121,7 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
         shutil.copyfile(INJECT / name, site / name)
     shutil.copytree(tests, folder / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     junit, facts = folder / "junit.xml", folder / "machine.json"
-    argv = [str(python), "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider", "-rs",
+    argv = [str(python), "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider", "-rfEs",
             f"--junitxml={junit}", "tests"]
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("PYTHON", "PYTEST"))}

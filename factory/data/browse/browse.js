@@ -178,6 +178,30 @@ function wheelDetails(wheel) {
     list);
 }
 
+function cellProof(cell) {
+  const rows = [];
+  const tests = cell.tests;
+  if (tests) {
+    const where = tests.gpus && tests.gpus.length ? `on ${[...new Set(tests.gpus)].join(", ")}` : "with no GPU (GPU tests skipped)";
+    const errors = tests.errors ? `, ${tests.errors} error(s)` : "";
+    rows.push(["kernel tests", `${tests.passed} passed, ${tests.failed} failed${errors}, ${tests.skipped} skipped ${where}`]);
+  } else {
+    rows.push(["kernel tests", "not run"]);
+  }
+  if (cell.ops) {
+    const ops = cell.ops.length ? el("ul", { class: "ops" }, ...cell.ops.map((op) =>
+      el("li", {}, el("code", {}, op.name), ` (${op.keys.join(", ") || "no kernel"}): `,
+        op.fake ? "torch.compile ready" : el("strong", {}, "no fake implementation: torch.compile breaks the graph here"))))
+      : "none registered";
+    rows.push(["ops", ops]);
+  } else {
+    rows.push(["ops", "not loaded"]);
+  }
+  const list = el("dl");
+  for (const [name, value] of rows) list.append(el("dt", {}, name), el("dd", {}, value));
+  return el("div", { class: "proof" }, list);
+}
+
 function grid(pkg, release, details) {
   const torches = [...new Set(release.cells.map((c) => c.torch))];
   const cudas = [...new Set(release.cells.map((c) => c.cuda))];
@@ -191,7 +215,7 @@ function grid(pkg, release, details) {
       if (!cell) return el("td", { class: "none" }, "—");
       if (cell.status === "built") {
         const open = () => {
-          details.replaceChildren(...(cell.wheels || []).map(wheelDetails));
+          details.replaceChildren(cellProof(cell), ...(cell.wheels || []).map(wheelDetails));
           choose({ package: pkg.project, torch, cuda });
         };
         return el("td", { class: "built" },

@@ -1,0 +1,388 @@
+"""Which wheel of a kernel index fits this machine, and why the others do not.
+
+    python doctor.py                      # this machine: Python, glibc, torch, driver, GPUs
+    python doctor.py URL [PACKAGE]        # and the install command that fits it
+    python doctor.py URL [PACKAGE] --json
+
+One file, standard library only: every kernel-wheel-factory index serves it as doctor.py, so
+`curl -s URL/doctor.py | python - URL` works where nothing else is installed (run it with the
+Python that has the torch the kernel is for). `factory doctor` is the same program.
+
+What it reads: torch (imported, when there is one), the NVIDIA driver through libcuda (its CUDA
+version, each GPU's name and compute capability), and the index's browse data (browse.json,
+browse/<project>.json), which lists every wheel with its torch requirement, CUDA version, GPU
+code and tags. A wheel fits when its torch requirement holds for the installed torch, its CUDA
+major is torch's, the driver is new enough, every GPU has SASS of its architecture family (or
+PTX it can compile), and its Python, platform and glibc tags allow this interpreter.
+
+Exit status: 0 when every package asked about has a wheel that fits (or no index was given),
+1 when one has none or the index cannot be read, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import platform
+import re
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+import warnings
+from typing import Any
+
+SCHEMA = "kernel-wheel-factory/doctor/1"
+_TIMEOUT = 30.0
+
+
+# -- this machine ---------------------------------------------------------------------------
+
+def machine_facts() -> dict[str, Any]:
+    """Python, platform, glibc, torch and the GPUs of this machine."""
+    glibc = platform.libc_ver()
+    return {
+        "python": platform.python_version(),
+        "implementation": sys.implementation.name,
+        "abi": f"cp{sys.version_info[0]}{sys.version_info[1]}",
+        "platform": sys.platform,
+        "machine": platform.machine(),
+        "glibc": glibc[1] if glibc[0] == "glibc" else None,
+        "torch": _torch_facts(),
+        "driver": _driver_facts(),
+    }
+
+
+def _torch_facts() -> dict[str, Any] | None:
+    warnings.simplefilter("ignore")  # torch's warnings on import are not this report's
+    try:
+        import torch  # the user's torch, when this Python has one
+    except ImportError:
+        return None
+    except Exception as exc:
+        return {"version": None, "error": f"{type(exc).__name__}: {exc}"}
+    return {"version": torch.__version__, "cuda": torch.version.cuda,
+            "cxx11_abi": bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))}
+
+
+def _driver_facts() -> dict[str, Any] | None:
+    """The driver's CUDA version and every GPU's name and compute capability, from libcuda
+    (the driver's own library: no toolkit or torch needed); None without a driver."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    version = ctypes.c_int(0)
+    if cuda.cuDriverGetVersion(ctypes.byref(version)) != 0:
+        return None
+    facts: dict[str, Any] = {"cuda": f"{version.value // 1000}.{version.value % 1000 // 10}",
+                             "gpus": []}
+    if cuda.cuInit(0) != 0:
+        facts["error"] = "the driver is there, but CUDA cannot start (cuInit failed)"
+        return facts
+    count = ctypes.c_int(0)
+    cuda.cuDeviceGetCount(ctypes.byref(count))
+    for ordinal in range(count.value):
+        device = ctypes.c_int(0)
+        cuda.cuDeviceGet(ctypes.byref(device), ordinal)
+        name = ctypes.create_string_buffer(256)
+        cuda.cuDeviceGetName(name, 256, device)
+        major, minor = ctypes.c_int(0), ctypes.c_int(0)
+        cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, device)  # COMPUTE_CAPABILITY_MAJOR
+        cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, device)  # COMPUTE_CAPABILITY_MINOR
+        facts["gpus"].append({"name": name.value.decode(errors="replace"),
+                              "sm": f"{major.value}.{minor.value}"})
+    return facts
+
+
+# -- versions and tags (the few rules of PEP 440 and the wheel tags an index of kernels uses;
+# written here because this file must run with the standard library alone) -----------------
+
+def _release(version: str) -> tuple[int, ...]:
+    found = re.match(r"\d+(?:\.\d+)*", version.strip())
+    return tuple(int(part) for part in found[0].split(".")) if found else ()
+
+
+def _holds(specifier: str, version: str) -> bool:
+    """Whether `version` satisfies a specifier set such as '==2.11.*' or '>=2.10,<3'."""
+    have = _release(version)
+    for clause in filter(None, (part.strip() for part in specifier.split(","))):
+        found = re.fullmatch(r"(===|==|!=|~=|>=|<=|>|<)\s*(\S+)", clause)
+        if not found:
+            return False
+        operator, text = found[1], found[2]
+        wildcard = text.endswith(".*")
+        want = _release(text[:-2] if wildcard else text)
+        if wildcard:  # == X.Y.* and != X.Y.*: the release starts with X.Y
+            same = _padded(have, len(want))[:len(want)] == want
+            if same != (operator != "!="):
+                return False
+            continue
+        size = max(len(have), len(want))
+        mine, theirs = _padded(have, size), _padded(want, size)
+        ok = {"==": mine == theirs, "===": mine == theirs, "!=": mine != theirs,
+              ">=": mine >= theirs, "<=": mine <= theirs, ">": mine > theirs,
+              "<": mine < theirs,
+              "~=": mine >= theirs and mine[:len(want) - 1] == want[:-1]}[operator]
+        if not ok:
+            return False
+    return True
+
+
+def _padded(release: tuple[int, ...], size: int) -> tuple[int, ...]:
+    return release + (0,) * (size - len(release))
+
+
+def _tags(filename: str) -> tuple[str, str, str]:
+    """(python tag, ABI tag, platform tag) of a wheel's filename."""
+    parts = filename[:-len(".whl")].split("-")
+    return parts[-3], parts[-2], parts[-1]
+
+
+def _python_fits(python_tag: str, abi_tag: str, facts: dict[str, Any]) -> str | None:
+    if python_tag.startswith("py"):
+        return None
+    if facts["implementation"] != "cpython":
+        return f"it is for CPython, this is {facts['implementation']}"
+    versions = [_release(tag[2:3] + "." + tag[3:]) for tag in python_tag.split(".")
+                if tag.startswith("cp")]
+    have = _release(facts["python"])[:2]
+    if abi_tag == "abi3":
+        if any(have >= version for version in versions):
+            return None
+        return f"it needs CPython {'.'.join(map(str, min(versions)))} or newer"
+    if any(have == version for version in versions):
+        return None
+    return (f"it is for CPython {', '.join('.'.join(map(str, v)) for v in versions)}, this is "
+            f"{facts['python']}")
+
+
+def _platform_fits(platform_tag: str, facts: dict[str, Any]) -> str | None:
+    if platform_tag == "any":
+        return None
+    found = re.fullmatch(r"(?:many|musl)?linux_(?:(\d+)_(\d+)_)?(\w+)", platform_tag)
+    if not found or facts["platform"] != "linux":
+        return f"it is for {platform_tag}, this machine is {facts['platform']}"
+    if found[3] != facts["machine"]:
+        return f"it is for {found[3]}, this machine is {facts['machine']}"
+    if found[1] and (facts["glibc"] is None or
+                     _release(facts["glibc"]) < (int(found[1]), int(found[2]))):
+        return (f"it needs glibc {found[1]}.{found[2]} or newer, this machine has "
+                f"{facts['glibc'] or 'no glibc'}")
+    return None
+
+
+def _sm_fits(gpu_code: list[str], sm: str) -> bool:
+    """Whether a GPU of compute capability `sm` (9.0) can run code holding `gpu_code` (sm_90,
+    compute_90, sm_90a ...): SASS of the same major and a minor not above its own (arch-
+    specific SASS only on its own architecture), or PTX of an architecture not above it."""
+    major, minor = (int(part) for part in sm.split("."))
+    for code in gpu_code:
+        found = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", code)
+        if not found:
+            continue
+        code_major, code_minor, suffix = int(found[2]), int(found[3]), found[4]
+        if found[1] == "compute" and (code_major, code_minor) <= (major, minor) and not suffix:
+            return True
+        if found[1] == "sm" and code_major == major and \
+                (code_minor == minor if suffix == "a" else code_minor <= minor):
+            return True
+    return False
+
+
+def why_not(wheel: dict[str, Any], cell: dict[str, Any] | None,
+            facts: dict[str, Any]) -> list[str]:
+    """Why a wheel of the index does not fit this machine (empty: it fits)."""
+    reasons = []
+    python_tag, abi_tag, platform_tag = _tags(wheel["filename"])
+    for problem in (_python_fits(python_tag, abi_tag, facts),
+                    _platform_fits(platform_tag, facts)):
+        if problem:
+            reasons.append(problem)
+    torch = facts["torch"]
+    needs = wheel.get("torch")
+    if needs and needs != "any":
+        if torch is None or not torch.get("version"):
+            reasons.append(f"it needs torch{needs}, and this Python has no torch")
+        elif not _holds(needs, torch["version"]):
+            reasons.append(f"it needs torch{needs}, this Python has torch {torch['version']}")
+    cuda = cell.get("cuda") if cell else None
+    if cuda and torch and torch.get("version"):
+        if not torch.get("cuda"):
+            reasons.append(f"it is built for CUDA {cuda}, and torch {torch['version']} is a "
+                           "build without CUDA")
+        elif cuda.split(".")[0] != torch["cuda"].split(".")[0]:
+            reasons.append(f"it is built for CUDA {cuda.split('.')[0]}.x, torch "
+                           f"{torch['version']} is built with CUDA {torch['cuda']}")
+    driver = facts["driver"]
+    if cuda and driver and _release(driver["cuda"]) < _release(cuda)[:1]:
+        reasons.append(f"it needs a driver for CUDA {cuda.split('.')[0]}, this driver "
+                       f"supports CUDA {driver['cuda']}")
+    gpu_code = wheel.get("gpu_code") or []
+    if cuda and gpu_code and driver:
+        for gpu in driver.get("gpus", []):
+            if not _sm_fits(gpu_code, gpu["sm"]):
+                reasons.append(f"it holds no code for the {gpu['name']} (SM {gpu['sm']}): it "
+                               f"has {' '.join(gpu_code)}")
+    return reasons
+
+
+# -- the index --------------------------------------------------------------------------------
+
+class DoctorError(Exception):
+    """The index cannot be read, or holds no such package."""
+
+
+def _fetch_json(url: str) -> Any:
+    request = urllib.request.Request(url, headers={"User-Agent": "kernel-wheel-factory-doctor"})
+    with urllib.request.urlopen(request, timeout=_TIMEOUT) as response:
+        return json.loads(response.read())
+
+
+def index_root(url: str) -> tuple[str, dict[str, Any]]:
+    """The index's root URL (where browse.json is) and browse.json, from the URL a user has:
+    the root itself, a cell's index (.../cu130torch211/simple/) or the combined one."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https", "file"):
+        raise DoctorError(f"'{url}' is not an index URL (http, https or file)")
+    path = parts.path.rstrip("/")
+    candidates = [path]
+    if path.endswith("/simple"):
+        candidates.append(path[:-len("/simple")])
+        candidates.append(path[:-len("/simple")].rsplit("/", 1)[0])
+    last: Exception | None = None
+    for candidate in candidates:
+        root = urllib.parse.urlunsplit((parts.scheme, parts.netloc, candidate + "/", "", ""))
+        try:
+            return root, _fetch_json(root + "browse.json")
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            last = exc
+    raise DoctorError(f"no kernel-wheel-factory index at {url} (browse.json cannot be read: "
+                      f"{getattr(last, 'reason', last)})")
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def diagnose(url: str, package: str | None, facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """For each package of the index (or the one asked about): the wheel that fits, with its
+    index and install commands, or the nearest wheels and why each does not fit."""
+    root, browse = index_root(url)
+    packages = browse.get("packages", [])
+    if package is not None:
+        packages = [entry for entry in packages
+                    if entry["project"] == _normalized(package)]
+        if not packages:
+            known = ", ".join(entry["name"] for entry in browse.get("packages", [])) or "none"
+            raise DoctorError(f"the index at {root} has no package '{package}' (it has: "
+                              f"{known})")
+    return [_diagnose_package(root, entry, facts) for entry in packages]
+
+
+def _diagnose_package(root: str, entry: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    data = _fetch_json(f"{root}browse/{entry['project']}.json")
+    misses = []
+    for release in data.get("versions", []):
+        candidates = [(wheel, cell) for cell in release.get("cells", [])
+                      for wheel in cell.get("wheels", [])]
+        candidates += [(wheel, None) for wheel in release.get("anywhere", [])]
+        for wheel, cell in candidates:
+            if wheel.get("yanked") is not None:
+                continue
+            reasons = why_not(wheel, cell, facts)
+            if not reasons:
+                return {"name": entry["name"], "fits": _fit(root, entry["name"], wheel, cell),
+                        "misses": []}
+            misses.append({"wheel": wheel["filename"], "label": wheel.get("label"),
+                           "version": release["version"], "reasons": reasons})
+        if misses:
+            break  # the newest release with wheels: older ones are not what a user wants
+    misses.sort(key=lambda miss: len(miss["reasons"]))
+    return {"name": entry["name"], "fits": None, "misses": misses}
+
+
+def _fit(root: str, name: str, wheel: dict[str, Any],
+         cell: dict[str, Any] | None) -> dict[str, Any]:
+    label = wheel.get("label")
+    index = f"{root}{label}/simple/" if label else f"{root}simple/"
+    return {"wheel": wheel["filename"], "label": label, "index": index,
+            "cuda": cell.get("cuda") if cell else None,
+            "pip": f"pip install {name} --extra-index-url {index}",
+            "uv": f"uv pip install {name} --index {index}"}
+
+
+# -- output -----------------------------------------------------------------------------------
+
+def describe_machine(facts: dict[str, Any]) -> list[str]:
+    lines = [f"Python     {facts['python']} ({facts['implementation']}, {facts['abi']})",
+             f"platform   {facts['platform']} {facts['machine']}, glibc "
+             f"{facts['glibc'] or 'none'}"]
+    torch = facts["torch"]
+    if torch is None:
+        lines.append("torch      not installed in this Python")
+    elif torch.get("error"):
+        lines.append(f"torch      cannot be imported: {torch['error']}")
+    else:
+        cuda = f"CUDA {torch['cuda']}" if torch.get("cuda") else "no CUDA (a CPU build)"
+        abi = "cxx11 ABI" if torch.get("cxx11_abi") else "pre-cxx11 ABI"
+        lines.append(f"torch      {torch['version']}, {cuda}, {abi}")
+    driver = facts["driver"]
+    if driver is None:
+        lines.append("driver     no NVIDIA driver (libcuda.so.1 not found)")
+    else:
+        lines.append(f"driver     supports CUDA {driver['cuda']}"
+                     + (f" ({driver['error']})" if driver.get("error") else ""))
+        for number, gpu in enumerate(driver.get("gpus", [])):
+            lines.append(f"GPU {number}      {gpu['name']}, SM {gpu['sm']}")
+    return lines
+
+
+def describe_diagnosis(results: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for result in results:
+        fits = result["fits"]
+        lines.append("")
+        if fits is not None:
+            lines.append(f"{result['name']}: {fits['wheel']} fits this machine")
+            lines.append(f"  {fits['pip']}")
+            lines.append(f"  {fits['uv']}")
+            continue
+        lines.append(f"{result['name']}: no wheel of the index fits this machine")
+        for miss in result["misses"][:5]:
+            lines.append(f"  {miss['wheel']}:")
+            lines.extend(f"    - {reason}" for reason in miss["reasons"])
+        if len(result["misses"]) > 5:
+            lines.append(f"  ... and {len(result['misses']) - 5} more")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="doctor.py", description="Report this machine's Python, torch, driver and GPUs; "
+                                      "given a kernel index, the install command that fits.")
+    parser.add_argument("url", nargs="?", help="the index (its root, or a cell's /simple/)")
+    parser.add_argument("package", nargs="?", help="the package (default: every one)")
+    parser.add_argument("--json", action="store_true", help=f"print JSON ({SCHEMA})")
+    args = parser.parse_args(argv)
+    facts = machine_facts()
+    try:
+        results = diagnose(args.url, args.package, facts) if args.url else None
+    except DoctorError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
+        sys.stderr.write(f"error: the index at {args.url} cannot be read ({exc})\n")
+        return 1
+    if args.json:
+        sys.stdout.write(json.dumps({"schema": SCHEMA, "machine": facts, "packages": results},
+                                    indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write("\n".join(describe_machine(facts)
+                                   + describe_diagnosis(results or [])) + "\n")
+    return 1 if results is not None and any(r["fits"] is None for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

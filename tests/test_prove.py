@@ -1,0 +1,418 @@
+"""Proving wheels by running them: the import gate (a wheel loaded with a torch, its missing
+symbols named, its ops and their torch.compile readiness read), `factory test` (the kernel's
+own tests against its wheel), the import guard that names its index, and `factory doctor`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import types
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from factory import doctor
+from factory.compile.generated import import_guard
+from factory.process import Log
+from factory.prove.load import importable_modules, load_problems, load_wheel
+from factory.prove.tests import TestReport, _report
+from factory.wheel.assemble import CoreMetadata, relabelled, write_wheel
+from factory.wheel.read import PROVENANCE_FILE
+
+from .conftest import REPO, cache_env, factory_main, run_factory, write
+
+# ---- pure parts ----------------------------------------------------------------------------
+
+
+def test_the_modules_a_wheel_makes_importable():
+    files = ["img2gray/__init__.py", "img2gray/_ops.py", "img2gray-1.0.dist-info/METADATA",
+             "causal_conv1d_cuda.cpython-312-x86_64-linux-gnu.so", "helper.py",
+             "causal_conv1d.libs/libx.so", "pkg.data/scripts/tool", "pkg/sub/__init__.py"]
+    assert importable_modules(files) == ["causal_conv1d_cuda", "helper", "img2gray"]
+
+
+def test_junit_counts_become_the_report(tmp_path):
+    write(tmp_path / "junit.xml", """
+        <testsuites><testsuite name="pytest" tests="14" failures="1" errors="2" skipped="6">
+        </testsuite></testsuites>
+    """)
+    write(tmp_path / "machine.json", '{"gpus": ["NVIDIA H100 80GB HBM3"], "torch": "2.11.0"}')
+    report = _report(tmp_path / "junit.xml", tmp_path / "machine.json", 3.25, 1)
+    assert (report.passed, report.failed, report.errors, report.skipped) == (5, 1, 2, 6)
+    assert not report.ok
+    assert report.describe() == ("5 passed, 1 failed, 2 error(s), 6 skipped on NVIDIA H100 80GB "
+                                 "HBM3 in 3.2 s")
+    assert TestReport.from_json(report.to_json()) == report
+    assert TestReport.from_json({"passed": "x"}) is None
+
+
+def run_guard(guard: str, version: str, cuda: str | None) -> str:
+    """The guard's code run against a torch of this version and CUDA; its ImportError."""
+    torch = types.SimpleNamespace(__version__=version, version=types.SimpleNamespace(cuda=cuda))
+    with pytest.raises(ImportError) as refused:
+        exec(guard, {"torch": torch})
+    return str(refused.value)
+
+
+def test_the_guard_names_the_full_url_of_the_index_when_it_is_known():
+    guard = import_guard("img2gray", "1.0.0+cu130torch211", "2.11", "13.0", "cu{cuda}torch{torch}",
+                         index_url="https://kernels.example.org/wheels")
+    message = run_guard(guard, "2.12.0+cu130", "13.0")
+    assert "from the index https://kernels.example.org/wheels/cu130torch212/simple," in message
+    assert "CUDA 12" not in message
+    message = run_guard(guard, "2.11.0+cu128", "12.8")
+    assert "https://kernels.example.org/wheels/cu128torch211/simple" in message
+    unknown = import_guard("img2gray", "1.0.0+cu130torch211", "2.11", "13.0",
+                           "cu{cuda}torch{torch}")
+    assert "the 'cu130torch212' index (.../cu130torch212/simple)" in run_guard(
+        unknown, "2.12.0+cu130", "13.0")
+
+
+def test_base_url_must_be_a_plain_http_url(capsys, tmp_path):
+    for bad in ("ftp://example.org/x", "https://user:secret@example.org/x", "example.org",
+                "https://example.org/x?token=abcdef0123456789"):
+        result = factory_main("build", REPO / "matrix.yaml", "--out", tmp_path / "out",
+                              "--base-url", bad, capsys=capsys)
+        assert result.exit == 2, bad
+        assert "--base-url" in result.stdout + result.stderr and "secret" not in result.stdout
+    assert not (tmp_path / "out").exists()
+
+
+GPU_FACTS = {"python": "3.12.3", "implementation": "cpython", "abi": "cp312", "platform": "linux",
+             "machine": "x86_64", "glibc": "2.39",
+             "torch": {"version": "2.11.0+cu130", "cuda": "13.0", "cxx11_abi": True},
+             "driver": {"cuda": "13.0", "gpus": [{"name": "NVIDIA H100 80GB HBM3", "sm": "9.0"}]}}
+WHEEL = {"filename": "img2gray-1.0.0+cu130torch211-cp39-abi3-manylinux_2_34_x86_64.whl",
+         "torch": "==2.11.*", "gpu_code": ["compute_90", "sm_90"]}
+CELL = {"cuda": "13.0"}
+
+
+def test_doctor_reads_specifiers_and_gpu_code_as_pip_and_the_driver_do():
+    assert doctor._holds("==2.11.*", "2.11.0+cu130") and not doctor._holds("==2.11.*", "2.12.0")
+    assert doctor._holds(">=2.10,<3", "2.13.1") and not doctor._holds(">=2.10,<3", "3.0")
+    assert doctor._holds("==2.11.0", "2.11") and not doctor._holds("!=2.11.*", "2.11.3")
+    assert doctor._holds("~=2.11.1", "2.11.5") and not doctor._holds("~=2.11.1", "2.12.0")
+    assert doctor._sm_fits(["sm_80"], "8.6") and not doctor._sm_fits(["sm_86"], "8.0")
+    assert not doctor._sm_fits(["sm_80"], "9.0") and doctor._sm_fits(["compute_80"], "9.0")
+    assert doctor._sm_fits(["sm_90a"], "9.0") and not doctor._sm_fits(["sm_90a"], "10.0")
+
+
+def test_doctor_says_why_a_wheel_does_not_fit():
+    assert doctor.why_not(WHEEL, CELL, GPU_FACTS) == []
+    cpu = {**GPU_FACTS, "torch": {"version": "2.13.0+cpu", "cuda": None}, "driver": None}
+    assert doctor.why_not(WHEEL, CELL, cpu) == [
+        "it needs torch==2.11.*, this Python has torch 2.13.0+cpu",
+        "it is built for CUDA 13.0, and torch 2.13.0+cpu is a build without CUDA"]
+    old = {**GPU_FACTS, "glibc": "2.31", "machine": "aarch64",
+           "driver": {"cuda": "12.8", "gpus": [{"name": "NVIDIA A100", "sm": "8.0"}]}}
+    assert doctor.why_not(WHEEL, CELL, old) == [
+        "it is for x86_64, this machine is aarch64",
+        "it needs a driver for CUDA 13, this driver supports CUDA 12.8",
+        "it holds no code for the NVIDIA A100 (SM 8.0): it has compute_90 sm_90"]
+    cp311 = {**WHEEL, "filename": "relu_scale-1.0.0+cu130torch211-cp311-cp311-"
+                                  "manylinux_2_34_x86_64.whl"}
+    assert doctor.why_not(cp311, CELL, GPU_FACTS) == ["it is for CPython 3.11, this is 3.12.3"]
+    assert doctor.why_not(WHEEL, CELL, {**GPU_FACTS, "glibc": "2.31"}) == [
+        "it needs glibc 2.34 or newer, this machine has 2.31"]
+
+
+def test_doctor_without_arguments_reports_this_machine(capsys):
+    assert doctor.main([]) == 0
+    out = capsys.readouterr().out
+    assert f"Python     {sys.version.split()[0]}" in out and "glibc" in out
+    assert "driver" in out
+
+
+def test_doctor_names_an_index_it_cannot_read(capsys):
+    assert doctor.main(["http://127.0.0.1:9/nothing/"]) == 1
+    assert capsys.readouterr().err.startswith("error: no kernel-wheel-factory index at ")
+
+
+# ---- the import gate, with a real torch -----------------------------------------------------
+
+def make_wheel(tmp_path: Path, name: str, files: dict[str, str | bytes], tag: str) -> Path:
+    content = tmp_path / f"{name}-content"
+    for relative, data in files.items():
+        target = content / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            target.write_bytes(data)
+        else:
+            target.write_text(textwrap.dedent(data).lstrip())
+    metadata = CoreMetadata(name=name, version="1.0", summary="test", requires_python=">=3.9",
+                            requires=("torch",), license=None, readme=None)
+    return write_wheel(content, tmp_path / "dist", metadata, tag, purelib=tag.endswith("any"),
+                       epoch=1_700_000_000)
+
+
+@pytest.mark.slow
+def test_the_import_gate_names_a_symbol_the_torch_lacks(tmp_path, torch_venv):
+    """A shared object that calls into a torch other than the cell's: the loader refuses it,
+    and the gate says which symbol, demangled."""
+    source = write(tmp_path / "native.cpp", """
+        namespace c10 { void kwf_symbol_from_another_torch(int); }
+        extern "C" void* PyInit__native() { c10::kwf_symbol_from_another_torch(1); return 0; }
+    """)
+    library = tmp_path / "_native.abi3.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", library, source], check=True)
+    wheel = make_wheel(tmp_path, "kwf_missing", {
+        "kwf_missing/__init__.py": "import torch\nfrom . import _native\n",
+        "kwf_missing/_native.abi3.so": library.read_bytes()}, "cp39-abi3-linux_x86_64")
+    with open(tmp_path / "load.log", "w") as handle:
+        report = load_wheel(wheel, importable_modules(zipfile.ZipFile(wheel).namelist()),
+                            str(torch_venv / "bin/python"), tmp_path / "load", Log(handle))
+    assert report.imported == () and report.torch.startswith("2.11.")
+    (problem,) = load_problems(report)
+    assert problem.startswith("import: ImportError: ")
+    assert problem.endswith("_native.abi3.so: undefined symbol: "
+                            "c10::kwf_symbol_from_another_torch(int)"), problem
+
+
+OPS_PACKAGE = """
+    import torch
+
+    lib = torch.library.Library("kwf_ops", "DEF")
+    for name in ("cpu_only", "with_fake", "explicit", "implicit", "declared"):
+        lib.define(name + "(Tensor x) -> Tensor")
+    lib.impl("cpu_only", lambda x: x * 2, "CPU")
+    lib.impl("with_fake", lambda x: x * 2, "CPU")
+    torch.library.register_fake("kwf_ops::with_fake")(lambda x: torch.empty_like(x))
+    lib.impl("explicit", lambda x: x * 2, "CompositeExplicitAutograd")
+    lib.impl("implicit", lambda x: x * 2, "CompositeImplicitAutograd")
+"""
+
+GROUND_TRUTH = """
+    import json, sys, warnings
+    warnings.simplefilter("ignore")
+    sys.path.insert(0, sys.argv[1])
+    import torch, kwf_ops
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    traced = {}
+    for name in ("cpu_only", "with_fake", "explicit", "implicit"):
+        try:
+            with FakeTensorMode():
+                getattr(torch.ops.kwf_ops, name)(torch.empty(3, device="cuda"))
+            traced[name] = True
+        except Exception:
+            traced[name] = False
+    print(json.dumps(traced))
+"""
+
+
+@pytest.mark.slow
+def test_torch_compile_readiness_agrees_with_fake_tensors(tmp_path, torch_venv):
+    """The probe's verdict on each op is what FakeTensorMode (torch.compile's tracer) does with
+    it; an op declared with no kernel fails the gate."""
+    wheel = make_wheel(tmp_path, "kwf_ops", {"kwf_ops/__init__.py": OPS_PACKAGE}, "py3-none-any")
+    with open(tmp_path / "load.log", "w") as handle:
+        report = load_wheel(wheel, ["kwf_ops"], str(torch_venv / "bin/python"),
+                            tmp_path / "load", Log(handle))
+    verdicts = {op.name.split("::")[1]: op for op in report.ops}
+    assert sorted(verdicts) == ["cpu_only", "declared", "explicit", "implicit", "with_fake"]
+    script = write(tmp_path / "truth.py", GROUND_TRUTH)
+    truth = json.loads(subprocess.run([torch_venv / "bin/python", script, tmp_path / "load/site"],
+                                      capture_output=True, text=True, check=True).stdout)
+    assert truth == {"cpu_only": False, "with_fake": True, "explicit": True, "implicit": True}
+    assert {name: verdicts[name].fake for name in truth} == truth
+    assert verdicts["with_fake"].keys == ("CPU", "Meta")
+    assert load_problems(report) == ["import: the op kwf_ops::declared is declared, but no "
+                                     "kernel of it is registered for any device"]
+
+
+@pytest.mark.slow
+def test_the_example_passes_the_import_gate_and_records_its_op(example_build):
+    out, _ = example_build
+    log = (out / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
+    assert re.search(r"imported img2gray with torch 2\.11\.0\+cu130: 1 op\(s\), 1 with a fake "
+                     r"implementation", log), log[-2000:]
+    manifest = json.loads((out / ".factory" / "manifest.json").read_text())
+    (ops,) = [cell["ops"] for cell in manifest["cells"].values()]
+    (op,) = ops
+    assert op["name"].endswith("::img2gray") and op["fake"] is True
+    assert op["keys"] == ["CPU", "CUDA", "Meta"]
+    wheel = next((out / "files").glob("*.whl"))
+    shown = run_factory("inspect", wheel)
+    assert shown.exit == 0, shown.stdout
+    assert "recorded by the import gate of cell img2gray/cu130torch211/x86_64" in shown.stdout
+    assert "ready (fake implementation)" in shown.stdout
+
+
+# ---- factory test ---------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_factory_test_runs_the_example_tests_against_its_wheel(example_tested, factory_cache):
+    out, result = example_tested
+    assert result.exit == 0, result.stdout + result.stderr
+    # 8 CPU tests (the torch.compile one among them) pass; the 6 GPU ones are skipped here.
+    assert "8 passed, 0 failed, 6 skipped with no GPU" in result.stdout, result.stdout
+    log = (out / "logs" / "img2gray-cu130torch211-x86_64.tests.log").read_text()
+    assert "test_torch_compile_traces_the_op_in_one_graph[cpu] PASSED" in log or \
+        "8 passed, 6 skipped" in log
+    state = json.loads((out / ".factory/cells/img2gray-cu130torch211-x86_64.json").read_text())
+    assert (state["tests"]["passed"], state["tests"]["skipped"], state["tests"]["gpus"]) == \
+        (8, 6, [])
+    browse = json.loads((out / "browse" / "img2gray.json").read_text())
+    (cell,) = browse["versions"][0]["cells"]
+    assert cell["tests"]["passed"] == 8 and cell["ops"][0]["fake"] is True
+    strict = run_factory("test", "matrix.yaml", "--out", out, "--require-gpu", cwd=REPO,
+                         env=cache_env(factory_cache))
+    assert strict.exit == 1 and "--require-gpu: some cells' tests ran with no GPU" in \
+        strict.stdout
+
+
+@pytest.mark.slow
+def test_a_kernel_test_that_needs_cuda_is_skipped_without_a_gpu(tmp_path, example_wheel,
+                                                              factory_cache):
+    """A test that just calls CUDA (as most kernels' tests do) is reported as skipped, with
+    the reason, where there is no GPU; get_kernel() gets the installed wheel."""
+    kernel = shutil.copytree(REPO / "examples" / "img2gray", tmp_path / "img2gray")
+    shutil.rmtree(kernel / "tests")
+    write(kernel / "tests" / "test_hub_style.py", """
+        import torch
+        from kernels import get_kernel
+
+        img2gray = get_kernel("kernels-community/img2gray")
+
+
+        def test_on_the_gpu():
+            rgb = torch.zeros(4, 4, 3, dtype=torch.uint8, device="cuda")
+            assert img2gray.img2gray(rgb).shape == (4, 4)
+
+
+        def test_on_the_cpu():
+            assert img2gray.img2gray(torch.zeros(4, 4, 3, dtype=torch.uint8)).shape == (4, 4)
+
+
+        def test_a_real_failure():
+            assert img2gray.img2gray(torch.zeros(1, 1, 3, dtype=torch.uint8)).item() == 1
+    """)
+    write(tmp_path / "matrix.yaml", """
+        kernels:
+          - path: img2gray
+            version: 1.0.0
+        torch: ["2.11"]
+        cuda:
+          "13.0":
+            sms: ["9.0"]
+    """)
+    out = tmp_path / "index"
+    (out / "files").mkdir(parents=True)
+    (out / ".factory" / "cells").mkdir(parents=True)
+    shutil.copy(example_wheel, out / "files")
+    (out / ".factory/cells/img2gray-cu130torch211-x86_64.json").write_text(
+        json.dumps({"wheel": example_wheel.name}))
+    result = run_factory("test", "matrix.yaml", "--out", out, "--runner", "local", cwd=tmp_path,
+                         env=cache_env(factory_cache))
+    assert result.exit == 1, result.stdout + result.stderr
+    assert "1 passed, 1 failed, 1 skipped with no GPU" in result.stdout, result.stdout
+    log = (out / "logs" / "img2gray-cu130torch211-x86_64.tests.log").read_text()
+    assert "needs a GPU, and this machine has none" in log
+    assert "FAILED tests/test_hub_style.py::test_a_real_failure" in log
+
+
+# ---- factory doctor on a served index of three cells ----------------------------------------
+
+def another_cell(wheel: Path, folder: Path, label: str, torch: str, cuda: str) -> Path:
+    """The example's wheel as if built for another cell (the index and the doctor read only
+    its filename, METADATA and provenance)."""
+    content = folder / f"{label}-content"
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        dist_info = next(name.split("/")[0] for name in names if name.endswith("/METADATA"))
+        metadata = archive.read(f"{dist_info}/METADATA")
+        provenance = json.loads(archive.read(f"{dist_info}/{PROVENANCE_FILE}"))
+        for name in names:
+            if not name.startswith(dist_info + "/"):
+                (content / name).parent.mkdir(parents=True, exist_ok=True)
+                (content / name).write_bytes(archive.read(name))
+    cell = provenance["cell"]
+    cell.update(id=f"img2gray/{label}/x86_64", label=label, torch=torch, cuda=cuda)
+    version = f"1.0.0+{label}"
+    tag = wheel.name.split("-", 2)[2][:-len(".whl")]
+    return write_wheel(content, folder / "files", relabelled(metadata, version, f"torch=={torch}.*"),
+                       tag, purelib=False, epoch=1_700_000_000, extra_dist_info={
+                           PROVENANCE_FILE: json.dumps(provenance).encode()})
+
+
+@pytest.fixture(scope="module")
+def three_cells(example_wheel, tmp_path_factory):
+    out = tmp_path_factory.mktemp("doctor") / "index"
+    (out / "files").mkdir(parents=True)
+    shutil.copy(example_wheel, out / "files")
+    another_cell(example_wheel, out, "cu130torch212", "2.12", "13.0")
+    another_cell(example_wheel, out, "cu128torch210", "2.10", "12.8")
+    assert run_factory("index", "--out", out).exit == 0
+    process = subprocess.Popen([sys.executable, "-m", "factory", "serve", str(out), "--port",
+                                "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    url = process.stdout.readline().split(" at ", 1)[1].split()[0]
+    yield url
+    process.terminate()
+    process.wait()
+
+
+def served_doctor(url: str, python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """doctor.py as the index serves it, run by `python` (curl -s URL/doctor.py | python -)."""
+    from urllib.request import urlopen
+
+    with urlopen(url + "doctor.py") as response:
+        program = response.read()
+    return subprocess.run([str(python), "-", *args], input=program.decode(),
+                          capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_doctor_picks_the_cell_of_the_installed_torch(three_cells, torch_venv, factory_cache):
+    done = served_doctor(three_cells, torch_venv / "bin/python",
+                         three_cells + "cu130torch211/simple/", "img2gray")
+    assert done.returncode == 0, done.stdout + done.stderr
+    index = f"{three_cells}cu130torch211/simple/"
+    assert "torch      2.11.0+cu130, CUDA 13.0, cxx11 ABI" in done.stdout
+    assert f"  pip install img2gray --extra-index-url {index}\n" in done.stdout
+    assert f"  uv pip install img2gray --index {index}\n" in done.stdout
+    report = json.loads(served_doctor(three_cells, torch_venv / "bin/python", three_cells,
+                                      "--json").stdout)
+    (package,) = report["packages"]
+    assert package["fits"]["label"] == "cu130torch211" and package["misses"] == []
+    # The command it prints resolves to that wheel with uv, against the served index.
+    from uv import find_uv_bin
+
+    command = package["fits"]["uv"].split()
+    resolved = subprocess.run([find_uv_bin(), *command[1:], "--python", torch_venv / "bin/python",
+                               "--dry-run"], capture_output=True, text=True,
+                              env={**os.environ, "UV_CACHE_DIR": str(factory_cache / "uv")})
+    assert resolved.returncode == 0, resolved.stderr
+    assert "img2gray==1.0.0+cu130torch211" in resolved.stderr
+
+
+@pytest.fixture(scope="module")
+def cpu_torch_venv(tmp_path_factory):
+    """A virtual environment with a CPU-only torch, as pip on this machine finds one."""
+    venv = tmp_path_factory.mktemp("cpu") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    done = subprocess.run([venv / "bin/python", "-m", "pip", "install", "--quiet",
+                           "torch==2.13.0+cpu"], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"no CPU-only torch wheel is reachable here: {done.stderr.strip()[-200:]}")
+    return venv
+
+
+@pytest.mark.slow
+def test_doctor_explains_every_miss_for_a_cpu_only_torch(three_cells, cpu_torch_venv):
+    done = served_doctor(three_cells, cpu_torch_venv / "bin/python", three_cells, "img2gray")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "torch      2.13.0+cpu, no CUDA (a CPU build)" in done.stdout
+    assert "img2gray: no wheel of the index fits this machine" in done.stdout
+    cells = (("cu130torch211", "2.11", "13.0"), ("cu130torch212", "2.12", "13.0"),
+             ("cu128torch210", "2.10", "12.8"))
+    for label, torch, cuda in cells:
+        assert re.search(
+            rf"  img2gray-1\.0\.0\+{label}-\S+\.whl:\n"
+            rf"    - it needs torch=={torch}\.\*, this Python has torch 2\.13\.0\+cpu\n"
+            rf"    - it is built for CUDA {cuda}, and torch 2\.13\.0\+cpu is a build without "
+            rf"CUDA\n", done.stdout), done.stdout
