@@ -129,6 +129,24 @@ def test_container_wheel_installs_and_runs(docker_build, tmp_path, factory_cache
     assert str(venv) in report["location"]
 
 
+def test_a_container_cell_is_imported_and_tested_in_its_builder_image(docker_build,
+                                                                      factory_cache):
+    """The import gate ran in the build container (with the image's CPython and torch), and
+    `factory test` runs the kernel's tests in the builder image too."""
+    _, wheel = docker_build
+    folder = wheel.parent.parent.parent
+    log = (folder / "index/logs/img2gray-cu130torch211-x86_64.log").read_text()
+    assert re.search(r"loading \S+\.whl with /cache/docker/\S+/bin/python", log), log[-3000:]
+    assert "imported img2gray with torch 2.11.0+cu130: 1 op(s), 1 with a fake" in log
+    tested = run_factory("test", "matrix.yaml", "--out", folder / "index", cwd=folder,
+                         env=cache_env(factory_cache))
+    assert tested.exit == 0, tested.stdout + tested.stderr
+    assert "8 passed, 0 failed, 6 skipped with no GPU" in tested.stdout, tested.stdout
+    log = (folder / "index/logs/img2gray-cu130torch211-x86_64.tests.log").read_text()
+    assert "platform linux -- Python 3.11.2" in log  # bullseye's CPython: in the image
+    assert our_containers() == []
+
+
 def test_unchanged_container_cell_is_not_rebuilt(docker_build, factory_cache):
     _, wheel = docker_build
     folder = wheel.parent.parent.parent

@@ -267,10 +267,10 @@ def test_factory_test_runs_the_example_tests_against_its_wheel(example_tested, f
 
 
 @pytest.mark.slow
-def test_a_kernel_test_that_needs_cuda_is_skipped_without_a_gpu(tmp_path, example_wheel,
-                                                              factory_cache):
-    """A test that just calls CUDA (as most kernels' tests do) is reported as skipped, with
-    the reason, where there is no GPU; get_kernel() gets the installed wheel."""
+def test_a_wheel_whose_tests_fail_is_not_published(tmp_path, factory_cache):
+    """`factory build --test`: a test that just calls CUDA (as most kernels' tests do) is
+    reported as skipped, with the reason, where there is no GPU; get_kernel() gets the
+    installed wheel; a real failure fails the cell, and its wheel is not published."""
     kernel = shutil.copytree(REPO / "examples" / "img2gray", tmp_path / "img2gray")
     shutil.rmtree(kernel / "tests")
     write(kernel / "tests" / "test_hub_style.py", """
@@ -302,16 +302,13 @@ def test_a_kernel_test_that_needs_cuda_is_skipped_without_a_gpu(tmp_path, exampl
             sms: ["9.0"]
     """)
     out = tmp_path / "index"
-    (out / "files").mkdir(parents=True)
-    (out / ".factory" / "cells").mkdir(parents=True)
-    shutil.copy(example_wheel, out / "files")
-    (out / ".factory/cells/img2gray-cu130torch211-x86_64.json").write_text(
-        json.dumps({"wheel": example_wheel.name}))
-    result = run_factory("test", "matrix.yaml", "--out", out, "--runner", "local", cwd=tmp_path,
-                         env=cache_env(factory_cache))
+    result = run_factory("build", "matrix.yaml", "--out", out, "--runner", "local", "--test",
+                         cwd=tmp_path, env=cache_env(factory_cache))
     assert result.exit == 1, result.stdout + result.stderr
-    assert "1 passed, 1 failed, 1 skipped with no GPU" in result.stdout, result.stdout
-    log = (out / "logs" / "img2gray-cu130torch211-x86_64.tests.log").read_text()
+    assert "failed the kernel's tests: 1 passed, 1 failed, 1 skipped with no GPU" in \
+        " ".join(result.stdout.split()), result.stdout
+    assert not list((out / "files").glob("*.whl"))
+    log = (out / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
     assert "needs a GPU, and this machine has none" in log
     assert "FAILED tests/test_hub_style.py::test_a_real_failure" in log
 
@@ -335,9 +332,10 @@ def another_cell(wheel: Path, folder: Path, label: str, torch: str, cuda: str) -
     cell.update(id=f"img2gray/{label}/x86_64", label=label, torch=torch, cuda=cuda)
     version = f"1.0.0+{label}"
     tag = wheel.name.split("-", 2)[2][:-len(".whl")]
-    return write_wheel(content, folder / "files", relabelled(metadata, version, f"torch=={torch}.*"),
-                       tag, purelib=False, epoch=1_700_000_000, extra_dist_info={
-                           PROVENANCE_FILE: json.dumps(provenance).encode()})
+    return write_wheel(content, folder / "files",
+                       relabelled(metadata, version, f"torch=={torch}.*"), tag, purelib=False,
+                       epoch=1_700_000_000,
+                       extra_dist_info={PROVENANCE_FILE: json.dumps(provenance).encode()})
 
 
 @pytest.fixture(scope="module")
@@ -416,3 +414,26 @@ def test_doctor_explains_every_miss_for_a_cpu_only_torch(three_cells, cpu_torch_
             rf"    - it needs torch=={torch}\.\*, this Python has torch 2\.13\.0\+cpu\n"
             rf"    - it is built for CUDA {cuda}, and torch 2\.13\.0\+cpu is a build without "
             rf"CUDA\n", done.stdout), done.stdout
+
+
+def test_bad_input_to_test_and_doctor_is_one_line(capsys, tmp_path):
+    missing = factory_main("test", REPO / "matrix.yaml", "--out", tmp_path / "none",
+                           capsys=capsys)
+    assert missing.exit == 2 and "none" in missing.stdout + missing.stderr
+    assert not (tmp_path / "none").exists()
+    python = factory_main("doctor", "--python", tmp_path / "no-python", capsys=capsys)
+    assert python.exit == 2
+    assert len((python.stdout + python.stderr).strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_build_with_test_tests_what_it_built_or_kept(example_build, tmp_path, factory_cache):
+    out = shutil.copytree(example_build[0], tmp_path / "index", symlinks=True)
+    result = run_factory("build", "matrix.yaml", "--out", out, "--test", cwd=REPO,
+                         env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    assert "0 built, 1 unchanged" in result.stdout
+    assert "8 passed, 0 failed, 6 skipped with no GPU" in result.stdout, result.stdout
+    manifest = json.loads((out / ".factory" / "manifest.json").read_text())
+    (cell,) = manifest["cells"].values()
+    assert cell["tests"]["passed"] == 8 and cell["ops"][0]["fake"] is True

@@ -81,6 +81,8 @@ class RunSettings:
     unit_shard: tuple[int, int] | None = None  # compile shard I of N of each cell, link none
     export_objects: Path | None = None  # copy the objects this run used or made here
     force: bool = False  # replace a published wheel whose bytes changed
+    test: bool = False  # run the kernel's tests against each wheel before it is published
+    require_gpu: bool = False  # fail a cell whose tests saw no GPU
 
 
 class Reporter(Protocol):
@@ -153,6 +155,7 @@ class CellTests:
     report: TestReport | None
     detail: str | None
     log: Path
+    no_tests: bool = False  # the kernel has no tests/ folder: nothing to run, nothing failed
 
 
 def test_cells(plan: Plan, out: Path, runner: Runner,
@@ -169,6 +172,10 @@ def test_cells(plan: Plan, out: Path, runner: Runner,
         if not state.get("wheel") or not wheel.is_file():
             results.append(CellTests(cell.id, None, None, "no wheel of this cell is published "
                                      f"in {out}: build it first", log_path))
+            continue
+        if not (cell.spec.root / "tests").is_dir():
+            results.append(CellTests(cell.id, wheel.name, None, "the kernel has no tests/ "
+                                     "folder", log_path, no_tests=True))
             continue
         say(f"testing {cell.id} ({wheel.name})")
         with open(log_path, "w", encoding="utf-8") as handle:
@@ -238,6 +245,10 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                 report = check_cell_wheel(cell, built.wheel, log)
                 reporter.update(cell.id, "building", "importing")
                 loaded = _import_gate(cell, runner, built.wheel, report.files, log)
+                tested = None
+                if settings.test:
+                    reporter.update(cell.id, "building", "testing")
+                    tested = _test_gate(cell, runner, built.wheel, settings.require_gpu, log)
                 wheel = _publish(built.wheel, report.sha256, layout.files, settings.force,
                                  recorded.get("sha256")
                                  if recorded.get("wheel") == built.wheel.name else None)
@@ -264,10 +275,28 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
     _write_json(layout.state_file(cell.key), {
         "fingerprint": fingerprint, "wheel": wheel.name, "sha256": report.sha256,
         "loaded": loaded.to_json() if loaded else None,
+        "tests": tested.to_json() if tested else None,
     })
     reporter.update(cell.id, "built", wheel.name)
     return CellResult(cell.id, "built", seconds, wheel=wheel.name, log=log_path,
-                      published=report.wheel, units=units, loaded=loaded)
+                      published=report.wheel, units=units, loaded=loaded, tested=tested)
+
+
+def _test_gate(cell: Cell, runner: Runner, wheel: Path, require_gpu: bool,
+               log: Log) -> TestReport | None:
+    """The kernel's own tests against the wheel, before it is published: a failure fails the
+    cell. None when the kernel has no tests."""
+    if not (cell.spec.root / "tests").is_dir():
+        log.write("   not tested: the kernel has no tests/ folder")
+        return None
+    tested = runner.test(cell, wheel, log)
+    log.write(f"   kernel tests: {tested.describe()}")
+    if not tested.ok:
+        raise BuildError(f"{wheel.name} failed the kernel's tests: {tested.describe()}")
+    if require_gpu and not tested.gpus:
+        raise BuildError(f"the kernel's tests of {wheel.name} ran with no GPU "
+                         "(--require-gpu)")
+    return tested
 
 
 def _import_gate(cell: Cell, runner: Runner, wheel: Path, files: Iterable[str],

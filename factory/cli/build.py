@@ -89,8 +89,10 @@ def add(commands: Any) -> None:
                        metavar="N", help="cells per job, as given to `factory plan` (default "
                                          f"{defaults.MAX_CELLS_PER_JOB})")
     build.add_argument("--test", action="store_true",
-                       help="run each kernel's own tests (its tests/ folder) against every "
-                            "wheel built or kept, as `factory test` does")
+                       help="run each kernel's own tests (its tests/ folder) against each "
+                            "wheel before it is published, as `factory test` does: a cell "
+                            "whose tests fail publishes nothing (a kept wheel never tested "
+                            "is tested too)")
     test_options(build)
     build.add_argument("--base-url", type=index_url, default=None, metavar="URL",
                        help="the public URL the index will be served at: the import guard "
@@ -105,7 +107,7 @@ def add(commands: Any) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..build.options import BuildOptions, source_date_epoch, usable_build_root
-    from ..build.run import RunSettings, run_build, test_cells
+    from ..build.run import CellTests, RunSettings, run_build, test_cells
     from ..build.runners import choose_runner
     from ..compile.objects import ObjectCache
     from ..compile.pool import machine_budget
@@ -148,18 +150,25 @@ def run(args: argparse.Namespace, console: Console) -> int:
     settings = RunSettings(cells=args.cells, budget=budget, objects=objects,
                            object_cache_limit=args.object_cache_size,
                            time_limit=args.time_limit, unit_shard=args.unit_shard,
-                           export_objects=export, force=args.force)
+                           export_objects=export, force=args.force, test=args.test,
+                           require_gpu=args.require_gpu)
     tests_failed = 0
     with runner:
         results = run_build(plan, out, runner, make_reporter(console), settings)
         if args.test and args.unit_shard is None:
-            usable = {r.cell_id for r in results if r.status in ("built", "unchanged")}
+            # Built wheels were tested before they were published; a kept one never tested
+            # is tested now.
+            untested = {r.cell_id for r in results if r.status == "unchanged" and not r.tested}
             tested = test_cells(replace(plan, cells=tuple(c for c in plan.cells
-                                                          if c.id in usable)),
+                                                          if c.id in untested)),
                                 out, runner, say_to(console))
-            tests_failed = test_table(console, tested, args.require_gpu)
             reports = {entry.cell_id: entry.report for entry in tested}
             results = [replace(r, tested=reports.get(r.cell_id, r.tested)) for r in results]
+            shown = [CellTests(r.cell_id, r.wheel, r.tested,
+                               None if r.tested else "the kernel has no tests/ folder",
+                               r.log or out, no_tests=r.tested is None)
+                     for r in results if r.status == "built"]
+            tests_failed = test_table(console, shown + tested, args.require_gpu)
     if args.unit_shard is not None:  # objects only: nothing to publish
         return 1 if any(result.status == "failed" for result in results) else 0
     summary = update_index(out, force=args.force, outcomes=cell_outcomes(plan, results),

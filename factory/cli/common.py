@@ -253,6 +253,9 @@ def test_table(console: Console, tested: list[CellTests], require_gpu: bool) -> 
     status = 0
     for entry in tested:
         report = entry.report
+        if report is None and entry.no_tests:
+            table.add_row(entry.cell_id, f"[yellow]none: {entry.detail}[/yellow]", "")
+            continue
         if report is None:
             status = 1
             table.add_row(entry.cell_id, f"[red]not run: {entry.detail}[/red]", str(entry.log))
