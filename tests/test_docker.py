@@ -221,10 +221,13 @@ def test_ctrl_c_removes_the_containers(tmp_path, factory_cache, bullseye_base):
     kernel = hostile_kernel(tmp_path / "slow", 'sleep 300; exec "$0" "$@"')
     docker_matrix(tmp_path, kernel)
     log = tmp_path / "index" / "logs" / "img2gray-cu130torch211-x86_64.log"
+    # SIGINT as a terminal's Ctrl-C delivers it: a suite started in the background of a
+    # non-interactive shell inherits SIGINT ignored, and Python then keeps ignoring it.
     process = subprocess.Popen([sys.executable, "-m", "factory", "build", "matrix.yaml"],
                                cwd=tmp_path, env={**os.environ, **cache_env(factory_cache),
                                     "PYTHONFAULTHANDLER": "1"},
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 600
         while not (log.is_file() and "csrc/img2gray.cu" in log.read_text()):

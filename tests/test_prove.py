@@ -377,12 +377,14 @@ def test_doctor_picks_the_cell_of_the_installed_torch(three_cells, torch_venv, f
                                       "--json").stdout)
     (package,) = report["packages"]
     assert package["fits"]["label"] == "cu130torch211" and package["misses"] == []
-    # The command it prints resolves to that wheel with uv, against the served index.
+    # The command it prints resolves to that wheel with uv, against the served index (the
+    # venv may hold the example already: other tests install it there).
     from uv import find_uv_bin
 
     command = package["fits"]["uv"].split()
     resolved = subprocess.run([find_uv_bin(), *command[1:], "--python", torch_venv / "bin/python",
-                               "--dry-run"], capture_output=True, text=True,
+                               "--reinstall-package", "img2gray", "--dry-run"],
+                              capture_output=True, text=True,
                               env={**os.environ, "UV_CACHE_DIR": str(factory_cache / "uv")})
     assert resolved.returncode == 0, resolved.stderr
     assert "img2gray==1.0.0+cu130torch211" in resolved.stderr
