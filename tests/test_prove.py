@@ -174,6 +174,39 @@ def test_the_import_gate_names_a_symbol_the_torch_lacks(tmp_path, torch_venv):
                             "c10::kwf_symbol_from_another_torch(int)"), problem
 
 
+@pytest.mark.slow
+def test_a_built_wheel_that_calls_into_another_torch_is_not_published(tmp_path, factory_cache):
+    """The example, its binding calling a function the cell's torch lacks: the build links
+    (a shared object may leave symbols to the loader), the import gate fails the cell with the
+    symbol named, and nothing is published."""
+    kernel = shutil.copytree(REPO / "examples" / "img2gray", tmp_path / "img2gray")
+    binding = kernel / "torch-ext" / "torch_binding.cpp"
+    binding.write_text(binding.read_text().replace(
+        "at::Tensor img2gray_cpu(const at::Tensor& rgb) {\n",
+        "namespace c10 { void kwf_symbol_from_another_torch(int); }\n\n"
+        "at::Tensor img2gray_cpu(const at::Tensor& rgb) {\n"
+        "  c10::kwf_symbol_from_another_torch(1);\n", 1))
+    write(tmp_path / "matrix.yaml", """
+        kernels:
+          - path: img2gray
+            version: 1.0.0
+        torch: ["2.11"]
+        cuda:
+          "13.0":
+            sms: ["9.0"]
+    """)
+    out = tmp_path / "index"
+    result = run_factory("build", "matrix.yaml", "--out", out, "--runner", "local",
+                         cwd=tmp_path, env=cache_env(factory_cache))
+    assert result.exit == 1, result.stdout + result.stderr
+    assert "failed its import gate" in " ".join(result.stdout.split()), result.stdout
+    log = (out / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
+    assert re.search(r"^FAILED: img2gray-\S+\.whl failed its import gate: import: ImportError: "
+                     r"\S+\.abi3\.so: undefined symbol: c10::kwf_symbol_from_another_torch\(int\)$",
+                     log, re.M), log[-3000:]
+    assert not list((out / "files").glob("*.whl"))
+
+
 OPS_PACKAGE = """
     import torch
 
