@@ -282,35 +282,44 @@ def diagnose(url: str, package: str | None, facts: dict[str, Any]) -> list[dict[
 
 
 def _diagnose_package(root: str, entry: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """The newest release with a wheel that fits (pinned when a newer release has none: pip
+    would take the newer one, which cannot run here), and the misses of the releases newer
+    than it; with no fit at all, the misses of the newest release that has wheels."""
     data = _fetch_json(f"{root}browse/{entry['project']}.json")
-    misses = []
+    misses: list[dict[str, Any]] = []
+    newest_misses: list[dict[str, Any]] = []
     for release in data.get("versions", []):
         candidates = [(wheel, cell) for cell in release.get("cells", [])
                       for wheel in cell.get("wheels", [])]
         candidates += [(wheel, None) for wheel in release.get("anywhere", [])]
+        here = []
         for wheel, cell in candidates:
             if wheel.get("yanked") is not None:
                 continue
             reasons = why_not(wheel, cell, facts)
             if not reasons:
-                return {"name": entry["name"], "fits": _fit(root, entry["name"], wheel, cell),
-                        "misses": []}
-            misses.append({"wheel": wheel["filename"], "label": wheel.get("label"),
-                           "version": release["version"], "reasons": reasons})
-        if misses:
-            break  # the newest release with wheels: older ones are not what a user wants
-    misses.sort(key=lambda miss: len(miss["reasons"]))
-    return {"name": entry["name"], "fits": None, "misses": misses}
+                pin = release["version"] if misses else None
+                return {"name": entry["name"],
+                        "fits": _fit(root, entry["name"], wheel, cell, pin),
+                        "misses": sorted(misses, key=lambda miss: len(miss["reasons"]))}
+            here.append({"wheel": wheel["filename"], "label": wheel.get("label"),
+                         "version": release["version"], "reasons": reasons})
+        misses += here
+        if here and not newest_misses:
+            newest_misses = here
+    newest_misses.sort(key=lambda miss: len(miss["reasons"]))
+    return {"name": entry["name"], "fits": None, "misses": newest_misses}
 
 
-def _fit(root: str, name: str, wheel: dict[str, Any],
-         cell: dict[str, Any] | None) -> dict[str, Any]:
+def _fit(root: str, name: str, wheel: dict[str, Any], cell: dict[str, Any] | None,
+         pin: str | None) -> dict[str, Any]:
     label = wheel.get("label")
     index = f"{root}{label}/simple/" if label else f"{root}simple/"
+    wanted = f"{name}=={pin}" if pin else name
     return {"wheel": wheel["filename"], "label": label, "index": index,
-            "cuda": cell.get("cuda") if cell else None,
-            "pip": f"pip install {name} --extra-index-url {index}",
-            "uv": f"uv pip install {name} --index {index}"}
+            "cuda": cell.get("cuda") if cell else None, "pinned": pin,
+            "pip": f"pip install {wanted} --extra-index-url {index}",
+            "uv": f"uv pip install {wanted} --index {index}"}
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -348,13 +357,23 @@ def describe_diagnosis(results: list[dict[str, Any]]) -> list[str]:
             lines.append(f"{result['name']}: {fits['wheel']} fits this machine")
             lines.append(f"  {fits['pip']}")
             lines.append(f"  {fits['uv']}")
+            if fits["pinned"]:
+                lines.append("  (pinned: no wheel of a newer release fits, and pip would "
+                             "take one)")
+                lines.extend(_describe_misses(result["misses"]))
             continue
         lines.append(f"{result['name']}: no wheel of the index fits this machine")
-        for miss in result["misses"][:5]:
-            lines.append(f"  {miss['wheel']}:")
-            lines.extend(f"    - {reason}" for reason in miss["reasons"])
-        if len(result["misses"]) > 5:
-            lines.append(f"  ... and {len(result['misses']) - 5} more")
+        lines.extend(_describe_misses(result["misses"]))
+    return lines
+
+
+def _describe_misses(misses: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for miss in misses[:5]:
+        lines.append(f"  {miss['wheel']}:")
+        lines.extend(f"    - {reason}" for reason in miss["reasons"])
+    if len(misses) > 5:
+        lines.append(f"  ... and {len(misses) - 5} more")
     return lines
 
 

@@ -122,6 +122,31 @@ def test_doctor_says_why_a_wheel_does_not_fit():
         "it needs glibc 2.34 or newer, this machine has 2.31"]
 
 
+def test_doctor_pins_an_older_release_when_the_newest_cannot_run_here(tmp_path, capsys):
+    """pip would take 1.1.0, whose wheel has no code for this GPU: the doctor pins 1.0.0 and
+    says why 1.1.0 does not fit (the browse data as `factory index` writes it, read through a
+    file:// URL)."""
+    sm80 = {**WHEEL, "filename": WHEEL["filename"].replace("1.0.0", "1.1.0"),
+            "gpu_code": ["sm_80"], "label": "cu130torch211"}
+    fits = {**WHEEL, "label": "cu130torch211"}
+    cell = {"torch": "2.11", "cuda": "13.0", "label": "cu130torch211", "status": "built"}
+    write(tmp_path / "browse.json", json.dumps(
+        {"packages": [{"name": "img2gray", "project": "img2gray", "latest": "1.1.0"}]}))
+    write(tmp_path / "browse" / "img2gray.json", json.dumps({"name": "img2gray", "versions": [
+        {"version": "1.1.0", "cells": [{**cell, "wheels": [sm80]}], "anywhere": []},
+        {"version": "1.0.0", "cells": [{**cell, "wheels": [fits]}], "anywhere": []}]}))
+    (result,) = doctor.diagnose(tmp_path.as_uri() + "/", "img2gray", GPU_FACTS)
+    root = tmp_path.as_uri() + "/"
+    assert result["fits"]["pip"] == ("pip install img2gray==1.0.0 --extra-index-url "
+                                     f"{root}cu130torch211/simple/")
+    (miss,) = result["misses"]
+    assert miss["version"] == "1.1.0" and miss["reasons"] == [
+        "it holds no code for the NVIDIA H100 80GB HBM3 (SM 9.0): it has sm_80"]
+    no_gpu = {**GPU_FACTS, "driver": None}
+    (newest,) = doctor.diagnose(root, None, no_gpu)
+    assert newest["fits"]["pip"].startswith("pip install img2gray --extra-index-url")
+
+
 def test_doctor_without_arguments_reports_this_machine(capsys):
     assert doctor.main([]) == 0
     out = capsys.readouterr().out
