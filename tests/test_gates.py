@@ -282,3 +282,40 @@ def test_an_object_with_its_own_copy_of_libstdcxx_is_caught(builder):
         "libraries: gatecheck/_gatecheck.abi3.so carries its own copy of libstdc++ (linked "
         "statically, e.g. by a compiler wrapper's -static-libstdc++): a C++ exception torch "
         "throws through it crashes the process; link libstdc++.so.6 as torch does"]
+
+
+TORCH_CALLS = """
+extern "C" int aoti_torch_get_numel(void *tensor, long *numel);
+namespace c10 { namespace detail {
+void torchCheckFail(const char *func, const char *file, unsigned line, const char *message);
+} }
+namespace torch { namespace stable { void kwf_entry(int value); } }
+extern "C" void use_torch(void *tensor, long *numel) {
+  aoti_torch_get_numel(tensor, numel);
+  torch::stable::kwf_entry(1);
+#ifdef UNSTABLE
+  c10::detail::torchCheckFail("use_torch", "gate.cpp", 7, "numel");
+#endif
+}
+"""
+
+
+@pytest.mark.parametrize("unstable", [False, True])
+def test_a_stable_abi_kernel_may_call_only_the_stable_abi(builder, unstable):
+    """The C shim and torch::stable pass; a call into c10:: fails a kernel that declares the
+    stable ABI, with the symbol named (and is no concern of a kernel that does not)."""
+    (builder.root / "calls.cpp").write_text(TORCH_CALLS)
+    builder.run("g++", "-c", "-fPIC", *(["-DUNSTABLE"] if unstable else []), "calls.cpp",
+                "-o", "calls.o")
+    builder.shared_object([builder.c_object("ext", EXTENSION), builder.root / "calls.o"])
+    report = inspect_wheel(builder.wheel("cp39-abi3-linux_x86_64"))
+    (so,) = report.shared_objects
+    found = ("c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)",)
+    assert so.torch_cxx == (found if unstable else ())
+    problems = [p for p in check_wheel(report, replace(EXPECT, stable_abi="2.10"))
+                if p.startswith("stable ABI:")]
+    assert problems == ([f"stable ABI: the kernel declares torch's stable ABI 2.10, but "
+                         f"gatecheck/_gatecheck.abi3.so calls 1 symbol(s) of torch's C++ "
+                         f"outside it: {found[0]}; another torch may not have them (use the "
+                         "C shim, torch::stable and torch::headeronly)"] if unstable else [])
+    assert not [p for p in check_wheel(report, EXPECT) if p.startswith("stable ABI:")]

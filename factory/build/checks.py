@@ -20,9 +20,11 @@ def cell_expectation(cell: Cell) -> Expectation:
     major and the GPU code the plan promises."""
     if cell.torch is None or cell.cuda is None:
         return Expectation(cell.spec.name, cell.wheel_version, "any", None, frozenset(), None)
+    stable = cell.spec.torch.stable_abi_for("cuda") if cell.spec.torch else None
     return Expectation(
         cell.spec.name, cell.wheel_version, cell.torch_pin,
         cell.cuda.version.major, cell.gpu_code, cell.platform, gpu_covers=cell.spec.is_pep517,
+        stable_abi=str(stable) if stable is not None else None,
     )
 
 

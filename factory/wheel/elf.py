@@ -1,9 +1,12 @@
 """What a shared object asks of the dynamic loader: the libraries it names (DT_NEEDED), the
-symbol versions it needs from each (.gnu.version_r), its run paths, and whether it carries
-a C++ runtime of its own (libstdc++ linked statically)."""
+symbol versions it needs from each (.gnu.version_r), its run paths, whether it carries a C++
+runtime of its own (libstdc++ linked statically), and which of torch's C++ symbols outside the
+stable ABI it calls."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,9 +18,14 @@ from elftools.elf.sections import SymbolTableSection
 
 from ..errors import NotAnElfFile
 
-__all__ = ["PERSONALITY", "Linkage", "is_elf", "read_linkage"]
+__all__ = ["PERSONALITY", "Linkage", "demangle", "is_elf", "read_linkage"]
 
 PERSONALITY = "__gxx_personality_v0"  # libstdc++'s exception personality routine
+# Itanium-mangled names (functions, vtables, typeinfo) in torch's C++ namespaces: c10::, at::,
+# torch::, caffe2::. The stable ABI is the C shim (aoti_torch_*, torch_*: plain C names) and
+# the C++ of torch::stable and torch::headeronly, which it promises to keep.
+_TORCH_CXX = re.compile(r"_Z(?:T[VIS])?N[KVr]*(?:3c10|2at|5torch|6caffe2)")
+_STABLE_CXX = re.compile(r"_Z(?:T[VIS])?N[KVr]*5torch(?:6stable|10headeronly)")
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,7 @@ class Linkage:
     runpaths: tuple[str, ...]
     machine: str  # EM_X86_64, EM_AARCH64
     own_cxx_runtime: bool = False  # defines libstdc++'s personality routine itself
+    torch_cxx: tuple[str, ...] = ()  # undefined symbols of torch's C++ outside the stable ABI
 
 
 def read_linkage(path: Path) -> Linkage:
@@ -34,6 +43,7 @@ def read_linkage(path: Path) -> Linkage:
     runpaths: list[str] = []
     versions: dict[str, set[str]] = {}
     own_runtime = False
+    torch_cxx: set[str] = set()
     with open(path, "rb") as handle:
         try:
             elf = ELFFile(handle)
@@ -59,9 +69,28 @@ def read_linkage(path: Path) -> Linkage:
                 # -static-libstdc++ puts a copy inside the object.
                 own_runtime = any(symbol["st_shndx"] != "SHN_UNDEF" for symbol in
                                   section.get_symbol_by_name(PERSONALITY) or ())
+            if isinstance(section, SymbolTableSection) and section.name == ".dynsym":
+                torch_cxx.update(
+                    symbol.name for symbol in section.iter_symbols()
+                    if symbol["st_shndx"] == "SHN_UNDEF" and _TORCH_CXX.match(symbol.name)
+                    and not _STABLE_CXX.match(symbol.name))
         machine = elf["e_machine"]
     return Linkage(tuple(needed), {lib: tuple(sorted(v)) for lib, v in sorted(versions.items())},
-                   tuple(runpaths), machine, own_runtime)
+                   tuple(runpaths), machine, own_runtime, tuple(sorted(torch_cxx)))
+
+
+def demangle(names: tuple[str, ...]) -> tuple[str, ...]:
+    """C++ names as a person reads them, by binutils' c++filt (the names as they are where it
+    is not installed)."""
+    if not names:
+        return names
+    try:
+        done = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True,
+                              text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return names
+    readable = tuple(done.stdout.splitlines())
+    return readable if len(readable) == len(names) else names
 
 
 def is_elf(data: bytes) -> bool:

@@ -9,7 +9,9 @@ words a user can act on; an empty list means the wheel may go out.
 - GPU code: SASS for every SM the cell promised, PTX only where promised (the newest SM); for a
   project that compiles with its own arch list, SASS for every SM of the cell in each shared
   object that has GPU code, whatever else it holds;
-- metadata: the filename, METADATA, WHEEL and RECORD agree, and the torch pin is the cell's.
+- metadata: the filename, METADATA, WHEEL and RECORD agree, and the torch pin is the cell's;
+- stable ABI: a kernel that declares torch's stable ABI calls none of torch's C++ outside it
+  (only the C shim, torch::stable and torch::headeronly), read from its dynamic symbols.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Expectation:
     gpu_code: frozenset[str] | None  # sm_90, compute_90, ...; None: not checked
     arch: str | None  # x86_64, aarch64; None for pure wheels
     gpu_covers: bool = False  # gpu_code is a floor (per shared object), not the exact set
+    stable_abi: str | None = None  # the torch version of the stable ABI the kernel declares
 
 
 def check_wheel(report: WheelReport, expect: Expectation) -> list[str]:
@@ -52,7 +55,24 @@ def check_wheel(report: WheelReport, expect: Expectation) -> list[str]:
         *_check_manylinux(report),
         *_check_libraries(report, expect),
         *_check_gpu_code(report, expect),
+        *_check_stable_abi(report, expect),
     ]
+
+
+def _check_stable_abi(report: WheelReport, expect: Expectation) -> list[str]:
+    if expect.stable_abi is None:
+        return []
+    problems = []
+    for so in report.shared_objects:
+        if so.torch_cxx:
+            shown = "; ".join(so.torch_cxx[:3])
+            more = f" and {len(so.torch_cxx) - 3} more" if len(so.torch_cxx) > 3 else ""
+            problems.append(
+                f"stable ABI: the kernel declares torch's stable ABI {expect.stable_abi}, but "
+                f"{so.path} calls {len(so.torch_cxx)} symbol(s) of torch's C++ outside it: "
+                f"{shown}{more}; another torch may not have them (use the C shim, "
+                "torch::stable and torch::headeronly)")
+    return problems
 
 
 def _check_metadata(report: WheelReport, expect: Expectation) -> list[str]:

@@ -29,7 +29,7 @@ from packaging.utils import (
 )
 
 from ..errors import FatbinError, NotAnElfFile, WheelReadError
-from .elf import is_elf, read_linkage
+from .elf import demangle, is_elf, read_linkage
 from .fatbin import fatbin_entries
 from .manylinux import ARCHITECTURES, judge_object
 from .read import (
@@ -92,6 +92,7 @@ class SharedObject:
     gpu_error: str | None = None
     blacklisted: dict[str, tuple[str, ...]] | None = None  # library -> symbols manylinux bars
     own_cxx_runtime: bool = False  # libstdc++ linked into it statically
+    torch_cxx: tuple[str, ...] = ()  # torch C++ symbols outside the stable ABI, demangled
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +104,7 @@ class SharedObject:
             "blacklisted_symbols": {library: list(symbols)
                                     for library, symbols in (self.blacklisted or {}).items()},
             "own_cxx_runtime": self.own_cxx_runtime,
+            "unstable_torch_symbols": list(self.torch_cxx),
         }
 
 
@@ -285,7 +287,7 @@ def _shared_object(member: str, extracted: Path, abi3: dict[str, Abi3Verdict]) -
         abi3=abi3.get(PurePosixPath(member).name)
         or (abi3.get("*") if member.endswith(".abi3.so") else None),
         gpu_error=gpu_error, blacklisted=verdict.blacklisted,
-        own_cxx_runtime=linkage.own_cxx_runtime,
+        own_cxx_runtime=linkage.own_cxx_runtime, torch_cxx=demangle(linkage.torch_cxx),
     )
 
 
