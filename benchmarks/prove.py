@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,16 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from gates_and_verify import timed  # noqa: E402  (run as a script: benchmarks/ is on the path)
+
 from factory.process import Log  # noqa: E402
 from factory.prove.load import load_wheel  # noqa: E402
-
-
-def timed(argv: list[str]) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed:\n{done.stdout}{done.stderr}")
-    return time.perf_counter() - started
 
 
 def main() -> None:

@@ -161,6 +161,19 @@ def test_doctor_names_an_index_it_cannot_read(capsys):
 
 # ---- the import gate, with a real torch -----------------------------------------------------
 
+def kernel_matrix(folder: Path) -> Path:
+    """matrix.yaml of the example's cell, for a copy of the example in folder/img2gray."""
+    return write(folder / "matrix.yaml", """
+        kernels:
+          - path: img2gray
+            version: 1.0.0
+        torch: ["2.11"]
+        cuda:
+          "13.0":
+            sms: ["9.0"]
+    """)
+
+
 def make_wheel(tmp_path: Path, name: str, files: dict[str, str | bytes], tag: str) -> Path:
     content = tmp_path / f"{name}-content"
     for relative, data in files.items():
@@ -211,15 +224,7 @@ def test_a_built_wheel_that_calls_into_another_torch_is_not_published(tmp_path, 
         "namespace c10 { void kwf_symbol_from_another_torch(int); }\n\n"
         "at::Tensor img2gray_cpu(const at::Tensor& rgb) {\n"
         "  c10::kwf_symbol_from_another_torch(1);\n", 1))
-    write(tmp_path / "matrix.yaml", """
-        kernels:
-          - path: img2gray
-            version: 1.0.0
-        torch: ["2.11"]
-        cuda:
-          "13.0":
-            sms: ["9.0"]
-    """)
+    kernel_matrix(tmp_path)
     out = tmp_path / "index"
     result = run_factory("build", "matrix.yaml", "--out", out, "--runner", "local",
                          cwd=tmp_path, env=cache_env(factory_cache))
@@ -350,15 +355,7 @@ def test_a_wheel_whose_tests_fail_is_not_published(tmp_path, factory_cache):
         def test_a_real_failure():
             assert img2gray.img2gray(torch.zeros(1, 1, 3, dtype=torch.uint8)).item() == 1
     """)
-    write(tmp_path / "matrix.yaml", """
-        kernels:
-          - path: img2gray
-            version: 1.0.0
-        torch: ["2.11"]
-        cuda:
-          "13.0":
-            sms: ["9.0"]
-    """)
+    kernel_matrix(tmp_path)
     out = tmp_path / "index"
     result = run_factory("build", "matrix.yaml", "--out", out, "--runner", "local", "--test",
                          cwd=tmp_path, env=cache_env(factory_cache))

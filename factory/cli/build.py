@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from .. import defaults
-from ..config.model import RUNNERS, RunnerChoice
+from ..config.model import RUNNERS
 from ..errors import ConfigError
 from ..layout import refuse_links
 from .common import (
@@ -19,6 +19,7 @@ from .common import (
     duration,
     index_url,
     matrix_options,
+    matrix_runner,
     only_cells,
     path_argument,
     positive,
@@ -108,7 +109,6 @@ def add(commands: Any) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..build.options import BuildOptions, source_date_epoch, usable_build_root
     from ..build.run import CellTests, RunSettings, run_build, test_cells
-    from ..build.runners import choose_runner
     from ..compile.objects import ObjectCache
     from ..compile.pool import machine_budget
     from ..index.records import cell_outcomes
@@ -135,9 +135,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     plan = only_cells(plan, args.only)
     options = BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
                            offline=args.offline, index_url=args.base_url)
-    requested: RunnerChoice = args.runner or plan.matrix.runner or defaults.RUNNER
-    runner, why = choose_runner(requested, plan, cache, options, plan.matrix.docker_base)
-    console.print(f"runner: {runner.name} ({why})", markup=False, soft_wrap=True)
+    runner = matrix_runner(args, plan, cache, options, console)
     cached = ObjectCache(objects, args.object_cache_size)
     for folder in imports:
         taken, refused = cached.merge(folder)

@@ -21,14 +21,17 @@ from ..credentials import redact, refuse_credentials
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
+    from ..build.options import BuildOptions
     from ..build.run import CellTests
+    from ..build.runners import Runner
+    from ..config.model import RunnerChoice
     from ..index.update import IndexSummary
     from ..plan.cells import Plan
 
 __all__ = ["Parser", "cache_dir", "duration", "index_url", "make_console", "matrix_options",
-           "only_cells", "path_argument", "port", "positive", "print_index", "say_error",
-           "say_to", "shard", "size", "source_options", "test_options", "test_table",
-           "wheel_paths", "writable_folder"]
+           "matrix_runner", "only_cells", "path_argument", "port", "positive", "print_index",
+           "say_error", "say_to", "shard", "size", "source_options", "test_options",
+           "test_table", "wheel_paths", "writable_folder"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -228,6 +231,19 @@ def index_url(text: str) -> str:
     except ConfigError as error:
         raise argparse.ArgumentTypeError(error.message) from None
     return url
+
+
+def matrix_runner(args: argparse.Namespace, plan: Plan, cache: Path, options: BuildOptions,
+                  console: Console) -> Runner:
+    """The runner --runner (else the matrix's runner: key, else the default) asks for, not yet
+    entered; the choice and why are printed."""
+    from .. import defaults
+    from ..build.runners import choose_runner
+
+    requested: RunnerChoice = args.runner or plan.matrix.runner or defaults.RUNNER
+    runner, why = choose_runner(requested, plan, cache, options, plan.matrix.docker_base)
+    console.print(f"runner: {runner.name} ({why})", markup=False, soft_wrap=True)
+    return runner
 
 
 def only_cells(plan: Plan, patterns: list[str]) -> Plan:

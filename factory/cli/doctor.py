@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ..errors import ConfigError
 from .common import path_argument
 
 __all__ = ["add", "run"]
@@ -42,7 +43,5 @@ def run(args: argparse.Namespace, console: Console) -> int:
     try:
         return subprocess.run([str(args.python), doctor.__file__, *forwarded]).returncode
     except OSError as exc:
-        from ..errors import ConfigError
-
         raise ConfigError(f"cannot be run ({exc.strerror})", file=args.python,
                           key="--python") from None

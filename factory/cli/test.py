@@ -10,11 +10,12 @@ from typing import Any
 from rich.console import Console
 
 from .. import defaults
-from ..config.model import RUNNERS, RunnerChoice
+from ..config.model import RUNNERS
 from ..layout import refuse_links
 from .common import (
     cache_dir,
     matrix_options,
+    matrix_runner,
     only_cells,
     path_argument,
     say_to,
@@ -52,7 +53,6 @@ def add(commands: Any) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..build.options import BuildOptions, source_date_epoch, usable_build_root
     from ..build.run import test_cells
-    from ..build.runners import choose_runner
     from ..index.records import load_manifest
     from ..index.update import update_index
     from ..layout import Layout
@@ -66,9 +66,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     plan = only_cells(plan, args.only)
     options = BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
                            offline=args.offline)
-    requested: RunnerChoice = args.runner or plan.matrix.runner or defaults.RUNNER
-    runner, why = choose_runner(requested, plan, cache, options, plan.matrix.docker_base)
-    console.print(f"runner: {runner.name} ({why})", markup=False, soft_wrap=True)
+    runner = matrix_runner(args, plan, cache, options, console)
     with runner:
         tested = test_cells(plan, out, runner, say_to(console))
     status = test_table(console, tested, args.require_gpu)

@@ -19,7 +19,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -30,6 +30,7 @@ from installer.sources import WheelFile as InstallerWheel
 from ..errors import BuildError
 from ..process import Log
 from ..toolchain import CommandPrefix
+from ..wheel.elf import demangle_text
 
 __all__ = ["PROBE", "LoadReport", "OpReport", "importable_modules", "install_wheel",
            "load_problems", "load_wheel"]
@@ -63,7 +64,7 @@ class LoadReport:
     torch: str
     imported: tuple[str, ...]
     ops: tuple[OpReport, ...]
-    error: str | None = None  # the first import that failed, demangled
+    error: str | None = None  # the first import that failed (the loader's message)
 
     def to_json(self) -> dict[str, Any]:
         return {"torch": self.torch, "imported": list(self.imported),
@@ -73,9 +74,11 @@ class LoadReport:
     def from_json(cls, data: Any) -> LoadReport | None:
         """A recorded report, or None for anything else (an older record, a damaged one)."""
         try:
+            error = data.get("error")
             return cls(str(data["torch"]), tuple(data["imported"]),
-                       tuple(OpReport.from_json(op) for op in data["ops"]), data.get("error"))
-        except (TypeError, KeyError, ValueError):
+                       tuple(OpReport.from_json(op) for op in data["ops"]),
+                       error["message"] if isinstance(error, dict) else error)
+        except (TypeError, KeyError, ValueError, AttributeError):
             return None
 
     def describe_ops(self) -> str:
@@ -155,11 +158,10 @@ def _parse(stdout: str) -> LoadReport | None:
         data = json.loads(lines[-1])
     except ValueError:
         return None
-    ops = tuple(OpReport(str(op["name"]), bool(op["resolves"]), tuple(op["keys"]),
-                         bool(op["fake"]), op.get("error")) for op in data["ops"])
-    error = data.get("error")
-    return LoadReport(str(data["torch"]), tuple(data["imported"]), ops,
-                      error["demangled"] if error else None)
+    report = LoadReport.from_json(data)
+    if report is None or report.error is None:
+        return report
+    return replace(report, error=demangle_text(data["error"]["message"]))
 
 
 def load_problems(report: LoadReport) -> list[str]:

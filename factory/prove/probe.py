@@ -5,18 +5,16 @@ interpreter of the cell's torch environment (it needs nothing but the standard l
 
 SITE is the folder the wheel was installed into (added as a site folder, so its .pth files
 count); each MODULE is imported in turn, after torch. The last line of the output is JSON: the
-torch seen, the modules imported, the first import that failed (with the C++ names in its message
-demangled by the C++ runtime's own demangler), and every op the imports registered: its
-dispatch keys with a kernel, and whether torch.compile can trace it (a fake/meta implementation,
-or a composite kernel that needs none).
+torch seen, the modules imported, the first import that failed (the loader's message, whose C++
+names load.py demangles), and every op the imports registered: its dispatch keys with a kernel,
+and whether torch.compile can trace it (a fake/meta implementation, or a composite kernel that
+needs none).
 """
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import json
-import re
 import site
 import sys
 import warnings
@@ -26,7 +24,6 @@ from typing import Any
 # register_fake registers one), or a composite kernel that decomposes or runs on any device.
 TRACEABLE = ("Meta", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
 KEYS = ("CPU", "CUDA", *TRACEABLE)
-_MANGLED = re.compile(r"_Z[A-Za-z0-9_.$]+")
 
 
 def main(argv: list[str]) -> int:
@@ -43,9 +40,7 @@ def main(argv: list[str]) -> int:
         try:
             importlib.import_module(name)
         except BaseException as exc:
-            message = f"{type(exc).__name__}: {exc}"
-            report["error"] = {"module": name, "message": message,
-                               "demangled": demangled(message)}
+            report["error"] = {"module": name, "message": f"{type(exc).__name__}: {exc}"}
             break
         report["imported"].append(name)  # type: ignore[attr-defined]
     added = sorted(set(torch._C._dispatch_get_all_op_names()) - before)
@@ -77,32 +72,6 @@ def _python_fake(torch: Any, name: str) -> bool:
     except ImportError:
         return False
     return bool(singleton.find(name).fake_impl.kernel is not None)
-
-
-def demangled(text: str) -> str:
-    """`text` with every mangled C++ name replaced by its demangled form."""
-    try:
-        runtime = ctypes.CDLL("libstdc++.so.6")
-        demangle = getattr(runtime, "__cxa_demangle")
-        free = ctypes.CDLL(None).free
-    except (OSError, AttributeError):
-        return text
-    demangle.restype = ctypes.c_void_p
-    demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
-                         ctypes.POINTER(ctypes.c_int)]
-    free.argtypes = [ctypes.c_void_p]
-
-    def one(found: re.Match[str]) -> str:
-        status = ctypes.c_int(1)
-        pointer = demangle(found[0].encode(), None, None, ctypes.byref(status))
-        if status.value != 0 or not pointer:
-            return found[0]
-        try:
-            return ctypes.string_at(pointer).decode(errors="replace")
-        finally:
-            free(pointer)
-
-    return _MANGLED.sub(one, text)
 
 
 if __name__ == "__main__":

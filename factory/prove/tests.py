@@ -26,7 +26,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from ..errors import BuildError
-from ..process import Log
+from ..process import Log, run
 from ..toolchain.torch import TorchEnv, env_beside_torch
 from ..uv import uv_bin, uv_env
 from ..wheel.read import read_wheel
@@ -111,12 +111,8 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
                             "a requirement of the wheel installed a torch of its own; its "
                             "tests must use the cell's torch")
     python = folder / "env" / "bin" / "python"
-    completed = subprocess.run([uv_bin(), "pip", "install", "--quiet", "--no-deps", "--python",
-                                str(python), str(wheel)], env={**os.environ,
-                                                               **uv_env(cache, offline)},
-                               capture_output=True, text=True)
-    if completed.returncode != 0:
-        raise BuildError(f"installing {wheel.name} failed: {completed.stderr.strip()}")
+    run([uv_bin(), "pip", "install", "--quiet", "--no-deps", "--python", python, wheel], log,
+        env=uv_env(cache, offline), what=f"installing {wheel.name}")
     for name in (f"{PLUGIN}.py", "kernels.py"):
         shutil.copyfile(INJECT / name, site / name)
     shutil.copytree(tests, folder / "tests", ignore=shutil.ignore_patterns("__pycache__"))

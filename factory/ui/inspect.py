@@ -16,7 +16,7 @@ from ..errors import FactoryError
 from ..index.records import load_manifest
 from ..layout import Layout
 from ..process import Log
-from ..prove.load import LoadReport, OpReport, importable_modules, load_problems, load_wheel
+from ..prove.load import OpReport, importable_modules, load_problems, load_wheel
 from ..wheel.expect import recorded_expectation
 from ..wheel.gates import check_wheel
 from ..wheel.inspect import REPORT_SCHEMA, WheelReport
@@ -53,10 +53,11 @@ def wheel_ops(path: Path, report: WheelReport, python: Path | None) -> WheelOps 
         return None
     for outcome in manifest.cells.values():
         if outcome.wheel == path.name and outcome.ops is not None:
-            loaded_ops = LoadReport.from_json({"torch": "", "imported": [], "ops": outcome.ops})
-            if loaded_ops is not None:
-                return WheelOps(f"recorded by the import gate of cell {outcome.cell}",
-                                loaded_ops.ops)
+            try:
+                ops = tuple(OpReport.from_json(op) for op in outcome.ops)
+            except (TypeError, KeyError, ValueError):
+                return None  # a damaged record: nothing to show
+            return WheelOps(f"recorded by the import gate of cell {outcome.cell}", ops)
     return None
 
 

@@ -18,7 +18,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from ..errors import NotAnElfFile
 
-__all__ = ["PERSONALITY", "Linkage", "demangle", "is_elf", "read_linkage"]
+__all__ = ["PERSONALITY", "Linkage", "demangle", "demangle_text", "is_elf", "read_linkage"]
 
 PERSONALITY = "__gxx_personality_v0"  # libstdc++'s exception personality routine
 # Itanium-mangled names (functions, vtables, typeinfo) in torch's C++ namespaces: c10::, at::,
@@ -26,6 +26,7 @@ PERSONALITY = "__gxx_personality_v0"  # libstdc++'s exception personality routin
 # the C++ of torch::stable and torch::headeronly, which it promises to keep.
 _TORCH_CXX = re.compile(r"_Z(?:T[VIS])?N[KVr]*(?:3c10|2at|5torch|6caffe2)")
 _STABLE_CXX = re.compile(r"_Z(?:T[VIS])?N[KVr]*5torch(?:6stable|10headeronly)")
+_MANGLED = re.compile(r"_Z[A-Za-z0-9_.$]+")
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,13 @@ def demangle(names: tuple[str, ...]) -> tuple[str, ...]:
         return names
     readable = tuple(done.stdout.splitlines())
     return readable if len(readable) == len(names) else names
+
+
+def demangle_text(text: str) -> str:
+    """`text` (a loader's message, say) with every mangled C++ name in it demangled."""
+    names = tuple(dict.fromkeys(_MANGLED.findall(text)))
+    readable = dict(zip(names, demangle(names), strict=True))
+    return _MANGLED.sub(lambda found: readable[found[0]], text)
 
 
 def is_elf(data: bytes) -> bool:
