@@ -25,6 +25,11 @@ CACHE_FOLDER = "kernel-wheel-factory"
 LABEL_TEMPLATE = "cu{cuda}torch{torch}"
 """The local version label of a cell's wheels: img2gray-1.0.0+cu130torch211."""
 
+STABLE_LABEL_TEMPLATE = "cu{cuda_major}.stable.torch{torch_major}.{torch_minor}"
+"""The label of a stable-ABI kernel's wheel: the CUDA major it serves and the torch it was
+built against (activation-0.1.0+cu13.stable.torch2.11). README, "Stable-ABI kernels", says why
+it sorts below every per-torch label."""
+
 PTX_FOR_NEWEST_SM = True
 """PTX for the newest SM of a CUDA version's list, so newer GPUs can JIT the kernel."""
 

@@ -291,6 +291,9 @@ def _diagnose_package(root: str, entry: dict[str, Any], facts: dict[str, Any]) -
     for release in data.get("versions", []):
         candidates = [(wheel, cell) for cell in release.get("cells", [])
                       for wheel in cell.get("wheels", [])]
+        # a stable-ABI wheel is listed in the cell of every torch it serves: the index of
+        # this machine's torch is the one to name
+        candidates.sort(key=lambda found: found[1].get("torch") != _torch_minor(facts))
         candidates += [(wheel, None) for wheel in release.get("anywhere", [])]
         here = []
         for wheel, cell in candidates:
@@ -311,9 +314,15 @@ def _diagnose_package(root: str, entry: dict[str, Any], facts: dict[str, Any]) -
     return {"name": entry["name"], "fits": None, "misses": newest_misses}
 
 
+def _torch_minor(facts: dict[str, Any]) -> str | None:
+    torch = facts.get("torch") or {}
+    release = _release(str(torch.get("version") or ""))
+    return ".".join(str(part) for part in release[:2]) if len(release) >= 2 else None
+
+
 def _fit(root: str, name: str, wheel: dict[str, Any], cell: dict[str, Any] | None,
          pin: str | None) -> dict[str, Any]:
-    label = wheel.get("label")
+    label = (cell or {}).get("label") or wheel.get("label")
     index = f"{root}{label}/simple/" if label else f"{root}simple/"
     wanted = f"{name}=={pin}" if pin else name
     return {"wheel": wheel["filename"], "label": label, "index": index,

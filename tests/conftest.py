@@ -4,6 +4,7 @@ user's: every factory the tests start is pointed at it)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -11,8 +12,10 @@ import subprocess
 import sys
 import textwrap
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,6 +133,50 @@ def example_tested(example_build, tmp_path_factory, factory_cache):
                           symlinks=True)
     result = run_factory("test", "matrix.yaml", "--out", out, cwd=REPO,
                          env=cache_env(factory_cache))
+    return out, result
+
+
+@contextlib.contextmanager
+def serving(out: Path, stderr: Any = subprocess.DEVNULL) -> Iterator[str]:
+    """`factory serve` on an output folder, on a free port: its URL (ending in /)."""
+    process = subprocess.Popen([sys.executable, "-m", "factory", "serve", str(out), "--port",
+                                "0"], stdout=subprocess.PIPE, stderr=stderr, text=True)
+    try:
+        line = process.stdout.readline() if process.stdout else ""
+        assert " at http://127.0.0.1:" in line, line
+        yield line.split(" at ", 1)[1].split()[0]
+    finally:
+        process.terminate()
+        process.wait()
+
+
+STABLE_KERNEL = FIXTURES / "stable-kernel"
+
+
+def stable_matrix(folder: Path, kernel: Path = STABLE_KERNEL, extra: str = "") -> Path:
+    """A matrix of the stable-ABI fixture for torch 2.11, 2.12 and 2.13 (and `extra`) with
+    CUDA 13.0, for sm_90."""
+    return write(folder / "matrix.yaml", f"""
+        kernels:
+          - path: {kernel}
+            version: 1.0.0
+        torch: ["2.11", "2.12", "2.13"{extra}]
+        cuda:
+          "13.0":
+            sms: ["9.0"]
+        runner: local
+    """)
+
+
+@pytest.fixture(scope="session")
+def stable_build(tmp_path_factory, factory_cache):
+    """The stable-ABI fixture kernel built for torch 2.11, 2.12 and 2.13: its output folder
+    and the build's output."""
+    folder = tmp_path_factory.mktemp("stable")
+    out = folder / "index"
+    result = run_factory("build", stable_matrix(folder), "--out", out,
+                         env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
     return out, result
 
 

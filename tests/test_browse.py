@@ -3,12 +3,9 @@ index served by `factory serve`, at a phone's width."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, serving
 from .system import debian_package
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.network]
@@ -18,13 +15,8 @@ ARTIFACTS = REPO / "test-artifacts"
 
 @pytest.fixture(scope="module")
 def site(example_tested):
-    out, _ = example_tested
-    process = subprocess.Popen([sys.executable, "-m", "factory", "serve", str(out), "--port", "0"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    url = process.stdout.readline().split(" at ", 1)[1].split()[0]
-    yield url
-    process.terminate()
-    process.wait()
+    with serving(example_tested[0]) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -85,4 +77,33 @@ def test_deep_links_and_pasted_versions(browser, site):
     assert "need a CUDA build of torch" in page.text_content("#paste-result")
     page.fill("#paste", "2.11.0+cu130 13.0")
     assert page.text_content("#paste-result") == "Found torch 2.11 with CUDA 13.0."
+    assert errors == []
+
+
+@pytest.fixture(scope="module")
+def stable_site(stable_build):
+    with serving(stable_build[0]) as url:
+        yield url
+
+
+def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser, stable_site):
+    """One wheel in three cells: each cell says so, the wheel names the cells it serves, and
+    the helper gives the index of the chosen torch."""
+    page, errors = open_page(browser, stable_site + "#package=stable-kernel&torch=2.13&cuda=13.0")
+    assert page.text_content("#pip-command") == (
+        f"pip install stable-kernel --extra-index-url {stable_site}cu130torch213/simple")
+    assert page.text_content("#status") == (
+        "stable-kernel 1.0.0+cu13.stable.torch2.11, a stable-ABI wheel for torch >=2.11, "
+        "serves torch 2.13 with CUDA 13.0:")
+    page.wait_for_selector("td.built.stable button")
+    cells = page.query_selector_all("td.built.stable")
+    assert [cell.text_content() for cell in cells] == [
+        f"builtcu130torch21{minor}, stable-ABI wheel" for minor in (3, 2, 1)]
+    cells[0].query_selector("button").click()
+    details = page.text_content(".wheel")
+    assert "built against torch's stable ABI 2.11: one wheel for torch >=2.11" in details
+    assert ("serves" "torch 2.11 with CUDA 13.0 (cu130torch211), torch 2.12 with CUDA 13.0 "
+            "(cu130torch212), torch 2.13 with CUDA 13.0 (cu130torch213)") in details, details
+    assert "stable-kernel/cu13.stable.torch2.11/x86_64, the stable-ABI build" in \
+        page.text_content(".proof")
     assert errors == []

@@ -36,6 +36,11 @@ cuda:
 """
 
 
+STABLE_KERNEL = GOOD_KERNEL.replace(
+    '[kernel.demo]', '[torch.stable-abi]\ncuda = "2.11"\n\n[kernel.demo]').replace(
+    "[general]", "[general]\nedition = 5")
+
+
 def matrix_with(old: str, new: str) -> str:
     assert old in GOOD_MATRIX
     return GOOD_MATRIX.replace(old, new)
@@ -114,6 +119,28 @@ CASES = {
     "label collision": (
         matrix_with('torch: ["2.11"]', 'torch: ["2.11", "2.12"]') + 'label: "cu{cuda}"\n',
         GOOD_KERNEL, "matrix.yaml:8: label: the label template gives 'cu130' both for"),
+    "torch version without index-only": (
+        matrix_with('torch: ["2.11"]', 'torch: ["2.11", {version: "2.16"}]'), GOOD_KERNEL,
+        "matrix.yaml:4: torch[1]: missing required key 'index-only'"),
+    "index-only false": (
+        matrix_with('torch: ["2.11"]', 'torch: ["2.11", {version: "2.16", index-only: false}]'),
+        GOOD_KERNEL, "matrix.yaml:4: torch[1].index-only: a torch entry with a version is "
+        "index-only"),
+    "index-only torch listed twice": (
+        matrix_with('torch: ["2.11"]', 'torch: ["2.11", {version: "2.11", index-only: true}]'),
+        GOOD_KERNEL, "matrix.yaml:4: torch[1].version: torch 2.11 is listed twice"),
+    "stable label with the CUDA minor": (
+        GOOD_MATRIX + 'stable-label: "cu{cuda}.stable"\n', STABLE_KERNEL,
+        "matrix.yaml:8: stable-label: '{cuda}' has no single value for a stable-ABI wheel"),
+    "stable label sorting above the per-torch labels": (
+        GOOD_MATRIX + 'stable-label: "cu{cuda_major}stable{torch}"\n', STABLE_KERNEL,
+        "matrix.yaml:8: stable-label: the stable-label template gives 'cu13stable211', which "
+        "sorts above the per-torch label 'cu130torch211'"),
+    "stable label that is a per-torch label": (
+        GOOD_MATRIX + 'label: "cu{cuda_major}torch{torch}"\n'
+        'stable-label: "cu{cuda_major}torch{torch}"\n', STABLE_KERNEL,
+        "matrix.yaml:9: stable-label: the stable-label template gives 'cu13torch211', a "
+        "per-torch cell's label too"),
     "exclude matching nothing": (
         GOOD_MATRIX + 'exclude:\n  - {torch: "2.12"}\n', GOOD_KERNEL,
         "matrix.yaml:9: exclude[0]: this exclude entry matches no cell"),

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import serving
+
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
@@ -18,16 +20,8 @@ def served(example_build, tmp_path_factory):
     """`factory serve` on the example's output folder; its request log in a file."""
     out, _ = example_build
     log = tmp_path_factory.mktemp("serve") / "requests.log"
-    with open(log, "w") as handle:
-        process = subprocess.Popen([sys.executable, "-m", "factory", "serve", str(out),
-                                    "--port", "0"], stdout=subprocess.PIPE, stderr=handle,
-                                   text=True)
-        line = process.stdout.readline()
-        assert " at http://127.0.0.1:" in line, line
-        url = line.split(" at ", 1)[1].split()[0]
+    with open(log, "w") as handle, serving(out, stderr=handle) as url:
         yield url, log
-        process.terminate()
-        process.wait()
 
 
 def uv(*args, cache: Path, **kwargs) -> subprocess.CompletedProcess:

@@ -400,11 +400,16 @@ def cell_guard(cell: Cell, options: BuildOptions) -> str:
     major (or, built against a torch no index publishes, any other build), naming the index
     of the user's torch (its full URL when the index's public URL is known)."""
     assert cell.cuda is not None and cell.torch is not None
-    return import_guard(cell.spec.name, cell.wheel_version, str(major_minor(cell.torch)),
+    torch = major_minor(cell.torch)
+    maxver = cell.spec.torch.maxver if cell.spec.torch else None
+    stable = None if cell.stable_abi is None else \
+        (torch, major_minor(maxver) if maxver else None)
+    return import_guard(cell.spec.name, cell.wheel_version, str(torch),
                         str(major_minor(cell.cuda.version)),
                         cell.label_template or cell.label or "",
                         exact=cell.installed.version if cell.installed and cell.installed.exact
-                        else None, index_url=options.index_url)
+                        and stable is None else None,
+                        index_url=options.index_url, stable=stable)
 
 
 def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tuple[int, int]:
@@ -534,7 +539,9 @@ def _metadata(cell: Cell) -> CoreMetadata:
         requires: tuple[str, ...] = ("torch", *spec.requirements(None))
     else:
         sms = " ".join(str(sm.base) for sm in cell.sms)
-        summary = (f"{spec.name} kernel for torch {cell.torch_shown} and CUDA "
+        torch = f"{cell.torch_shown} or newer (stable ABI)" if cell.stable_abi else \
+            cell.torch_shown
+        summary = (f"{spec.name} kernel for torch {torch} and CUDA "
                    f"{cell.cuda.version} (SM {sms}), built by kernel-wheel-factory")
         requires = (f"torch{cell.torch_pin}", *spec.requirements("cuda"))
     return CoreMetadata(

@@ -24,6 +24,7 @@ from .common import (
     path_argument,
     positive,
     print_index,
+    print_served,
     say_to,
     shard,
     size,
@@ -169,6 +170,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             tests_failed = test_table(console, shown + tested, args.require_gpu)
     if args.unit_shard is not None:  # objects only: nothing to publish
         return 1 if any(result.status == "failed" for result in results) else 0
+    print_served(console, plan, results)
     summary = update_index(out, force=args.force, outcomes=cell_outcomes(plan, results),
                            published={r.published.filename: r.published for r in results
                                       if r.published is not None})

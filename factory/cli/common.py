@@ -22,7 +22,7 @@ from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from ..build.options import BuildOptions
-    from ..build.run import CellTests
+    from ..build.run import CellResult, CellTests
     from ..build.runners import Runner
     from ..config.model import RunnerChoice
     from ..index.update import IndexSummary
@@ -207,6 +207,17 @@ def print_index(console: Console, out: Path, summary: IndexSummary) -> int:
         for problem in summary.problems:
             say_error(errors, problem)
     return 1 if summary.problems else 0
+
+
+def print_served(console: Console, plan: Plan, results: list[CellResult]) -> None:
+    """One line per stable-ABI cell with a wheel: the cells whose indexes list it."""
+    kept = {result.cell_id for result in results if result.status in ("built", "unchanged")}
+    for cell in plan.cells:
+        served = plan.serves(cell.id)
+        if served and cell.id in kept:
+            console.print(f"{cell.id}: one stable-ABI wheel (torch{cell.torch_pin}) for the "
+                          f"cells {', '.join(s.label for s in served)}", markup=False,
+                          soft_wrap=True)
 
 
 def test_options(parser: argparse.ArgumentParser) -> None:

@@ -86,6 +86,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                       "split": {cell: counts[cell] for cell in job.cells
                                 if counts.get(cell, 1) > 1}} for job in jobs],
             "shards": [shard.summary() for shard in shards],
+            "served": {cell.id: [served.id for served in plan.serves(cell.id)]
+                       for cell in plan.cells if plan.serves(cell.id)},
             **({"estimates": {"split_after": args.split_after, "cores": args.cores,
                               "core_seconds": {cell: round(seconds, 1) for cell, seconds
                                                in sorted(estimates.items())}}}

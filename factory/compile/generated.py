@@ -7,6 +7,8 @@ registers, whatever stale copy the repo committed.
 
 from __future__ import annotations
 
+from ..versions import Version
+
 __all__ = ["REGISTRATION_HEADER", "import_guard", "noarch_ops_module", "ops_module"]
 
 REGISTRATION_HEADER = """\
@@ -62,15 +64,27 @@ def add_op_namespace_prefix(op_name: str) -> str:
 
 def import_guard(distribution: str, version: str, torch: str, cuda: str,
                  label_template: str, exact: str | None = None,
-                 index_url: str | None = None) -> str:
+                 index_url: str | None = None,
+                 stable: tuple[Version, Version | None] | None = None) -> str:
     """Code that refuses, with one readable ImportError, to load a shared object built for
     another torch (major.minor) or CUDA major: without it the loader fails with an
     "undefined symbol" or a missing libcudart that names neither version. A wheel built
     against a torch build no index publishes (`exact`, e.g. NVIDIA's 2.5.0a0+...nv24.10)
-    accepts that build only. With the index's public URL, the message names the full URL of
-    the index of the user's torch."""
-    facts = {"distribution": distribution, "version": version, "torch": torch, "cuda": cuda,
-             "label": label_template, "index": index_url or ""}
+    accepts that build only; a stable-ABI build (`stable`: the torch it was built against and
+    the newest the kernel allows, if any) accepts every torch in that range. With the index's
+    public URL, the message names the full URL of the index of the user's torch."""
+    facts: dict[str, object] = {"distribution": distribution, "version": version,
+                                "torch": torch, "cuda": cuda, "label": label_template,
+                                "index": index_url or ""}
+    fits = 'torch_mm == built["torch"]'
+    if stable is not None:
+        since, until = stable
+        facts["torch"] = f"{since} to {until}" if until else f"{since} or newer"
+        facts["since"] = [since.major, since.minor]
+        if until is not None:
+            facts["until"] = [until.major, until.minor]
+        fits = ('found and built["since"] <= [int(found[1]), int(found[2])] <= '
+                'built.get("until", [int(found[1]), int(found[2])])')
     only_this_build = ""
     if exact is not None:
         facts["exact"] = exact
@@ -85,7 +99,7 @@ def _check_torch(built):
     cuda = torch.version.cuda
     cuda_major = built["cuda"].split(".")[0]
 ''' + only_this_build + f'''\
-    if torch_mm == built["torch"] and cuda is not None and cuda.split(".")[0] == cuda_major:
+    if {fits} and cuda is not None and cuda.split(".")[0] == cuda_major:
         return
     name = built["distribution"]
     wanted = (cuda or built["cuda"]).split(".") + ["0"]

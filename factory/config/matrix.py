@@ -48,9 +48,11 @@ from .project import project_kind
 from .spec import PROJECT_KINDS, ProjectKind
 from .torches import ProbeError, probe_image, probe_interpreter
 
-__all__ = ["LABEL_FIELDS", "load_matrix", "read_torches"]
+__all__ = ["LABEL_FIELDS", "STABLE_LABEL_FIELDS", "load_matrix", "read_torches"]
 
 LABEL_FIELDS = ("cuda", "torch", "cuda_major", "cuda_minor", "torch_major", "torch_minor")
+# A stable-ABI wheel's label names the torch it was built against and its CUDA major only.
+STABLE_LABEL_FIELDS = ("torch", "cuda_major", "torch_major", "torch_minor")
 _LOCAL_LABEL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")
 
 
@@ -60,8 +62,9 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
     root = load_yaml(path)
     if not isinstance(root.value, dict):
         raise root.error("expected a table of settings at the top of the file")
-    top = root.table(["kernels", "torch", "cuda", "python", "platforms", "label", "exclude",
-                      "runner", "docker", "depends"], required=["kernels", "torch", "cuda"])
+    top = root.table(["kernels", "torch", "cuda", "python", "platforms", "label",
+                      "stable-label", "exclude", "runner", "docker", "depends"],
+                     required=["kernels", "torch", "cuda"])
     base = path.parent
     matrix = Matrix(
         path=path,
@@ -77,9 +80,14 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         docker_base=_docker(top["docker"]) if "docker" in top else None,
         depends=_depends(top["depends"], base) if "depends" in top else (),
         python=_pythons(top["python"]) if "python" in top else (),
+        stable_label=(top["stable-label"].nonempty_str() if "stable-label" in top
+                      else defaults.STABLE_LABEL_TEMPLATE),
+        stable_label_line=top["stable-label"].line if "stable-label" in top else None,
     )
     if "label" in top:
         _check_label_template(top["label"])
+    if "stable-label" in top:
+        _check_label_template(top["stable-label"], STABLE_LABEL_FIELDS)
     return matrix
 
 
@@ -316,21 +324,44 @@ def _version(node: Node) -> Version:
 def _torch_entries(node: Node, base: Path) -> tuple[TorchEntry, ...]:
     entries: list[TorchEntry] = []
     for item in _nonempty_list(node):
+        if isinstance(item.value, dict) and "version" in item.value:
+            entries.append(_index_only_torch(item, entries))
+            continue
         if isinstance(item.value, dict):
             entries.append(_installed_torch(item, base))
             continue
-        version = _version(item)
-        if len(version.release) < 2:
-            raise item.error(f"give torch as major.minor (e.g. 2.11), got '{version}'")
+        version = _torch_version(item, entries)
         if torch_release(version) is None:
             known = ", ".join(str(v) for v in sorted(torch_releases()))
             raise item.error(f"torch {version} is not a PyTorch release the factory knows "
                              f"(known: {known}); a torch already installed can be named by its "
-                             "interpreter: {python: /path/to/bin/python}")
-        if any(entry.version == major_minor(version) for entry in entries):
-            raise item.error(f"torch {major_minor(version)} is listed twice")
-        entries.append(TorchEntry(major_minor(version), line=item.line, key=item.key))
+                             "interpreter: {python: /path/to/bin/python}, and a newer one "
+                             f"served without a build: {{version: \"{version}\", index-only: "
+                             "true}")
+        entries.append(TorchEntry(version, line=item.line, key=item.key))
     return tuple(entries)
+
+
+def _torch_version(item: Node, entries: list[TorchEntry]) -> Version:
+    version = _version(item)
+    if len(version.release) < 2:
+        raise item.error(f"give torch as major.minor (e.g. 2.11), got '{version}'")
+    if any(entry.version == major_minor(version) for entry in entries):
+        raise item.error(f"torch {major_minor(version)} is listed twice")
+    return major_minor(version)
+
+
+def _index_only_torch(item: Node, entries: list[TorchEntry]) -> TorchEntry:
+    """{version: "2.14", index-only: true}: a torch whose per-cell indexes the matrix serves
+    (stable-ABI and pure-Python wheels are listed there) but that nothing is compiled
+    against: a torch released after the factory, or one not worth a build of every kernel.
+    Any major.minor is taken: that is the point of serving a torch on the day it ships."""
+    fields = item.table(["version", "index-only"], required=["version", "index-only"])
+    if not fields["index-only"].bool():
+        raise fields["index-only"].error("a torch entry with a version is index-only: write "
+                                         "index-only: true, or give the version alone")
+    version = _torch_version(fields["version"], entries)
+    return TorchEntry(version, line=item.line, key=item.key, index_only=True)
 
 
 def _installed_torch(item: Node, base: Path) -> TorchEntry:
@@ -545,7 +576,7 @@ def _image_reference(node: Node, hint: str, template: bool = True) -> str:
 MAX_LABEL_TEMPLATE = 64
 
 
-def _check_label_template(node: Node) -> None:
+def _check_label_template(node: Node, known: tuple[str, ...] = LABEL_FIELDS) -> None:
     template = node.str()
     try:
         parsed = [(name, spec, conversion) for _, name, spec, conversion
@@ -560,9 +591,12 @@ def _check_label_template(node: Node) -> None:
                          "{cuda:>5} or {cuda!r}")
     fields = [name for name, _, _ in parsed]
     for name in fields:
-        if name not in LABEL_FIELDS:
+        if name in LABEL_FIELDS and name not in known:
+            raise node.error(f"'{{{name}}}' has no single value for a stable-ABI wheel, which "
+                             "serves every CUDA minor of its major: use {cuda_major}")
+        if name not in known:
             raise node.error(f"unknown placeholder '{{{name}}}' in the label "
-                             f"(known: {', '.join('{' + f + '}' for f in LABEL_FIELDS)})")
+                             f"(known: {', '.join('{' + f + '}' for f in known)})")
 
 
 def read_torches(matrix: Matrix, offline: bool = False) -> Matrix:

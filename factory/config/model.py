@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
+from .. import defaults
 from ..versions import Version
 from .spec import ProjectKind
 from .torches import InstalledTorch
@@ -75,6 +76,7 @@ class TorchEntry:
     line: int | None = None
     key: str = "torch"  # where it was given, for messages: torch[1], --torch-python
     installed: InstalledTorch | None = None  # what the interpreter holds, once read
+    index_only: bool = False  # its indexes are served; nothing is compiled against it
 
     @property
     def release(self) -> Version:
@@ -91,7 +93,7 @@ class TorchEntry:
             return f"the torch of {self.image}"
         if self.python is not None:
             return f"the torch of {self.python}"
-        return f"torch {self.version}"
+        return f"torch {self.version}" + (" (index-only)" if self.index_only else "")
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,8 @@ class Matrix:
     docker_base: str | None = None  # the builder images' base, "{arch}" standing for the platform
     depends: tuple[DependencyEntry, ...] = ()  # C++ dependencies taken from elsewhere
     python: tuple[Version, ...] = ()  # CPythons of per-Python wheels; () = the factory's own
+    stable_label: str = defaults.STABLE_LABEL_TEMPLATE  # the stable-ABI wheels' labels
+    stable_label_line: int | None = None
 
     def dependency(self, name: str) -> DependencyEntry | None:
         return next((entry for entry in self.depends if entry.name == name), None)

@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .. import __version__
-from .records import CellOutcome, FileRecord, Manifest
+from .records import CellOutcome, FileRecord, Manifest, cell_catalogue, served_cells
 
 ASSETS = ("index.html", "browse.css", "browse.js")
 
@@ -68,15 +68,21 @@ def browse_project(project: str, records: Iterable[FileRecord],
         return releases.setdefault(version, {"version": version, "cells": {}, "anywhere": []})
 
     name = project
+    outcomes = list(outcomes)
+    proof = {outcome.cell: outcome for outcome in outcomes if outcome.stable_abi}
     for outcome in outcomes:
         name = outcome.kernel
-        if outcome.torch is None or outcome.cuda is None:
+        # a stable-ABI cell's wheel is shown in the cells it serves, not as a cell of its own
+        if outcome.torch is None or outcome.cuda is None or outcome.stable_abi:
             continue
         status = "built" if outcome.status in ("built", "unchanged") else outcome.status
+        builder = proof.get(outcome.served_by or outcome.cell, outcome)
         release(outcome.version)["cells"][(outcome.torch, outcome.cuda)] = {
             "torch": outcome.torch, "cuda": outcome.cuda, "label": outcome.label,
             "status": status, "detail": None if status == "built" else outcome.detail,
-            "wheels": [], "ops": outcome.ops, "tests": outcome.tests}
+            "wheels": [], "ops": builder.ops, "tests": builder.tests,
+            "served_by": outcome.served_by}
+    catalogue = cell_catalogue(outcomes)
     for record in sorted(records, key=lambda r: r.filename):
         name = record.display_name
         entry = release(record.version.split("+")[0])
@@ -85,11 +91,13 @@ def browse_project(project: str, records: Iterable[FileRecord],
         if record.label is None or not torch or not cuda:
             entry["anywhere"].append(wheel)
             continue
-        cell = entry["cells"].setdefault((torch, cuda), {
-            "torch": torch, "cuda": cuda, "label": record.label, "detail": None, "wheels": [],
-            "ops": None, "tests": None})
-        cell["status"] = "built"  # a published wheel, whatever a later build of it did
-        cell["wheels"].append(wheel)
+        for label, cell_torch, cell_cuda in served_cells(record, catalogue) or \
+                [(record.label, torch, cuda)]:
+            cell = entry["cells"].setdefault((cell_torch, cell_cuda), {
+                "torch": cell_torch, "cuda": cell_cuda, "label": label, "detail": None,
+                "wheels": [], "ops": None, "tests": None, "served_by": None})
+            cell["status"] = "built"  # a published wheel, whatever a later build of it did
+            cell["wheels"].append(wheel)
     ordered = sorted(releases.values(), key=lambda r: _version_key(r["version"]), reverse=True)
     for entry in ordered:
         entry["cells"] = [entry["cells"][key] for key in sorted(
@@ -105,6 +113,7 @@ def _wheel(record: FileRecord) -> dict[str, Any]:
         "label": record.label, "requires_python": record.requires_python,
         "torch": record.torch, "upload_time": record.upload_time, "yanked": record.yanked,
         "sms": summary.get("sms", []), "gpu_code": summary.get("gpu_code", []),
+        "stable_abi": summary.get("stable_abi"),
         "provenance": {key: summary[key] for key in ("source", "toolchain", "factory",
                                                      "build_time", "platform")
                        if summary.get(key)},

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 
@@ -29,9 +30,9 @@ if TYPE_CHECKING:  # the build's results, described here only as types
     from ..build.run import CellResult, CellStatus
     from ..plan.cells import Plan
 
-__all__ = ["MANIFEST_SCHEMA", "CellOutcome", "FileRecord", "Manifest", "cell_outcomes",
-           "file_record", "load_manifest", "metadata_bytes", "read_file_record",
-           "save_manifest"]
+__all__ = ["MANIFEST_SCHEMA", "Catalogue", "CellOutcome", "FileRecord", "Manifest",
+           "cell_catalogue", "cell_outcomes", "file_record", "load_manifest", "metadata_bytes",
+           "read_file_record", "save_manifest", "served_cells"]
 
 MANIFEST_SCHEMA = "kernel-wheel-factory/manifest/1"
 
@@ -70,6 +71,8 @@ class CellOutcome:
     wheel: str | None
     ops: list[dict[str, Any]] | None = None  # the ops its wheel registers (the import gate's)
     tests: dict[str, Any] | None = None  # the kernel's own tests run against its wheel
+    stable_abi: str | None = None  # a stable-ABI cell's: the stable ABI version it targets
+    served_by: str | None = None  # a cell whose index lists that cell's stable-ABI wheel
 
 
 @dataclass
@@ -186,7 +189,16 @@ def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome
             str(cell.cuda.version) if cell.cuda else None, cell.label, result.status,
             result.detail, result.wheel,
             [op.to_json() for op in result.loaded.ops] if result.loaded else None,
-            result.tested.to_json() if result.tested else None))
+            result.tested.to_json() if result.tested else None,
+            str(cell.stable_abi) if cell.stable_abi else None))
+    for served in plan.served:
+        builder = by_id[served.by]
+        detail = f"served by the stable-ABI wheel of {served.by}"
+        outcomes.append(CellOutcome(
+            served.id, served.id.split("/")[0], served.version, str(served.torch),
+            str(served.cuda), served.label, builder.status,
+            f"{detail}: {builder.detail}" if builder.detail else detail, builder.wheel,
+            served_by=served.by))
     for skipped in plan.skipped:
         kernel = skipped.id.split("/")[0]
         outcomes.append(CellOutcome(
@@ -240,4 +252,41 @@ def _summary(provenance: dict[str, Any]) -> dict[str, Any]:
         "source": dict((provenance.get("source") or {}).items()),
         "toolchain": provenance.get("toolchain", {}), "factory": provenance.get("factory"),
         "build_time": (provenance.get("build") or {}).get("time"),
+        **({"stable_abi": cell["stable_abi"]} if cell.get("stable_abi") else {}),
     }
+
+
+Catalogue = dict[str, list[tuple[str, str, str]]]
+
+
+def cell_catalogue(cells: Iterable[CellOutcome]) -> Catalogue:
+    """project -> (label, torch, CUDA) of each per-torch cell the index knows of it: built,
+    served, skipped or failed, of any release. A stable-ABI wheel is listed in those of its
+    project's cells that it serves."""
+    found: dict[str, set[tuple[str, str, str]]] = {}
+    for outcome in cells:
+        if outcome.label and outcome.torch and outcome.cuda and outcome.stable_abi is None:
+            found.setdefault(canonicalize_name(outcome.kernel), set()).add(
+                (outcome.label, outcome.torch, outcome.cuda))
+    return {project: sorted(cells) for project, cells in found.items()}
+
+
+def served_cells(record: FileRecord, catalogue: Catalogue) -> list[tuple[str, str, str]]:
+    """The cells (label, torch, CUDA) of its project a stable-ABI wheel serves: its CUDA
+    major, a torch its requirement allows. Empty for any other wheel."""
+    if not record.summary.get("stable_abi") or not record.torch:
+        return []
+    try:
+        allowed = SpecifierSet(record.torch)
+    except InvalidSpecifier:
+        return []
+    major = str(record.summary.get("cuda") or "").split(".")[0]
+    return [(label, torch, cuda) for label, torch, cuda in catalogue.get(record.project, ())
+            if cuda.split(".")[0] == major and _allows(allowed, torch)]
+
+
+def _allows(allowed: SpecifierSet, torch: str) -> bool:
+    try:
+        return allowed.contains(torch, prereleases=True)
+    except InvalidVersion:
+        return False

@@ -41,11 +41,13 @@ from .records import (
     CellOutcome,
     FileRecord,
     Manifest,
+    cell_catalogue,
     file_record,
     load_manifest,
     metadata_bytes,
     read_file_record,
     save_manifest,
+    served_cells,
 )
 
 __all__ = ["COMBINED", "IndexSummary", "update_index", "verify_index", "yank"]
@@ -257,19 +259,29 @@ class _Scan:
         write_atomic(target, data)
 
 
-def _indexes(files: Iterable[FileRecord]) -> dict[str, dict[str, list[FileRecord]]]:
+def _indexes(manifest: Manifest) -> dict[str, dict[str, list[FileRecord]]]:
     """index name (simple, cu130torch211/simple) -> project -> its files in that index.
-    A file without a label (pure Python) is in every cell's index."""
-    records = list(files)
-    labels = {r.label for r in records if r.label is not None}
+    A wheel is in the index of its label; a stable-ABI wheel in those of the cells it serves
+    instead (its own label names a build, not a cell a user has); a file without a label
+    (pure Python) in every cell's index."""
+    catalogue = cell_catalogue(manifest.cells.values())
+    targets: dict[str, list[str]] = {}
+    for name, record in manifest.files.items():
+        if record.label is None:
+            continue
+        served = served_cells(record, catalogue)
+        targets[name] = [label for label, _, _ in served] if record.summary.get("stable_abi") \
+            else [record.label]
     indexes: dict[str, dict[str, list[FileRecord]]] = {
-        f"{label}/{COMBINED}": defaultdict(list) for label in labels}
+        f"{label}/{COMBINED}": defaultdict(list) for labels in targets.values()
+        for label in labels}
     indexes[COMBINED] = defaultdict(list)
-    for record in records:
-        targets = [f"{record.label}/{COMBINED}"] if record.label is not None else \
-            [name for name in indexes if name != COMBINED]
-        for name in [*targets, COMBINED]:
-            indexes[name][record.project].append(record)
+    every_cell = [name for name in indexes if name != COMBINED]
+    for name, record in manifest.files.items():
+        cells = [f"{label}/{COMBINED}" for label in targets[name]] if name in targets \
+            else every_cell
+        for index in [*cells, COMBINED]:
+            indexes[index][record.project].append(record)
     return indexes
 
 
@@ -281,7 +293,7 @@ class _Pages:
         self.layout = layout
         self.manifest = manifest
         self.previous = previous  # None: render everything
-        self.indexes = _indexes(manifest.files.values())
+        self.indexes = _indexes(manifest)
         self.labels = {name.split("/")[0] for name in self.indexes if name != COMBINED}
         self.written = 0
         self.removed = 0
@@ -289,8 +301,9 @@ class _Pages:
         self.new_folders: set[Path] = set()  # made by this update: nothing to compare with
 
     def write(self) -> None:
-        old_indexes = _indexes(self.previous.files.values()) if self.previous else {}
-        changed = self._changed_projects()
+        old_indexes = _indexes(self.previous) if self.previous else {}
+        changed = None if self.previous is None else _changed_projects(old_indexes,
+                                                                        self.indexes)
         roots = []
         for name, projects in sorted(self.indexes.items()):
             base = self.layout.out / name
@@ -314,28 +327,6 @@ class _Pages:
             self._remove_projects(base, (old - new) if changed is not None else None, new)
         self._remove_indexes(set(old_indexes) - set(self.indexes) if changed is not None
                              else None)
-
-    def _changed_projects(self) -> dict[str, set[str]] | None:
-        """project -> the indexes whose page of it changed (None: every page)."""
-        if self.previous is None:
-            return None
-        before, after = self.previous.files, self.manifest.files
-        every_cell = [name for name in self.indexes if name != COMBINED]
-        changed: dict[str, set[str]] = defaultdict(set)
-        for name in before.keys() | after.keys():
-            old, new = before.get(name), after.get(name)
-            if old is new or old == new:
-                continue
-            for record in (old, new):
-                if record is None:
-                    continue
-                indexes = changed[record.project]
-                indexes.add(COMBINED)
-                if record.label is None:
-                    indexes.update(every_cell)
-                else:
-                    indexes.add(f"{record.label}/{COMBINED}")
-        return changed
 
     def _write_browse(self, changed: dict[str, set[str]] | None) -> None:
         out = self.layout.out
@@ -399,6 +390,20 @@ class _Pages:
                 if not any(simple.parent.iterdir()):
                     simple.parent.rmdir()
                 self.removed += 1
+
+
+def _changed_projects(before: dict[str, dict[str, list[FileRecord]]],
+                      after: dict[str, dict[str, list[FileRecord]]]) -> dict[str, set[str]]:
+    """project -> the indexes whose page of it changed: a file added, removed, yanked, or
+    listed in other cells (a stable-ABI wheel, when the cells it serves change)."""
+    changed: dict[str, set[str]] = defaultdict(set)
+    empty: dict[str, list[FileRecord]] = {}
+    for name in before.keys() | after.keys():
+        old, new = before.get(name, empty), after.get(name, empty)
+        for project in old.keys() | new.keys():
+            if old.get(project) != new.get(project):
+                changed[project].add(name)
+    return changed
 
 
 def _is_page_folder(folder: Path) -> bool:

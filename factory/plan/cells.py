@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from packaging.version import Version as PackagingVersion
+
 from .. import defaults
 from ..config.model import CudaEntry, KernelEntry, Matrix, TorchEntry
 from ..config.spec import KernelSection, KernelSpec
@@ -29,11 +31,12 @@ from ..policy.capabilities import (
 from ..sources.depends import Dependency
 from ..sources.tree import SourceTree
 from ..versions import Version, compact, major_minor
-from .labels import matrix_labels
+from .labels import check_label, matrix_labels, render_label
 
 __all__ = ["CUDA_SUFFIXES", "CXX_SUFFIXES", "HEADER_SUFFIXES", "Cell", "Kernel", "Plan",
-           "SectionPlan", "SkippedCell", "Unit", "check_unique_names", "dependency_names",
-           "make_cell", "make_plan", "noarch_cell", "skip_reason"]
+           "SectionPlan", "ServedCell", "SkippedCell", "Unit", "check_unique_names",
+           "dependency_names", "make_cell", "make_plan", "noarch_cell", "skip_reason",
+           "stable_pin"]
 
 CUDA_SUFFIXES = frozenset({".cu"})
 CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".c++", ".c"})
@@ -133,9 +136,21 @@ class Cell:
         return str(self.torch) if self.torch else None
 
     @property
+    def stable_abi(self) -> Version | None:
+        """The torch stable ABI version a compiled cell of a kernel-builder kernel targets:
+        its wheel then serves every torch from the one it is built against on."""
+        if self.cuda is None or self.spec.is_pep517 or self.spec.torch is None:
+            return None
+        return self.spec.torch.stable_abi_for("cuda")
+
+    @property
     def torch_pin(self) -> str:
-        """The specifier of the wheel's Requires-Dist on torch (compiled cells)."""
+        """The specifier of the wheel's Requires-Dist on torch (compiled cells): the torch
+        minor it was built against, or, for a stable-ABI build, that torch and every later one
+        up to the kernel's torch maxver."""
         assert self.torch is not None
+        if self.stable_abi is not None:
+            return stable_pin(major_minor(self.torch), self.spec)
         return self.installed.pin if self.installed else f"=={major_minor(self.torch)}.*"
 
     @property
@@ -183,6 +198,29 @@ class Cell:
         return frozenset(code)
 
 
+def stable_pin(torch: Version, spec: KernelSpec) -> str:
+    """>=2.11, with the kernel's torch maxver as the upper bound (<2.14 for a maxver of 2.13):
+    the stable ABI itself promises every later torch (PyTorch keeps it for years and names no
+    last version)."""
+    maxver = spec.torch.maxver if spec.torch else None
+    upper = f",<{maxver.major}.{maxver.minor + 1}" if maxver else ""
+    return f">={torch}{upper}"
+
+
+@dataclass(frozen=True)
+class ServedCell:
+    """A torch x CUDA x platform cell of a stable-ABI kernel that is not built on its own: the
+    stable-ABI wheel of cell `by` is listed in its index."""
+
+    id: str
+    by: str
+    label: str
+    version: str
+    torch: Version
+    cuda: Version
+    platform: str
+
+
 @dataclass(frozen=True)
 class SkippedCell:
     id: str
@@ -198,27 +236,40 @@ class Plan:
     matrix: Matrix
     cells: tuple[Cell, ...]
     skipped: tuple[SkippedCell, ...]
+    served: tuple[ServedCell, ...] = ()  # go with the cell that builds their wheel
 
     def only(self, patterns: list[str]) -> Plan:
-        """The cells whose id matches one of the glob patterns (e.g. 'img2gray/*torch211*')."""
+        """The cells whose id matches one of the glob patterns (e.g. 'img2gray/*torch211*'); a
+        stable-ABI cell is kept when a cell it serves matches."""
         def keep(cell_id: str) -> bool:
             return any(fnmatch.fnmatchcase(cell_id, pattern) for pattern in patterns)
 
-        return Plan(self.matrix, tuple(c for c in self.cells if keep(c.id)),
-                    tuple(s for s in self.skipped if keep(s.id)))
+        builders = {served.by for served in self.served if keep(served.id)}
+        return self._keeping({c.id for c in self.cells if keep(c.id) or c.id in builders},
+                             {s.id for s in self.skipped if keep(s.id)})
 
     def on_host(self, host: str) -> Plan:
         """The cells another platform has to build, moved to the skipped ones."""
         foreign = [c for c in self.cells if c.platform not in (host, "any")]
         skipped = [SkippedCell(c.id, _wrong_host(c.platform, host), c.version, c.torch,
                                c.cuda.version if c.cuda else None, c.label) for c in foreign]
+        gone = {c.id for c in foreign}
         return Plan(self.matrix, tuple(c for c in self.cells if c not in foreign),
-                    self.skipped + tuple(skipped))
+                    self.skipped + tuple(skipped),
+                    tuple(s for s in self.served if s.by not in gone))
 
     def select(self, ids: set[str]) -> Plan:
         """The cells (built or skipped) whose id is in `ids`."""
-        return Plan(self.matrix, tuple(c for c in self.cells if c.id in ids),
-                    tuple(s for s in self.skipped if s.id in ids))
+        return self._keeping(ids, ids)
+
+    def _keeping(self, cells: set[str], skipped: set[str]) -> Plan:
+        return Plan(self.matrix, tuple(c for c in self.cells if c.id in cells),
+                    tuple(s for s in self.skipped if s.id in skipped),
+                    tuple(s for s in self.served if s.by in cells))
+
+    def serves(self, cell_id: str) -> tuple[ServedCell, ...]:
+        """The cells whose index lists the wheel of cell `cell_id` besides its own."""
+        return tuple(served for served in self.served if served.by == cell_id)
 
 
 def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
@@ -227,60 +278,181 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
     keeps every platform's cells (a CI plan, whose jobs run on several kinds of machine).
     `dependencies` are the fetched C++ dependencies of every kernel (dependency_names)."""
     check_unique_names(matrix, kernels)
-    labels = matrix_labels(matrix)
-    used_excludes: set[int] = set()
-    cells: list[Cell] = []
-    skipped: list[SkippedCell] = []
-
+    planner = _Planner(matrix, host, dependencies)
     for kernel in kernels:
         spec = kernel.spec
-        no_sm: list[SkippedCell] = []
-        built, passed_over = len(cells), len(skipped)
         if spec.framework == "tvm-ffi":
             raise ConfigError("tvm-ffi kernels are not supported; the factory builds torch "
                               "extensions ([torch] or [torch-noarch])", file=spec.build_toml,
                               key="tvm-ffi")
         if spec.is_noarch:
-            if _excluded(matrix, spec.name, None, None, "any", used_excludes):
-                continue
-            cells.append(noarch_cell(spec, kernel.source, kernel.version))
+            if not _excluded(matrix, spec.name, None, None, "any", planner.used_excludes):
+                planner.cells.append(noarch_cell(spec, kernel.source, kernel.version))
             continue
-        for entry in matrix.torch:
-            torch = entry.release
-            for cuda in matrix.cuda:
-                label = labels.get((entry, major_minor(cuda.version)))
-                if label is None:  # an installed torch of another CUDA version
-                    continue
-                for platform in _platforms(matrix, entry):
-                    if _excluded(matrix, spec.name, torch, cuda.version, platform, used_excludes):
-                        continue
-                    cell_id = f"{spec.name}/{label}/{platform}"
-                    reason = skip_reason(spec, torch, cuda, platform, host, entry.installed)
-                    if reason:
-                        skipped.append(SkippedCell(cell_id, reason, kernel.version, torch,
-                                                   cuda.version, label))
-                        continue
-                    for python, per_python in _pythons(matrix, spec, entry):
-                        cell = make_cell(spec, kernel.source, kernel.version, torch, cuda,
-                                         platform, label, matrix.label, entry.installed,
-                                         dependencies, python, per_python, kernel.entry.env,
-                                         kernel.entry.guard)
-                        reason = _nothing_to_compile(cell)
-                        if reason:
-                            no_sm.append(SkippedCell(cell_id, reason, kernel.version, torch,
-                                                     cuda.version, label))
-                            continue
-                        cells.append(cell)
+        built, passed_over = len(planner.cells), len(planner.skipped)
+        no_sm = planner.stable(kernel) if _targets_stable_abi(spec) else planner.per_torch(kernel)
         # A kernel whose every cell was skipped only for its SMs can be built nowhere.
-        if no_sm and len(cells) == built and len(skipped) == passed_over:
+        if no_sm and len(planner.cells) == built and len(planner.skipped) == passed_over:
             raise _no_cell_error(matrix, spec)
-        skipped += no_sm
+        planner.skipped += no_sm
 
     for index, exclude in enumerate(matrix.excludes):
-        if index not in used_excludes:
+        if index not in planner.used_excludes:
             raise ConfigError("this exclude entry matches no cell of the matrix",
                               file=matrix.path, line=exclude.line, key=f"exclude[{index}]")
-    return Plan(matrix, tuple(cells), tuple(skipped))
+    return Plan(matrix, tuple(planner.cells), tuple(planner.skipped), tuple(planner.served))
+
+
+def _targets_stable_abi(spec: KernelSpec) -> bool:
+    return not spec.is_pep517 and spec.torch is not None and \
+        spec.torch.stable_abi_for("cuda") is not None
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One torch x CUDA x platform of the matrix, for one kernel."""
+
+    entry: TorchEntry
+    cuda: CudaEntry
+    platform: str
+    label: str
+    id: str
+
+
+class _Planner:
+    """The cells of a matrix, kernel by kernel."""
+
+    def __init__(self, matrix: Matrix, host: str | None,
+                 dependencies: Mapping[str, Dependency] | None) -> None:
+        self.matrix = matrix
+        self.host = host
+        self.dependencies = dependencies
+        self.labels = matrix_labels(matrix)
+        self.used_excludes: set[int] = set()
+        self.cells: list[Cell] = []
+        self.skipped: list[SkippedCell] = []
+        self.served: list[ServedCell] = []
+
+    def slots(self, kernel: Kernel) -> list[_Slot]:
+        """The kernel's torch x CUDA x platform cells that no exclude entry removes."""
+        found = []
+        for entry in self.matrix.torch:
+            for cuda in self.matrix.cuda:
+                label = self.labels.get((entry, major_minor(cuda.version)))
+                if label is None:  # an installed torch of another CUDA version
+                    continue
+                for platform in _platforms(self.matrix, entry):
+                    if not _excluded(self.matrix, kernel.spec.name, entry.release, cuda.version,
+                                     platform, self.used_excludes):
+                        found.append(_Slot(entry, cuda, platform, label,
+                                           f"{kernel.spec.name}/{label}/{platform}"))
+        return found
+
+    def skip(self, kernel: Kernel, slot: _Slot, reason: str) -> None:
+        self.skipped.append(SkippedCell(slot.id, reason, kernel.version, slot.entry.release,
+                                        slot.cuda.version, slot.label))
+
+    def cell(self, kernel: Kernel, slot: _Slot, label: str | None = None,
+             python: Version | None = None, per_python: bool = False) -> Cell:
+        return make_cell(kernel.spec, kernel.source, kernel.version, slot.entry.release,
+                         slot.cuda, slot.platform, label or slot.label, self.matrix.label,
+                         slot.entry.installed, self.dependencies, python, per_python,
+                         kernel.entry.env, kernel.entry.guard)
+
+    def per_torch(self, kernel: Kernel) -> list[SkippedCell]:
+        """A cell per torch x CUDA x platform (x CPython); the cells skipped only because
+        they have no SM to compile for are returned."""
+        no_sm: list[SkippedCell] = []
+        for slot in self.slots(kernel):
+            reason = skip_reason(kernel.spec, slot.entry.release, slot.cuda, slot.platform,
+                                 self.host, slot.entry.installed) or _index_only(slot.entry)
+            if reason:
+                self.skip(kernel, slot, reason)
+                continue
+            for python, per_python in _pythons(self.matrix, kernel.spec, slot.entry):
+                cell = self.cell(kernel, slot, python=python, per_python=per_python)
+                reason = _nothing_to_compile(cell)
+                if reason:
+                    no_sm.append(SkippedCell(slot.id, reason, kernel.version,
+                                             slot.entry.release, slot.cuda.version, slot.label))
+                    continue
+                self.cells.append(cell)
+        return no_sm
+
+    def stable(self, kernel: Kernel) -> list[SkippedCell]:
+        """A stable-ABI kernel: one cell per CUDA major x platform, built against the lowest
+        torch of the matrix its cells can be built with (the lowest CUDA minor of that torch),
+        whose wheel serves every cell of that CUDA major and platform from that torch on."""
+        spec = kernel.spec
+        groups: dict[tuple[int, str], list[_Slot]] = {}
+        for slot in self.slots(kernel):
+            reason = _kernel_reason(spec, slot.entry.release, slot.cuda)
+            if reason:
+                self.skip(kernel, slot, reason)
+                continue
+            groups.setdefault((slot.cuda.version.major, slot.platform), []).append(slot)
+        no_sm: list[SkippedCell] = []
+        for (major, platform), slots in groups.items():
+            why: dict[str, str] = {}
+            for slot in slots:
+                why[slot.id] = _index_only(slot.entry) or _build_reason(
+                    slot.entry.release, slot.cuda, slot.platform, self.host,
+                    slot.entry.installed) or ""
+            buildable = [slot for slot in slots if not why[slot.id]]
+            if not buildable:
+                reasons = "; ".join(dict.fromkeys(why.values()))
+                for slot in slots:
+                    self.skip(kernel, slot, f"no cell of CUDA {major} on {platform} can build "
+                                            f"the stable-ABI wheel that serves it: {reasons}")
+                continue
+            base = min(buildable, key=lambda slot: (slot.entry.release, slot.cuda.version))
+            label = render_label(self.matrix.stable_label, base.entry.release, base.cuda.version)
+            self._check_stable_label(label, major)
+            cell = self.cell(kernel, base, label)
+            reason = _nothing_to_compile(cell)
+            if reason:
+                no_sm += [SkippedCell(slot.id, reason, kernel.version, slot.entry.release,
+                                      slot.cuda.version, slot.label) for slot in slots]
+                continue
+            self.cells.append(cell)
+            for slot in slots:
+                if slot.entry.release < base.entry.release:
+                    self.skip(kernel, slot, f"the stable-ABI wheel for CUDA {major} is built "
+                                            f"against torch {base.entry.release}, the lowest "
+                                            f"the matrix can build it with ({why[slot.id]})")
+                    continue
+                self.served.append(ServedCell(slot.id, cell.id, slot.label, kernel.version,
+                                              slot.entry.release, slot.cuda.version,
+                                              slot.platform))
+        return no_sm
+
+    def _check_stable_label(self, label: str, major: int) -> None:
+        """A stable-ABI label must be a label of its own, and sort below the per-torch labels
+        of its CUDA major: pip then prefers a wheel built for exactly the user's torch when
+        an index lists both (as it prefers cp312 over abi3)."""
+        matrix = self.matrix
+        check_label(label, matrix, "stable-label")
+        for (_, cuda), other in self.labels.items():
+            if cuda.major != major:
+                continue
+            if other == label:
+                problem = f"'{label}', a per-torch cell's label too; it needs one of its own"
+            elif not PackagingVersion(f"0+{label}") < PackagingVersion(f"0+{other}"):
+                problem = (f"'{label}', which sorts above the per-torch label '{other}': pip "
+                           "would take a stable-ABI wheel over one built for exactly that "
+                           "torch; begin it with a shorter part (the default is "
+                           f"{defaults.STABLE_LABEL_TEMPLATE})")
+            else:
+                continue
+            raise ConfigError(f"the stable-label template gives {problem}", file=matrix.path,
+                              line=matrix.stable_label_line, key="stable-label")
+
+
+def _index_only(entry: TorchEntry) -> str | None:
+    if entry.index_only:
+        return (f"torch {entry.release} is index-only in the matrix: nothing is compiled "
+                "against it")
+    return None
 
 
 def _pythons(matrix: Matrix, spec: KernelSpec,
@@ -411,6 +583,12 @@ def _excluded(matrix: Matrix, kernel: str, torch: Version | None, cuda: Version 
 def skip_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry, platform: str,
                 host: str | None, installed: InstalledTorch | None = None) -> str | None:
     """Why this cell cannot be built, where that is the kernel's or the matrix's own choice."""
+    return _kernel_reason(spec, torch, cuda) or \
+        _build_reason(torch, cuda, platform, host, installed)
+
+
+def _kernel_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry) -> str | None:
+    """Why the kernel has no wheel for this torch and CUDA, built or served."""
     if "cuda" not in spec.backends:
         return f"the kernel has no CUDA backend (backends: {', '.join(spec.backends)})"
     bounds = spec.torch
@@ -427,11 +605,18 @@ def skip_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry, platform: str
     stable = bounds.stable_abi_for("cuda") if bounds else None
     if stable and torch_mm < major_minor(stable):
         return f"the kernel targets torch's stable ABI {stable}, newer than torch {torch_mm}"
+    return None
+
+
+def _build_reason(torch: Version, cuda: CudaEntry, platform: str, host: str | None,
+                  installed: InstalledTorch | None) -> str | None:
+    """Why this machine (or, with no host, any machine) cannot compile against this torch."""
+    cuda_mm = major_minor(cuda.version)
     release = torch_release(torch)
     if installed is None and cuda.torch_index is None and release and \
             major_minor(release.pypi_cuda) != cuda_mm:
-        return (f"torch {torch_mm} on PyPI is a CUDA {release.pypi_cuda} build, not CUDA "
-                f"{cuda_mm}; set cuda.\"{cuda_mm}\".torch-index in the matrix to build it "
+        return (f"torch {major_minor(torch)} on PyPI is a CUDA {release.pypi_cuda} build, not "
+                f"CUDA {cuda_mm}; set cuda.\"{cuda_mm}\".torch-index in the matrix to build it "
                 f"(e.g. https://download.pytorch.org/whl/cu{compact(cuda_mm)})")
     if host is not None and platform != host:
         return _wrong_host(platform, host)

@@ -38,6 +38,8 @@ def cell_record(cell: Cell) -> dict[str, Any]:
         "cuda_home": str(cuda.home) if cuda and cuda.home else None,
         "platform": cell.platform,
         "gpu_code": sorted(cell.gpu_code),
+        **({"stable_abi": str(cell.stable_abi), "torch_pin": cell.torch_pin}
+           if cell.stable_abi is not None else {}),
         **({"installed_torch": cell.installed.to_json()} if cell.installed else {}),
         **({"depends": [dependency.record() for dependency in cell.depends]}
            if cell.depends else {}),

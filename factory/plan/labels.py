@@ -36,15 +36,18 @@ def torch_label(template: str, torch: TorchEntry, cuda: Version) -> str:
 MAX_LABEL = 40
 
 
-def check_label(label: str, matrix: Matrix) -> None:
+def check_label(label: str, matrix: Matrix, key: str = "label") -> None:
+    """A label the matrix's `label` (or `stable-label`) template gave must fit in a file name
+    and be a valid local version label."""
+    line = matrix.stable_label_line if key == "stable-label" else matrix.label_line
     if len(label) > MAX_LABEL:
-        raise ConfigError(f"the label template gives '{label}', {len(label)} characters long; "
+        raise ConfigError(f"the {key} template gives '{label}', {len(label)} characters long; "
                           f"a label may have at most {MAX_LABEL}", file=matrix.path,
-                          line=matrix.label_line, key="label")
+                          line=line, key=key)
     if not _LOCAL_LABEL.fullmatch(label):
-        raise ConfigError(f"the label template gives '{label}', which is not a valid local "
+        raise ConfigError(f"the {key} template gives '{label}', which is not a valid local "
                           "version label (lowercase letters and digits, separated by '.')",
-                          file=matrix.path, line=matrix.label_line, key="label")
+                          file=matrix.path, line=line, key=key)
 
 
 def matrix_labels(matrix: Matrix) -> dict[tuple[TorchEntry, Version], str]:

@@ -172,7 +172,9 @@ def _print_provenance(record: dict[str, Any] | None, console: Console) -> None:
                  f"sha256 {kernel.get('build_toml_sha256')}")
     if cell.get("torch"):
         python = f", CPython {cell['python']}" if cell.get("python") else ""
-        grid.add_row("cell", f"{cell.get('id')}: torch {cell.get('torch')}, CUDA "
+        stable = (f" (stable ABI {cell['stable_abi']}: serves torch{cell.get('torch_pin')})"
+                  if cell.get("stable_abi") else "")
+        grid.add_row("cell", f"{cell.get('id')}: torch {cell.get('torch')}{stable}, CUDA "
                              f"{cell.get('cuda')}, SMs {' '.join(cell.get('sms', []))}"
                              f"{' +PTX' if cell.get('ptx') else ''}, {cell.get('platform')}"
                              f"{python}")

@@ -19,8 +19,8 @@ def recorded_expectation(report: WheelReport) -> Expectation:
     cuda = cell.get("cuda")
     return Expectation(
         record.get("kernel", {}).get("name", report.name), report.version,
-        f"=={torch}.*" if torch else "any",
+        cell.get("torch_pin") or (f"=={torch}.*" if torch else "any"),
         int(str(cuda).split(".")[0]) if cuda else None,
         frozenset(cell.get("gpu_code", [])), cell.get("platform") if torch else None,
-        gpu_covers=cell.get("project") == "pep517",
+        gpu_covers=cell.get("project") == "pep517", stable_abi=cell.get("stable_abi"),
     )

@@ -106,10 +106,13 @@ function renderCommands() {
     return;
   }
   const url = label ? `${baseUrl()}${label}/simple` : `${baseUrl()}simple`;
-  const version = label ? `${(release || noarch).version}+${label}` : noarch.version;
-  status.textContent = label
-    ? `${pkg.name} ${version}, built for torch ${state.torch} and CUDA ${state.cuda}:`
-    : `${pkg.name} ${version} is pure Python and works with any torch:`;
+  const wheel = label && cell.wheels && cell.wheels.length ? cell.wheels[0] : null;
+  const version = wheel ? wheel.version : label ? `${(release || noarch).version}+${label}` : noarch.version;
+  status.textContent = wheel && wheel.stable_abi
+    ? `${pkg.name} ${version}, a stable-ABI wheel for torch ${wheel.torch}, serves torch ${state.torch} with CUDA ${state.cuda}:`
+    : label
+      ? `${pkg.name} ${version}, built for torch ${state.torch} and CUDA ${state.cuda}:`
+      : `${pkg.name} ${version} is pure Python and works with any torch:`;
   pip.textContent = `pip install ${pkg.project} --extra-index-url ${url}`;
   uv.textContent = `uv pip install ${pkg.project} --extra-index-url ${url}`;
 }
@@ -151,7 +154,7 @@ function formatSize(bytes) {
   return `${value.toFixed(unit ? 1 : 0)} ${units[unit]}`;
 }
 
-function wheelDetails(wheel) {
+function wheelDetails(wheel, release) {
   const rows = [
     ["file", el("a", { href: wheel.url }, wheel.filename)],
     ["size", formatSize(wheel.size)],
@@ -161,6 +164,12 @@ function wheelDetails(wheel) {
     ["Python", wheel.requires_python || "any"],
     ["uploaded", wheel.upload_time],
   ];
+  if (wheel.stable_abi) {
+    // One wheel for many cells: name every torch x CUDA cell whose index lists it.
+    const served = release.cells.filter((c) => (c.wheels || []).some((w) => w.filename === wheel.filename));
+    rows.push(["stable ABI", `built against torch's stable ABI ${wheel.stable_abi}: one wheel for torch ${wheel.torch}`]);
+    rows.push(["serves", served.map((c) => `torch ${c.torch} with CUDA ${c.cuda} (${c.label})`).join(", ")]);
+  }
   const source = (wheel.provenance || {}).source;
   if (source) {
     const git = source.git ? `, git ${source.git.commit.slice(0, 12)}${source.git.dirty ? " (dirty)" : ""}` : "";
@@ -180,6 +189,7 @@ function wheelDetails(wheel) {
 
 function cellProof(cell) {
   const rows = [];
+  if (cell.served_by) rows.push(["proof of", `${cell.served_by}, the stable-ABI build whose wheel this cell's index lists`]);
   const tests = cell.tests;
   if (tests) {
     const where = tests.gpus && tests.gpus.length ? `on ${[...new Set(tests.gpus)].join(", ")}` : "with no GPU (GPU tests skipped)";
@@ -215,13 +225,14 @@ function grid(pkg, release, details) {
       if (!cell) return el("td", { class: "none" }, "—");
       if (cell.status === "built") {
         const open = () => {
-          details.replaceChildren(cellProof(cell), ...(cell.wheels || []).map(wheelDetails));
+          details.replaceChildren(cellProof(cell), ...(cell.wheels || []).map((w) => wheelDetails(w, release)));
           choose({ package: pkg.project, torch, cuda });
         };
-        return el("td", { class: "built" },
+        const stable = (cell.wheels || []).some((w) => w.stable_abi);
+        return el("td", { class: stable ? "built stable" : "built" },
           el("button", { type: "button", class: "cell", onclick: open,
                          "aria-label": `${pkg.name} for torch ${torch}, CUDA ${cuda}` }, "built"),
-          el("small", {}, cell.label));
+          el("small", {}, stable ? `${cell.label}, stable-ABI wheel` : cell.label));
       }
       return el("td", { class: cell.status }, cell.status, el("small", {}, cell.detail || ""));
     })));
@@ -255,7 +266,7 @@ function drawPackage(pkg, body) {
     const details = el("div");
     const parts = [];
     if (release.cells.length) parts.push(grid(pkg, release, details));
-    for (const wheel of release.anywhere) parts.push(wheelDetails(wheel));
+    for (const wheel of release.anywhere) parts.push(wheelDetails(wheel, release));
     content.replaceChildren(...parts, details);
   };
   versionSelect.addEventListener("change", draw);
