@@ -30,6 +30,10 @@ STABLE_LABEL_TEMPLATE = "cu{cuda_major}.stable.torch{torch_major}.{torch_minor}"
 built against (activation-0.1.0+cu13.stable.torch2.11). README, "Stable-ABI kernels", says why
 it sorts below every per-torch label."""
 
+COMPRESS: Literal["size"] = "size"
+"""How the GPU code nvcc embeds is compressed: smallest (README, "Wheel sizes", has the
+figures and the driver each mode needs)."""
+
 PTX_FOR_NEWEST_SM = True
 """PTX for the newest SM of a CUDA version's list, so newer GPUs can JIT the kernel."""
 

@@ -150,6 +150,43 @@ def serving(out: Path, stderr: Any = subprocess.DEVNULL) -> Iterator[str]:
         process.wait()
 
 
+@pytest.fixture(scope="session")
+def cuobjdump(factory_cache, tmp_path_factory) -> Path:
+    """NVIDIA's cuobjdump, from PyPI (the CUDA 13 toolkit's own package)."""
+    from uv import find_uv_bin
+
+    target = tmp_path_factory.mktemp("cuobjdump")
+    subprocess.run([find_uv_bin(), "pip", "install", "--quiet", "--target", target,
+                    "nvidia-cuda-cuobjdump>=13,<14"], check=True,
+                   env={**os.environ, "UV_CACHE_DIR": str(factory_cache / "uv")})
+    (found,) = target.rglob("bin/cuobjdump")
+    return found
+
+
+def listed_by_cuobjdump(cuobjdump: Path, binary: Path, folder: Path) -> dict[str, int]:
+    """sm_90 / compute_90 -> the bytes of that code as cuobjdump extracts it (inflated)."""
+    folder.mkdir()
+    subprocess.run([cuobjdump, "-xelf", "all", "-xptx", "all", binary], cwd=folder, check=True,
+                   capture_output=True)
+    found = {}
+    for path in folder.iterdir():  # <name>.<n>.sm_90.cubin, <name>.<n>.sm_90.ptx
+        arch = path.name.split(".")[-2].removeprefix("sm_")
+        code = f"sm_{arch}" if path.suffix == ".cubin" else f"compute_{arch}"
+        found[code] = found.get(code, 0) + path.stat().st_size
+    return found
+
+
+def one_cell_matrix(folder: Path, kernel: Path | str, entry: str = "", top: str = "") -> Path:
+    """folder/matrix.yaml: one kernel (with `entry`'s extra keys, e.g. "compress: none") for
+    torch 2.11 with CUDA 13.0, sm_90, built on this machine (with `top`'s extra keys)."""
+    lines = [f"kernels:\n  - path: {kernel}\n    version: 1.0.0",
+             *(f"    {line}" for line in entry.splitlines()),
+             'torch: ["2.11"]\ncuda:\n  "13.0":\n    sms: ["9.0"]\nrunner: local', top]
+    path = folder / "matrix.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 STABLE_KERNEL = FIXTURES / "stable-kernel"
 
 

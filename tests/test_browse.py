@@ -56,6 +56,7 @@ def test_the_helper_gives_the_cell_index_command(browser, site):
     page.click("td.built button")
     details = page.text_content(".wheel")
     assert "sm_90" in details and "==2.11.*" in details and ">=3.9" in details
+    assert " installed)" in details and " inflated)" in details, details  # sizes, per SM too
     assert "examples/img2gray" in details and "nvcc 13.0" in details
     proof = page.text_content(".proof")
     assert "8 passed, 0 failed, 6 skipped with no GPU (GPU tests skipped)" in proof, proof

@@ -141,6 +141,17 @@ CASES = {
         'stable-label: "cu{cuda_major}torch{torch}"\n', STABLE_KERNEL,
         "matrix.yaml:9: stable-label: the stable-label template gives 'cu13torch211', a "
         "per-torch cell's label too"),
+    "unknown compression": (
+        GOOD_MATRIX + "compress: zstd\n", GOOD_KERNEL,
+        "matrix.yaml:8: compress: unknown GPU code compression 'zstd' (known: size, balance, "
+        "speed, none)"),
+    "unknown compression of a kernel": (
+        matrix_with("version: 1.0.0", "version: 1.0.0\n    compress: fast"), GOOD_KERNEL,
+        "matrix.yaml:4: kernels[0].compress: unknown GPU code compression 'fast'"),
+    "wheel size limit that is no size": (
+        GOOD_MATRIX + "max-wheel-size: huge\n", GOOD_KERNEL,
+        "matrix.yaml:8: max-wheel-size: 'huge' is not a size (e.g. 7G, 7.5GiB, 4096M), or one "
+        "of pypi, github-release"),
     "exclude matching nothing": (
         GOOD_MATRIX + 'exclude:\n  - {torch: "2.12"}\n', GOOD_KERNEL,
         "matrix.yaml:9: exclude[0]: this exclude entry matches no cell"),
@@ -237,6 +248,9 @@ def test_bad_input(project, factory, case):
     (["build", "matrix.yaml", "--jobs", "0"], "argument --jobs: must be at least 1, got 0"),
     (["build", "matrix.yaml", "--jobs", "two"], "argument --jobs: 'two' is not a whole number"),
     (["build", "matrix.yaml", "--colour"], "unrecognized arguments: --colour"),
+    (["build", "matrix.yaml", "--max-wheel-size", "lots"],
+     "argument --max-wheel-size: 'lots' is not a size"),
+    (["index", "--site-limit", "0"], "argument --site-limit: '0' is not a usable size"),
     (["build"], "the following arguments are required: MATRIX"),
     (["bild", "matrix.yaml"], "invalid choice: 'bild'"),
     (["build", "missing.yaml"], "missing.yaml: file not found"),

@@ -19,14 +19,16 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from factory.compile.commands import compression_flags
 from factory.process import Log
 from factory.toolchain.cuda import provide_cuda
 from factory.wheel.assemble import CoreMetadata, write_wheel
+from factory.wheel.fatbin import fatbin_sizes
 from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import inspect_wheel
 from factory.wheel.repair import repair
 
-from .conftest import run_factory
+from .conftest import listed_by_cuobjdump, run_factory
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -75,12 +77,12 @@ class Builder:
                  "-o", f"{name}.o")
         return self.root / f"{name}.o"
 
-    def cuda_object(self, name: str, sms: list[int], ptx: int) -> Path:
+    def cuda_object(self, name: str, sms: list[int], ptx: int, *flags: str) -> Path:
         (self.root / f"{name}.cu").write_text(KERNEL)
         gencode = [f"-gencode=arch=compute_{sm},code=sm_{sm}" for sm in sms]
         gencode.append(f"-gencode=arch=compute_{ptx},code=compute_{ptx}")
-        self.run(self.cuda / "bin" / "nvcc", "-c", "-Xcompiler=-fPIC", *gencode, f"{name}.cu",
-                 "-o", f"{name}.o")
+        self.run(self.cuda / "bin" / "nvcc", "-c", "-Xcompiler=-fPIC", *gencode, *flags,
+                 f"{name}.cu", "-o", f"{name}.o")
         return self.root / f"{name}.o"
 
     def library(self, soname: str, text: str = "int marker(void) { return 1; }\n") -> Path:
@@ -319,3 +321,25 @@ def test_a_stable_abi_kernel_may_call_only_the_stable_abi(builder, unstable):
                          f"outside it: {found[0]}; another torch may not have them (use the "
                          "C shim, torch::stable and torch::headeronly)"] if unstable else [])
     assert not [p for p in check_wheel(report, EXPECT) if p.startswith("stable ABI:")]
+
+
+@pytest.mark.parametrize("mode", ["none", "size", "balance", "speed"])
+def test_compressed_gpu_code_reads_as_cuobjdump_lists_it(builder, cuobjdump, mode):
+    """In every compression mode the factory uses, the gates see exactly the SASS and PTX that
+    cuobjdump lists, per SM, and the bytes each takes once inflated are the bytes cuobjdump
+    extracts (PTX keeps its terminating zero in the fatbin, padded to 8 bytes when stored as
+    it is)."""
+    flags = compression_flags(mode, Version("13.0"))
+    kernel = builder.cuda_object("kernel", [80, 90, 100], 100, *flags)
+    builder.shared_object([builder.c_object("ext", EXTENSION), kernel], "-lcudart")
+    shared = builder.root / "pkg" / "gatecheck" / "_gatecheck.abi3.so"
+    sizes = {str(entry): size for entry, size in fatbin_sizes(shared).items()}
+    extracted = listed_by_cuobjdump(cuobjdump, shared, builder.root / "extracted")
+    assert sorted(sizes) == sorted(extracted) == ["compute_100", "sm_100", "sm_80", "sm_90"]
+    for code, size in sizes.items():
+        extra = size.inflated - extracted[code]
+        assert (0 < extra <= 8) if code.startswith("compute") else extra == 0, (code, extra)
+        assert size.compressed == (mode != "none"), (code, mode)
+        assert (size.stored < size.inflated) == (mode != "none"), (code, mode)
+    report = inspect_wheel(builder.wheel("cp39-abi3-linux_x86_64"))
+    assert report.sass == ("sm_80", "sm_90", "sm_100") and report.ptx == ("compute_100",)

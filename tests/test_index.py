@@ -448,3 +448,17 @@ def test_pypi_simple_reads_every_page(index_out):
     yanked = ProjectPage.from_json_data(json.loads(
         (index_out / "simple" / "img2gray" / "index.json").read_text()))
     assert [p.yanked_reason for p in yanked.packages if p.is_yanked] == ["broken"]
+
+
+def test_a_site_near_its_hosts_limit_is_warned_of(index_out):
+    """The wheels' bytes against a static site host's limit: a warning (on stderr, exit 0)
+    from 80% of it on, naming the share; none below, or with --site-limit none."""
+    total = sum(path.stat().st_size for path in (index_out / "files").glob("*.whl"))
+    near = run_factory("index", "--out", index_out, "--site-limit", str(int(total / 0.9)))
+    assert near.exit == 0, near.stderr
+    assert near.stderr.startswith(f"warning: {index_out} holds ") and "90% of the limit" \
+        in near.stderr, near.stderr
+    assert "serve the wheels from elsewhere" in near.stderr
+    for quiet in (str(total * 2), "none", "github-pages"):
+        done = run_factory("index", "--out", index_out, "--site-limit", quiet)
+        assert done.exit == 0 and done.stderr == "", (quiet, done.stderr)

@@ -8,7 +8,7 @@ import ast
 from .conftest import REPO
 
 FOUNDATION = {"errors", "defaults", "files", "safety", "credentials", "hub", "process", "cache",
-              "layout", "versions", "uv", "data", "__init__"}
+              "layout", "versions", "uv", "units", "data", "__init__"}
 STEPS = ["policy", "config", "sources", "plan", "toolchain", "compile", "wheel", "prove",
          "build", "index", "publish", "doctor", "ui", "cli", "__main__"]
 

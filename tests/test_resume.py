@@ -21,7 +21,7 @@ import pytest
 
 from factory.files import file_sha256
 
-from .conftest import FIXTURES, cache_env, run_factory, write
+from .conftest import FIXTURES, cache_env, one_cell_matrix, run_factory
 
 pytestmark = pytest.mark.slow
 
@@ -33,16 +33,7 @@ CELL = "many-units/cu130torch211/x86_64"
 def project(folder: Path) -> Path:
     """A copy of the fixture and a matrix that builds it for one cell."""
     shutil.copytree(FIXTURES / "many-units", folder / "many-units")
-    return write(folder / "matrix.yaml", """
-        kernels:
-          - path: many-units
-            version: 1.0.0
-        torch: ["2.11"]
-        cuda:
-          "13.0":
-            sms: ["9.0"]
-        runner: local
-        """)
+    return one_cell_matrix(folder, "many-units")
 
 
 def build_args(folder: Path, out: str, objects: Path, *more: str) -> list[str | Path]:

@@ -352,7 +352,8 @@ def _final_wheel(cell: Cell, options: BuildOptions, content: Path, tag: str,
     (package / "metadata.json").write_bytes(kernel_metadata(cell, package))
     return write_wheel(content, dist, _metadata(cell), tag, purelib=cell.label is None,
                        epoch=options.epoch(cell),
-                       extra_dist_info={PROVENANCE_FILE: provenance_file(cell, options, facts)})
+                       extra_dist_info={PROVENANCE_FILE: provenance_file(cell, options, facts,
+                                                                         content)})
 
 
 def stage_source(root: Path, target: Path) -> None:

@@ -6,38 +6,48 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config.model import SizeLimit
 from ..errors import BuildError
 from ..plan.cells import Cell
 from ..process import Log
+from ..units import human_size
+from ..wheel.fatbin import describe_code_size
 from ..wheel.gates import Expectation, check_wheel
 from ..wheel.inspect import WheelReport, inspect_wheel
 
 __all__ = ["cell_expectation", "check_cell_wheel"]
 
 
-def cell_expectation(cell: Cell) -> Expectation:
+def cell_expectation(cell: Cell, max_size: SizeLimit | None = None) -> Expectation:
     """What the cell's wheel must be: its name and labelled version, its torch pin, its CUDA
-    major and the GPU code the plan promises."""
+    major, the GPU code the plan promises, and at most `max_size` bytes."""
     if cell.torch is None or cell.cuda is None:
-        return Expectation(cell.spec.name, cell.wheel_version, "any", None, frozenset(), None)
+        return Expectation(cell.spec.name, cell.wheel_version, "any", None, frozenset(), None,
+                           max_size=max_size)
     stable = cell.spec.torch.stable_abi_for("cuda") if cell.spec.torch else None
     return Expectation(
         cell.spec.name, cell.wheel_version, cell.torch_pin,
         cell.cuda.version.major, cell.gpu_code, cell.platform, gpu_covers=cell.spec.is_pep517,
-        stable_abi=str(stable) if stable is not None else None,
+        stable_abi=str(stable) if stable is not None else None, max_size=max_size,
     )
 
 
-def check_cell_wheel(cell: Cell, wheel: Path, log: Log) -> WheelReport:
+def check_cell_wheel(cell: Cell, wheel: Path, log: Log,
+                     max_size: SizeLimit | None = None) -> WheelReport:
     """Inspect a finished wheel; its report when it passes every gate, else a BuildError with
     the first reason (every reason is in the log)."""
     log.step(f"checking {wheel.name}")
     report = inspect_wheel(wheel)
+    log.write(f"   {human_size(report.size)} ({human_size(report.wheel.installed_size)} "
+              "installed)")
     for so in report.shared_objects:
         log.write(f"   {so.path}: SASS {' '.join(so.sass) or 'none'}, PTX "
                   f"{' '.join(so.ptx) or 'none'}; needs {' '.join(so.needed)}; symbols allow "
                   f"{so.manylinux}; {so.abi3.describe() if so.abi3 else 'not an extension'}")
-    problems = check_wheel(report, cell_expectation(cell))
+        if so.gpu_sizes:
+            log.write("   GPU code " + ", ".join(describe_code_size(code, size)
+                                                  for code, size in so.gpu_sizes))
+    problems = check_wheel(report, cell_expectation(cell, max_size))
     for problem in problems:
         log.write(f"   gate failed: {problem}")
     if problems:

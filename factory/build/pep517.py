@@ -34,6 +34,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from .. import defaults
 from ..cache import exclusive
+from ..compile.commands import compression_flags
 from ..config.nodes import load_toml
 from ..errors import BuildError, CommandFailed, ConfigError
 from ..process import Log
@@ -187,8 +188,10 @@ def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path) -> dict[
         "SOURCE_DATE_EPOCH": str(job.options.epoch(cell)),
         # nvcc names its temporary files, and so symbols of the object, after its process
         # id unless they live beside the object: the same build must give the same bytes.
-        "NVCC_APPEND_FLAGS": " ".join(filter(None, (os.environ.get("NVCC_APPEND_FLAGS"),
-                                                   "--objdir-as-tempdir"))),
+        # (and the cell's GPU code compression, as a kernel-builder cell gets it)
+        "NVCC_APPEND_FLAGS": " ".join(filter(None, (
+            os.environ.get("NVCC_APPEND_FLAGS"), "--objdir-as-tempdir",
+            *compression_flags(cell.compress, toolchain.cuda.version)))),
         "PYTHONNOUSERSITE": "1", "PIP_NO_INDEX": "1",
     }
 
@@ -233,7 +236,7 @@ def _issue(job: Job, toolchain: Toolchain, repaired: Path) -> Path:
         raise BuildError(f"the project's build named its wheel '{metadata.name}', the project "
                          f"is '{cell.spec.name}'")
     extra[PROVENANCE_FILE] = provenance_file(cell, job.options, build_facts(toolchain, work),
-                                             {"gpu_code_found": _gpu_code(content)})
+                                             content, {"gpu_code_found": _gpu_code(content)})
     return write_wheel(content, work / "dist", metadata, compressed_tag(repaired.name),
                        purelib=False, epoch=job.options.epoch(cell), extra_dist_info=extra)
 

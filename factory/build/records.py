@@ -26,9 +26,11 @@ from ..files import file_sha256
 from ..plan.cells import Cell
 from ..plan.codec import cell_record
 from ..process import first_output_line
+from ..wheel.fatbin import CodeSize, FatbinEntry, fatbin_sizes
 from .options import BuildOptions
 
-__all__ = ["SCHEMA", "kernel_metadata", "provenance_file", "provenance_record", "toolchain_facts"]
+__all__ = ["SCHEMA", "gpu_code_sizes", "kernel_metadata", "provenance_file", "provenance_record",
+           "toolchain_facts"]
 
 SCHEMA = "kernel-wheel-factory/provenance/1"
 
@@ -67,10 +69,25 @@ def provenance_record(cell: Cell, options: BuildOptions,
 
 
 def provenance_file(cell: Cell, options: BuildOptions, toolchain: dict[str, str],
-                    extra: dict[str, Any] | None = None) -> bytes:
-    """provenance.json's bytes: the cell's record, with `extra` fields added."""
+                    content: Path, extra: dict[str, Any] | None = None) -> bytes:
+    """provenance.json's bytes: the cell's record, with `extra` fields added, and the bytes of
+    each kind of GPU code the shared objects under `content` (the wheel's files) carry. A
+    cell of a record made before compression was a setting (and sizes were recorded) is
+    rebuilt without them, so that `factory verify` gives its bytes again."""
     record = provenance_record(cell, options, toolchain) | (extra or {})
+    if cell.compress is not None:
+        record["gpu_code_sizes"] = gpu_code_sizes(content)
     return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+
+
+def gpu_code_sizes(content: Path) -> dict[str, list[int]]:
+    """sm_90 -> [bytes stored, bytes once inflated], over every shared object under `content`."""
+    total: dict[FatbinEntry, CodeSize] = {}
+    for path in sorted(content.rglob("*.so*")):
+        if path.is_file() and not path.is_symlink():
+            for entry, size in fatbin_sizes(path).items():
+                total[entry] = total[entry] + size if entry in total else size
+    return {str(entry): [size.stored, size.inflated] for entry, size in sorted(total.items())}
 
 
 def toolchain_facts(compiler: str | None = None, nvcc: str | None = None,

@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol
 from .. import __version__, defaults
 from ..compile.objects import ObjectCache
 from ..compile.pool import Budget, CompilePool, machine_budget
+from ..config.model import SizeLimit
 from ..errors import BuildError, FactoryError
 from ..files import file_sha256, process_alive, write_atomic
 from ..layout import Layout, refuse_links
@@ -37,6 +38,7 @@ from ..plan.costs import CostBook, UnitCost, shard_of
 from ..process import Log
 from ..prove.load import LoadReport, importable_modules, load_problems
 from ..prove.tests import TestReport
+from ..units import human_size
 from ..wheel.read import WheelFile
 from .cell import Built, Compiling, loadable
 from .checks import check_cell_wheel
@@ -61,6 +63,13 @@ class CellResult:
     units: tuple[int, int, int] | None = None  # the cell's units: all, compiled, from the cache
     loaded: LoadReport | None = None  # what the import gate saw of its wheel
     tested: TestReport | None = None  # the kernel's own tests against its wheel
+    sizes: tuple[int, int | None] | None = None  # its wheel's bytes, and installed (when read)
+
+    def describe_size(self) -> str:
+        if self.sizes is None:
+            return ""
+        size, installed = self.sizes
+        return human_size(size) + (f", {human_size(installed)} installed" if installed else "")
 
     def describe_units(self) -> str:
         if self.units is None:
@@ -83,6 +92,7 @@ class RunSettings:
     force: bool = False  # replace a published wheel whose bytes changed
     test: bool = False  # run the kernel's tests against each wheel before it is published
     require_gpu: bool = False  # fail a cell whose tests saw no GPU
+    max_wheel_size: SizeLimit | None = None  # the size gate's limit per wheel
 
 
 class Reporter(Protocol):
@@ -216,7 +226,9 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
         return CellResult(cell.id, "unchanged", 0.0, wheel=unchanged,
                           log=layout.log_file(cell.key),
                           loaded=LoadReport.from_json(recorded.get("loaded")),
-                          tested=TestReport.from_json(recorded.get("tests")))
+                          tested=TestReport.from_json(recorded.get("tests")),
+                          sizes=((layout.files / unchanged).stat().st_size,
+                                 _int_or_none(recorded.get("installed_size"))))
 
     started = time.monotonic()
     log_path = layout.log_file(cell.key)
@@ -242,7 +254,7 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                     return _compiled_shard(cell, built, time.monotonic() - started, log,
                                            log_path, reporter)
                 reporter.update(cell.id, "building", "checking")
-                report = check_cell_wheel(cell, built.wheel, log)
+                report = check_cell_wheel(cell, built.wheel, log, settings.max_wheel_size)
                 reporter.update(cell.id, "building", "importing")
                 loaded = _import_gate(cell, runner, built.wheel, report.files, log)
                 tested = None
@@ -276,10 +288,12 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
         "fingerprint": fingerprint, "wheel": wheel.name, "sha256": report.sha256,
         "loaded": loaded.to_json() if loaded else None,
         "tests": tested.to_json() if tested else None,
+        "installed_size": report.wheel.installed_size,
     })
     reporter.update(cell.id, "built", wheel.name)
     return CellResult(cell.id, "built", seconds, wheel=wheel.name, log=log_path,
-                      published=report.wheel, units=units, loaded=loaded, tested=tested)
+                      published=report.wheel, units=units, loaded=loaded, tested=tested,
+                      sizes=(report.size, report.wheel.installed_size))
 
 
 def _test_gate(cell: Cell, runner: Runner, wheel: Path, require_gpu: bool,
@@ -346,6 +360,10 @@ def cell_fingerprint(cell: Cell, environment: dict[str, Any], runner: str) -> st
         facts["installed_torch"] = cell.installed.to_json()
     if cell.depends:
         facts["depends"] = [dependency.record() for dependency in cell.depends]
+    if cell.compress not in (None, defaults.COMPRESS):
+        # only a setting other than the default: cells built before compression was the
+        # default keep their published wheels
+        facts["compress"] = cell.compress
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
 
@@ -356,6 +374,10 @@ def _recorded_state(layout: Layout, cell: Cell) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return state if isinstance(state, dict) else {}
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _unchanged_wheel(layout: Layout, state: dict[str, Any], fingerprint: str) -> str | None:

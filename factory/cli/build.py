@@ -27,7 +27,9 @@ from .common import (
     print_served,
     say_to,
     shard,
+    site_limit_option,
     size,
+    size_limit,
     test_options,
     test_table,
     writable_folder,
@@ -59,6 +61,11 @@ def add(commands: Any) -> None:
                        help="stop compiling after this long, e.g. 5h30m: no compiler starts "
                             "later and running ones are stopped; what they finished stays in "
                             "the object cache, so the next build continues")
+    build.add_argument("--max-wheel-size", type=size_limit, default=None, metavar="LIMIT",
+                       help="fail a cell whose wheel is bigger: a size (100M, 2GiB) or pypi "
+                            "(100 MiB) or github-release (2 GiB); default: the matrix's "
+                            "max-wheel-size, else none")
+    site_limit_option(build)
     build.add_argument("--object-cache", type=path_argument, default=None, metavar="DIR",
                        help="the object cache (default: objects/ in the cache folder)")
     build.add_argument("--object-cache-size", type=size, default=defaults.OBJECT_CACHE_LIMIT,
@@ -150,7 +157,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                            object_cache_limit=args.object_cache_size,
                            time_limit=args.time_limit, unit_shard=args.unit_shard,
                            export_objects=export, force=args.force, test=args.test,
-                           require_gpu=args.require_gpu)
+                           require_gpu=args.require_gpu,
+                           max_wheel_size=args.max_wheel_size or plan.matrix.max_wheel_size)
     tests_failed = 0
     with runner:
         results = run_build(plan, out, runner, make_reporter(console), settings)
@@ -174,7 +182,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     summary = update_index(out, force=args.force, outcomes=cell_outcomes(plan, results),
                            published={r.published.filename: r.published for r in results
                                       if r.published is not None})
-    problems = print_index(console, out, summary)
+    problems = print_index(console, out, summary, args.site_limit)
     failed = any(result.status == "failed" for result in results)
     return 1 if problems or failed or tests_failed else 0
 

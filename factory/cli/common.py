@@ -19,12 +19,13 @@ from rich.console import Console
 from ..cache import default_cache_dir
 from ..credentials import redact, refuse_credentials
 from ..errors import ConfigError
+from ..units import human_size, parse_size
 
 if TYPE_CHECKING:
     from ..build.options import BuildOptions
     from ..build.run import CellResult, CellTests
     from ..build.runners import Runner
-    from ..config.model import RunnerChoice
+    from ..config.model import RunnerChoice, SizeLimit
     from ..index.update import IndexSummary
     from ..plan.cells import Plan
 
@@ -94,19 +95,15 @@ def shard(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(error.message) from None
 
 
-_SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
 
 
 def size(text: str) -> int:
     """A size in bytes: 7G, 7.5GiB, 4096M, 12000000000."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
-    if not match:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a size (e.g. 7G, 7.5GiB, 4096M)")
-    value = int(float(match[1]) * _SIZE_UNITS[match[2]])
-    if value < 1 or value > 2**60:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a usable size")
-    return value
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def duration(text: str) -> float:
@@ -194,19 +191,61 @@ def say_error(console: Console, message: str) -> None:
     console.print(f"error: {line}", markup=False, soft_wrap=True)
 
 
-def print_index(console: Console, out: Path, summary: IndexSummary) -> int:
-    """The index summary line, and one error line for each file the index left out or put
-    right; the exit status (1 when there was any)."""
-    console.print(f"index: {summary.wheels} wheel(s) of {summary.projects} project(s) in "
-                  f"{out}/simple/ and one index per cell "
+def print_index(console: Console, out: Path, summary: IndexSummary,
+                site_limit: SizeLimit | None = None) -> int:
+    """The index summary line, a warning when the site nears `site_limit`, and one error line
+    for each file the index left out or put right; the exit status (1 when there was any)."""
+    console.print(f"index: {summary.wheels} wheel(s) of {summary.projects} project(s), "
+                  f"{human_size(summary.wheel_bytes)}, in {out}/simple/ and one index per cell "
                   f"({', '.join(summary.labels) or 'none yet'}); {summary.pages_written} "
                   f"page(s) written, {summary.pages_removed} removed", markup=False,
                   soft_wrap=True)
-    if summary.problems:
-        errors = make_console(stderr=True)
-        for problem in summary.problems:
-            say_error(errors, problem)
+    errors = make_console(stderr=True)
+    if site_limit is not None and summary.wheel_bytes >= SITE_WARNING * site_limit.bytes:
+        share = summary.wheel_bytes / site_limit.bytes
+        errors.print(f"warning: {out} holds {human_size(summary.wheel_bytes)} of wheels, "
+                     f"{share:.0%} of {site_limit.describe()} for a published site; serve "
+                     "the wheels from elsewhere (release assets, a bucket) before it is full",
+                     markup=False, soft_wrap=True)
+    for problem in summary.problems:
+        say_error(errors, problem)
     return 1 if summary.problems else 0
+
+
+# A site's size is warned of from this share of its host's limit on.
+SITE_WARNING = 0.8
+
+
+def size_limit(text: str) -> SizeLimit:
+    """--max-wheel-size: a size or one of the hosts' presets."""
+    from ..config.model import parse_size_limit
+
+    try:
+        return parse_size_limit(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def site_limit_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--site-limit", type=_site_limit, default=_site_limit("github-pages"),
+                        metavar="LIMIT",
+                        help="warn when the output folder's wheels near this size, as a "
+                             "static site host caps it: a size, github-pages (1 GB, the "
+                             "default) or none")
+
+
+def _site_limit(text: str) -> SizeLimit | None:
+    from ..config.model import SITE_PRESETS, SizeLimit
+
+    if text == "none":
+        return None
+    if text in SITE_PRESETS:
+        return SizeLimit(SITE_PRESETS[text], text)
+    try:
+        return SizeLimit(parse_size(text), text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, or {', '.join(SITE_PRESETS)} or none") \
+            from None
 
 
 def print_served(console: Console, plan: Plan, results: list[CellResult]) -> None:

@@ -11,7 +11,7 @@ from rich.console import Console
 from .. import defaults
 from ..credentials import refuse_credentials
 from ..errors import ConfigError
-from .common import path_argument, print_index, writable_folder
+from .common import path_argument, print_index, site_limit_option, writable_folder
 
 __all__ = ["add", "run"]
 
@@ -30,6 +30,7 @@ def add(commands: Any) -> None:
                             "missing")
     index.add_argument("--force", action="store_true",
                        help="accept a published wheel whose bytes changed")
+    site_limit_option(index)
     index.add_argument("--verify", action="store_true",
                        help="write nothing: hash every published file and its .metadata and "
                             "report each one that differs from the manifest")
@@ -60,5 +61,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                                "a folder, or reached through a netrc file")
         sources: list[str | Path] = [source if is_url(source) else Path(source)
                                      for source in args.merge]
-        return print_index(console, out, merge_outputs(out, sources, force=args.force))
-    return print_index(console, out, update_index(out, force=args.force, full=True))
+        return print_index(console, out, merge_outputs(out, sources, force=args.force),
+                           args.site_limit)
+    return print_index(console, out, update_index(out, force=args.force, full=True),
+                       args.site_limit)

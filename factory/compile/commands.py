@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ..config.model import CompressMode
 from ..errors import BuildError
 from ..plan.cells import CUDA_SUFFIXES, CXX_SUFFIXES, Cell, Unit
 from ..policy import nvcc_flags
@@ -32,7 +33,7 @@ from ..toolchain import Toolchain
 from ..versions import Version
 from .deps import dependency_includes, torch_includes
 
-__all__ = ["CompileJob", "compile_jobs", "gencode_flags",
+__all__ = ["CompileJob", "compile_jobs", "compression_flags", "gencode_flags",
            "link_command"]
 
 LIMITED_API = "0x03090000"  # CPython 3.9: one abi3 wheel serves 3.9 and every later version
@@ -95,6 +96,22 @@ def gencode_flags(archs: Iterable[Capability]) -> list[str]:
         if cap.ptx:
             flags.append(f"-gencode=arch=compute_{cap.arch},code=compute_{cap.arch}")
     return flags
+
+
+def compression_flags(mode: CompressMode | None, cuda: Version) -> list[str]:
+    """nvcc's flags for compressing the GPU code it embeds (the driver inflates it when the
+    module loads). CUDA 13's nvcc compresses every entry with `--compress-mode=size`; `balance`
+    and `speed` compress only small entries unless -compress-all asks for every one. A CUDA 12
+    cell gets fatbinary's -compress-all alone, whose format every CUDA 12 driver reads (the
+    newer modes need a newer driver than the CUDA 12 minimum). None: no flag, as wheels built
+    before the setting existed were."""
+    if mode is None:
+        return []
+    if cuda.major < 13:
+        return [] if mode == "none" else ["-Xfatbin=-compress-all"]
+    if mode in ("none", "size"):
+        return [f"--compress-mode={mode}"]
+    return ["-Xfatbin=-compress-all", f"--compress-mode={mode}"]
 
 
 def link_command(objects: list[Path], output: Path, toolchain: Toolchain) -> list[str]:
@@ -163,6 +180,7 @@ def _nvcc(cell: Cell, toolchain: Toolchain, unit: Unit, work: Path, obj: Path) -
         # name, which nvcc writes into the object. (--threads does not change the output.)
         "--objdir-as-tempdir",
         *[f"-Xcompiler={flag}" for flag in _prefix_maps(toolchain)], *nvcc_flags(),
-        *gencode_flags(unit.archs), *_defines(cell, toolchain),
+        *gencode_flags(unit.archs), *compression_flags(cell.compress, toolchain.cuda.version),
+        *_defines(cell, toolchain),
         *_includes(unit, toolchain, src_root), *cuda_flags,
     ]

@@ -29,9 +29,11 @@ from ..policy.capabilities import Capability, check_supported
 from ..safety import leaves_root
 from ..versions import Version, major_minor, parse_release
 from .model import (
+    COMPRESS_MODES,
     DEPENDENCY_KINDS,
     PLATFORMS,
     RUNNERS,
+    CompressMode,
     CudaEntry,
     DependencyEntry,
     DependencyKind,
@@ -39,9 +41,11 @@ from .model import (
     KernelEntry,
     Matrix,
     RunnerChoice,
+    SizeLimit,
     SourceKind,
     SourceRequest,
     TorchEntry,
+    parse_size_limit,
 )
 from .nodes import Node, load_yaml
 from .project import project_kind
@@ -63,7 +67,8 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
     if not isinstance(root.value, dict):
         raise root.error("expected a table of settings at the top of the file")
     top = root.table(["kernels", "torch", "cuda", "python", "platforms", "label",
-                      "stable-label", "exclude", "runner", "docker", "depends"],
+                      "stable-label", "exclude", "runner", "docker", "depends", "compress",
+                      "max-wheel-size"],
                      required=["kernels", "torch", "cuda"])
     base = path.parent
     matrix = Matrix(
@@ -83,6 +88,9 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         stable_label=(top["stable-label"].nonempty_str() if "stable-label" in top
                       else defaults.STABLE_LABEL_TEMPLATE),
         stable_label_line=top["stable-label"].line if "stable-label" in top else None,
+        compress=_compress(top["compress"]) if "compress" in top else defaults.COMPRESS,
+        max_wheel_size=(_size_limit(top["max-wheel-size"]) if "max-wheel-size" in top
+                        else None),
     )
     if "label" in top:
         _check_label_template(top["label"])
@@ -98,7 +106,7 @@ def _nonempty_list(node: Node) -> list[Node]:
     return items
 
 
-_ENTRY_KEYS = ("version", "kind", "env", "guard")
+_ENTRY_KEYS = ("version", "kind", "env", "guard", "compress")
 _KERNEL_KEYS: dict[SourceKind, tuple[str, ...]] = {
     "path": ("path", *_ENTRY_KEYS),
     "git": ("git", "rev", "subdir", *_ENTRY_KEYS),
@@ -136,8 +144,14 @@ def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
         if not guard and stated == "kernel-builder":
             raise fields["guard"].error("a kernel-builder kernel's wheel always has its import "
                                         "guard; guard: false is for PEP 517 projects")
-        entries.append(KernelEntry(source, version, item.line, index, stated, env, guard))
+        compress = _compress(fields["compress"]) if "compress" in fields else None
+        entries.append(KernelEntry(source, version, item.line, index, stated, env, guard,
+                                   compress))
     return tuple(entries)
+
+
+def _compress(node: Node) -> CompressMode:
+    return cast(CompressMode, _choice(node, COMPRESS_MODES, "GPU code compression"))
 
 
 def _choice(node: Node, known: tuple[str, ...], what: str) -> str:
@@ -146,6 +160,13 @@ def _choice(node: Node, known: tuple[str, ...], what: str) -> str:
     if value not in known:
         raise node.error(f"unknown {what} '{value}' (known: {', '.join(known)})")
     return value
+
+
+def _size_limit(node: Node) -> SizeLimit:
+    try:
+        return parse_size_limit(node.scalar_text())
+    except ValueError as exc:
+        raise node.error(str(exc)) from None
 
 
 def _project_kind(node: Node) -> ProjectKind:

@@ -7,13 +7,15 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from .. import defaults
+from ..units import human_size, parse_size
 from ..versions import Version
 from .spec import ProjectKind
 from .torches import InstalledTorch
 
-__all__ = ["DEPENDENCY_KINDS", "PLATFORMS", "RUNNERS", "CudaEntry", "DependencyEntry",
-           "DependencyKind", "Exclude", "KernelEntry", "Matrix",
-           "RunnerChoice", "SOURCE_KINDS", "SourceKind", "SourceRequest", "TorchEntry"]
+__all__ = ["COMPRESS_MODES", "DEPENDENCY_KINDS", "PLATFORMS", "RUNNERS", "SITE_PRESETS",
+           "SIZE_PRESETS", "SOURCE_KINDS", "CompressMode", "CudaEntry", "DependencyEntry",
+           "DependencyKind", "Exclude", "KernelEntry", "Matrix", "RunnerChoice", "SizeLimit",
+           "SourceKind", "SourceRequest", "TorchEntry", "parse_size_limit"]
 
 SourceKind = Literal["path", "git", "hub"]
 DependencyKind = Literal["pypi", "git", "path", "wheel"]
@@ -23,6 +25,40 @@ Platform = Literal["x86_64", "aarch64"]
 PLATFORMS: tuple[str, ...] = get_args(Platform)
 SOURCE_KINDS: tuple[str, ...] = get_args(SourceKind)
 RUNNERS: tuple[str, ...] = get_args(RunnerChoice)
+# How nvcc compresses the GPU code it embeds (compile/commands.py compression_flags).
+CompressMode = Literal["size", "balance", "speed", "none"]
+COMPRESS_MODES: tuple[str, ...] = get_args(CompressMode)
+
+
+@dataclass(frozen=True)
+class SizeLimit:
+    """The most bytes a file may have, and the name it was given by (pypi, 100M)."""
+
+    bytes: int
+    name: str
+
+    def describe(self) -> str:
+        if self.name in SIZE_PRESETS or self.name in SITE_PRESETS:
+            return f"{self.name}'s limit of {human_size(self.bytes)}"
+        return f"the limit of {human_size(self.bytes)}"
+
+
+# Hosts' published limits per file: PyPI refuses uploads over 100 MiB unless a project is
+# granted more; a GitHub release asset must be under 2 GiB.
+SIZE_PRESETS = {"pypi": 100 << 20, "github-release": 2 << 30}
+# ... and per published static site: GitHub Pages' 1 GB (read as 10**9, the smaller reading).
+SITE_PRESETS = {"github-pages": 10**9}
+
+
+def parse_size_limit(text: str) -> SizeLimit:
+    """pypi, github-release, or a size: 100M, 1.5GiB, 250000000."""
+    text = text.strip()
+    if text in SIZE_PRESETS:
+        return SizeLimit(SIZE_PRESETS[text], text)
+    try:
+        return SizeLimit(parse_size(text), text)
+    except ValueError as exc:
+        raise ValueError(f"{exc}, or one of {', '.join(SIZE_PRESETS)}") from None
 
 
 @dataclass(frozen=True)
@@ -58,6 +94,7 @@ class KernelEntry:
     kind: ProjectKind | None = None  # as stated; None: found from the files
     env: tuple[tuple[str, str], ...] = ()  # variables its build reads (FORCE_BUILD=TRUE, ...)
     guard: bool = True  # a PEP 517 project's packages get the factory's import guard
+    compress: CompressMode | None = None  # its GPU code's compression; None: the matrix's
 
     @property
     def key(self) -> str:
@@ -153,6 +190,8 @@ class Matrix:
     python: tuple[Version, ...] = ()  # CPythons of per-Python wheels; () = the factory's own
     stable_label: str = defaults.STABLE_LABEL_TEMPLATE  # the stable-ABI wheels' labels
     stable_label_line: int | None = None
+    compress: CompressMode = defaults.COMPRESS  # how the GPU code of every kernel is compressed
+    max_wheel_size: SizeLimit | None = None  # the size gate's limit per wheel
 
     def dependency(self, name: str) -> DependencyEntry | None:
         return next((entry for entry in self.depends if entry.name == name), None)

@@ -114,6 +114,8 @@ def _wheel(record: FileRecord) -> dict[str, Any]:
         "torch": record.torch, "upload_time": record.upload_time, "yanked": record.yanked,
         "sms": summary.get("sms", []), "gpu_code": summary.get("gpu_code", []),
         "stable_abi": summary.get("stable_abi"),
+        "installed_size": summary.get("installed_size"),
+        "gpu_code_sizes": summary.get("gpu_code_sizes"),
         "provenance": {key: summary[key] for key in ("source", "toolchain", "factory",
                                                      "build_time", "platform")
                        if summary.get(key)},

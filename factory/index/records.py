@@ -162,7 +162,7 @@ def file_record(wheel: WheelFile, mtime_ns: int) -> FileRecord:
         requires_python=headers.get("Requires-Python"),
         upload_time=_upload_time(wheel.provenance or {}, mtime_ns / 1e9),
         torch=torch_requirement(wheel.requires),
-        summary=_summary(wheel.provenance or {}),
+        summary={**_summary(wheel.provenance or {}), "installed_size": wheel.installed_size},
     )
 
 
@@ -253,6 +253,8 @@ def _summary(provenance: dict[str, Any]) -> dict[str, Any]:
         "toolchain": provenance.get("toolchain", {}), "factory": provenance.get("factory"),
         "build_time": (provenance.get("build") or {}).get("time"),
         **({"stable_abi": cell["stable_abi"]} if cell.get("stable_abi") else {}),
+        **({"gpu_code_sizes": provenance["gpu_code_sizes"]}
+           if isinstance(provenance.get("gpu_code_sizes"), dict) else {}),
     }
 
 

@@ -62,6 +62,7 @@ class IndexSummary:
     projects: int
     pages_written: int
     pages_removed: int
+    wheel_bytes: int = 0  # the bytes of every wheel in files/
     # files/ entries left out of the pages or put right, one line each, naming the file and
     # what to do; the pages of every other file were still written
     problems: tuple[str, ...] = ()
@@ -105,7 +106,9 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         layout.index_in_progress.unlink()
     projects = len({record.project for record in manifest.files.values()})
     return IndexSummary(len(manifest.files), tuple(sorted(pages.labels)), projects,
-                        pages.written, pages.removed, tuple(scan.problems))
+                        pages.written, pages.removed,
+                        sum(record.size for record in manifest.files.values()),
+                        tuple(scan.problems))
 
 
 def verify_index(out: Path) -> tuple[int, list[str]]:

@@ -17,7 +17,7 @@ from pathlib import PurePosixPath
 from packaging.version import Version as PackagingVersion
 
 from .. import defaults
-from ..config.model import CudaEntry, KernelEntry, Matrix, TorchEntry
+from ..config.model import CompressMode, CudaEntry, KernelEntry, Matrix, TorchEntry
 from ..config.spec import KernelSection, KernelSpec
 from ..config.torches import InstalledTorch
 from ..errors import ConfigError
@@ -105,6 +105,7 @@ class Cell:
     per_python: bool = False  # the wheel serves that CPython only (cp312-cp312), not abi3
     env: tuple[tuple[str, str], ...] = ()  # the matrix's variables for the project's build
     guard: bool = True  # a PEP 517 project's packages get the import guard
+    compress: CompressMode | None = None  # its GPU code's compression (None: nvcc's default)
 
     @property
     def id(self) -> str:
@@ -357,7 +358,8 @@ class _Planner:
         return make_cell(kernel.spec, kernel.source, kernel.version, slot.entry.release,
                          slot.cuda, slot.platform, label or slot.label, self.matrix.label,
                          slot.entry.installed, self.dependencies, python, per_python,
-                         kernel.entry.env, kernel.entry.guard)
+                         kernel.entry.env, kernel.entry.guard,
+                         kernel.entry.compress or self.matrix.compress)
 
     def per_torch(self, kernel: Kernel) -> list[SkippedCell]:
         """A cell per torch x CUDA x platform (x CPython); the cells skipped only because
@@ -490,7 +492,8 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
               installed: InstalledTorch | None = None,
               dependencies: Mapping[str, Dependency] | None = None,
               python: Version | None = None, per_python: bool = False,
-              env: tuple[tuple[str, str], ...] = (), guard: bool = True) -> Cell:
+              env: tuple[tuple[str, str], ...] = (), guard: bool = True,
+              compress: CompressMode | None = None) -> Cell:
     """A compiled kernel's cell: its SMs and, per [kernel.*] section, the archs it builds, with
     the C++ dependencies of the sections it keeps. The planner makes every cell with it, and so
     does the codec reading a cell's record."""
@@ -506,7 +509,7 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
         spec, source, version, torch, cuda, platform, label,
         tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)), sections,
         label_template, installed, tuple(found[name] for name in names), python, per_python,
-        env, guard,
+        env, guard, compress,
     )
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .. import defaults
-from ..config.model import CudaEntry
+from ..config.model import COMPRESS_MODES, CompressMode, CudaEntry
 from ..config.project import read_project
 from ..config.spec import KernelSpec
 from ..config.torches import InstalledTorch
@@ -38,6 +38,7 @@ def cell_record(cell: Cell) -> dict[str, Any]:
         "cuda_home": str(cuda.home) if cuda and cuda.home else None,
         "platform": cell.platform,
         "gpu_code": sorted(cell.gpu_code),
+        **({"compress": cell.compress} if cell.compress else {}),
         **({"stable_abi": str(cell.stable_abi), "torch_pin": cell.torch_pin}
            if cell.stable_abi is not None else {}),
         **({"installed_torch": cell.installed.to_json()} if cell.installed else {}),
@@ -90,11 +91,20 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
         cell = make_cell(spec, source, version, torch, cuda, record["platform"],
                          record["label"], record.get("label_template") or defaults.LABEL_TEMPLATE,
                          installed, dependencies, python, per_python, env,
-                         record.get("guard") is not False)
+                         record.get("guard") is not False, _compress(record, origin))
     if cell.id != record.get("id"):
         raise ConfigError(f"cell {record.get('id')} cannot be made from this source (it gives "
                           f"{cell.id})", file=origin)
     return cell
+
+
+def _compress(record: dict[str, Any], origin: Path) -> CompressMode | None:
+    """The compression a cell was built with; None for a wheel built before the setting."""
+    mode = record.get("compress")
+    if mode is not None and mode not in COMPRESS_MODES:
+        raise ConfigError(f"the cell record's compression '{mode}' is not one this factory "
+                          f"knows ({', '.join(COMPRESS_MODES)})", file=origin)
+    return cast(CompressMode | None, mode)
 
 
 def _project_settings(record: dict[str, Any], spec: KernelSpec,

@@ -17,7 +17,9 @@ from ..index.records import load_manifest
 from ..layout import Layout
 from ..process import Log
 from ..prove.load import OpReport, importable_modules, load_problems, load_wheel
+from ..units import human_size
 from ..wheel.expect import recorded_expectation
+from ..wheel.fatbin import describe_code_size
 from ..wheel.gates import check_wheel
 from ..wheel.inspect import REPORT_SCHEMA, WheelReport
 
@@ -91,7 +93,8 @@ def print_report(report: WheelReport, console: Console,
     others = [r for r in report.requires if not _names_torch(r)]
     if others:
         facts.add_row("requires", ", ".join(others))
-    facts.add_row("size", f"{report.size:,} bytes")
+    facts.add_row("size", f"{report.size:,} bytes ({human_size(report.size)}); "
+                          f"{human_size(report.wheel.installed_size)} installed")
     facts.add_row("sha256", report.sha256)
     if report.shared_objects:
         facts.add_row("SASS", " ".join(report.sass) or "none")
@@ -100,12 +103,13 @@ def print_report(report: WheelReport, console: Console,
 
     if report.shared_objects:
         table = Table(show_lines=False, pad_edge=False)
-        for column in ("shared object", "SASS", "PTX", "DT_NEEDED", "symbols allow", "abi3"):
+        for column in ("shared object", "GPU code", "DT_NEEDED", "symbols allow", "abi3"):
             table.add_column(column, overflow="fold")
         for so in report.shared_objects:
             versions = ", ".join(f"{family} {version}"
                                  for family, version in so.symbol_versions.items())
-            table.add_row(so.path, " ".join(so.sass) or "-", " ".join(so.ptx) or "-",
+            code = "\n".join(describe_code_size(name, size) for name, size in so.gpu_sizes)
+            table.add_row(f"{so.path}\n{human_size(so.size)}", code or "-",
                           "\n".join(so.needed) or "-", f"{so.manylinux}\n({versions})",
                           so.abi3.describe() if so.abi3 else "not an extension")
         console.print(table)

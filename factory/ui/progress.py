@@ -127,6 +127,7 @@ def print_summary(console: Console, results: list[CellResult]) -> None:
         table.add_column(column, overflow="fold")
     for result in results:
         outcome = "\n".join(part for part in (result.wheel or result.detail,
+                                               result.describe_size(),
                                                result.describe_units()) if part)
         if result.status == "failed" and result.log is not None:
             outcome = f"{result.detail}\nlog: {result.log}"

@@ -15,6 +15,7 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from packaging.metadata import Metadata
 from packaging.tags import parse_tag
@@ -177,24 +178,39 @@ def write_wheel(content: Path, dist: Path, metadata: CoreMetadata | GivenMetadat
     rows = csv.writer(record, lineterminator="\n")  # RECORD is CSV: a name with a comma is quoted
     timestamp = time.gmtime(max(ZIP_EPOCH, epoch))
     with zipfile.ZipFile(target, "w") as archive:
-        def add(name: str, data: bytes, executable: bool = False) -> None:
+        def entry(name: str, size: int, executable: bool = False) -> zipfile.ZipInfo:
             info = zipfile.ZipInfo(name, date_time=timestamp[:6])
             info.external_attr = (0o100755 if executable else 0o100644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, data)
+            # known before writing: zipfile then gives a member over 4 GiB its zip64 fields
+            info.file_size = size
+            return info
 
         for path in files:
-            data = path.read_bytes()
-            add(path.relative_to(content).as_posix(), data, bool(path.stat().st_mode & 0o111))
-            rows.writerow(_record_row(path.relative_to(content).as_posix(), data))
+            name = path.relative_to(content).as_posix()
+            stat = path.stat()
+            digest = hashlib.sha256()
+            # streamed in chunks (the same bytes as writing it whole): a shared object of
+            # several GiB is never held in memory
+            with open(path, "rb") as source, \
+                    archive.open(entry(name, stat.st_size, bool(stat.st_mode & 0o111)),
+                                 "w") as target_member:
+                while chunk := source.read(_CHUNK):
+                    digest.update(chunk)
+                    target_member.write(chunk)
+            rows.writerow(_record_row(name, digest, stat.st_size))
         for name, data in generated.items():
-            add(name, data)
-            rows.writerow(_record_row(name, data))
+            archive.writestr(entry(name, len(data)), data)
+            rows.writerow(_record_row(name, hashlib.sha256(data), len(data)))
         rows.writerow((f"{dist_info}/RECORD", "", ""))
-        add(f"{dist_info}/RECORD", record.getvalue().encode())
+        data = record.getvalue().encode()
+        archive.writestr(entry(f"{dist_info}/RECORD", len(data)), data)
     return target
 
 
-def _record_row(name: str, data: bytes) -> tuple[str, str, int]:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return name, f"sha256={digest}", len(data)
+_CHUNK = 1 << 24
+
+
+def _record_row(name: str, digest: Any, size: int) -> tuple[str, str, int]:
+    text = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    return name, f"sha256={text}", size

@@ -1,9 +1,13 @@
-"""What GPU code a shared object carries: the SASS and PTX entries of its .nv_fatbin section.
+"""What GPU code a shared object carries: the SASS and PTX entries of its .nv_fatbin section,
+and how many bytes each takes.
 
 Each object nvcc compiles contributes a fat binary container to the section: a 16-byte header
 (magic 0xBA55ED50, version, header size, payload size) followed by entries, each with its own
-header (kind 1 = PTX, 2 = SASS cubin; the SM number at offset 28; the arch-specific "a" and
-family-specific "f" variants as flag bits at offset 40). Reading this needs no CUDA toolkit.
+header (kind 1 = PTX, 2 = SASS cubin; the payload's size at offset 8; the SM number at offset
+28; flag bits at offset 40: the arch-specific "a" and family-specific "f" variants, and
+whether the payload is compressed; a compressed payload's inflated size at offset 56). A
+compressed entry keeps its header as it is, so its kind and SM read the same. Reading this
+needs no CUDA toolkit.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from typing import Literal
 from elftools.elf.elffile import ELFFile
 
 from ..errors import FatbinError
+from ..units import human_size
 
-__all__ = ["FatbinEntry", "fatbin_entries", "parse_fatbin"]
+__all__ = ["CodeSize", "FatbinEntry", "describe_code_size", "fatbin_entries", "fatbin_sizes",
+           "parse_fatbin"]
 
 FATBIN_MAGIC = 0xBA55ED50
 _CONTAINER = struct.Struct("<IHHQ")  # magic, version, header size, size of the entries
@@ -26,6 +32,8 @@ CodeKind = Literal["sass", "ptx"]
 _KINDS: dict[int, CodeKind] = {1: "ptx", 2: "sass"}
 _ARCH_SPECIFIC = 1 << 20
 _FAMILY_SPECIFIC = 1 << 21
+# fatbinary's compressed payloads: LZ4 (-compress-all before CUDA 13) and CUDA 13's modes
+_COMPRESSED = (1 << 13) | (1 << 15)
 
 
 @dataclass(frozen=True, order=True)
@@ -43,15 +51,51 @@ class FatbinEntry:
         return f"{prefix}_{self.arch}"
 
 
+@dataclass(frozen=True)
+class CodeSize:
+    """The bytes of one kind of GPU code (sm_90, compute_90) in a shared object: as stored,
+    and once the driver has inflated what is compressed."""
+
+    stored: int
+    inflated: int
+    compressed: bool  # every entry of it is
+
+    def __add__(self, other: CodeSize) -> CodeSize:
+        return CodeSize(self.stored + other.stored, self.inflated + other.inflated,
+                        self.compressed and other.compressed)
+
+
+def describe_code_size(code: str, size: CodeSize) -> str:
+    """sm_90 1.2 MiB (8.4 MiB inflated), or sm_90 8.4 MiB when stored as it is."""
+    if size.compressed:
+        return f"{code} {human_size(size.stored)} ({human_size(size.inflated)} inflated)"
+    return f"{code} {human_size(size.stored)}"
+
+
 def fatbin_entries(shared_object: Path) -> list[FatbinEntry]:
     """The distinct GPU code entries of an ELF file, sorted; empty when it has no GPU code."""
+    return sorted(set(parse_fatbin(_fatbin_section(shared_object))))
+
+
+def fatbin_sizes(shared_object: Path) -> dict[FatbinEntry, CodeSize]:
+    """The bytes each kind of GPU code of an ELF file takes, summed over its entries."""
+    sizes: dict[FatbinEntry, CodeSize] = {}
+    for entry, size in _scan(_fatbin_section(shared_object)):
+        sizes[entry] = sizes[entry] + size if entry in sizes else size
+    return dict(sorted(sizes.items()))
+
+
+def _fatbin_section(shared_object: Path) -> bytes:
     with open(shared_object, "rb") as handle:
         section = ELFFile(handle).get_section_by_name(".nv_fatbin")
-        data = section.data() if section is not None else b""
-    return sorted(set(parse_fatbin(data)))
+        return section.data() if section is not None else b""
 
 
 def parse_fatbin(data: bytes) -> list[FatbinEntry]:
+    return [entry for entry, _ in _scan(data)]
+
+
+def _scan(data: bytes) -> list[tuple[FatbinEntry, CodeSize]]:
     entries = []
     pos = 0
     while pos + _CONTAINER.size <= len(data):
@@ -73,8 +117,11 @@ def parse_fatbin(data: bytes) -> list[FatbinEntry]:
             sm, = struct.unpack_from("<I", data, entry + 28)
             flags, = struct.unpack_from("<Q", data, entry + 40)
             variant = "a" if flags & _ARCH_SPECIFIC else "f" if flags & _FAMILY_SPECIFIC else ""
+            compressed = bool(flags & _COMPRESSED)
+            inflated, = struct.unpack_from("<Q", data, entry + 56) if compressed else (payload,)
             if kind in _KINDS:
-                entries.append(FatbinEntry(_KINDS[kind], sm, variant))
+                entries.append((FatbinEntry(_KINDS[kind], sm, variant),
+                                CodeSize(payload, inflated, compressed)))
             entry += entry_header + payload
         pos = end
     return entries

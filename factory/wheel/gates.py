@@ -11,7 +11,9 @@ words a user can act on; an empty list means the wheel may go out.
   object that has GPU code, whatever else it holds;
 - metadata: the filename, METADATA, WHEEL and RECORD agree, and the torch pin is the cell's;
 - stable ABI: a kernel that declares torch's stable ABI calls none of torch's C++ outside it
-  (only the C shim, torch::stable and torch::headeronly), read from its dynamic symbols.
+  (only the C shim, torch::stable and torch::headeronly), read from its dynamic symbols;
+- size: the wheel is no bigger than the limit the matrix or the command line sets (PyPI's 100
+  MiB, a GitHub release asset's 2 GiB, or any size), with its biggest GPU code named.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import PurePosixPath
 
 from packaging.utils import canonicalize_name
 
+from ..config.model import SizeLimit
+from ..units import human_size
 from .inspect import WheelReport
 from .manylinux import GLIBC_LOADERS, system_libraries, tag_glibc
 from .repair import PROVIDED_BY_TORCH
@@ -46,6 +50,7 @@ class Expectation:
     arch: str | None  # x86_64, aarch64; None for pure wheels
     gpu_covers: bool = False  # gpu_code is a floor (per shared object), not the exact set
     stable_abi: str | None = None  # the torch version of the stable ABI the kernel declares
+    max_size: SizeLimit | None = None  # the most bytes the wheel may have
 
 
 def check_wheel(report: WheelReport, expect: Expectation) -> list[str]:
@@ -56,7 +61,28 @@ def check_wheel(report: WheelReport, expect: Expectation) -> list[str]:
         *_check_libraries(report, expect),
         *_check_gpu_code(report, expect),
         *_check_stable_abi(report, expect),
+        *_check_size(report, expect),
     ]
+
+
+def _check_size(report: WheelReport, expect: Expectation) -> list[str]:
+    limit = expect.max_size
+    if limit is None or report.size <= limit.bytes:
+        return []
+    codes: dict[str, int] = {}
+    for so in report.shared_objects:
+        for code, size in so.gpu_sizes:
+            codes[code] = codes.get(code, 0) + size.stored
+    biggest = sorted(codes.items(), key=lambda item: -item[1])[:4]
+    where = "; its GPU code: " + ", ".join(f"{code} {human_size(size)}"
+                                           for code, size in biggest) if biggest else ""
+    compressed = all(size.compressed for so in report.shared_objects
+                     for _, size in so.gpu_sizes)
+    advice = ("build it for fewer SMs per wheel" if compressed
+              else "compress its GPU code (compress: size), or build it for fewer SMs")
+    installed = human_size(report.wheel.installed_size)
+    return [f"size: the wheel is {human_size(report.size)} ({installed} installed), over "
+            f"{limit.describe()}{where}; {advice}"]
 
 
 def _check_stable_abi(report: WheelReport, expect: Expectation) -> list[str]:

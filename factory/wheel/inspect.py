@@ -30,7 +30,7 @@ from packaging.utils import (
 
 from ..errors import FatbinError, NotAnElfFile, WheelReadError
 from .elf import demangle, is_elf, read_linkage
-from .fatbin import fatbin_entries
+from .fatbin import CodeSize, fatbin_sizes
 from .manylinux import ARCHITECTURES, judge_object
 from .read import (
     WheelFile,
@@ -93,10 +93,16 @@ class SharedObject:
     blacklisted: dict[str, tuple[str, ...]] | None = None  # library -> symbols manylinux bars
     own_cxx_runtime: bool = False  # libstdc++ linked into it statically
     torch_cxx: tuple[str, ...] = ()  # torch C++ symbols outside the stable ABI, demangled
+    size: int = 0  # bytes on disk once installed
+    gpu_sizes: tuple[tuple[str, CodeSize], ...] = ()  # sm_90 -> its bytes, stored and inflated
 
     def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path, "arch": self.arch, "sass": list(self.sass), "ptx": list(self.ptx),
+            "size": self.size,
+            "gpu_code_sizes": {code: {"stored": size.stored, "inflated": size.inflated,
+                                      "compressed": size.compressed}
+                               for code, size in self.gpu_sizes},
             "needed": list(self.needed), "runpaths": list(self.runpaths),
             "symbol_versions": self.symbol_versions,
             "manylinux": self.manylinux, "abi3": self.abi3.to_json() if self.abi3 else None,
@@ -173,6 +179,7 @@ class WheelReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "file": self.file, "sha256": self.sha256, "size": self.size,
+            "installed_size": self.wheel.installed_size,
             "name": self.name, "version": self.version, "label": self.label,
             "tags": list(self.tags), "requires_python": self.requires_python,
             "requires": list(self.requires), "torch": self.torch_requirement,
@@ -190,7 +197,7 @@ def inspect_wheel(path: Path) -> WheelReport:
     with open_archive(path, data) as archive:
         contents = {info.filename: archive.read(info) for info in archive.infolist()
                     if not info.is_dir()}
-    wheel = wheel_file(path, data, contents)
+    wheel = wheel_file(path, data, contents, sum(len(member) for member in contents.values()))
     dist_info = dist_info_folder(path, contents)
     metadata = wheel.headers
     requires = wheel.requires
@@ -275,9 +282,10 @@ def _shared_object(member: str, extracted: Path, abi3: dict[str, Abi3Verdict]) -
     verdict = judge_object(extracted, linkage.needed, linkage.version_needs, arch or "x86_64")
     gpu_error = None
     try:
-        entries = fatbin_entries(extracted)
+        sizes = fatbin_sizes(extracted)
     except FatbinError as exc:
-        entries, gpu_error = [], f"cannot read its GPU code: {exc}"
+        sizes, gpu_error = {}, f"cannot read its GPU code: {exc}"
+    entries = list(sizes)
     return SharedObject(
         path=member, arch=arch,
         sass=tuple(str(e) for e in entries if e.kind == "sass"),
@@ -288,6 +296,8 @@ def _shared_object(member: str, extracted: Path, abi3: dict[str, Abi3Verdict]) -
         or (abi3.get("*") if member.endswith(".abi3.so") else None),
         gpu_error=gpu_error, blacklisted=verdict.blacklisted,
         own_cxx_runtime=linkage.own_cxx_runtime, torch_cxx=demangle(linkage.torch_cxx),
+        size=extracted.stat().st_size,
+        gpu_sizes=tuple((str(entry), size) for entry, size in sizes.items()),
     )
 
 

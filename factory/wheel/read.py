@@ -42,6 +42,7 @@ class WheelFile:
     size: int
     metadata: bytes | None  # .dist-info/METADATA, byte for byte (served as <wheel>.metadata)
     provenance: dict[str, Any] | None
+    installed_size: int = 0  # the bytes of its files once installed (unzipped)
 
     @cached_property
     def headers(self) -> Message | None:
@@ -61,7 +62,8 @@ def read_wheel(path: Path) -> WheelFile:
             raise WheelReadError(f"cannot read the wheel ({damaged} fails its CRC check); it is "
                                  "damaged", file=path)
         return wheel_file(path, data, {name: archive.read(name)
-                                        for name in _records_of(path, archive.namelist())})
+                                        for name in _records_of(path, archive.namelist())},
+                          sum(info.file_size for info in archive.infolist()))
 
 
 def read_bytes(path: Path) -> bytes:
@@ -91,7 +93,8 @@ def _records_of(path: Path, names: list[str]) -> list[str]:
             if name in names]
 
 
-def wheel_file(path: Path, data: bytes, members: dict[str, bytes]) -> WheelFile:
+def wheel_file(path: Path, data: bytes, members: dict[str, bytes],
+               installed_size: int = 0) -> WheelFile:
     try:
         name, version, _build, tags = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
@@ -102,6 +105,7 @@ def wheel_file(path: Path, data: bytes, members: dict[str, bytes]) -> WheelFile:
         tags=tags, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
         metadata=members.get(f"{folder}/METADATA"),
         provenance=read_json(members, f"{folder}/{PROVENANCE_FILE}"),
+        installed_size=installed_size,
     )
 
 

@@ -154,12 +154,25 @@ function formatSize(bytes) {
   return `${value.toFixed(unit ? 1 : 0)} ${units[unit]}`;
 }
 
+function gpuCode(wheel) {
+  // Each kind of GPU code with its bytes in the wheel's shared objects, and inflated when the
+  // driver loads it (compressed code), when the wheel's record has them.
+  const sizes = wheel.gpu_code_sizes || {};
+  const codes = wheel.gpu_code || [];
+  if (!codes.length) return "none (pure Python)";
+  return codes.map((code) => {
+    const size = sizes[code];
+    if (!size) return code;
+    return size[0] === size[1] ? `${code} ${formatSize(size[0])}` : `${code} ${formatSize(size[0])} (${formatSize(size[1])} inflated)`;
+  }).join(", ");
+}
+
 function wheelDetails(wheel, release) {
   const rows = [
     ["file", el("a", { href: wheel.url }, wheel.filename)],
-    ["size", formatSize(wheel.size)],
+    ["size", wheel.installed_size ? `${formatSize(wheel.size)} (${formatSize(wheel.installed_size)} installed)` : formatSize(wheel.size)],
     ["sha256", wheel.sha256],
-    ["GPU code", (wheel.gpu_code || []).join(" ") || "none (pure Python)"],
+    ["GPU code", gpuCode(wheel)],
     ["torch", wheel.torch || "any"],
     ["Python", wheel.requires_python || "any"],
     ["uploaded", wheel.upload_time],
