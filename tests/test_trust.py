@@ -83,7 +83,7 @@ def test_provenance_and_kernel_metadata(example_wheel):
         "id": "img2gray/cu130torch211/x86_64", "label": "cu130torch211",
         "label_template": "cu{cuda}torch{torch}", "torch": "2.11", "cuda": "13.0", "sms": ["9.0"],
         "ptx": True, "torch_index": None, "cuda_home": None, "platform": "x86_64",
-        "gpu_code": None}
+        "gpu_code": None, "compress": "size"}
     tools = record["toolchain"]
     assert tools["nvcc"].startswith("13.0.") and tools["torch"].startswith("2.11.")
     assert tools["cxx"].startswith("g++ ") and tools["python"] == ".".join(
