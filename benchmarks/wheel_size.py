@@ -71,10 +71,10 @@ def sizes(wheel: Path) -> None:
     from factory.wheel.inspect import inspect_wheel
 
     report = inspect_wheel(wheel)
-    stored = sum(size.stored for so in report.shared_objects for _, size in so.gpu_sizes)
-    inflated = sum(size.inflated for so in report.shared_objects for _, size in so.gpu_sizes)
-    compressed = all(size.compressed for so in report.shared_objects
-                     for _, size in so.gpu_sizes)
+    codes = report.gpu_sizes.values()
+    stored = sum(size.stored for size in codes)
+    inflated = sum(size.inflated for size in codes)
+    compressed = all(size.compressed for size in codes)
     mode = (report.provenance or {}).get("cell", {}).get("compress") or "nvcc's default"
     installed = report.wheel.installed_size
     print(f"{wheel.name}\n  compress: {mode}; wheel {human_size(report.size)} "

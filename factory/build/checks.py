@@ -24,7 +24,7 @@ def cell_expectation(cell: Cell, max_size: SizeLimit | None = None) -> Expectati
     if cell.torch is None or cell.cuda is None:
         return Expectation(cell.spec.name, cell.wheel_version, "any", None, frozenset(), None,
                            max_size=max_size)
-    stable = cell.spec.torch.stable_abi_for("cuda") if cell.spec.torch else None
+    stable = cell.stable_abi
     return Expectation(
         cell.spec.name, cell.wheel_version, cell.torch_pin,
         cell.cuda.version.major, cell.gpu_code, cell.platform, gpu_covers=cell.spec.is_pep517,

@@ -26,7 +26,7 @@ from ..files import file_sha256
 from ..plan.cells import Cell
 from ..plan.codec import cell_record
 from ..process import first_output_line
-from ..wheel.fatbin import CodeSize, FatbinEntry, fatbin_sizes
+from ..wheel.fatbin import fatbin_sizes, summed
 from .options import BuildOptions
 
 __all__ = ["SCHEMA", "gpu_code_sizes", "kernel_metadata", "provenance_file", "provenance_record",
@@ -82,12 +82,10 @@ def provenance_file(cell: Cell, options: BuildOptions, toolchain: dict[str, str]
 
 def gpu_code_sizes(content: Path) -> dict[str, list[int]]:
     """sm_90 -> [bytes stored, bytes once inflated], over every shared object under `content`."""
-    total: dict[FatbinEntry, CodeSize] = {}
-    for path in sorted(content.rglob("*.so*")):
-        if path.is_file() and not path.is_symlink():
-            for entry, size in fatbin_sizes(path).items():
-                total[entry] = total[entry] + size if entry in total else size
-    return {str(entry): [size.stored, size.inflated] for entry, size in sorted(total.items())}
+    total = summed(item for path in sorted(content.rglob("*.so*"))
+                   if path.is_file() and not path.is_symlink()
+                   for item in fatbin_sizes(path).items())
+    return {str(entry): [size.stored, size.inflated] for entry, size in total.items()}
 
 
 def toolchain_facts(compiler: str | None = None, nvcc: str | None = None,

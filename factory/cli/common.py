@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Parser", "cache_dir", "duration", "index_url", "make_console", "matrix_options",
            "matrix_runner", "only_cells", "path_argument", "port", "positive", "print_index",
-           "say_error", "say_to", "shard", "size", "source_options", "test_options",
-           "test_table", "wheel_paths", "writable_folder"]
+           "print_served", "say_error", "say_to", "shard", "site_limit_option", "size",
+           "size_limit", "source_options", "test_options", "test_table", "wheel_paths",
+           "writable_folder"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -235,17 +236,14 @@ def site_limit_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _site_limit(text: str) -> SizeLimit | None:
-    from ..config.model import SITE_PRESETS, SizeLimit
+    from ..config.model import SITE_PRESETS, parse_size_limit
 
     if text == "none":
         return None
-    if text in SITE_PRESETS:
-        return SizeLimit(SITE_PRESETS[text], text)
     try:
-        return SizeLimit(parse_size(text), text)
+        return parse_size_limit(text, SITE_PRESETS)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{exc}, or {', '.join(SITE_PRESETS)} or none") \
-            from None
+        raise argparse.ArgumentTypeError(f"{exc}, or none") from None
 
 
 def print_served(console: Console, plan: Plan, results: list[CellResult]) -> None:

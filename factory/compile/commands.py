@@ -130,7 +130,7 @@ def _defines(cell: Cell, toolchain: Toolchain) -> list[str]:
         *[f"-D{definition}" for definition in toolchain.torch.definitions],
         f"-D_GLIBCXX_USE_CXX11_ABI={1 if toolchain.torch.cxx11_abi else 0}",
     ]
-    stable = cell.spec.torch.stable_abi_for("cuda") if cell.spec.torch else None
+    stable = cell.stable_abi
     if stable is not None:
         # torch's encoding of a target version: major in the top byte, minor in the next.
         value = (stable.major << 56) | (stable.minor << 48)

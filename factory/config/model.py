@@ -50,15 +50,15 @@ SIZE_PRESETS = {"pypi": 100 << 20, "github-release": 2 << 30}
 SITE_PRESETS = {"github-pages": 10**9}
 
 
-def parse_size_limit(text: str) -> SizeLimit:
-    """pypi, github-release, or a size: 100M, 1.5GiB, 250000000."""
+def parse_size_limit(text: str, presets: dict[str, int] = SIZE_PRESETS) -> SizeLimit:
+    """One of `presets` (pypi, github-release), or a size: 100M, 1.5GiB, 250000000."""
     text = text.strip()
-    if text in SIZE_PRESETS:
-        return SizeLimit(SIZE_PRESETS[text], text)
+    if text in presets:
+        return SizeLimit(presets[text], text)
     try:
         return SizeLimit(parse_size(text), text)
     except ValueError as exc:
-        raise ValueError(f"{exc}, or one of {', '.join(SIZE_PRESETS)}") from None
+        raise ValueError(f"{exc}, or one of {', '.join(presets)}") from None
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ needs no CUDA toolkit.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from elftools.elf.elffile import ELFFile
 
@@ -23,12 +24,13 @@ from ..errors import FatbinError
 from ..units import human_size
 
 __all__ = ["CodeSize", "FatbinEntry", "describe_code_size", "fatbin_entries", "fatbin_sizes",
-           "parse_fatbin"]
+           "parse_fatbin", "summed"]
 
 FATBIN_MAGIC = 0xBA55ED50
 _CONTAINER = struct.Struct("<IHHQ")  # magic, version, header size, size of the entries
 _ENTRY = struct.Struct("<HHIQ")  # kind, unused, entry header size, payload size (aligned)
 CodeKind = Literal["sass", "ptx"]
+Code = TypeVar("Code", "FatbinEntry", str)
 _KINDS: dict[int, CodeKind] = {1: "ptx", 2: "sass"}
 _ARCH_SPECIFIC = 1 << 20
 _FAMILY_SPECIFIC = 1 << 21
@@ -79,10 +81,15 @@ def fatbin_entries(shared_object: Path) -> list[FatbinEntry]:
 
 def fatbin_sizes(shared_object: Path) -> dict[FatbinEntry, CodeSize]:
     """The bytes each kind of GPU code of an ELF file takes, summed over its entries."""
-    sizes: dict[FatbinEntry, CodeSize] = {}
-    for entry, size in _scan(_fatbin_section(shared_object)):
-        sizes[entry] = sizes[entry] + size if entry in sizes else size
-    return dict(sorted(sizes.items()))
+    return summed(_scan(_fatbin_section(shared_object)))
+
+
+def summed(sizes: Iterable[tuple[Code, CodeSize]]) -> dict[Code, CodeSize]:
+    """The sizes of each kind of GPU code (an entry, or its name: sm_90), added up, sorted."""
+    total: dict[Code, CodeSize] = {}
+    for code, size in sizes:
+        total[code] = total[code] + size if code in total else size
+    return dict(sorted(total.items()))
 
 
 def _fatbin_section(shared_object: Path) -> bytes:

@@ -69,15 +69,11 @@ def _check_size(report: WheelReport, expect: Expectation) -> list[str]:
     limit = expect.max_size
     if limit is None or report.size <= limit.bytes:
         return []
-    codes: dict[str, int] = {}
-    for so in report.shared_objects:
-        for code, size in so.gpu_sizes:
-            codes[code] = codes.get(code, 0) + size.stored
-    biggest = sorted(codes.items(), key=lambda item: -item[1])[:4]
-    where = "; its GPU code: " + ", ".join(f"{code} {human_size(size)}"
+    codes = report.gpu_sizes
+    biggest = sorted(codes.items(), key=lambda item: -item[1].stored)[:4]
+    where = "; its GPU code: " + ", ".join(f"{code} {human_size(size.stored)}"
                                            for code, size in biggest) if biggest else ""
-    compressed = all(size.compressed for so in report.shared_objects
-                     for _, size in so.gpu_sizes)
+    compressed = all(size.compressed for size in codes.values())
     advice = ("build it for fewer SMs per wheel" if compressed
               else "compress its GPU code (compress: size), or build it for fewer SMs")
     installed = human_size(report.wheel.installed_size)

@@ -30,7 +30,7 @@ from packaging.utils import (
 
 from ..errors import FatbinError, NotAnElfFile, WheelReadError
 from .elf import demangle, is_elf, read_linkage
-from .fatbin import CodeSize, fatbin_sizes
+from .fatbin import CodeSize, fatbin_sizes, summed
 from .manylinux import ARCHITECTURES, judge_object
 from .read import (
     WheelFile,
@@ -167,6 +167,11 @@ class WheelReport:
     @property
     def is_abi3(self) -> bool:
         return any(tag.abi == "abi3" for tag in self.wheel.tags)
+
+    @property
+    def gpu_sizes(self) -> dict[str, CodeSize]:
+        """Each kind of GPU code's bytes over every shared object of the wheel."""
+        return summed(item for so in self.shared_objects for item in so.gpu_sizes)
 
     @property
     def sass(self) -> tuple[str, ...]:
