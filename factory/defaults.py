@@ -67,6 +67,11 @@ UNIT_SECONDS = {"base": 40.0, "per_arch": 20.0, "per_kib": 0.5}
 time, then each arch; bigger sources take longer. Only used to split cells across jobs and to
 start the longest units first."""
 
+TIME_LIMIT_GRACE = (0.1, 20 * 60)
+"""How long compilers running at --time-limit may take to finish before they are stopped: this
+share of the limit, at most this many seconds. No unit starts unless its estimate ends before
+the limit, so only a unit that runs over its estimate needs the grace."""
+
 MAX_CELLS_PER_JOB = 8
 """Cells per CI job of `factory plan`."""
 

@@ -11,6 +11,7 @@ import shutil
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,13 +23,21 @@ from factory.compile.objects import (
     read_depfile,
     unit_identity,
 )
-from factory.compile.pool import Budget, CompilePool, Stopped, TimeLimitReached, machine_budget
+from factory.compile.pool import (
+    Budget,
+    CompilePool,
+    Stopped,
+    TimeLimitReached,
+    grace_for,
+    machine_budget,
+)
 from factory.errors import BuildError
 from factory.plan.costs import (
     CostBook,
     UnitCost,
     cell_seconds,
     cost_key,
+    estimated_seconds,
     shard_count,
     shard_of,
     unit_memory,
@@ -266,6 +275,27 @@ def test_nothing_starts_after_the_time_limit():
         pool.admit(1, lambda threads: 1)
 
 
+def test_a_unit_starts_only_when_its_estimate_ends_before_the_time_limit():
+    pool = CompilePool(Budget(2, GiB), deadline=time.monotonic() + 30)
+    assert pool.fits(5) and not pool.fits(60)
+    assert CompilePool(Budget(2, GiB)).fits(10**9)  # no limit
+    assert grace_for(None) == 0 and grace_for(3600) == 360 and grace_for(10 * 3600) == 1200
+
+
+def test_a_compiler_running_at_the_time_limit_may_finish_within_the_grace(tmp_path):
+    log, _ = _log(tmp_path)
+    pool = CompilePool(Budget(1, GiB), deadline=time.monotonic() + 0.3, grace=5)
+    done = pool.run([sys.executable, "-c", "import time; time.sleep(1.5)"], tmp_path, log,
+                    "sleeping")
+    assert done.seconds >= 1.5  # ended by itself, 1.2 s past the limit
+    late = CompilePool(Budget(1, GiB), deadline=time.monotonic() + 0.3, grace=0.5)
+    started = time.monotonic()
+    with pytest.raises(TimeLimitReached):
+        late.run([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path, log,
+                 "sleeping")
+    assert time.monotonic() - started < 10
+
+
 def test_the_budget_follows_the_machine_unless_told():
     budget = machine_budget()
     assert 1 <= budget.cores <= os.cpu_count() and budget.memory > 0
@@ -332,6 +362,21 @@ def test_shards_cover_every_unit_once_the_same_way_every_time(tmp_path):
     assert shard_count(cell_seconds(cell), 60, 4, 9) == 3
     assert shard_count(cell_seconds(cell), 10**6, 4, 9) == 1
     assert shard_count(10**9, 1, 1, 9) == 9  # never more shards than units
+
+
+def test_an_unmeasured_unit_costs_what_the_measured_units_most_like_it_cost(tmp_path):
+    (cell,) = plan_for(tmp_path, MANY_UNITS).cells
+    unit = next(u for u in cell.units if u.source == "csrc/part3.cu")
+    split = replace(unit, source="src/flash_fwd_split_hdim128_fp16_sm80.cu")
+    book = {f"other-cell/src/{source}": UnitCost(seconds, 3 * GiB, 1) for source, seconds in [
+        ("flash_fwd_hdim128_fp16_sm80.cu", 250.0), ("flash_fwd_hdim128_bf16_sm80.cu", 270.0),
+        ("flash_bwd_hdim64_fp16_sm80.cu", 300.0), ("flash_fwd_hdim128_fp16_sm80.cpp", 9.0)]}
+    # the closest names (6 of 7 words shared) decide; the C++ unit and the backward one do not
+    assert estimated_seconds(cell, split, book) == 250.0
+    assert unit_memory(cell, split, 1, book) == 3 * GiB
+    # nothing alike measured (no half of the words shared): the size-based estimate
+    other = replace(unit, source="src/rotary_embedding.cu")
+    assert estimated_seconds(cell, other, book) == estimated_seconds(cell, other)
 
 
 def test_costs_measured_earlier_decide_the_estimates(tmp_path):

@@ -28,6 +28,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -437,11 +438,13 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
     cached = len(jobs) - len(todo)
     log.step(f"compiling {len(todo)} of {len(jobs)} unit(s), {cached} from the object cache "
              f"(budget: {compiling.pool.budget.describe()})")
-    todo.sort(key=lambda item: (-estimated_seconds(job.cell, item.unit, compiling.costs),
-                                item.source))
+    known = dict(compiling.costs)  # what earlier builds measured, and this one as it goes
+    todo.sort(key=lambda item: (-estimated_seconds(job.cell, item.unit, known), item.source))
     queue = deque(todo)
     lock = threading.Lock()
     done: list[str] = []
+    late: list[tuple[str, float]] = []  # units not started: their estimate ends after the limit
+    discarded: list[float] = []  # core-seconds of compilers stopped at the limit
     failures: list[BaseException] = []
 
     def worker() -> None:
@@ -450,13 +453,24 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
                 if failures or not queue:
                     return
                 compile_job = queue.popleft()
+                estimate = estimated_seconds(job.cell, compile_job.unit, known)
             try:
-                _compile_one(job, compile_job, toolchain, identities.get(compile_job.source))
+                outcome = _compile_one(job, compile_job, toolchain,
+                                       identities.get(compile_job.source), estimate)
+            except TimeLimitReached as exc:
+                with lock:
+                    discarded.append(exc.seconds if isinstance(exc, StoppedAtLimit) else 0.0)
+                    failures.append(exc)
+                return
             except BaseException as exc:
                 with lock:
                     failures.append(exc)
                 return
             with lock:
+                if outcome is None:
+                    late.append((compile_job.source, estimate))
+                    continue
+                known[cost_key(job.cell, compile_job.unit)] = outcome
                 done.append(compile_job.source)
                 job.progress(f"compiling {len(done)}/{len(todo)}"
                              + (f" ({cached} cached)" if cached else ""))
@@ -471,32 +485,71 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
                     threads.submit(worker)
     finally:
         compiling.pool.withdraw(len(queue))
-    if failures:
+    timed_out = [exc for exc in failures if isinstance(exc, TimeLimitReached)]
+    if failures and len(timed_out) < len(failures):
+        _say_kept(log, len(done) + cached if store is not None else 0, len(jobs))
+        raise next(exc for exc in failures if not isinstance(exc, TimeLimitReached))
+    if late or timed_out:
         kept = len(done) + cached if store is not None else 0
-        if kept:
-            log.write(f"\n{kept} of {len(jobs)} unit(s) are in the object cache: the next "
-                      "build of this cell compiles only the others")
-        if isinstance(failures[0], TimeLimitReached):
-            raise TimeLimitReached(f"stopped at the time limit with {kept} of {len(jobs)} "
-                                   "unit(s) in the object cache; the next build compiles only "
-                                   "the others") from None
-        raise failures[0]
+        _say_kept(log, kept, len(jobs))
+        killed = sum(1 for exc in timed_out if isinstance(exc, StoppedAtLimit))
+        raise TimeLimitReached(_time_limit_summary(kept, len(jobs), late,
+                                                   len(todo) - len(done) - killed,
+                                                   discarded, log))
     return len(done), cached
 
 
+class StoppedAtLimit(TimeLimitReached):
+    """A compiler stopped when the time limit's grace ran out: the work it had done is lost."""
+
+    def __init__(self, message: str, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds  # core-seconds discarded
+
+
+def _say_kept(log: Log, kept: int, total: int) -> None:
+    if kept:
+        log.write(f"\n{kept} of {total} unit(s) are in the object cache: the next build of this "
+                  "cell compiles only the others")
+
+
+def _time_limit_summary(kept: int, total: int, late: list[tuple[str, float]], unstarted: int,
+                        discarded: list[float], log: Log) -> str:
+    """What the time limit left undone: the units not started (`late` of them because their
+    estimate ended after it, the others because it had passed), and the work of compilers
+    stopped at it (lost)."""
+    for source, estimate in sorted(late):
+        log.write(f"   {source}: not started, its estimate ({estimate / 60:.1f} core-minutes) "
+                  "ends after the time limit")
+    lost = sum(discarded)
+    log.write(f"   unit-minutes discarded at the time limit: {lost / 60:.1f}")
+    return (f"stopped at the time limit with {kept} of {total} unit(s) in the object cache "
+            f"({unstarted} not started: their estimates end after the limit; "
+            f"{lost / 60:.1f} unit-minutes discarded); the next build compiles only the others")
+
+
 def _compile_one(job: Job, compile_job: CompileJob, toolchain: Toolchain,
-                 identity: str | None) -> None:
+                 identity: str | None, estimate: float) -> UnitCost | None:
+    """Compile one unit and keep its object; what it cost, or None when it was not started
+    because its estimate (core-seconds) ends after the time limit."""
     compiling, cell, log = job.compiling, job.cell, job.log
     with compiling.pool.admitted(
             compile_job.threads_useful,
             lambda threads: unit_memory(cell, compile_job.unit, threads,
                                         compiling.costs)) as grant:
+        if not compiling.pool.fits(estimate / grant.threads):
+            return None
         argv, cwd = toolchain.runs_in.argv(compile_job.command(grant.threads), compile_job.cwd)
-        finished = compiling.pool.run(argv, cwd, log, f"compiling {compile_job.source}",
-                                      measure=not toolchain.runs_in.prefix)
+        started = time.monotonic()
+        try:
+            finished = compiling.pool.run(argv, cwd, log, f"compiling {compile_job.source}",
+                                          measure=not toolchain.runs_in.prefix)
+        except TimeLimitReached as exc:
+            raise StoppedAtLimit(str(exc), (time.monotonic() - started) * grant.threads) \
+                from None
     archs = compile_job.threads_useful
-    compiling.measured(cost_key(cell, compile_job.unit),
-                       UnitCost(finished.seconds * grant.threads, finished.peak, archs))
+    cost = UnitCost(finished.seconds * grant.threads, finished.peak, archs)
+    compiling.measured(cost_key(cell, compile_job.unit), cost)
     kept = ""
     store = compiling.store
     if store is not None and identity is not None:
@@ -511,6 +564,7 @@ def _compile_one(job: Job, compile_job: CompileJob, toolchain: Toolchain,
     peak = f", peak {finished.peak / 2**30:.2f} GiB" if finished.peak else ""
     log.write(f"   {compile_job.source}: compiled in {finished.seconds:.1f} s with "
               f"{grant.threads} thread(s){peak}{kept}")
+    return cost
 
 
 def _sealed_image(cell: Cell) -> str | None:

@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol
 
 from .. import __version__, defaults
 from ..compile.objects import ObjectCache
-from ..compile.pool import Budget, CompilePool, machine_budget
+from ..compile.pool import Budget, CompilePool, grace_for, machine_budget
 from ..config.model import SizeLimit
 from ..errors import BuildError, FactoryError
 from ..files import file_sha256, process_alive, write_atomic
@@ -86,7 +86,7 @@ class RunSettings:
     budget: Budget | None = None  # cores and memory for compilers (None: this machine's)
     objects: Path | None = None  # the object cache (None: no object cache)
     object_cache_limit: int = defaults.OBJECT_CACHE_LIMIT
-    time_limit: float | None = None  # seconds: no compiler starts later, running ones stop
+    time_limit: float | None = None  # seconds: no compiler starts that would end later
     unit_shard: tuple[int, int] | None = None  # compile shard I of N of each cell, link none
     export_objects: Path | None = None  # copy the objects this run used or made here
     force: bool = False  # replace a published wheel whose bytes changed
@@ -115,7 +115,8 @@ def run_build(plan: Plan, out: Path, runner: Runner, reporter: Reporter,
     cells = list(plan.cells)
     reporter.start([cell.id for cell in cells], list(plan.skipped))
     deadline = None if settings.time_limit is None else time.monotonic() + settings.time_limit
-    pool = CompilePool(settings.budget or machine_budget(), deadline)
+    pool = CompilePool(settings.budget or machine_budget(), deadline,
+                       grace_for(settings.time_limit))
     objects = ObjectCache(settings.objects, settings.object_cache_limit) \
         if settings.objects is not None else None
     book = CostBook(settings.objects / "costs") if settings.objects is not None else None

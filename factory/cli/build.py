@@ -55,12 +55,14 @@ def add(commands: Any) -> None:
                             "process may use)")
     build.add_argument("--memory", type=size, default=None, metavar="SIZE",
                        help="memory the compilers may take, e.g. 12G (default: "
-                            f"{defaults.MEMORY_HEADROOM:.0%} of what is free when the build "
-                            "starts)")
+                            f"{defaults.MEMORY_HEADROOM * 100:.0f}%% of what is free when the "
+                            "build starts)")
     build.add_argument("--time-limit", type=duration, default=None, metavar="DURATION",
-                       help="stop compiling after this long, e.g. 5h30m: no compiler starts "
-                            "later and running ones are stopped; what they finished stays in "
-                            "the object cache, so the next build continues")
+                       help="stop compiling after this long, e.g. 5h30m: no unit starts "
+                            "unless its estimated time ends before it, and compilers still "
+                            "running then get a grace of 10%% of the limit (at most 20m) to "
+                            "finish; what they finished stays in the object cache, so the "
+                            "next build continues")
     build.add_argument("--max-wheel-size", type=size_limit, default=None, metavar="LIMIT",
                        help="fail a cell whose wheel is bigger: a size (100M, 2GiB) or pypi "
                             "(100 MiB) or github-release (2 GiB); default: the matrix's "

@@ -32,7 +32,7 @@ from ..errors import BuildError
 from ..process import Log, log_result, not_found
 
 __all__ = ["Budget", "CompilePool", "Finished", "Grant", "Stopped", "TimeLimitReached",
-           "machine_budget"]
+           "grace_for", "machine_budget"]
 
 KILL_AFTER = 5.0  # seconds between SIGTERM and SIGKILL of a stopped compiler
 
@@ -42,7 +42,8 @@ class Stopped(BuildError):
 
 
 class TimeLimitReached(BuildError):
-    """--time-limit: no compiler starts after it, and those still running are stopped."""
+    """--time-limit: no compiler starts unless its estimate ends before it, and those still
+    running when its grace ends are stopped."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,13 @@ class Grant:
 class Finished:
     seconds: float
     peak: int | None  # bytes: the largest process's resident set (None: not measurable)
+
+
+def grace_for(time_limit: float | None) -> float:
+    """The seconds compilers running at a time limit of `time_limit` seconds may take to
+    finish (defaults.TIME_LIMIT_GRACE)."""
+    share, most = defaults.TIME_LIMIT_GRACE
+    return 0.0 if time_limit is None else min(time_limit * share, most)
 
 
 def machine_budget(jobs: int | None = None, memory: int | None = None) -> Budget:
@@ -119,9 +127,10 @@ def _meminfo(field: str) -> int:
 class CompilePool:
     """The budget the compilers of a build share, and the compilers it runs."""
 
-    def __init__(self, budget: Budget, deadline: float | None = None) -> None:
+    def __init__(self, budget: Budget, deadline: float | None = None, grace: float = 0.0) -> None:
         self.budget = budget
         self.deadline = deadline  # time.monotonic() after which nothing starts
+        self.grace = grace  # seconds past the deadline a running compiler may take to finish
         self._condition = threading.Condition()
         self._cores_used = 0
         self._memory_used = 0
@@ -133,6 +142,15 @@ class CompilePool:
     @property
     def expired(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def fits(self, seconds: float) -> bool:
+        """Whether a compiler started now and taking `seconds` ends before the deadline."""
+        return self.deadline is None or time.monotonic() + seconds <= self.deadline
+
+    @property
+    def _overdue(self) -> bool:
+        """Past the deadline and its grace: running compilers are stopped."""
+        return self.deadline is not None and time.monotonic() >= self.deadline + self.grace
 
     def queue(self, count: int) -> None:
         """`count` more units will ask to be admitted (or be withdrawn)."""
@@ -249,7 +267,7 @@ class CompilePool:
                     return None, None
                 return process.returncode, usage.ru_maxrss * 1024
             now = time.monotonic()
-            if signalled_at is None and (self._stopped or self.expired):
+            if signalled_at is None and (self._stopped or self._overdue):
                 _signal_group(process, signal.SIGTERM)
                 signalled_at = now
             elif signalled_at is not None and now - signalled_at > KILL_AFTER:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,13 +104,44 @@ def _size_estimate(cell: Cell, unit: Unit) -> float:
 
 
 def _measured(cell: Cell, unit: Unit, book: Mapping[str, UnitCost]) -> UnitCost | None:
-    """This cell's measurement of the unit, else another cell's of the same source."""
+    """This cell's measurement of the unit, else another cell's of the same source, else the
+    mean of the measured units of the kernel most like it (_similar)."""
     exact = book.get(cost_key(cell, unit))
     if exact is not None:
         return exact
     suffix = f"/{unit.source}"
     others = [cost for key, cost in sorted(book.items()) if key.endswith(suffix)]
-    return others[-1] if others else None
+    return others[-1] if others else _similar(unit, book)
+
+
+def _words(source: str) -> frozenset[str]:
+    stem = str(Path(source).with_suffix(""))
+    return frozenset(word for word in re.split(r"[^0-9A-Za-z]+", stem.lower()) if word)
+
+
+def _similar(unit: Unit, book: Mapping[str, UnitCost]) -> UnitCost | None:
+    """Kernels compile families of near-identical units, one template instantiation each
+    (flash_fwd_hdim128_fp16_sm80.cu beside flash_fwd_hdim128_bf16_sm80.cu), whose costs are
+    alike and far from what their few lines suggest. An unmeasured unit is given the mean cost
+    per arch of the measured units of the same kind whose names share the largest part of its
+    words (at least half), when there are any."""
+    words = _words(unit.source)
+    suffix = Path(unit.source).suffix
+    scored: dict[float, list[UnitCost]] = {}
+    for key, cost in book.items():
+        source = key.split("/", 1)[-1]
+        if Path(source).suffix != suffix:
+            continue
+        other = _words(source)
+        score = len(words & other) / max(1, len(words | other))
+        if score >= 0.5:
+            scored.setdefault(score, []).append(cost)
+    if not scored:
+        return None
+    closest = scored[max(scored)]
+    peaks = [cost.peak for cost in closest if cost.peak]
+    return UnitCost(sum(cost.seconds / cost.archs for cost in closest) / len(closest),
+                    max(peaks) if peaks else None, 1)
 
 
 def estimated_seconds(cell: Cell, unit: Unit, book: Mapping[str, UnitCost] | None = None) -> float:

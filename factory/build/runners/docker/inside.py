@@ -115,7 +115,8 @@ def _compiling(job: dict[str, Any], say: Callable[..., None]) -> Compiling:
     this image's base, and the costs known; measurements go back to the runner."""
     time_left = job["time_left"]
     pool = CompilePool(Budget(*job["budget"]),
-                       None if time_left is None else time.monotonic() + time_left)
+                       None if time_left is None else time.monotonic() + time_left,
+                       float(job.get("grace") or 0.0))
     costs = {key: cost for key, data in job["costs"].items()
              if (cost := UnitCost.from_json(data)) is not None}
     objects = ObjectCache(Path(job["objects"])) if job["objects"] else None

@@ -383,6 +383,7 @@ class DockerRunner:
             "cache": str(CACHE / self._base_cache(group.image)), "out": str(out),
             "budget": [budget.cores, budget.memory],
             "time_left": None if deadline is None else max(0.0, deadline - time.monotonic()),
+            "grace": compiling.pool.grace,
             "objects": str(OBJECTS) if compiling.objects is not None else None,
             "costs": {key: cost.to_json() for key, cost in compiling.costs.items()},
             "only": sorted(compiling.only) if compiling.only is not None else None,
