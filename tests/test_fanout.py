@@ -143,3 +143,29 @@ def test_two_shards_merge_into_the_index_of_one_run(tmp_path, factory_cache):
     assert "published files are immutable, so the merge stops before writing anything" \
         in refused.stderr
     assert snapshot(tmp_path / "merged") == before
+
+
+def test_the_json_plan_gives_each_cells_units_cost_and_shards_and_each_skip_its_reason(tmp_path):
+    shutil.copytree(FIXTURES / "many-units", tmp_path / "many-units")
+    matrix = write(tmp_path / "matrix.yaml", """
+        kernels:
+          - path: many-units
+            version: 1.0.0
+        torch: ["2.11"]
+        cuda:
+          "13.0":
+            sms: ["9.0"]
+          "12.8":
+            sms: ["9.0"]
+        """)
+    args = ("plan", matrix, "--cache-dir", tmp_path / "cache")
+    plain = json.loads(run_factory(*args).stdout)
+    cell = "many-units/cu130torch211/x86_64"
+    assert set(plain["cells"]) == {cell}
+    assert plain["cells"][cell]["units"] == 9 and plain["cells"][cell]["shards"] == 1
+    assert plain["cells"][cell]["core_seconds"] > 0
+    (skipped,) = plain["skipped"]
+    assert "cu128" in skipped and "torch-index" in plain["skipped"][skipped]
+    split = json.loads(run_factory(*args, "--split-after", "60", "--cores", "4").stdout)
+    assert split["cells"][cell]["shards"] == 3
+    assert split["cells"][cell]["core_seconds"] == plain["cells"][cell]["core_seconds"]

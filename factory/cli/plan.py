@@ -59,17 +59,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
                        args.offline, args.locked, every_platform=True,
                        torch_pythons=args.torch_python)
     jobs = plan_jobs(plan, args.max_cells)
+    book = CostBook((args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER) / "costs")
     estimates: dict[str, float] = {}
+    units: dict[str, int] = {}
     counts: dict[str, int] = {}
-    if args.split_after is not None:
-        book = CostBook((args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER) / "costs")
-        for cell in plan.cells:
-            if cell.cuda is None:
-                continue
-            estimates[cell.id] = cell_seconds(cell, book.read(cell.spec.name))
-            units = sum(1 for unit in cell.units if unit.compiled)
+    for cell in plan.cells:
+        if cell.cuda is None:
+            continue
+        estimates[cell.id] = cell_seconds(cell, book.read(cell.spec.name))
+        units[cell.id] = sum(1 for unit in cell.units if unit.compiled)
+        if args.split_after is not None:
             counts[cell.id] = shard_count(estimates[cell.id], args.split_after, args.cores,
-                                          units)
+                                          units[cell.id])
     shards = unit_shards(plan, jobs, counts)
     compact = (",", ":")
     if args.format == "github":
@@ -88,6 +89,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
             "shards": [shard.summary() for shard in shards],
             "served": {cell.id: [served.id for served in plan.serves(cell.id)]
                        for cell in plan.cells if plan.serves(cell.id)},
+            "cells": {cell: {"units": units[cell], "core_seconds": round(estimates[cell], 1),
+                             "shards": counts.get(cell, 1)} for cell in sorted(estimates)},
+            "skipped": {skipped.id: skipped.reason for skipped in plan.skipped},
             **({"estimates": {"split_after": args.split_after, "cores": args.cores,
                               "core_seconds": {cell: round(seconds, 1) for cell, seconds
                                                in sorted(estimates.items())}}}
