@@ -486,11 +486,11 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
     finally:
         compiling.pool.withdraw(len(queue))
     timed_out = [exc for exc in failures if isinstance(exc, TimeLimitReached)]
+    kept = len(done) + cached if store is not None else 0
     if failures and len(timed_out) < len(failures):
-        _say_kept(log, len(done) + cached if store is not None else 0, len(jobs))
+        _say_kept(log, kept, len(jobs))
         raise next(exc for exc in failures if not isinstance(exc, TimeLimitReached))
     if late or timed_out:
-        kept = len(done) + cached if store is not None else 0
         _say_kept(log, kept, len(jobs))
         killed = sum(1 for exc in timed_out if isinstance(exc, StoppedAtLimit))
         raise TimeLimitReached(_time_limit_summary(kept, len(jobs), late,
@@ -524,7 +524,8 @@ def _time_limit_summary(kept: int, total: int, late: list[tuple[str, float]], un
     lost = sum(discarded)
     log.write(f"   unit-minutes discarded at the time limit: {lost / 60:.1f}")
     return (f"stopped at the time limit with {kept} of {total} unit(s) in the object cache "
-            f"({unstarted} not started: their estimates end after the limit; "
+            f"({unstarted} not started, {len(late)} of them because their estimates end "
+            f"after the limit; "
             f"{lost / 60:.1f} unit-minutes discarded); the next build compiles only the others")
 
 
