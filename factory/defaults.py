@@ -107,6 +107,9 @@ DOWNLOAD_TIMEOUT = 120
 SERVE_IDLE_TIMEOUT = 30
 """`factory serve` closes a connection that sends nothing for this long."""
 
+COMPILER_PROBE_TIMEOUT = 120
+"""Asking the host compiler what it does (its version, linking a one-line shared object)."""
+
 LISTING_RETRIES = (0, 1, 2, 4, 8, 15)
 """Pauses before each read of a registry's index that should list a new upload (registries
 behind a cache show new files late)."""

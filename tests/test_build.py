@@ -176,18 +176,20 @@ def test_each_kernel_section_gets_the_sms_kernel_builder_predicts(fixtures_build
     by_kernel: dict[str, set[tuple[str, str]]] = {}
     for (kind, arch), functions in listing.items():
         for function in functions:
-            kernel = re.search(r"(scale|offset|arch)_kernel", function).group(1)
+            kernel = re.search(r"(scale|offset|blackwell|arch)_kernel", function).group(1)
             by_kernel.setdefault(kernel, set()).add((kind, arch))
     # Cell SMs 8.0 8.6 9.0 (PTX for 9.0). scale declares nothing: all of them. offset declares
     # 8.0 and 9.0+PTX: 8.0 serves 8.0 and 8.6. arch_specific declares 8.6 and 9.0a: 9.0a
-    # replaces 9.0, and nothing declared is at or below 8.0 in major 8.
+    # replaces 9.0, and nothing declared is at or below 8.0 in major 8. blackwell declares 10.0
+    # alone, which no SM of the cell selects, but the binding calls it: built for 10.0.
     assert by_kernel == {
         "scale": {("sass", "sm_80"), ("sass", "sm_86"), ("sass", "sm_90"), ("ptx", "sm_90")},
         "offset": {("sass", "sm_80"), ("sass", "sm_90"), ("ptx", "sm_90")},
         "arch": {("sass", "sm_86"), ("sass", "sm_90a")},
+        "blackwell": {("sass", "sm_100")},
     }
     assert [str(e) for e in fatbin_entries(so)] == [
-        "compute_90", "sm_80", "sm_86", "sm_90", "sm_90a"]
+        "compute_90", "sm_80", "sm_86", "sm_90", "sm_90a", "sm_100"]
 
 
 def test_flags_sections_and_generated_files(fixtures_build, torch_venv, tmp_path):
@@ -195,12 +197,15 @@ def test_flags_sections_and_generated_files(fixtures_build, torch_venv, tmp_path
     log = (fixtures_build / "logs" / "multikernel-cu130torch211-x86_64.log").read_text()
     # The skipped and the CPU sections were never compiled (their sources #error out).
     assert "future/future.cu" not in log and "cpu_only.cpp" not in log
+    assert "note: [kernel.blackwell] selects no SM of the cell; it is built for 10.0, outside " \
+           "the cell's SMs, because torch-ext/torch_binding.cpp calls blackwell_arch" in log
     pip_install(torch_venv, wheel)
     output = venv_python(torch_venv, "-c", (
         "import torch, multikernel; "
         "print(multikernel.ops.host_check(), multikernel.add_op_namespace_prefix('scale')); "
         "[print(getattr(multikernel.ops, n).default._schema) "
-        " for n in ('scale', 'offset', 'compiled_arch', 'host_check')]"), cwd=tmp_path)
+        " for n in ('scale', 'offset', 'compiled_arch', 'blackwell_arch', 'host_check')]"),
+        cwd=tmp_path)
     first, *schemas = output.strip().splitlines()
     check, name = first.split(" ")
     assert check == "7"  # from the section's cxx-flags
@@ -209,6 +214,7 @@ def test_flags_sections_and_generated_files(fixtures_build, torch_venv, tmp_path
     assert schemas == [f"{namespace}::scale(Tensor x) -> Tensor",
                        f"{namespace}::offset(Tensor x) -> Tensor",
                        f"{namespace}::compiled_arch(Tensor like) -> Tensor",
+                       f"{namespace}::blackwell_arch(Tensor like) -> Tensor",
                        f"{namespace}::host_check() -> int"]
     with zipfile.ZipFile(wheel) as archive:
         ops_py = archive.read("multikernel/_ops.py").decode()

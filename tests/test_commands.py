@@ -38,8 +38,9 @@ def jobs_by_source(tmp_path, threads=1):
 
 def test_every_unit_but_headers_and_skipped_sections_is_compiled(tmp_path):
     _, jobs = jobs_by_source(tmp_path)
-    assert sorted(jobs) == ["arch/arch.cu", "offset/offset.cu", "offset/offset_host.cpp",
-                            "scale/scale.cu", "torch-ext/torch_binding.cpp"]
+    assert sorted(jobs) == ["arch/arch.cu", "blackwell/blackwell.cu", "offset/offset.cu",
+                            "offset/offset_host.cpp", "scale/scale.cu",
+                            "torch-ext/torch_binding.cpp"]
 
 
 def test_each_section_gets_its_archs_and_its_own_flags(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from packaging.version import Version
 
@@ -12,7 +14,7 @@ from factory.errors import ConfigError
 from factory.plan.cells import Kernel, make_plan
 from factory.sources.tree import resolve_path_source
 
-from .conftest import make_kernel, write
+from .conftest import factory_main, make_kernel, write
 
 KERNEL = """
 [general]
@@ -284,3 +286,134 @@ def test_noarch_kernel_is_one_cell(tmp_path):
     """)
     (cell,) = plan.cells
     assert (cell.id, cell.wheel_version, cell.label) == ("pure/noarch", "3.1.4", None)
+
+
+SECTIONS = """
+    [general]
+    name = "sections"
+    backends = ["cuda"]
+    [torch]
+    src = ["torch-ext/binding.cpp", "torch-ext/binding.h"]
+    [kernel.hopper]
+    backend = "cuda"
+    depends = ["torch"]
+    src = ["hopper.cu"]
+    cuda-capabilities = ["9.0a"]
+    [kernel.ampere]
+    backend = "cuda"
+    depends = ["torch"]
+    src = ["ampere.cu", "ampere.h"]
+    cuda-capabilities = ["{ampere}"]
+    [kernel.ada]
+    backend = "cuda"
+    depends = ["torch"]
+    src = ["ada.cu"]
+    cuda-capabilities = ["8.9"]
+    [kernel.blackwell]
+    backend = "cuda"
+    depends = ["torch"]
+    src = ["blackwell.cu"]
+    cuda-capabilities = ["10.0a"]
+"""
+SECTION_FILES = {
+    "torch-ext/binding.cpp": '#include "binding.h"\n'
+                             'TORCH_LIBRARY(ops, m) { m.impl("attn", &attn_wrap); }\n',
+    "torch-ext/binding.h": "Tensor ampere_attn(Tensor q);\nTensor hopper_attn(Tensor q);\n"
+                           "Tensor blackwell_attn(Tensor q);  // declared, never called\n"
+                           "static Tensor attn_wrap(Tensor q) {\n"
+                           "  return sm() >= 90 ? hopper_attn(q) : ampere_attn(q);\n}\n",
+    "hopper.cu": "Tensor hopper_attn(Tensor q) { return q; }\n",
+    "ampere.cu": '#include "ampere.h"\nTensor ampere_attn(Tensor q) { return ada_quant(q); }\n',
+    "ampere.h": "Tensor ada_quant(Tensor q);\n",
+    "ada.cu": "Tensor ada_quant(Tensor q) { return q; }\n",
+    "blackwell.cu": "Tensor blackwell_attn(Tensor q) { return q; }\n",
+}
+
+
+def sections_kernel(tmp_path, ampere="8.0"):
+    make_kernel(tmp_path / "sections", SECTIONS.replace("{ampere}", ampere), SECTION_FILES,
+                package="sections")
+
+
+def test_a_section_a_kept_source_calls_is_built_for_its_own_capabilities(tmp_path):
+    sections_kernel(tmp_path)
+    cell = plan_for(tmp_path, """
+        kernels: [{path: sections, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """).cells[0]
+    plans = {plan.name: plan for plan in cell.sections}
+    # The binding calls ampere_attn; ampere_attn calls ada_quant in turn; blackwell_attn is
+    # only declared, so its section stays out.
+    assert [str(a) for a in plans["ampere"].archs] == ["8.0"] and plans["ampere"].widened
+    assert [str(a) for a in plans["ada"].archs] == ["8.9"] and plans["ada"].widened
+    assert plans["blackwell"].skipped and not plans["blackwell"].called
+    assert not plans["hopper"].widened
+    assert cell.widened["ampere"] == ("built for 8.0, outside the cell's SMs, because "
+                                      "torch-ext/binding.h calls ampere_attn, which only it "
+                                      "defines")
+    assert cell.widened["ada"].endswith("because ampere.cu calls ada_quant, which only it "
+                                        "defines")
+    units = {unit.source: unit for unit in cell.units if unit.compiled}
+    assert sorted(units) == ["ada.cu", "ampere.cu", "hopper.cu", "torch-ext/binding.cpp"]
+    assert cell.gpu_code == {"sm_80", "sm_89", "sm_90a"}
+    assert [str(sm) for sm in cell.sms] == ["9.0+PTX"]  # the cell's own SMs are unchanged
+
+
+def test_a_called_section_the_toolkit_cannot_build_skips_the_cell_with_its_reason(tmp_path):
+    sections_kernel(tmp_path, ampere="7.0")  # CUDA 13 compiles no sm_70; CUDA 12.8 does
+    plan = plan_for(tmp_path, """
+        kernels: [{path: sections, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"12.8": {sms: ["9.0"], torch-index: "https://download.pytorch.org/whl/cu128"},
+               "13.0": {sms: ["9.0"]}}
+    """)
+    (built,) = plan.cells
+    assert built.cuda.version == Version("12.8")
+    assert [str(a) for a in {p.name: p for p in built.sections}["ampere"].archs] == ["7.0"]
+    (skipped,) = plan.skipped
+    assert skipped.id == "sections/cu130torch211/x86_64"
+    assert skipped.reason == (
+        "[kernel.ampere] selects no SM of the cell and CUDA 13.0 cannot build its own "
+        "capabilities (7.0), but torch-ext/binding.h calls ampere_attn, which only it "
+        "defines: its wheel could not load")
+
+
+def test_a_cell_that_keeps_no_section_on_its_own_sms_is_skipped_not_widened(tmp_path):
+    sections_kernel(tmp_path)
+    plan = plan_for(tmp_path, """
+        kernels: [{path: sections, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"12.8": {sms: ["7.5"], torch-index: "https://download.pytorch.org/whl/cu128"},
+               "13.0": {sms: ["9.0"]}}
+    """)
+    assert [cell.id for cell in plan.cells] == ["sections/cu130torch211/x86_64"]
+    (skipped,) = plan.skipped
+    assert skipped.id == "sections/cu128torch211/x86_64"
+    assert skipped.reason.endswith("[kernel.hopper] its cuda-capabilities (9.0a) select no "
+                                   "SM of the cell (7.5)")
+    every_sm = plan_for(tmp_path, """
+        kernels: [{path: sections, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["8.0", "8.9", "9.0"]}}
+    """).cells[0]
+    assert not every_sm.widened
+    assert [plan.name for plan in every_sm.sections if plan.skipped] == ["blackwell"]
+
+
+def test_the_plan_says_which_sections_it_builds_outside_a_cells_sms(tmp_path, capsys):
+    sections_kernel(tmp_path)
+    matrix = write(tmp_path / "matrix.yaml", """
+        kernels: [{path: sections, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+    result = factory_main("plan", matrix, "--cache-dir", tmp_path / "cache", capsys=capsys)
+    assert result.exit == 0
+    widened = json.loads(result.stdout)["cells"]["sections/cu130torch211/x86_64"]["widened"]
+    assert sorted(widened) == ["ada", "ampere"]
+    assert widened["ampere"].startswith("built for 8.0, outside the cell's SMs, because")
+    assert "note: sections [kernel.ampere] selects no SM of cu130torch211; it is built for " \
+           "8.0, outside the cell's SMs, because torch-ext/binding.h calls ampere_attn, which " \
+           "only it defines: leaving it out would give a wheel that fails to load" \
+           in " ".join(result.stderr.split())

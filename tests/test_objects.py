@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -19,6 +20,7 @@ import pytest
 from factory.compile.objects import (
     ObjectCache,
     ObjectStore,
+    compilers_identity,
     evict,
     read_depfile,
     unit_identity,
@@ -94,6 +96,35 @@ def test_the_namespace_does_not_change_the_identity_but_the_command_does(tmp_pat
     # nvcc names internal-linkage symbols after the source's physical path: another build
     # folder makes other bytes, so it is another identity
     assert identity("/elsewhere/cell") != one
+
+
+def driver_says(compiler: Path | str) -> tuple[str, str]:
+    """A real host compiler's --version and its driver's commands for a compile."""
+    def ask(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(compiler), *argv], capture_output=True, text=True, check=True)
+
+    return (ask("--version").stdout,
+            ask("-###", "-c", "-x", "c++", "/dev/null", "-o", "/dev/null").stderr)
+
+
+def test_a_host_compiler_that_only_links_otherwise_keeps_the_objects(tmp_path):
+    """A wrapper adding -static-libstdc++ compiles exactly as g++ does: switching between
+    them (to pass the libstdc++ gate) keeps every object; one adding a compile option does
+    not."""
+    links = write(tmp_path / "links", '#!/bin/sh\nexec g++ -static-libstdc++ "$@"\n')
+    compiles = write(tmp_path / "compiles", '#!/bin/sh\nexec g++ -DWRAPPED=1 "$@"\n')
+    links.chmod(0o755)
+    compiles.chmod(0o755)
+
+    def identity(cxx: str) -> str:
+        version, driver = driver_says(cxx)
+        said = compilers_identity(["nvcc 13.0", version], driver)
+        return unit_identity(["nvcc", "-c", "a.cu", f"-ccbin={cxx}"], said, NS, cxx)
+
+    plain = identity("g++")
+    assert identity(str(links)) == plain
+    assert identity(str(compiles)) != plain
+    assert "WRAPPED=1" in driver_says(compiles)[1]
 
 
 def test_a_depfile_is_read_as_make_reads_it(tmp_path):

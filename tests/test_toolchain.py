@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import io
+from typing import cast
 
 import pytest
 from packaging.version import Version
 
+from factory.build.cell import check_host_runtime
 from factory.errors import BuildError
 from factory.process import Log
-from factory.toolchain import host_compiler
-from factory.toolchain.cuda import provide_cuda
+from factory.toolchain import HostCompiler, Toolchain, host_compiler
+from factory.toolchain.cuda import CudaToolkit, provide_cuda
+from factory.toolchain.torch import TorchEnv
 
 
 def fake_toolkit(root, release: str):
@@ -117,7 +120,11 @@ def fake_compilers(folder, **versions: str):
 def test_the_host_compiler_is_one_nvcc_accepts(monkeypatch, tmp_path, cuda, compilers, chosen):
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setenv("PATH", str(fake_compilers(tmp_path / "bin", **compilers)))
-    assert host_compiler(Version(cuda)) == chosen
+    found = host_compiler(Version(cuda))
+    assert found.command == chosen
+    assert found.origin == ("the PATH ($CXX unset)" if chosen == "g++" else
+                            f"the PATH, the newest g++ nvcc of CUDA {cuda} accepts (gcc 13 at "
+                            "most; $CXX unset)")
 
 
 def test_no_accepted_host_compiler_says_what_to_install(monkeypatch, tmp_path):
@@ -127,4 +134,33 @@ def test_no_accepted_host_compiler_says_what_to_install(monkeypatch, tmp_path):
                                          r"machine has g\+\+ 14\.2\.0: install g\+\+-13"):
         host_compiler(Version("12.4"))
     monkeypatch.setenv("CXX", "clang++-17")
-    assert host_compiler(Version("12.4")) == "clang++-17"  # the user's choice is kept
+    # the user's choice is kept, and named as theirs
+    assert host_compiler(Version("12.4")) == HostCompiler("clang++-17", "$CXX")
+
+
+def toolchain_with(cxx: str, origin: str) -> Toolchain:
+    return Toolchain(cast(CudaToolkit, None), cast(TorchEnv, None), cxx, "17",
+                     cxx_origin=origin)
+
+
+def test_a_compiler_that_links_libstdcxx_statically_is_refused_before_compiling(tmp_path):
+    """A machine's CXX was a wrapper adding -static-libstdc++: every wheel failed the
+    libstdc++ gate, after the whole compile. The probe says so at once, and how to fix it."""
+    wrapper = tmp_path / "c++"
+    wrapper.write_text('#!/bin/sh\nexec g++ -static-libstdc++ "$@"\n')
+    wrapper.chmod(0o755)
+    log = Log(io.StringIO())
+    check_host_runtime(toolchain_with("g++", "the PATH ($CXX unset)"), tmp_path / "plain", log)
+    with pytest.raises(BuildError) as caught:
+        check_host_runtime(toolchain_with(str(wrapper), "$CXX"), tmp_path / "wrapped", log)
+    assert str(caught.value) == (
+        f"the host compiler {wrapper} (from $CXX) links libstdc++ into shared objects "
+        "statically (as -static-libstdc++ does): every wheel it links would fail the libstdc++ "
+        "gate; set CXX to a compiler that links libstdc++.so.6, as torch does (e.g. "
+        "CXX=/usr/bin/g++)")
+    broken = tmp_path / "broken"
+    broken.write_text("#!/bin/sh\necho 'c++: fatal error: no licence' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    with pytest.raises(BuildError, match=r"cannot link a one-line shared object: c\+\+: "
+                                         r"fatal error: no licence$"):
+        check_host_runtime(toolchain_with(str(broken), "$CXX"), tmp_path / "broken-work", log)

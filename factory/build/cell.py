@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import defaults
 from ..cache import exclusive
 from ..compile.commands import CompileJob, compile_jobs, link_command
 from ..compile.deps import unprovided
@@ -45,7 +46,13 @@ from ..compile.generated import (
     noarch_ops_module,
     ops_module,
 )
-from ..compile.objects import ObjectCache, ObjectStore, names_namespace, unit_identity
+from ..compile.objects import (
+    ObjectCache,
+    ObjectStore,
+    compilers_identity,
+    names_namespace,
+    unit_identity,
+)
 from ..compile.pool import CompilePool, TimeLimitReached
 from ..config.torches import InstalledTorch, ProbeError, probe_interpreter
 from ..errors import BuildError
@@ -59,14 +66,15 @@ from ..toolchain.python import find_python, manylinux_python
 from ..toolchain.torch import TorchEnv, installed_env, provide_torch
 from ..versions import major_minor
 from ..wheel.assemble import CoreMetadata, compressed_tag, write_wheel
+from ..wheel.elf import read_linkage
 from ..wheel.read import PROVENANCE_FILE
 from ..wheel.repair import repair
 from .options import BuildOptions
 from .records import kernel_metadata, provenance_file, toolchain_facts
 
 __all__ = ["PROJECT_BUILDERS", "Built", "Compiling", "Container", "Job", "Progress", "build_cell",
-           "build_facts", "cell_guard", "cell_toolchain", "cell_torch", "loadable",
-           "stage_source", "unpack_wheel"]
+           "build_facts", "cell_guard", "cell_toolchain", "cell_torch", "check_host_runtime",
+           "loadable", "stage_source", "unpack_wheel"]
 
 Progress = Callable[[str], None]
 PYTHON_FILES = ("py", "pyi")
@@ -214,21 +222,56 @@ def cell_toolchain(job: Job) -> Toolchain:
             raise BuildError(f"{installed.describe()}: this torch lives in an image, which only "
                              "the docker runner can build in")
         toolkit = image_toolkit(installed)
-        compilers: dict[str, str] | None = dict(installed.compilers)
+        cxx = host_compiler(toolkit.version, dict(installed.compilers), "the image's PATH")
     else:
         toolkit = provide_cuda(cell.cuda.version, cell.cuda.home, job.cache, log,
                                job.options.offline)
-        compilers = None
+        cxx = host_compiler(toolkit.version)
     job.progress("torch environment")
     env = cell_torch(cell, job.cache, job.options, log, job.prepared)
-    cxx = host_compiler(toolkit.version, compilers)
     where = f", in a container of {installed.image}" if installed and installed.image else ""
     log.step(f"toolchain: {toolkit.describe()}, torch {env.torch_version} ({env.root}), "
-             f"{cxx}{where}")
+             f"host compiler {cxx.command} (from {cxx.origin}){where}")
     for dependency in cell.depends:
         log.step(f"C++ dependency: {dependency.describe()}")
     runs_in = CommandPrefix(job.container.exec_prefix if job.container else ())
-    return Toolchain(toolkit, env, cxx, cxx_standard(cell.torch), runs_in, cell.depends)
+    toolchain = Toolchain(toolkit, env, cxx.command, cxx_standard(cell.torch), runs_in,
+                          cell.depends, cxx.origin)
+    if not runs_in.prefix:
+        # the factory's images hold a plain g++; a machine's own $CXX may be anything
+        check_host_runtime(toolchain, job.work, log)
+    return toolchain
+
+
+_PROBE = """#include <stdexcept>
+void factory_probe(int n) { if (n) throw std::runtime_error("probe"); }
+"""
+
+
+def check_host_runtime(toolchain: Toolchain, work: Path, log: Log) -> None:
+    """Refuse, before anything compiles, a host compiler that links libstdc++ into shared
+    objects (a wrapper adding -static-libstdc++, say): every wheel it links fails the
+    libstdc++ gate, but only after the whole compile."""
+    folder = work / "cxx-probe"
+    folder.mkdir(parents=True, exist_ok=True)
+    source, linked = folder / "probe.cpp", folder / "probe.so"
+    source.write_text(_PROBE)
+    named = f"the host compiler {toolchain.cxx} (from {toolchain.cxx_origin})"
+    try:
+        done = subprocess.run([toolchain.cxx, "-shared", "-fPIC", "-o", str(linked),
+                               str(source)], cwd=folder, capture_output=True, text=True,
+                              timeout=defaults.COMPILER_PROBE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(f"{named} cannot be run ({exc})") from None
+    if done.returncode != 0 or not linked.is_file():
+        log.write(done.stdout + done.stderr)
+        said = next((line for line in done.stderr.splitlines() if line.strip()), "no output")
+        raise BuildError(f"{named} cannot link a one-line shared object: {said}")
+    if read_linkage(linked).own_cxx_runtime:
+        raise BuildError(f"{named} links libstdc++ into shared objects statically (as "
+                         "-static-libstdc++ does): every wheel it links would fail the "
+                         "libstdc++ gate; set CXX to a compiler that links libstdc++.so.6, "
+                         "as torch does (e.g. CXX=/usr/bin/g++)")
 
 
 def cell_torch(cell: Cell, cache: Path, options: BuildOptions, log: Log,
@@ -279,6 +322,8 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
         if missing:
             log.write(f"note: {unit.source} depends on {', '.join(missing)}, which the factory "
                       "does not provide; it compiles with the include folders build.toml names")
+    for section, why in cell.widened.items():
+        log.write(f"note: [kernel.{section}] selects no SM of the cell; it is {why}")
     _write_generated(cell, options, src, package)
 
     jobs = compile_jobs(cell, toolchain, work)
@@ -322,7 +367,7 @@ def build_facts(toolchain: Toolchain, work: Path) -> dict[str, str]:
         return first_output_line(command)
 
     return toolchain_facts(toolchain.cxx, f"{toolchain.cuda.version} ({toolchain.cuda.origin})",
-                           toolchain.torch.torch_version, ask)
+                           toolchain.torch.torch_version, ask, toolchain.cxx_origin)
 
 
 def unpack_wheel(wheel: Path, target: Path) -> dict[str, bytes]:
@@ -423,9 +468,9 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
     sealed = _sealed_image(job.cell)
     store = compiling.store
     if store is not None:
-        compilers = _compiler_versions(toolchain, work) + (f"\nimage {sealed}" if sealed else "")
+        compilers = _compilers(toolchain, work) + (f"\nimage {sealed}" if sealed else "")
         identities = {compile_job.source: unit_identity(compile_job.argv, compilers,
-                                                        job.cell.ops_namespace)
+                                                        job.cell.ops_namespace, toolchain.cxx)
                       for compile_job in jobs}
     todo = []
     for compile_job in jobs:
@@ -574,17 +619,20 @@ def _sealed_image(cell: Cell) -> str | None:
     return cell.installed.image_id if cell.installed and cell.installed.image else None
 
 
-def _compiler_versions(toolchain: Toolchain, work: Path) -> str:
-    """What the compilers say they are (nvcc's and the host compiler's --version): part of
-    every object's key."""
-    said = []
-    for tool in (str(toolchain.cuda.nvcc), toolchain.cxx):
-        argv, cwd = toolchain.runs_in.argv([tool, "--version"], work)
+def _compilers(toolchain: Toolchain, work: Path) -> str:
+    """What the compilers are, asked where they run: part of every object's key."""
+    def ask(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        command, cwd = toolchain.runs_in.argv(argv, work)
         try:
-            said.append(subprocess.run(argv, cwd=cwd, capture_output=True, text=True).stdout)
-        except OSError as exc:
-            raise BuildError(f"{tool} cannot be run ({exc.strerror})") from None
-    return "\n".join(said)
+            return subprocess.run(command, cwd=cwd, capture_output=True, text=True,
+                                  timeout=defaults.COMPILER_PROBE_TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BuildError(f"{argv[0]} cannot be run ({exc})") from None
+
+    versions = [ask([tool, "--version"]).stdout for tool in (str(toolchain.cuda.nvcc),
+                                                              toolchain.cxx)]
+    driver = ask([toolchain.cxx, "-###", "-c", "-x", "c++", "/dev/null", "-o", "/dev/null"])
+    return compilers_identity(versions, driver.stderr)
 
 
 def _metadata(cell: Cell) -> CoreMetadata:

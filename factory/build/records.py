@@ -90,13 +90,17 @@ def gpu_code_sizes(content: Path) -> dict[str, list[int]]:
 
 def toolchain_facts(compiler: str | None = None, nvcc: str | None = None,
                     torch: str | None = None,
-                    ask: Callable[[list[str]], str] = first_output_line) -> dict[str, str]:
-    """Versions of the tools whose output is in the wheel; `ask` runs a tool where the build
-    ran (this machine, or a container) and gives the first line it prints."""
+                    ask: Callable[[list[str]], str] = first_output_line,
+                    compiler_origin: str = "") -> dict[str, str]:
+    """Versions of the tools whose output is in the wheel, and what chose the compiler; `ask`
+    runs a tool where the build ran (this machine, or a container) and gives the first line
+    it prints."""
     facts = {"python": platform.python_version(), "auditwheel": _package_version("auditwheel")}
     if compiler:
         facts["cxx"] = f"{compiler} {ask([compiler, '-dumpfullversion'])}"
         facts["ld"] = ask(["ld", "--version"])
+    if compiler_origin:
+        facts["cxx_from"] = compiler_origin
     if nvcc:
         facts["nvcc"] = nvcc
     if torch:

@@ -63,11 +63,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     estimates: dict[str, float] = {}
     units: dict[str, int] = {}
     counts: dict[str, int] = {}
+    widened: dict[str, dict[str, str]] = {}
     for cell in plan.cells:
         if cell.cuda is None:
             continue
         estimates[cell.id] = cell_seconds(cell, book.read(cell.spec.name))
         units[cell.id] = sum(1 for unit in cell.units if unit.compiled)
+        widened[cell.id] = cell.widened
         if args.split_after is not None:
             counts[cell.id] = shard_count(estimates[cell.id], args.split_after, args.cores,
                                           units[cell.id])
@@ -90,7 +92,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             "served": {cell.id: [served.id for served in plan.serves(cell.id)]
                        for cell in plan.cells if plan.serves(cell.id)},
             "cells": {cell: {"units": units[cell], "core_seconds": round(estimates[cell], 1),
-                             "shards": counts.get(cell, 1)} for cell in sorted(estimates)},
+                             "shards": counts.get(cell, 1), "widened": widened[cell]}
+                      for cell in sorted(estimates)},
             "skipped": {skipped.id: skipped.reason for skipped in plan.skipped},
             **({"estimates": {"split_after": args.split_after, "cores": args.cores,
                               "core_seconds": {cell: round(seconds, 1) for cell, seconds

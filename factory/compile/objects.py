@@ -7,8 +7,9 @@ ccache and sccache hit on few nvcc calls of torch-extension builds; the factory 
 compile commands itself and its objects are reproducible, so it keys them itself:
 
     identity  sha256 of the command line, with the op namespace written as
-              $TORCH_EXTENSION_NAME and without nvcc's --threads (it does not change the
-              output), and of the compilers' versions. The cell's build folder stays in it:
+              $TORCH_EXTENSION_NAME, the host compiler's command as $CXX, and without nvcc's
+              --threads (it does not change the output), and of what the compilers are
+              (compilers_identity). The cell's build folder stays in it:
               nvcc names a file's internal-linkage symbols after a hash of its physical path,
               so an object made in another folder has other bytes (builds of a cell use one
               fixed folder, so they share their objects)
@@ -57,7 +58,7 @@ from ..cache import exclusive
 from ..files import copy_atomic, file_sha256, remove_abandoned_temporaries, write_atomic
 
 __all__ = ["DOCKER_PARTS", "ObjectCache", "ObjectStore", "evict", "merge_all",
-           "names_namespace", "read_depfile", "store_parts", "unit_identity"]
+           "compilers_identity", "names_namespace", "read_depfile", "store_parts", "unit_identity"]
 
 FORMAT = 1
 WORK = "$WORK"
@@ -65,18 +66,39 @@ DOCKER_PARTS = "docker"
 SEALED = "sealed"  # the digest of a file of an image, which the identity names
 NAMESPACE_MACRO = "TORCH_EXTENSION_NAME"
 NAMESPACE = "$" + NAMESPACE_MACRO
+HOST_COMPILER = "$CXX"
 _HEX = re.compile(r"[0-9a-f]{64}")
+_TEMPORARY = re.compile(r"/(?:tmp|var/tmp)/[^\s\"']+")
 _DEPFILE_TOKEN = re.compile(r"(?:\\.|[^\s\\])+")
 
 Note = Callable[[str], None]
 
 
-def unit_identity(argv: Sequence[str], compilers: str, namespace: str) -> str:
+def unit_identity(argv: Sequence[str], compilers: str, namespace: str,
+                  cxx: str | None = None) -> str:
     """What decides a unit's object besides the files it reads: its command line (the op
-    namespace written as $TORCH_EXTENSION_NAME) and the compilers' versions."""
+    namespace written as $TORCH_EXTENSION_NAME, the host compiler `cxx` as $CXX) and what
+    the compilers are (compilers_identity)."""
+    def normal(arg: str) -> str:
+        if cxx is not None and arg in (cxx, f"-ccbin={cxx}"):
+            arg = arg.replace(cxx, HOST_COMPILER)
+        return arg.replace(namespace, NAMESPACE)
+
     text = json.dumps({"format": FORMAT, "compilers": compilers,
-                       "argv": [arg.replace(namespace, NAMESPACE) for arg in argv]})
+                       "argv": [normal(arg) for arg in argv]})
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def compilers_identity(versions: Sequence[str], driver: str) -> str:
+    """What the compilers are, for every unit's identity: what each says of its version, and
+    the commands the host compiler's driver runs for a compile (`-###`: its cc1plus and
+    assembler with every option it adds), temporary file names left out. The host compiler's
+    own path is not part of it, so the same compiler at another path, or a wrapper that
+    changes only linking (-static-libstdc++), keeps every object; a wrapper that adds a
+    compile option does not."""
+    commands = [_TEMPORARY.sub("$TMP", line.strip()) for line in driver.splitlines()
+                if line.startswith((" ", '"'))]
+    return "\n".join([*versions, *commands])
 
 
 def names_namespace(argv: Sequence[str], namespace: str) -> bool:

@@ -12,7 +12,7 @@ import fnmatch
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from packaging.version import Version as PackagingVersion
 
@@ -31,12 +31,13 @@ from ..policy.capabilities import (
 from ..sources.depends import Dependency
 from ..sources.tree import SourceTree
 from ..versions import Version, compact, major_minor
+from . import symbols
 from .labels import check_label, matrix_labels, render_label
 
 __all__ = ["CUDA_SUFFIXES", "CXX_SUFFIXES", "HEADER_SUFFIXES", "Cell", "Kernel", "Plan",
            "SectionPlan", "ServedCell", "SkippedCell", "Unit", "check_unique_names",
            "dependency_names", "make_cell", "make_plan", "noarch_cell", "skip_reason",
-           "stable_pin"]
+           "stable_pin", "widened_notes"]
 
 CUDA_SUFFIXES = frozenset({".cu"})
 CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".c++", ".c"})
@@ -51,6 +52,16 @@ class SectionPlan:
     archs: tuple[Capability, ...]
     skipped: str | None = None  # why it is left out of this cell (its cuda-minver)
     dropped: tuple[Capability, ...] = ()  # declared capabilities this toolkit cannot build
+    no_sm: bool = False  # left out because its capabilities select no SM of the cell
+    # A kept source calls functions only this section defines: it is then built for its own
+    # capabilities (archs) although they select no SM of the cell, or, where the toolkit can
+    # build none of them (skipped), the cell cannot be built.
+    called: str | None = None
+
+    @property
+    def widened(self) -> bool:
+        """Built for its own capabilities, outside the cell's SMs, for a kept caller."""
+        return self.called is not None and not self.skipped
 
 
 @dataclass(frozen=True)
@@ -197,6 +208,25 @@ class Cell:
                 if cap.ptx:
                     code.add(f"compute_{cap.arch}")
         return frozenset(code)
+
+
+    @property
+    def widened(self) -> dict[str, str]:
+        """Each section built for its own capabilities outside the cell's SMs, and why."""
+        return {plan.name: f"built for {' '.join(str(a) for a in plan.archs)}, outside the "
+                           f"cell's SMs, because {plan.called}"
+                for plan in self.sections if plan.widened}
+
+
+def widened_notes(plan: Plan) -> list[str]:
+    """One line per kernel section that some cells build outside their SMs, naming them."""
+    cells: dict[tuple[str, str, str], list[str]] = {}
+    for cell in plan.cells:
+        for name, why in cell.widened.items():
+            cells.setdefault((cell.spec.name, name, why), []).append(cell.label or cell.id)
+    return [f"note: {kernel} [kernel.{section}] selects no SM of {', '.join(labels)}; it is "
+            f"{why}: leaving it out would give a wheel that fails to load"
+            for (kernel, section, why), labels in cells.items()]
 
 
 def stable_pin(torch: Version, spec: KernelSpec) -> str:
@@ -373,6 +403,10 @@ class _Planner:
                 continue
             for python, per_python in _pythons(self.matrix, kernel.spec, slot.entry):
                 cell = self.cell(kernel, slot, python=python, per_python=per_python)
+                reason = _unloadable(cell)
+                if reason:
+                    self.skip(kernel, slot, reason)
+                    continue
                 reason = _nothing_to_compile(cell)
                 if reason:
                     no_sm.append(SkippedCell(slot.id, reason, kernel.version,
@@ -411,6 +445,11 @@ class _Planner:
             label = render_label(self.matrix.stable_label, base.entry.release, base.cuda.version)
             self._check_stable_label(label, major)
             cell = self.cell(kernel, base, label)
+            reason = _unloadable(cell)
+            if reason:
+                for slot in slots:
+                    self.skip(kernel, slot, reason)
+                continue
             reason = _nothing_to_compile(cell)
             if reason:
                 no_sm += [SkippedCell(slot.id, reason, kernel.version, slot.entry.release,
@@ -497,7 +536,8 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
     """A compiled kernel's cell: its SMs and, per [kernel.*] section, the archs it builds, with
     the C++ dependencies of the sections it keeps. The planner makes every cell with it, and so
     does the codec reading a cell's record."""
-    sections = tuple(_section_plan(section, cuda) for section in spec.kernels_for("cuda"))
+    sections = _with_called(spec, tuple(_section_plan(section, cuda)
+                                        for section in spec.kernels_for("cuda")), cuda)
     kept = {plan.name for plan in sections if not plan.skipped}
     names = dependency_names(spec, kept)
     found = dependencies or {}
@@ -542,11 +582,77 @@ def _merged(first: Unit, other: Unit) -> Unit:
                 tuple(dict.fromkeys((*first.depends, *other.depends))))
 
 
+def _unloadable(cell: Cell) -> str | None:
+    """Why the cell's wheel could not load, if a section it cannot build defines a function
+    that a kept source calls."""
+    for plan in cell.sections:
+        if plan.called and plan.skipped:
+            declared = " ".join(str(cap) for cap in plan.dropped)
+            return (f"[kernel.{plan.name}] selects no SM of the cell and CUDA "
+                    f"{cell.cuda.version if cell.cuda else ''} cannot build its own "
+                    f"capabilities ({declared}), but {plan.called}: its wheel could not load")
+    return None
+
+
 def _nothing_to_compile(cell: Cell) -> str | None:
     """Why a cell of a kernel with CUDA sections keeps none of them, if it does not."""
     if not cell.sections or any(not plan.skipped for plan in cell.sections):
         return None
     return "; ".join(f"[kernel.{plan.name}] {plan.skipped}" for plan in cell.sections)
+
+
+def _with_called(spec: KernelSpec, plans: tuple[SectionPlan, ...],
+                 cuda: CudaEntry) -> tuple[SectionPlan, ...]:
+    """The section plans, where a section left out for want of an SM defines a function that
+    the binding or a kept section calls, with that section built for its own capabilities
+    (or, if the toolkit can build none, marked so that the cell is skipped): leaving it out
+    would give a wheel that links but fails to load with an undefined symbol. A section
+    brought back this way can call others in turn. A cell that keeps no section on its own
+    SMs is left as it is: it has nothing to build (its kernel serves other SMs)."""
+    if not any(plan.no_sm for plan in plans) or all(plan.skipped for plan in plans):
+        return plans
+    sections = {section.name: section for section in spec.kernels_for("cuda")}
+    root = spec.root
+    callers = list(spec.torch.src if spec.torch else ())
+    folders = list(spec.torch.include if spec.torch else ())
+    for plan in plans:
+        if not plan.skipped:
+            callers += sections[plan.name].src
+            folders += sections[plan.name].include
+    planned = list(plans)
+    while True:
+        kept = symbols.with_includes([root / name for name in callers], root,
+                                     [root / folder for folder in folders])
+        defined: set[str] = set()
+        users: dict[str, Path] = {}
+        for path in kept:
+            found = symbols.file_symbols(path)
+            defined |= found.defines
+            for name in found.uses:
+                users.setdefault(name, path)
+        changed = False
+        for index, plan in enumerate(planned):
+            if not plan.no_sm or plan.called:
+                continue
+            section = sections[plan.name]
+            own: set[str] = set()
+            for name in section.src:
+                if PurePosixPath(name).suffix.lower() not in HEADER_SUFFIXES:
+                    own |= symbols.file_symbols(root / name).defines
+            called = sorted(name for name in own - defined if symbols.base_name(name) in users)
+            if not called:
+                continue
+            caller = users[symbols.base_name(called[0])].relative_to(root.resolve()).as_posix()
+            more = f" (and {len(called) - 1} more)" if len(called) > 1 else ""
+            note = f"{caller} calls {called[0]}{more}, which only it defines"
+            archs = tuple(_buildable(section, cuda))
+            planned[index] = SectionPlan(plan.name, archs, None if archs else plan.skipped,
+                                       plan.dropped, True, note)
+            callers += section.src
+            folders += section.include
+            changed = True
+        if not changed:
+            return tuple(planned)
 
 
 def _no_cell_error(matrix: Matrix, spec: KernelSpec) -> ConfigError:
@@ -637,10 +743,7 @@ def _section_plan(section: KernelSection, cuda: CudaEntry) -> SectionPlan:
                                    f"{section.cuda_minver}")
     if section.cuda_capabilities is None:
         return SectionPlan(section.name, tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)))
-    policy = cuda_policy(cuda.version)
-    buildable = [cap for cap in section.cuda_capabilities
-                 if cap.is_known and policy is not None
-                 and check_supported(cap, policy, cuda.version) is None]
+    buildable = _buildable(section, cuda)
     dropped = tuple(cap for cap in section.cuda_capabilities
                     if cap.is_known and cap not in buildable)
     archs = loose_intersection(buildable, cuda.sms)
@@ -648,5 +751,13 @@ def _section_plan(section: KernelSection, cuda: CudaEntry) -> SectionPlan:
         declared = " ".join(str(cap) for cap in section.cuda_capabilities)
         targets = " ".join(str(sm) for sm in cuda.sms)
         return SectionPlan(section.name, (), skipped=f"its cuda-capabilities ({declared}) "
-                           f"select no SM of the cell ({targets})", dropped=dropped)
+                           f"select no SM of the cell ({targets})", dropped=dropped, no_sm=True)
     return SectionPlan(section.name, tuple(archs), dropped=dropped)
+
+
+def _buildable(section: KernelSection, cuda: CudaEntry) -> list[Capability]:
+    """The section's declared capabilities that this CUDA toolkit can compile for."""
+    policy = cuda_policy(cuda.version)
+    return [cap for cap in section.cuda_capabilities or ()
+            if cap.is_known and policy is not None
+            and check_supported(cap, policy, cuda.version) is None]

@@ -15,7 +15,7 @@ from ..errors import ConfigError, SourceError, SourceRefused
 from ..policy import dependency_release
 from ..sources.depends import Dependency, DependencyFetcher
 from ..sources.resolve import resolve_kernels
-from .cells import Kernel, Plan, dependency_names, make_plan
+from .cells import Kernel, Plan, dependency_names, make_plan, widened_notes
 
 __all__ = ["fetch_dependencies", "plan_matrix", "resolve_matrix"]
 
@@ -54,8 +54,11 @@ def plan_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
     matrix, kernels = resolve_matrix(matrix_path, cache, say, offline, locked, torch_pythons)
     dependencies = fetch_dependencies(matrix, kernels, cache, offline, locked, say)
     matrix = read_torches(matrix, offline)
-    return make_plan(matrix, kernels, None if every_platform else defaults.host_platform(),
+    plan = make_plan(matrix, kernels, None if every_platform else defaults.host_platform(),
                      dependencies)
+    for note in widened_notes(plan):
+        say(note)
+    return plan
 
 
 def fetch_dependencies(matrix: Matrix, kernels: list[Kernel], cache: Path,

@@ -21,7 +21,8 @@ from ..versions import Version
 from .cuda import CudaToolkit
 from .torch import TorchEnv
 
-__all__ = ["CommandPrefix", "Toolchain", "cxx_standard", "host_compiler", "path_compilers"]
+__all__ = ["CommandPrefix", "HostCompiler", "Toolchain", "cxx_standard", "host_compiler",
+           "path_compilers"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,15 @@ class CommandPrefix:
 
 
 @dataclass(frozen=True)
+class HostCompiler:
+    """The C++ compiler for host code and nvcc's host side, and where its choice came from
+    (said in the log, the provenance and any gate it fails)."""
+
+    command: str
+    origin: str  # what chose it, after "from": "$CXX", "the PATH ($CXX unset)", ...
+
+
+@dataclass(frozen=True)
 class Toolchain:
     """Everything a cell's compile and link commands are made from."""
 
@@ -48,15 +58,17 @@ class Toolchain:
     cxx_std: str
     runs_in: CommandPrefix = field(default_factory=CommandPrefix)
     dependencies: tuple[Dependency, ...] = ()  # the cell's C++ dependencies (CUTLASS, ...)
+    cxx_origin: str = ""  # where the host compiler's choice came from (HostCompiler.origin)
 
 
-def host_compiler(cuda: Version, available: Mapping[str, str] | None = None) -> str:
+def host_compiler(cuda: Version, available: Mapping[str, str] | None = None,
+                  where: str = "the PATH") -> HostCompiler:
     """The C++ compiler for host code and for nvcc's host side: $CXX when set, else g++ when
     nvcc of this CUDA version accepts its version, else the newest g++-N it accepts.
     `available` maps the g++ commands of the machine the build runs on to their versions
-    (default: this machine's PATH)."""
+    (default: this machine's PATH; `where` names them)."""
     if "CXX" in os.environ:
-        return os.environ["CXX"]
+        return HostCompiler(os.environ["CXX"], "$CXX")
     compilers = path_compilers() if available is None else available
     policy = cuda_policy(cuda)
     newest = policy.max_gcc if policy else None
@@ -67,11 +79,12 @@ def host_compiler(cuda: Version, available: Mapping[str, str] | None = None) -> 
 
     default = major("g++")
     if newest is None or (default is not None and default <= newest):
-        return "g++"
+        return HostCompiler("g++", f"{where} ($CXX unset)")
     accepted = sorted(((major(name), name) for name in compilers
                        if (major(name) or newest + 1) <= newest), reverse=True)
     if accepted:
-        return accepted[0][1]
+        return HostCompiler(accepted[0][1], f"{where}, the newest g++ nvcc of CUDA {cuda} "
+                                            f"accepts (gcc {newest} at most; $CXX unset)")
     found = f"g++ {compilers['g++']}" if "g++" in compilers else "no g++"
     raise BuildError(f"nvcc of CUDA {cuda} accepts gcc {newest} at most, and this machine has "
                      f"{found}: install g++-{newest} (or older), or set CXX")

@@ -153,6 +153,18 @@ def _is_torch_library(name: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in PROVIDED_BY_TORCH)
 
 
+def _linked_by(report: WheelReport) -> str:
+    """Which compiler the provenance says linked the wheel, and how to choose another."""
+    toolchain = (report.provenance or {}).get("toolchain")
+    compiler = toolchain.get("cxx") if isinstance(toolchain, dict) else None
+    if not isinstance(compiler, str):
+        return ""
+    origin = toolchain.get("cxx_from") if isinstance(toolchain, dict) else None
+    chosen = f" from {origin}" if isinstance(origin, str) else ""
+    return (f" (it was linked by {compiler}{chosen}; set CXX to a compiler that links "
+            "libstdc++.so.6, e.g. CXX=/usr/bin/g++)")
+
+
 def _check_libraries(report: WheelReport, expect: Expectation) -> list[str]:
     problems = []
     shipped = {PurePosixPath(so.path).name for so in report.shared_objects}
@@ -168,7 +180,7 @@ def _check_libraries(report: WheelReport, expect: Expectation) -> list[str]:
             problems.append(f"libraries: {so.path} carries its own copy of libstdc++ (linked "
                             "statically, e.g. by a compiler wrapper's -static-libstdc++): a C++ "
                             "exception torch throws through it crashes the process; link "
-                            "libstdc++.so.6 as torch does")
+                            f"libstdc++.so.6 as torch does{_linked_by(report)}")
         for needed in so.needed:
             cudart = _CUDART.fullmatch(needed)
             if cudart and expect.cuda_major is not None and int(cudart[1]) != expect.cuda_major:

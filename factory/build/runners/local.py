@@ -80,7 +80,7 @@ def _toolchain_facts(cuda: Version, home: Path | None) -> dict[str, Any]:
     try:
         toolkit = locate_cuda(cuda, home)
         nvcc = [str(toolkit.home), str(toolkit.version)] if toolkit else ["pypi", str(cuda)]
-        compiler = host_compiler(toolkit.version if toolkit else cuda)
+        compiler = host_compiler(toolkit.version if toolkit else cuda).command
     except BuildError as exc:
         return {"toolchain": str(exc)}
     return {"nvcc": nvcc, "cxx": [compiler, first_output_line([compiler, "-dumpfullversion"])]}
