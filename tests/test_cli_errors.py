@@ -152,6 +152,10 @@ CASES = {
         GOOD_MATRIX + "max-wheel-size: huge\n", GOOD_KERNEL,
         "matrix.yaml:8: max-wheel-size: 'huge' is not a size (e.g. 7G, 7.5GiB, 4096M), or one "
         "of pypi, github-release"),
+    "cost book that is no folder": (
+        GOOD_MATRIX + "costs: measured/\n", GOOD_KERNEL,
+        "matrix.yaml:8: costs: 'measured/' is not a folder (a cost book: the <kernel>.json files "
+        "of costs/ in an object cache, or of an --export-objects folder)"),
     "exclude matching nothing": (
         GOOD_MATRIX + 'exclude:\n  - {torch: "2.12"}\n', GOOD_KERNEL,
         "matrix.yaml:9: exclude[0]: this exclude entry matches no cell"),

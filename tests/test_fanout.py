@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from factory.plan.costs import CostBook, UnitCost, cost_key
 from factory.plan.jobs import plan_jobs, select_shard
 from factory.plan.load import plan_matrix
 
@@ -169,3 +170,12 @@ def test_the_json_plan_gives_each_cells_units_cost_and_shards_and_each_skip_its_
     split = json.loads(run_factory(*args, "--split-after", "60", "--cores", "4").stdout)
     assert split["cells"][cell]["shards"] == 3
     assert split["cells"][cell]["core_seconds"] == plain["cells"][cell]["core_seconds"]
+    # a cost book committed beside the matrix decides the estimates of units never measured here
+    (planned,) = plan_matrix(matrix, tmp_path / "cache", lambda text: None).cells
+    CostBook(tmp_path / "measured").record("many-units", {
+        cost_key(planned, unit): UnitCost(500.0, None, 1) for unit in planned.units
+        if unit.compiled})
+    matrix.write_text(matrix.read_text() + "costs: measured\n")
+    booked = json.loads(run_factory(*args, "--split-after", "10m", "--cores", "4").stdout)
+    assert booked["cells"][cell]["core_seconds"] == 9 * 500.0
+    assert booked["cells"][cell]["shards"] == 2  # 4,500 core-s on 4 cores: 1,125 s, 2 jobs

@@ -40,6 +40,7 @@ from factory.plan.costs import (
     cell_seconds,
     cost_key,
     estimated_seconds,
+    known_costs,
     shard_count,
     shard_of,
     unit_memory,
@@ -421,3 +422,43 @@ def test_costs_measured_earlier_decide_the_estimates(tmp_path):
     assert cell_seconds(cell, costs) < cell_seconds(cell) and \
         json.loads((tmp_path / "costs" / "many-units.json").read_text())[cost_key(cell, unit)][
             "seconds"] == 12.0
+
+
+def test_a_cost_book_travels_out_with_exported_objects_and_in_with_imported_ones(tmp_path):
+    (cell,) = plan_for(tmp_path, MANY_UNITS).cells
+    keys = sorted(cost_key(cell, unit) for unit in cell.units if unit.compiled)
+    shard = CostBook(tmp_path / "shard")
+    shard.record("many-units", {key: UnitCost(100.0 + n, GiB, 1) for n, key in enumerate(keys)})
+    assert shard.export(["many-units", "never-built"], tmp_path / "artifact") == 9
+    local = CostBook(tmp_path / "local")
+    local.record("many-units", {keys[0]: UnitCost(7.0, None, 1)})
+    # hostile or broken files in an artifact are left out, never read as a book
+    artifact = tmp_path / "artifact"
+    (artifact / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (artifact / "..hidden.json").write_text("{}")
+    (artifact / "link.json").symlink_to(artifact / "many-units.json")
+    (artifact / "bad.json").write_text('{"x": {"seconds": "soon"}}')
+    assert local.merge(artifact) == 8  # what the local book lacked
+    book = local.read("many-units")
+    assert book[keys[0]].seconds == 7.0 and book[keys[1]].seconds == 101.0
+    assert [path.name for path in (tmp_path / "local").glob("*.json")] == ["many-units.json"]
+    assert CostBook(artifact).read("deep") == {} and CostBook(artifact).read("link") == {}
+
+
+def test_a_matrixs_cost_book_is_read_below_the_machines_and_cuts_the_shards(tmp_path):
+    (cell,) = plan_for(tmp_path, MANY_UNITS).cells
+    sources = sorted(unit.source for unit in cell.units if unit.compiled)
+    committed = CostBook(tmp_path / "committed")
+    # one unit measured at ten times any other: it gets a shard of its own
+    heavy = sources[0]
+    committed.record("many-units", {cost_key(cell, unit): UnitCost(
+        1000.0 if unit.source == heavy else 100.0, None, 1) for unit in cell.units
+        if unit.compiled})
+    mine = CostBook(tmp_path / "mine")
+    mine.record("many-units", {f"{cell.key}/{heavy}": UnitCost(900.0, None, 1)})
+    known = known_costs("many-units", (committed, None, mine))
+    assert known[f"{cell.key}/{heavy}"].seconds == 900.0
+    assert known[f"{cell.key}/{sources[1]}"].seconds == 100.0
+    shards = shard_of(cell, 3, committed.read("many-units"))
+    assert {heavy} in shards and sorted(len(shard) for shard in shards) == [1, 4, 4]
+    assert shard_of(cell, 3, committed.read("many-units")) == shards  # the same every time

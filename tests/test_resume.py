@@ -225,11 +225,17 @@ def test_three_shard_jobs_and_a_link_give_the_unsplit_wheel(tmp_path, cold, fact
         seen |= compiled
         assert not list((tmp_path / f"shard{number}" / "files").glob("*.whl"))  # no link
     assert seen == UNITS
+    # each shard's measurements travel in its artifact, to the job that links
+    assert all(len(json.loads((tmp_path / shard["artifact"] / "costs" / "many-units.json")
+                              .read_text())) == 3 for shard in shards)
     imports = [str(arg) for shard in shards
                for arg in ("--import-objects", tmp_path / shard["artifact"])]
     link = run_factory(*build_args(tmp_path, "link", tmp_path / "linker", *imports),
                        env=cache_env(factory_cache))
     assert link.exit == 0, link.stdout + link.stderr
     assert "objects: took in 3 from" in link.stdout
+    assert "; 3 unit cost(s) for the cost book" in link.stdout
+    assert len(json.loads((tmp_path / "linker" / "costs" / "many-units.json")
+                          .read_text())) == 9
     assert "compiling 0 of 9 unit(s), 9 from the object cache" in log_of(tmp_path, "link")
     assert wheel_sha(tmp_path, "link") == expected

@@ -34,7 +34,7 @@ from ..errors import BuildError, FactoryError
 from ..files import file_sha256, process_alive, write_atomic
 from ..layout import Layout, refuse_links
 from ..plan.cells import Cell, Plan, SkippedCell
-from ..plan.costs import CostBook, UnitCost, shard_of
+from ..plan.costs import COSTS_FOLDER, CostBook, UnitCost, known_costs, shard_of
 from ..process import Log
 from ..prove.load import LoadReport, importable_modules, load_problems
 from ..prove.tests import TestReport
@@ -119,20 +119,22 @@ def run_build(plan: Plan, out: Path, runner: Runner, reporter: Reporter,
                        grace_for(settings.time_limit))
     objects = ObjectCache(settings.objects, settings.object_cache_limit) \
         if settings.objects is not None else None
-    book = CostBook(settings.objects / "costs") if settings.objects is not None else None
+    book = CostBook(settings.objects / COSTS_FOLDER) if settings.objects is not None else None
+    travelling = CostBook(plan.matrix.costs) if plan.matrix.costs is not None else None
     stopping = threading.Event()
 
     def one(cell: Cell) -> CellResult:
         only = None
         if settings.unit_shard is not None:
             index, count = settings.unit_shard
-            only = frozenset(shard_of(cell, count)[index - 1])
+            shared = travelling.read(cell.spec.name) if travelling else None
+            only = frozenset(shard_of(cell, count, shared)[index - 1])
 
         def measured(key: str, cost: UnitCost) -> None:
             if book is not None:
                 book.record(cell.spec.name, {key: cost})
 
-        compiling = Compiling(pool, objects, book.read(cell.spec.name) if book else {},
+        compiling = Compiling(pool, objects, known_costs(cell.spec.name, (travelling, book)),
                               measured, only, cells=settings.cells)
         return _run_cell(cell, layout, runner, compiling, reporter, settings, stopping)
 
@@ -150,6 +152,9 @@ def run_build(plan: Plan, out: Path, runner: Runner, reporter: Reporter,
     if objects is not None:
         if settings.export_objects is not None:
             objects.export(settings.export_objects)
+            if book is not None:
+                book.export({cell.spec.name for cell in cells},
+                            settings.export_objects / COSTS_FOLDER)
         objects.evict()
     results += [CellResult(s.id, "skipped", 0.0, detail=s.reason) for s in plan.skipped]
     reporter.finish(results)

@@ -123,6 +123,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..compile.pool import machine_budget
     from ..index.records import cell_outcomes
     from ..index.update import update_index
+    from ..plan.costs import COSTS_FOLDER, CostBook
     from ..plan.jobs import select_job, select_shard
     from ..plan.load import plan_matrix
     from ..ui.progress import make_reporter
@@ -149,8 +150,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     cached = ObjectCache(objects, args.object_cache_size)
     for folder in imports:
         taken, refused = cached.merge(folder)
+        costs = CostBook(objects / COSTS_FOLDER).merge(folder / COSTS_FOLDER)
         console.print(f"objects: took in {taken} from {folder}"
-                      + (f", refused {refused} that failed their check" if refused else ""),
+                      + (f", refused {refused} that failed their check" if refused else "")
+                      + (f"; {costs} unit cost(s) for the cost book" if costs else ""),
                       markup=False, soft_wrap=True)
     budget = machine_budget(args.jobs, args.memory)
     console.print(f"compilers: {budget.describe()} for {args.cells} cell(s) at once; object "

@@ -50,7 +50,7 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..plan.costs import CostBook, cell_seconds, shard_count
+    from ..plan.costs import COSTS_FOLDER, CostBook, cell_seconds, known_costs, shard_count
     from ..plan.jobs import plan_jobs, unit_shards
     from ..plan.load import plan_matrix
 
@@ -59,7 +59,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                        args.offline, args.locked, every_platform=True,
                        torch_pythons=args.torch_python)
     jobs = plan_jobs(plan, args.max_cells)
-    book = CostBook((args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER) / "costs")
+    books = (CostBook(plan.matrix.costs) if plan.matrix.costs else None,
+             CostBook((args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER) / COSTS_FOLDER))
     estimates: dict[str, float] = {}
     units: dict[str, int] = {}
     counts: dict[str, int] = {}
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     for cell in plan.cells:
         if cell.cuda is None:
             continue
-        estimates[cell.id] = cell_seconds(cell, book.read(cell.spec.name))
+        estimates[cell.id] = cell_seconds(cell, known_costs(cell.spec.name, books))
         units[cell.id] = sum(1 for unit in cell.units if unit.compiled)
         widened[cell.id] = cell.widened
         if args.split_after is not None:

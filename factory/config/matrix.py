@@ -68,7 +68,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         raise root.error("expected a table of settings at the top of the file")
     top = root.table(["kernels", "torch", "cuda", "python", "platforms", "label",
                       "stable-label", "exclude", "runner", "docker", "depends", "compress",
-                      "max-wheel-size"],
+                      "max-wheel-size", "costs"],
                      required=["kernels", "torch", "cuda"])
     base = path.parent
     matrix = Matrix(
@@ -91,6 +91,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         compress=_compress(top["compress"]) if "compress" in top else defaults.COMPRESS,
         max_wheel_size=(_size_limit(top["max-wheel-size"]) if "max-wheel-size" in top
                         else None),
+        costs=_costs_folder(top["costs"], base) if "costs" in top else None,
     )
     if "label" in top:
         _check_label_template(top["label"])
@@ -273,6 +274,15 @@ def _git_location(node: Node, base: Path) -> tuple[str, Path | None]:
     if not folder.is_dir():
         raise node.error(f"'{url}' is neither a git URL nor an existing folder")
     return url, folder
+
+
+def _costs_folder(node: Node, base: Path) -> Path:
+    """costs: FOLDER, a cost book (<kernel>.json files) kept beside the matrix."""
+    folder = _local_folder(node, node.nonempty_str(), base)
+    if not folder.is_dir():
+        raise node.error(f"'{node.value}' is not a folder (a cost book: the <kernel>.json files "
+                         "of costs/ in an object cache, or of an --export-objects folder)")
+    return folder
 
 
 def _local_folder(node: Node, text: str, base: Path) -> Path:

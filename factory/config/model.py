@@ -192,6 +192,7 @@ class Matrix:
     stable_label_line: int | None = None
     compress: CompressMode = defaults.COMPRESS  # how the GPU code of every kernel is compressed
     max_wheel_size: SizeLimit | None = None  # the size gate's limit per wheel
+    costs: Path | None = None  # a cost book that travels with the matrix (read, never written)
 
     def dependency(self, name: str) -> DependencyEntry | None:
         return next((entry for entry in self.depends if entry.name == name), None)
