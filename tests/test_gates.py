@@ -285,8 +285,8 @@ def test_an_object_with_its_own_copy_of_libstdcxx_is_caught(builder):
         "statically, e.g. by a compiler wrapper's -static-libstdc++): a C++ exception torch "
         "throws through it crashes the process; link libstdc++.so.6 as torch does"]
     # with the provenance's toolchain, the gate names the compiler that linked it
-    named = replace(report, provenance={"toolchain": {"cxx": "/opt/wrap/c++ 13.2.0",
-                                                      "cxx_from": "$CXX"}})
+    named = replace(report, wheel=replace(report.wheel, provenance={"toolchain": {
+        "cxx": "/opt/wrap/c++ 13.2.0", "cxx_from": "$CXX"}}))
     (problem,) = check_wheel(named, EXPECT)
     assert problem.endswith("link libstdc++.so.6 as torch does (it was linked by /opt/wrap/c++ "
                             "13.2.0 from $CXX; set CXX to a compiler that links "
