@@ -201,6 +201,30 @@ def test_the_time_limit_stops_compiling_and_the_next_build_continues(tmp_path, c
     assert wheel_sha(tmp_path, "out") == expected
 
 
+def test_a_cost_book_kept_with_the_matrix_starts_nothing_that_cannot_finish(tmp_path, cold,
+                                                                           factory_cache):
+    """A fresh machine with an empty object cache, and the matrix's own cost book (measured
+    on a machine a thousand times slower): no unit's estimate fits a one-minute limit, so none
+    starts and nothing is discarded."""
+    folder, _ = cold
+    project(tmp_path)
+    measured = json.loads((folder / "objects" / "costs" / "many-units.json").read_text())
+    assert len(measured) == 9
+    slow = {key: {**cost, "seconds": cost["seconds"] * 1000} for key, cost in measured.items()}
+    (tmp_path / "costs").mkdir()
+    (tmp_path / "costs" / "many-units.json").write_text(json.dumps(slow))
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(matrix.read_text() + "costs: costs\n")
+    started = time.monotonic()
+    limited = run_factory(*build_args(tmp_path, "out", tmp_path / "fresh", "--jobs", "1",
+                                      "--time-limit", "60"), env=cache_env(factory_cache))
+    assert limited.exit == 1 and time.monotonic() - started < 60
+    assert "stopped at the time limit with 0 of 9 unit(s) in the object cache (9 not started, " \
+           "9 of them because their estimates end after the limit; 0.0 unit-minutes " \
+           "discarded)" in " ".join(limited.stdout.split()), limited.stdout
+    assert units(log_of(tmp_path, "out"), "compiled") == set()
+
+
 def test_three_shard_jobs_and_a_link_give_the_unsplit_wheel(tmp_path, cold, factory_cache):
     _, expected = cold
     project(tmp_path)

@@ -498,10 +498,10 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
                 if failures or not queue:
                     return
                 compile_job = queue.popleft()
-                estimate = estimated_seconds(job.cell, compile_job.unit, known)
+                costs = dict(known)  # as measured so far: other workers add to `known`
             try:
                 outcome = _compile_one(job, compile_job, toolchain,
-                                       identities.get(compile_job.source), estimate)
+                                       identities.get(compile_job.source), costs)
             except TimeLimitReached as exc:
                 with lock:
                     discarded.append(exc.seconds if isinstance(exc, StoppedAtLimit) else 0.0)
@@ -513,7 +513,8 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
                 return
             with lock:
                 if outcome is None:
-                    late.append((compile_job.source, estimate))
+                    late.append((compile_job.source,
+                                 estimated_seconds(job.cell, compile_job.unit, costs)))
                     continue
                 known[cost_key(job.cell, compile_job.unit)] = outcome
                 done.append(compile_job.source)
@@ -575,14 +576,15 @@ def _time_limit_summary(kept: int, total: int, late: list[tuple[str, float]], un
 
 
 def _compile_one(job: Job, compile_job: CompileJob, toolchain: Toolchain,
-                 identity: str | None, estimate: float) -> UnitCost | None:
+                 identity: str | None, costs: Mapping[str, UnitCost]) -> UnitCost | None:
     """Compile one unit and keep its object; what it cost, or None when it was not started
-    because its estimate (core-seconds) ends after the time limit."""
+    because its estimate (core-seconds, from `costs`: earlier builds' measurements and this
+    build's so far, which also give its memory) ends after the time limit."""
     compiling, cell, log = job.compiling, job.cell, job.log
+    estimate = estimated_seconds(cell, compile_job.unit, costs)
     with compiling.pool.admitted(
             compile_job.threads_useful,
-            lambda threads: unit_memory(cell, compile_job.unit, threads,
-                                        compiling.costs)) as grant:
+            lambda threads: unit_memory(cell, compile_job.unit, threads, costs)) as grant:
         if not compiling.pool.fits(estimate / grant.threads):
             return None
         argv, cwd = toolchain.runs_in.argv(compile_job.command(grant.threads), compile_job.cwd)
