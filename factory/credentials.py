@@ -8,19 +8,27 @@ the refusal shows it redacted. Credentials belong in the environment or a creden
 (TWINE_PASSWORD, keyring, ~/.pypirc, HF_TOKEN, AWS_* variables), where the tools that use
 them read them.
 
-`redact` is also applied to every line the command line prints, as a last line of defence for
-text that quotes a URL (an HTTP library's exception, a tool's first error line).
+`redact` is also applied to every line the command line prints and every line a cell's log
+gets, as a last line of defence for text that quotes a URL (an HTTP library's exception, a
+tool's first error line, a hostile setup.py's output). It masks by default: every URL's user
+part (but for a plain login such as ssh's `git`), every query value and every fragment, unless
+its key is known to be harmless (`rev`, `sha256`, ...); and the value of every variable of the
+environment whose name says it is a secret (`*TOKEN*`, `*PASSWORD*`, `*SECRET*`, `*_KEY`, ...),
+wherever it stands.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 from .errors import ConfigError
 
-__all__ = ["MASK", "credential_in", "redact", "refuse_credentials"]
+__all__ = ["MASK", "SAFE_KEYS", "credential_in", "mask_url", "redact", "refuse_credentials",
+           "secret_values"]
 
 MASK = "***"
 
@@ -51,22 +59,93 @@ def credential_in(url: str) -> str | None:
     if match and _userinfo_secret(match.group("userinfo")):
         return "a password" if ":" in match.group("userinfo") else "a token in its user part"
     try:
-        query = urlsplit(url).query
+        parts = urlsplit(url)
     except ValueError:
-        query = ""
-    for name, _value in parse_qsl(query, keep_blank_values=True):
+        return None
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if _SECRET_PARAMETERS.fullmatch(name):
             return f"a '{name}' query parameter"
+        if value and name.lower().replace("-", "_") not in SAFE_KEYS:
+            # masked by default: a key the factory does not know may carry a secret
+            return f"a '{name}' query parameter, which may be a secret"
+    if parts.fragment and _masked_pairs(parts.fragment, "&") != parts.fragment:
+        return "a fragment, which may be a secret"
     return None
 
 
-def redact(text: str) -> str:
-    """`text` with every URL credential replaced by ***."""
-    def userinfo(match: re.Match[str]) -> str:
-        if not _userinfo_secret(match.group("userinfo")):
-            return match.group(0)
-        return f"{match.group('scheme')}{MASK}@"
-    text = _USERINFO.sub(userinfo, text)
+# Query and fragment keys whose values say where or what, never who: kept when printed.
+SAFE_KEYS = frozenset({
+    "rev", "ref", "revision", "branch", "tag", "commit", "version", "subdirectory", "subdir",
+    "egg", "path", "file", "filename", "name", "format", "page", "per_page", "sha256", "sha384",
+    "sha512", "md5", "sha1", "blake2b", "arch", "platform", "python", "torch", "cuda", "sort",
+    "lang", "download", "raw", "plain", "view", "tab", "q", "search"})
+# Logins that name no one (ssh's git@, anonymous FTP): kept in a URL's user part.
+SAFE_LOGINS = frozenset({"git", "hg", "svn", "anonymous", "ftp"})
+# scheme://... up to a character no URL holds unquoted, or a quote or bracket around it.
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()\[\]{}`|\\^]+")
+# Environment variables whose values are secrets, by name.
+_SECRET_NAME = re.compile(
+    r"TOKEN|PASSWORD|PASSWD|SECRET|CREDENTIAL|_KEY$|^KEY$|APIKEY|_AUTH|^AUTH|SESSION|COOKIE|"
+    r"PRIVATE|SIGNATURE|_PAT$|^PAT$", re.IGNORECASE)
+_MIN_SECRET = 6  # shorter values (a "1", a "true") are too common to mask everywhere
+
+
+def mask_url(url: str) -> str:
+    """The URL with its user part (but a plain login), every query value and the fragment
+    masked, except where the key is known to be harmless (SAFE_KEYS). The rest is kept as
+    written (no decoding), so that the URL stays recognisable."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    rest, hash_sign, fragment = rest.partition("#")
+    rest, question, query = rest.partition("?")
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    if at and userinfo not in SAFE_LOGINS:
+        authority = f"{MASK}@{host}"
+    masked = f"{scheme}://{authority}{slash}{path}"
+    if question:
+        masked += "?" + _masked_pairs(query, "&;")
+    if hash_sign:
+        masked += "#" + _masked_pairs(fragment, "&")
+    return masked
+
+
+def _masked_pairs(text: str, separators: str) -> str:
+    """key=value pairs with each value masked unless its key is safe; text that is no pair
+    masked whole."""
+    parts = re.split(f"([{re.escape(separators)}])", text)
+    for index in range(0, len(parts), 2):
+        key, equals, value = parts[index].partition("=")
+        if not equals:
+            parts[index] = key if not key or key.lower() in SAFE_KEYS else MASK
+        elif value and key.lower().replace("-", "_") not in SAFE_KEYS:
+            parts[index] = f"{key}={MASK}"
+    return "".join(parts)
+
+
+def _mask_found_url(match: re.Match[str]) -> str:
+    """A URL found in text, masked; punctuation that ends the sentence around it is kept."""
+    url = match.group(0)
+    end = len(url.rstrip(".,;:!?"))
+    return mask_url(url[:end]) + url[end:]
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The values of the environment's variables whose names say they are secrets, longest
+    first (so that a secret holding another is masked whole)."""
+    environ = os.environ if environ is None else environ
+    found = {value for name, value in environ.items()
+             if _SECRET_NAME.search(name) and len(value.strip()) >= _MIN_SECRET}
+    return sorted(found, key=lambda value: (-len(value), value))
+
+
+def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """`text` with every URL masked (mask_url), every secret query parameter outside a URL
+    masked, and every secret of the environment (secret_values) replaced by ***."""
+    for value in secret_values(environ):
+        text = text.replace(value, MASK)
+    text = _URL.sub(_mask_found_url, text)
     return _QUERY_SECRET.sub(lambda m: f"{m.group('name')}={MASK}", text)
 
 

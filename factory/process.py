@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from .credentials import redact
 from .errors import BuildError, CommandFailed
 
 __all__ = ["Log", "first_error", "first_output_line", "log_result", "not_found", "run"]
@@ -23,6 +24,9 @@ class Log:
         self._lock = threading.Lock()
 
     def write(self, text: str) -> None:
+        """Add a line (or block) to the log, URL credentials and the environment's secrets
+        masked: logs are output a user may share, whatever a build printed into them."""
+        text = redact(text)
         with self._lock:
             self._handle.write(text if text.endswith("\n") else text + "\n")
             self._handle.flush()

@@ -246,6 +246,25 @@ CASES: dict[str, Case] = {
     "torch index with a password": replaced(
         'sms: ["9.0"]', 'sms: ["9.0"]\n    torch-index: https://u:pw-s3cret@example.com/whl',
         "torch-index: 'https://***@example.com/whl' holds a password"),
+    "git URL with a private_token query": replaced(
+        "path: demo", "git: https://example.com/k.git?private_token=tok-s3cret",
+        "'https://example.com/k.git?private_token=***' holds a 'private_token' query parameter, "
+        "which may be a secret"),
+    "git URL with a jwt query": replaced(
+        "path: demo", "git: https://example.com/k.git?rev=1&jwt=tok-s3cret",
+        "holds a 'jwt' query parameter, which may be a secret"),
+    "git URL with a fragment": replaced(
+        "path: demo", "git: https://example.com/k.git#tok-s3cret",
+        "'https://example.com/k.git#***' holds a fragment, which may be a secret"),
+    "git URL whose password holds @": replaced(
+        "path: demo", "git: https://me:pw@s3cret@example.com/k",
+        "'https://***@example.com/k' holds a password"),
+    "torch index with an hf_token": replaced(
+        'sms: ["9.0"]', 'sms: ["9.0"]\n    torch-index: https://example.com/whl?hf_token='
+        'hf_s3cretTOKEN', "holds a 'hf_token' query parameter, which may be a secret"),
+    "torch index with an auth_token fragment": replaced(
+        'sms: ["9.0"]', 'sms: ["9.0"]\n    torch-index: https://example.com/whl#auth_token='
+        'tok-s3cret', "'https://example.com/whl#auth_token=***' holds a fragment"),
     "torch index with a signature": replaced(
         'sms: ["9.0"]', 'sms: ["9.0"]\n    torch-index: https://example.com/whl?X-Amz-Signature'
         '=S3CRETKEY', "holds a 'X-Amz-Signature' query parameter"),

@@ -6,6 +6,7 @@ been validated."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -56,6 +57,20 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _MaskedStderr(logging.Handler):
+    """Libraries' warnings (the Hub client's retries quote the URL they asked) on stderr, as
+    Python's last-resort handler prints them, but with credentials masked."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(redact(self.format(record)) + "\n")
+        except Exception:  # logging's own rule: a handler never raises
+            self.handleError(record)
+
+
+_LIBRARY_LOGS = _MaskedStderr(logging.WARNING)
+
+
 def _stop(signum: int, frame: FrameType | None) -> None:
     """SIGTERM (a CI job cancelled) stops a build as Ctrl-C does: containers are removed."""
     raise KeyboardInterrupt
@@ -66,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _stop) if on_main_thread else None
     console = make_console(stderr=False)
     errors = make_console(stderr=True)
+    if _LIBRARY_LOGS not in logging.getLogger().handlers:
+        logging.getLogger().addHandler(_LIBRARY_LOGS)
     try:
         args = make_parser().parse_args(argv)
         status: int = COMMANDS[args.command].run(args, console)

@@ -8,11 +8,13 @@ huggingface_hub), which most commands never touch."""
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 
 from rich.console import Console
 
@@ -170,11 +172,39 @@ def cache_dir(args: argparse.Namespace) -> Path:
         raise ConfigError(f"cannot be used ({exc})", file=folder, key=key) from None
 
 
+class _Redacting(io.TextIOBase):
+    """A text stream that masks URL credentials and the environment's secrets in whatever is
+    written to it (credentials.redact): the console's file, so that nothing the factory
+    prints, tables included, shows a secret."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._stream, "encoding", "utf-8")
+
+
 def make_console(stderr: bool) -> Console:
-    """Rich output; off a terminal (CI logs, pipes) wide enough that paths stay on one line."""
-    console = Console(stderr=stderr, highlight=False)
+    """Rich output, secrets masked; off a terminal (CI logs, pipes) wide enough that paths
+    stay on one line."""
+    stream = cast(TextIO, _Redacting(sys.stderr if stderr else sys.stdout))
+    console = Console(file=stream, highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(stderr=stderr, highlight=False, width=160)
+        console = Console(file=stream, highlight=False, width=160)
     return console
 
 
