@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make sure a docker engine answers here: install Debian's docker.io (and debootstrap, which
-# make-debian-base.sh needs) when they are missing, and start dockerd when none runs.
+# make-debian-base.sh needs, and bubblewrap, which confines setup.py builds on this machine)
+# when they are missing, and start dockerd when none runs.
 # For Debian machines, run as root (CI does; see .ci/run). Prints the engine's version.
 set -euo pipefail
 
@@ -9,6 +10,7 @@ answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v bwrap >/dev/null || missing+=(bubblewrap)
 if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q >/dev/null

@@ -52,6 +52,12 @@ OBJECT_CACHE_FOLDER = "objects"
 OBJECT_CACHE_LIMIT = 20 * 2**30
 """The object cache's size; the least recently used objects go first beyond it."""
 
+MAX_OBJECT_SIZE = 2 * 2**30
+"""The largest object an import takes in (a big CUTLASS unit's object is tens of MiB)."""
+
+MAX_RECORD_SIZE = 16 * 2**20
+"""The largest object record or manifest the cache reads (they are a few KiB)."""
+
 OBJECT_CACHE_MANIFEST_ENTRIES = 8
 """Input sets kept per compile command (one per version of its headers seen lately)."""
 

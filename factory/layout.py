@@ -10,7 +10,11 @@ from pathlib import Path
 
 from .errors import ConfigError
 
-__all__ = ["Layout", "refuse_links"]
+__all__ = ["PRIVATE_FOLDERS", "Layout", "refuse_links"]
+
+# Folders of an output folder that stay home: never served, never published. The logs hold
+# whatever a build printed; the factory's records (.factory/) its own bookkeeping.
+PRIVATE_FOLDERS = frozenset({".factory", "logs"})
 
 
 @dataclass(frozen=True)

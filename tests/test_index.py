@@ -420,6 +420,26 @@ def test_a_builds_update_reads_only_what_it_published(index_out):
     assert len(checked.problems) == 1 and "changed after it was published" in checked.problems[0]
 
 
+@pytest.mark.parametrize("first", [True, False], ids=["first-build", "later-build"])
+def test_a_wheel_no_build_published_is_never_indexed_by_a_build(tmp_path, first):
+    """A project's build (or anything else) that drops a wheel into files/ gets nothing
+    published by a build's update, not even when every cell failed (nothing published) or the
+    index is new; `factory index`, run by hand, indexes what was put there by hand."""
+    out = tmp_path / "out"
+    files = out / "files"
+    files.mkdir(parents=True)
+    if not first:
+        make_wheel(files, "img2gray", "1.0.0+cu130torch211")
+        update_index(out)
+    stray = make_wheel(files, "evil", "6.6.6+cu130torch211")
+    summary = update_index(out, published={})
+    assert (summary.wheels, summary.projects) == ((0, 0) if first else (1, 1))
+    assert any(str(stray) in problem and "no build published it" in problem
+               for problem in summary.problems)
+    assert "evil" not in (out / "simple" / "index.html").read_text()
+    assert update_index(out, full=True).wheels == (1 if first else 2)  # `factory index`
+
+
 def test_pypi_simple_reads_every_page(index_out):
     update_index(index_out)
     make_wheel(index_out / "files", "img2gray", "1.0.1+cu130torch211")

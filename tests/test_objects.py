@@ -218,6 +218,54 @@ def test_objects_travel_to_another_cache_and_bad_ones_are_refused(store_setup, t
     assert ObjectCache(tmp_path / "third").merge(artifact) == (0, 1)
 
 
+def crafted(artifact: Path, key: str, how: str) -> None:
+    """An exported entry made hostile."""
+    obj = artifact / "objects" / key[:2] / f"{key}.o"
+    record = obj.with_suffix(".json")
+    data = json.loads(record.read_text())
+    if how == "a FIFO record":
+        record.unlink()
+        os.mkfifo(record)
+    elif how == "a deep record":
+        record.write_text("[" * 200_000 + "]" * 200_000)
+    elif how == "a huge record":
+        with open(record, "w") as handle:
+            handle.truncate(64 << 20)
+    elif how == "a FIFO object":
+        obj.unlink()
+        os.mkfifo(obj)
+    elif how == "a 3 GiB sparse object, its record re-hashed":
+        with open(obj, "r+b") as handle:
+            handle.truncate(3 << 30)
+        record.write_text(json.dumps({**data, "size": 3 << 30}))
+    elif how == "an object bigger than its record says":
+        obj.write_bytes(obj.read_bytes() + b"\0")
+    elif how == "a linked object":
+        obj.unlink()
+        obj.symlink_to("/etc/passwd")
+    elif how == "a record without a size":
+        record.write_text(json.dumps({key: value for key, value in data.items()
+                                      if key != "size"}))
+
+
+@pytest.mark.parametrize("how", [
+    "a FIFO record", "a deep record", "a huge record", "a FIFO object",
+    "a 3 GiB sparse object, its record re-hashed", "an object bigger than its record says",
+    "a linked object", "a record without a size"])
+def test_a_crafted_import_is_refused_at_once(store_setup, tmp_path, how):
+    store, _, key, _, _ = store_setup
+    cache = ObjectCache(store.root)
+    cache.part().mark_used(store.used)
+    artifact = tmp_path / "artifact"
+    assert cache.export(artifact) == 1
+    crafted(artifact, key, how)
+    started = time.monotonic()
+    receiving = ObjectCache(tmp_path / "receiving")
+    assert receiving.merge(artifact) == (0, 1)
+    assert time.monotonic() - started < 10  # no read of a FIFO, no hashing of gigabytes
+    assert not list((tmp_path / "receiving" / "objects").glob("*/*"))
+
+
 def test_the_cache_keeps_to_its_size_dropping_the_least_recently_used(tmp_path):
     store = ObjectStore(tmp_path / "objects")
     keys = []
@@ -438,6 +486,7 @@ def test_a_cost_book_travels_out_with_exported_objects_and_in_with_imported_ones
     (artifact / "..hidden.json").write_text("{}")
     (artifact / "link.json").symlink_to(artifact / "many-units.json")
     (artifact / "bad.json").write_text('{"x": {"seconds": "soon"}}')
+    os.mkfifo(artifact / "fifo.json")
     assert local.merge(artifact) == 8  # what the local book lacked
     book = local.read("many-units")
     assert book[keys[0]].seconds == 7.0 and book[keys[1]].seconds == 101.0

@@ -21,6 +21,7 @@ from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import inspect_wheel
 
 from .conftest import REPO, cache_env, read_dist_info, run_factory, write
+from .system import debian_package
 from .test_docker import BASE, bullseye_base  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
@@ -210,6 +211,7 @@ def test_a_build_that_downloads_fails_for_want_of_a_network(tmp_path, factory_ca
 def test_a_local_build_is_reproduced_byte_for_byte_by_verify(tmp_path, factory_cache):
     """Built on this machine, then rebuilt from its provenance by `factory verify` (in another
     folder, by the same build step): the same bytes."""
+    debian_package("bubblewrap", "bwrap")  # the build on this machine runs under it
     write(tmp_path / "matrix.yaml", f"""
         kernels: [{{path: {PROJECT}}}]
         torch: ["2.11"]
@@ -225,3 +227,56 @@ def test_a_local_build_is_reproduced_byte_for_byte_by_verify(tmp_path, factory_c
     verified = run_factory("verify", wheel, "--source", PROJECT, cwd=tmp_path, env=env)
     assert verified.exit == 0, verified.stdout + verified.stderr
     assert "verified: the rebuilt wheel is byte-identical" in verified.stdout
+
+
+HOSTILE_PROLOGUE = """\
+import os as _os, pathlib as _pathlib
+print("hostile: planted", _os.environ.get("KWF_PLANTED_TOKEN", "absent"))
+for _target in {targets!r}:
+    try:
+        _pathlib.Path(_target).write_text("hostile")
+        print("hostile: wrote", _target)
+    except OSError as _exc:
+        print("hostile: blocked", _target, _exc.strerror)
+"""
+
+
+def test_a_hostile_setup_py_on_this_machine_reads_no_secret_and_writes_nothing_outside(
+        tmp_path, factory_cache):
+    """The setup.py that once printed TWINE_PASSWORD into its log, wrote into the home folder
+    and the factory's cache and dropped a wheel into files/: on the local runner it now runs
+    confined (bubblewrap), sees an allow-listed environment, and only its own wheel is
+    published."""
+    debian_package("bubblewrap", "bwrap")
+    project = shutil.copytree(PROJECT, tmp_path / "hostile", ignore=shutil.ignore_patterns(
+        "tests"))
+    out = tmp_path / "out"
+    targets = [str(REPO / ".kernel-wheel-factory-hostile"),
+               str(factory_cache / "hostile-was-here"),
+               str(out / "files" / "evil-6.6.6+cu130torch211-py3-none-any.whl")]
+    setup = project / "setup.py"
+    setup.write_text(HOSTILE_PROLOGUE.format(targets=targets) + setup.read_text())
+    write(tmp_path / "matrix.yaml", f"""
+        kernels: [{{path: {project}}}]
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+        python: ["{sys.version_info.major}.{sys.version_info.minor}"]
+        runner: local
+    """)
+    secrets = {"KWF_PLANTED_TOKEN": "planted-s3cret-value", "TWINE_PASSWORD": "twine-s3cret",
+               "HF_TOKEN": "hf_s3cretvalue"}
+    result = run_factory("build", "matrix.yaml", "--out", out, cwd=tmp_path,
+                         env={**cache_env(factory_cache), **secrets})
+    assert result.exit == 0, result.stdout + result.stderr
+    (log,) = (out / "logs").glob("relu-scale-*.log")
+    text = log.read_text()
+    assert "hostile: planted absent" in text
+    for target in targets:
+        assert not Path(target).exists(), target
+    assert f"hostile: blocked {targets[0]} Read-only file system" in text
+    assert [wheel.name.split("-")[0] for wheel in (out / "files").glob("*.whl")] == \
+        ["relu_scale"]
+    published = b"".join(path.read_bytes() for path in out.rglob("*") if path.is_file())
+    for value in secrets.values():
+        assert value not in result.stdout + result.stderr + text
+        assert value.encode() not in published

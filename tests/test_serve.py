@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 import tracemalloc
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,3 +63,21 @@ def test_an_idle_connection_is_closed(served):
     # and goes on serving others
     with urllib.request.urlopen(f"{url}/files/big-1.0-py3-none-any.whl") as response:
         assert response.status == 200
+
+
+LOG = "img2gray-cu130torch211-x86_64.log"
+
+
+@pytest.mark.parametrize("path", ["/logs/", f"/logs/{LOG}", f"/logs/../logs/{LOG}",
+                                  f"//logs/{LOG}", f"/%6Cogs/{LOG}", "/.factory/manifest.json"])
+def test_the_build_logs_and_records_are_never_served(served, path):
+    """A log holds whatever a build printed: it stays home, as the factory's records do."""
+    url, files = served
+    logs = files.parent / "logs"
+    logs.mkdir()
+    (logs / LOG).write_text("a build's output\n")
+    (files.parent / ".factory").mkdir()
+    (files.parent / ".factory" / "manifest.json").write_text("{}")
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(f"{url}{path}")
+    assert caught.value.code == 404

@@ -24,6 +24,7 @@ class BuildOptions:
     builder: str | None = None  # the builder image, for builds in a container
     offline: bool = False  # download nothing: toolkits and torch from the machine or caches
     index_url: str | None = None  # the index's public URL: the import guard names it
+    unconfined: bool = False  # a project's build on this machine runs without the sandbox
 
     def epoch(self, cell: Cell) -> int:
         return self.source_date_epoch if self.source_date_epoch is not None else cell.source.epoch

@@ -8,7 +8,9 @@ site-packages, with `build`, setuptools, wheel, ninja, packaging and the project
 [build-system] requirements installed (never a second torch), bounded by torch's own
 requirements. A builder container makes it while its network is on and builds without one.
 
-The build gets the cell's arch list (TORCH_CUDA_ARCH_LIST: SASS for every SM, PTX for the
+On this machine (the local runner) the build is confined (sandbox.py): an allow-listed
+environment, the file system read-only but for its build folder, no network. The build gets
+the cell's arch list (TORCH_CUDA_ARCH_LIST: SASS for every SM, PTX for the
 newest), its toolkit (CUDA_HOME), host compiler (CC, CXX), the factory's share of cores and
 memory (MAX_JOBS, NVCC_THREADS), the source's time (SOURCE_DATE_EPOCH) and the matrix's env:
 for the kernel. A build that reaches for the network (to download a prebuilt wheel, say) fails
@@ -47,6 +49,7 @@ from ..wheel.read import PROVENANCE_FILE
 from ..wheel.repair import repair
 from .cell import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
 from .records import provenance_file
+from .sandbox import confined_command, confined_environment
 
 __all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "c_compiler", "provide_build_env"]
 
@@ -85,13 +88,20 @@ def build_project(job: Job) -> Built:
         log.step("building with `build` (no isolation): " + " ".join(
             f"{name}={variables[name]}" for name in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
                                                      "NVCC_THREADS", "CUDA_HOME")))
-        argv, cwd = toolchain.runs_in.argv([str(python), "-m", "build", "--wheel",
-                                            "--no-isolation", "--outdir", str(built_dir),
-                                            str(src)], src)
+        command = [str(python), "-m", "build", "--wheel", "--no-isolation", "--outdir",
+                   str(built_dir), str(src)]
+        env = {**os.environ, **variables}
+        if job.container is None and not job.prepared:  # on this machine, not in a container
+            env = confined_environment(work, variables)
+            if job.options.unconfined:
+                log.write("unconfined (--unconfined): the build runs with this user's rights, "
+                          "files and network")
+            else:
+                command = confined_command(command, work, src)
+        argv, cwd = toolchain.runs_in.argv(command, src)
         try:
             finished = pool.run(argv, cwd, log, "building the project",
-                                measure=not toolchain.runs_in.prefix,
-                                env={**os.environ, **variables})
+                                measure=not toolchain.runs_in.prefix, env=env)
         except CommandFailed as failure:
             reached = _NETWORK_FAILURE.search(failure.output)
             if reached is None:

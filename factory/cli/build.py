@@ -87,6 +87,10 @@ def add(commands: Any) -> None:
                                            "(repeatable)")
     build.add_argument("--force", action="store_true",
                        help="replace a published wheel whose bytes changed")
+    build.add_argument("--unconfined", action="store_true",
+                       help="run a setup.py / pyproject project's build on this machine "
+                            "without the bubblewrap sandbox (it then has your rights, files "
+                            "and network; its environment stays allow-listed)")
     build.add_argument("--build-root", type=path_argument, default=defaults.BUILD_ROOT,
                        metavar="DIR",
                        help="where cells are compiled; a fixed path keeps builds reproducible "
@@ -145,7 +149,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         plan = select_shard(plan, *args.shard).on_host(defaults.host_platform())
     plan = only_cells(plan, args.only)
     options = BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
-                           offline=args.offline, index_url=args.base_url)
+                           offline=args.offline, index_url=args.base_url,
+                           unconfined=args.unconfined)
     runner = matrix_runner(args, plan, cache, options, console)
     cached = ObjectCache(objects, args.object_cache_size)
     for folder in imports:

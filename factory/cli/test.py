@@ -77,5 +77,5 @@ def run(args: argparse.Namespace, console: Console) -> int:
                     for entry in tested if entry.report is not None and
                     entry.cell_id in recorded and recorded[entry.cell_id].wheel == entry.wheel]
         if outcomes:
-            update_index(out, outcomes=outcomes)
+            update_index(out, outcomes=outcomes, published={})  # indexes no stray file
     return status

@@ -48,6 +48,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -322,7 +323,7 @@ class ObjectStore:
                 continue
             data = _read_json(record)
             obj = other._object(key)
-            if not isinstance(data, dict) or not obj.is_file() or obj.is_symlink() or \
+            if not isinstance(data, dict) or not _regular_of_size(obj, data.get("size")) or \
                     file_sha256(obj) != data.get("sha256"):
                 refused += 1
                 continue
@@ -412,6 +413,17 @@ def evict(root: Path, limit: int) -> tuple[int, int]:
         return removed, total
 
 
+def _regular_of_size(path: Path, size: Any) -> bool:
+    """Whether `path` is a regular file (no link, no FIFO) of the `size` its record states,
+    which is at most MAX_OBJECT_SIZE: an import never reads more than that."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and isinstance(size, int) and \
+        0 < size <= defaults.MAX_OBJECT_SIZE and info.st_size == size
+
+
 def _copy_entry(source: ObjectStore, target: ObjectStore, key: str) -> bool:
     obj, record = source._object(key), source._record(key)
     if not obj.is_file() or not record.is_file():
@@ -433,9 +445,14 @@ def _real(path: str, work: Path) -> Path:
 
 
 def _read_json(path: Path) -> Any:
+    """A record's or manifest's JSON; None for anything else: not a regular file (a FIFO would
+    block the read forever, a link lead elsewhere), too big, not JSON, nested too deep."""
     try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > defaults.MAX_RECORD_SIZE:
+            return None
         return json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 

@@ -3,7 +3,8 @@
 A folder holding index.html and index.json is a simple-repository page: the JSON form is sent
 when the client's Accept header prefers application/vnd.pypi.simple.v1+json (PEP 691), the
 HTML form otherwise. A page URL without its trailing slash is redirected to it; a project that
-does not exist is a 404; nothing outside the served folder is ever read. Files are streamed
+does not exist is a 404; nothing outside the served folder is ever read, and neither are its
+private folders (the build logs, the factory's records). Files are streamed
 (a wheel of gigabytes is never held in memory), and a connection that sends nothing for
 `idle_timeout` seconds is closed.
 """
@@ -22,6 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 from .. import defaults
 from ..files import content_type
+from ..layout import PRIVATE_FOLDERS
 from ..safety import served_parts
 from .pages import HTML_CONTENT_TYPE, JSON_CONTENT_TYPE
 
@@ -89,7 +91,7 @@ class IndexHandler(BaseHTTPRequestHandler):
     def _respond(self, body: bool) -> None:
         url_path = unquote(urlsplit(self.path).path)
         parts = served_parts(url_path)
-        if parts is None:
+        if parts is None or (parts and parts[0] in PRIVATE_FOLDERS):
             self.send_error(HTTPStatus.NOT_FOUND)
             return
         target = self.root.joinpath(*parts)

@@ -75,9 +75,11 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
 
     `published` holds the files a build just put in files/, as the build read them: their
     records are made from that, and the other files the manifest knows are taken as they were,
-    unread, which keeps a build's update of a big index quick. Without it every file is
-    checked against its record (size and mtime, then its bytes), and every .metadata file
-    against the wheel's.
+    unread, which keeps a build's update of a big index quick. A wheel that neither the build
+    published nor the manifest knows (one a project's build, or anything else, dropped into
+    files/) is then left out and reported: only `factory index` (no `published`) indexes files
+    put there by hand. Without it every file is checked against its record (size and mtime,
+    then its bytes), and every .metadata file against the wheel's.
 
     A file that cannot be indexed (not a wheel, damaged, changed after it was published) is
     reported in the summary's `problems` and left out; it never stops the other files' pages.
@@ -92,7 +94,7 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         previous = load_manifest(layout.manifest)
         full = full or interrupted or not layout.manifest.exists()
         trusted = None if published is None or full else set(previous.files) - set(published)
-        scan = _Scan(layout, previous, force, trusted, published or {})
+        scan = _Scan(layout, previous, force, trusted, published or {}, published is not None)
         manifest = Manifest(scan.records(), dict(previous.cells))
         for outcome in outcomes:
             manifest.cells[outcome.cell] = outcome
@@ -177,13 +179,15 @@ class _Scan:
     wheel are reported in `problems`."""
 
     def __init__(self, layout: Layout, manifest: Manifest, force: bool,
-                 trusted: set[str] | None, published: Mapping[str, WheelFile]) -> None:
+                 trusted: set[str] | None, published: Mapping[str, WheelFile],
+                 by_build: bool) -> None:
         self.layout = layout
         self.known = manifest.files
         self.force = force
         self.trusted = trusted
         self.published = published
         self.problems: list[str] = []
+        self.by_build = by_build  # a build's update: it indexes no stray file
 
     def records(self) -> dict[str, FileRecord]:
         records: dict[str, FileRecord] = {}
@@ -209,6 +213,11 @@ class _Scan:
             return None
         if self.trusted is not None and name in self.trusted and known is not None:
             return known
+        if self.by_build and known is None and name not in self.published:
+            self.problems.append(f"{path}: no build published it, so it is left out of the "
+                                 "index; move it out of files/ (or run 'factory index' to "
+                                 "index a wheel put there by hand)")
+            return None
         info = entry.stat(follow_symlinks=False)
         if known is not None and known.size == info.st_size and \
                 known.mtime_ns == info.st_mtime_ns:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +72,8 @@ class CostBook:
     def read(self, kernel: str) -> dict[str, UnitCost]:
         path = self._path(kernel)
         try:
-            if path.is_symlink() or path.stat().st_size > _MAX_BOOK:
+            info = path.lstat()  # a link, a FIFO (its read would block) or a giant: no book
+            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_BOOK:
                 return {}
             data = json.loads(path.read_text())
         except (OSError, ValueError, RecursionError):

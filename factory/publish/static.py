@@ -31,11 +31,10 @@ from .. import defaults
 from ..errors import ConfigError, PublishError
 from ..files import content_type, copy_atomic, file_sha256, remove_abandoned_temporaries
 from ..hub import hub_errors, parse_hf_target
-from ..layout import refuse_links
+from ..layout import PRIVATE_FOLDERS, refuse_links
 
 __all__ = ["StaticReport", "publish_static", "static_tree"]
 
-PRIVATE = {".factory", "logs"}
 WAVES = ("files", "project pages", "root pages", "browse page")
 
 
@@ -56,7 +55,7 @@ def static_tree(out: Path) -> list[list[tuple[str, Path]]]:
         here = Path(folder)
         top = here == out
         subfolders[:] = sorted(d for d in subfolders
-                               if not d.startswith(".") and not (top and d in PRIVATE))
+                               if not d.startswith(".") and not (top and d in PRIVATE_FOLDERS))
         for name in sorted(names):
             if name.startswith("."):
                 continue

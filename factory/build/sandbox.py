@@ -1,0 +1,78 @@
+"""A PEP 517 project's build on this machine, confined: its setup.py is the project's own code,
+run with the factory's rights unless something holds it.
+
+The build runs under bubblewrap (`bwrap`, Debian's and Fedora's `bubblewrap`): the whole file
+system read-only but for the cell's build folder, a private /tmp, no network, its own process
+and IPC namespaces, and ended with the factory. Its environment is an allow-list (locale, PATH,
+the compilers' search paths) plus what the factory sets for the build and the matrix's `env:`
+for the kernel: none of the factory's own variables (TWINE_PASSWORD, HF_TOKEN, AWS_*,
+GITHUB_TOKEN) reach it, and HOME and TMPDIR are folders of the build folder.
+
+Without a working bwrap the build is refused with one line, unless the user opts in to an
+unconfined build (`--unconfined`); the docker runner confines builds itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .. import defaults
+from ..errors import BuildError
+
+__all__ = ["ALLOWED_VARIABLES", "confined_command", "confined_environment"]
+
+# What a build may see of the factory's environment; everything else stays out.
+ALLOWED_VARIABLES = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM",
+                     "TZ", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH",
+                     "CPLUS_INCLUDE_PATH", "PKG_CONFIG_PATH", "SOURCE_DATE_EPOCH")
+_REFUSED = ("a setup.py / pyproject project's build runs its own code; on this machine the "
+            "factory runs it only confined by bubblewrap (bwrap), which {why}: install "
+            "bubblewrap (apt install bubblewrap), build with --runner docker, or pass "
+            "--unconfined to run it with your rights, your files and your network")
+
+
+def confined_environment(work: Path, variables: Mapping[str, str],
+                         environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The build's environment: the allow-listed variables of `environ` (the factory's own),
+    a HOME and TMPDIR inside the build folder, and `variables` (the factory's settings for the
+    build and the matrix's env:) over them."""
+    environ = os.environ if environ is None else environ
+    home, tmp = work / "home", work / "tmp"
+    home.mkdir(parents=True, exist_ok=True)
+    tmp.mkdir(parents=True, exist_ok=True)
+    allowed = {name: environ[name] for name in ALLOWED_VARIABLES if name in environ}
+    return {**allowed, "HOME": str(home), "TMPDIR": str(tmp),
+            "XDG_CACHE_HOME": str(home / ".cache"), **variables}
+
+
+def confined_command(argv: Sequence[str], work: Path, cwd: Path) -> list[str]:
+    """`argv` run by bubblewrap: everything read-only but `work`, no network, private /tmp,
+    /dev and /proc, its own process namespace, ended when the factory ends."""
+    bwrap = _working_bwrap()
+    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", "/tmp", "--bind", str(work), str(work), "--chdir", str(cwd),
+            "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--die-with-parent", "--", *argv]
+
+
+@functools.lru_cache(maxsize=1)
+def _working_bwrap() -> str:
+    """bwrap's path, once it has run a command here; BuildError saying what to do otherwise."""
+    found = shutil.which("bwrap")
+    if found is None:
+        raise BuildError(_REFUSED.format(why="is not installed"))
+    try:
+        done = subprocess.run([found, "--ro-bind", "/", "/", "--unshare-net", "--", "true"],
+                              capture_output=True, text=True,
+                              timeout=defaults.COMPILER_PROBE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(_REFUSED.format(why=f"cannot run here ({exc})")) from None
+    if done.returncode != 0:
+        said = next((line for line in done.stderr.splitlines() if line.strip()), "no output")
+        raise BuildError(_REFUSED.format(why=f"cannot run here ({said})"))
+    return found
