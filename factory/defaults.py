@@ -52,6 +52,11 @@ OBJECT_CACHE_FOLDER = "objects"
 OBJECT_CACHE_LIMIT = 20 * 2**30
 """The object cache's size; the least recently used objects go first beyond it."""
 
+VERIFY_IMPORTED = 0.05
+"""The share of a cell's units taken from imported objects (another machine's) that a build
+compiles again to compare bytes (at least one): builds are reproducible, so a poisoned import
+differs."""
+
 MAX_OBJECT_SIZE = 2 * 2**30
 """The largest object an import takes in (a big CUTLASS unit's object is tens of MiB)."""
 

@@ -250,6 +250,12 @@ def test_bad_input(project, factory, case):
 
 @pytest.mark.parametrize("args, expected", [
     (["build", "matrix.yaml", "--jobs", "0"], "argument --jobs: must be at least 1, got 0"),
+    (["build", "matrix.yaml", "--verify-objects", "2"],
+     "argument --verify-objects: '2' must be between 0 and 1 (0% and 100%)"),
+    (["build", "matrix.yaml", "--verify-objects", "nan"],
+     "argument --verify-objects: 'nan' must be between 0 and 1"),
+    (["build", "matrix.yaml", "--verify-objects", "some"],
+     "argument --verify-objects: 'some' is not a share (e.g. 0.1 or 10%)"),
     (["build", "matrix.yaml", "--jobs", "two"], "argument --jobs: 'two' is not a whole number"),
     (["build", "matrix.yaml", "--colour"], "unrecognized arguments: --colour"),
     (["build", "matrix.yaml", "--max-wheel-size", "lots"],

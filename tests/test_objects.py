@@ -511,3 +511,17 @@ def test_a_matrixs_cost_book_is_read_below_the_machines_and_cuts_the_shards(tmp_
     shards = shard_of(cell, 3, committed.read("many-units"))
     assert {heavy} in shards and sorted(len(shard) for shard in shards) == [1, 4, 4]
     assert shard_of(cell, 3, committed.read("many-units")) == shards  # the same every time
+
+
+def test_a_share_of_cached_units_and_at_least_one_imported_are_compiled_again():
+    from factory.build.cell import _to_check
+
+    local = {f"csrc/part{n}.cu": False for n in range(8)}
+    assert _to_check(local, 0.0) == set()
+    assert _to_check(local, 1.0) == set(local)
+    assert len(_to_check(local, 0.3)) == 3
+    mixed = {**local, "csrc/imported.cu": True}
+    assert _to_check(mixed, 0.0) == {"csrc/imported.cu"}  # the one imported, always
+    many = {f"csrc/imported{n}.cu": True for n in range(60)}
+    chosen = _to_check(many, 0.0)
+    assert len(chosen) == 3 and chosen <= set(many)  # 5% of 60

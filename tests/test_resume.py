@@ -6,6 +6,7 @@ jobs plus a link give the wheel one build gives."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -225,6 +226,57 @@ def test_a_cost_book_kept_with_the_matrix_starts_nothing_that_cannot_finish(tmp_
     assert units(log_of(tmp_path, "out"), "compiled") == set()
 
 
+def poison(store: Path, victim: str, donor: str) -> None:
+    """Replace the object of unit `victim` by `donor`'s and hash its record again: an entry
+    that passes every check but a compile."""
+    records = {json.loads(path.read_text())["source"]: path
+               for path in (store / "objects").glob("*/*.json")}
+    target = records[victim]
+    data = json.loads(target.read_text())
+    donor_object = records[donor].with_suffix(".o").read_bytes()
+    target.with_suffix(".o").write_bytes(donor_object)
+    target.write_text(json.dumps({**data, "size": len(donor_object),
+                                  "sha256": hashlib.sha256(donor_object).hexdigest()}))
+
+
+VICTIM, DONOR = "csrc/part5.cu", "csrc/part4.cu"
+
+
+def test_a_poisoned_cached_object_is_caught_before_publishing(tmp_path, cold, factory_cache):
+    folder, _ = cold
+    objects = warm_copy(folder, tmp_path)
+    poison(objects, VICTIM, DONOR)
+    result = run_factory(*build_args(tmp_path, "out", objects, "--verify-objects", "1"),
+                         env=cache_env(factory_cache))
+    assert result.exit == 1
+    assert f"{VICTIM}: the object cache gave an object that differs from the one compiled " \
+           "again from the same inputs" in " ".join(result.stdout.split()), result.stdout
+    assert not list((tmp_path / "out" / "files").glob("*.whl"))
+
+
+def test_a_poisoned_imported_object_is_caught_by_default(tmp_path, cold, factory_cache):
+    """A shard artifact from elsewhere whose one object is another unit's, its record hashed
+    again: the import takes it (its hash matches its record), the build compiles it again."""
+    folder, expected = cold
+    objects = warm_copy(folder, tmp_path)
+    artifact = tmp_path / "artifact"
+    shutil.copytree(objects, artifact)
+    poison(artifact, VICTIM, DONOR)
+    for record in (objects / "objects").glob("*/*.json"):  # this machine lacks the victim
+        if json.loads(record.read_text())["source"] == VICTIM:
+            record.unlink()
+            record.with_suffix(".o").unlink()
+    result = run_factory(*build_args(tmp_path, "out", objects, "--import-objects", artifact),
+                         env=cache_env(factory_cache))
+    assert result.exit == 1
+    assert "objects: took in 1 from" in result.stdout
+    assert f"{VICTIM}: the object cache gave an object that differs" in \
+        " ".join(result.stdout.split()), result.stdout
+    assert not list((tmp_path / "out" / "files").glob("*.whl"))
+    again = run_factory(*build_args(tmp_path, "out", objects), env=cache_env(factory_cache))
+    assert again.exit == 0 and wheel_sha(tmp_path, "out") == expected  # the entry was replaced
+
+
 def test_three_shard_jobs_and_a_link_give_the_unsplit_wheel(tmp_path, cold, factory_cache):
     _, expected = cold
     project(tmp_path)
@@ -261,5 +313,9 @@ def test_three_shard_jobs_and_a_link_give_the_unsplit_wheel(tmp_path, cold, fact
     assert "; 3 unit cost(s) for the cost book" in link.stdout
     assert len(json.loads((tmp_path / "linker" / "costs" / "many-units.json")
                           .read_text())) == 9
-    assert "compiling 0 of 9 unit(s), 9 from the object cache" in log_of(tmp_path, "link")
+    # every object came from another machine: a share of them (at least one) is compiled
+    # again and compared before anything is linked
+    link_log = log_of(tmp_path, "link")
+    assert "compiling 1 of 9 unit(s), 8 from the object cache" in link_log
+    assert "compiled again, the same bytes as the object cache's" in link_log
     assert wheel_sha(tmp_path, "link") == expected

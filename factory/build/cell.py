@@ -20,8 +20,10 @@ budget of cores and memory (compile/pool.py).
 
 from __future__ import annotations
 
+import math
 import os
 import platform
+import random
 import shutil
 import signal
 import stat
@@ -110,6 +112,7 @@ class Compiling:
     only: frozenset[str] | None = None
     part: str = ""  # the object cache's part: "" on this machine, docker/<base> in containers
     cells: int = 1  # cells built at once: a cell built in a process of its own gets a share
+    verify: float = 0.0  # the share of units taken from the object cache compiled again
 
     @property
     def store(self) -> ObjectStore | None:
@@ -473,13 +476,24 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
                                                         job.cell.ops_namespace, toolchain.cxx)
                       for compile_job in jobs}
     todo = []
+    fetched: dict[str, bool] = {}  # source -> its object came from another machine
     for compile_job in jobs:
-        if store is not None and store.fetch(
-                identities[compile_job.source], work, job.cell.ops_namespace,
-                compile_job.object, log.write, sealed=bool(sealed)):
+        key = store.fetch(identities[compile_job.source], work, job.cell.ops_namespace,
+                          compile_job.object, log.write, sealed=bool(sealed)) \
+            if store is not None else None
+        if key is not None and store is not None:
             log.write(f"   {compile_job.source}: from the object cache")
+            fetched[compile_job.source] = store.imported(key)
         else:
             todo.append(compile_job)
+    checked = _to_check(fetched, compiling.verify)
+    if checked:
+        log.write(f"   compiling {len(checked)} of them again to compare bytes: "
+                  f"{', '.join(sorted(checked))}")
+        for compile_job in jobs:
+            if compile_job.source in checked:
+                compile_job.object.replace(_cached_copy(compile_job.object))
+                todo.append(compile_job)
     cached = len(jobs) - len(todo)
     log.step(f"compiling {len(todo)} of {len(jobs)} unit(s), {cached} from the object cache "
              f"(budget: {compiling.pool.budget.describe()})")
@@ -542,7 +556,46 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
         raise TimeLimitReached(_time_limit_summary(kept, len(jobs), late,
                                                    len(todo) - len(done) - killed,
                                                    discarded, log))
+    _compare_checked(job, [j for j in jobs if j.source in checked])
     return len(done), cached
+
+
+def _to_check(fetched: Mapping[str, bool], share: float) -> set[str]:
+    """The units taken from the object cache to compile again and compare: `share` of them
+    (--verify-objects), and at least VERIFY_IMPORTED of those imported from another machine
+    (at least one). Chosen at random, so that a poisoned entry cannot count on being left."""
+    chooser = random.SystemRandom()
+    imported = sorted(source for source, other in fetched.items() if other)
+    chosen = set(chooser.sample(imported, min(len(imported), max(
+        1, math.ceil(defaults.VERIFY_IMPORTED * len(imported)))))) if imported else set()
+    if share > 0:
+        every = sorted(fetched)
+        chosen |= set(chooser.sample(every, min(len(every), math.ceil(share * len(every)))))
+    return chosen
+
+
+def _cached_copy(obj: Path) -> Path:
+    return obj.with_name(obj.name + ".cached")
+
+
+def _compare_checked(job: Job, checked: list[CompileJob]) -> None:
+    """Fail the cell when a unit compiled again differs from the object the cache gave: the
+    build is reproducible, so the cached object was not made from these inputs (the fresh
+    object has replaced it in the cache by now)."""
+    for compile_job in checked:
+        cached = _cached_copy(compile_job.object)
+        same = cached.read_bytes() == compile_job.object.read_bytes()
+        cached.unlink()
+        if not same:
+            job.log.write(f"   {compile_job.source}: the object cache's object differs from the "
+                          "one compiled again")
+            raise BuildError(f"{compile_job.source}: the object cache gave an object that "
+                             "differs from the one compiled again from the same inputs (a "
+                             "tampered entry, or an import made elsewhere); nothing is "
+                             "published, the entry is replaced: check where the cache and its "
+                             "imports come from, then build again")
+        job.log.write(f"   {compile_job.source}: compiled again, the same bytes as the object "
+                      "cache's")
 
 
 class StoppedAtLimit(TimeLimitReached):

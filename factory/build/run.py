@@ -93,6 +93,7 @@ class RunSettings:
     test: bool = False  # run the kernel's tests against each wheel before it is published
     require_gpu: bool = False  # fail a cell whose tests saw no GPU
     max_wheel_size: SizeLimit | None = None  # the size gate's limit per wheel
+    verify_objects: float = 0.0  # the share of cached units compiled again to compare
 
 
 class Reporter(Protocol):
@@ -135,7 +136,8 @@ def run_build(plan: Plan, out: Path, runner: Runner, reporter: Reporter,
                 book.record(cell.spec.name, {key: cost})
 
         compiling = Compiling(pool, objects, known_costs(cell.spec.name, (travelling, book)),
-                              measured, only, cells=settings.cells)
+                              measured, only, cells=settings.cells,
+                              verify=settings.verify_objects)
         return _run_cell(cell, layout, runner, compiling, reporter, settings, stopping)
 
     executor = ThreadPoolExecutor(max_workers=settings.cells)

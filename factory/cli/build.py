@@ -15,8 +15,9 @@ from ..config.model import RUNNERS
 from ..errors import ConfigError
 from ..layout import refuse_links
 from .common import (
-    cache_dir,
+cache_dir,
     duration,
+    fraction,
     index_url,
     matrix_options,
     matrix_runner,
@@ -87,6 +88,12 @@ def add(commands: Any) -> None:
                                            "(repeatable)")
     build.add_argument("--force", action="store_true",
                        help="replace a published wheel whose bytes changed")
+    build.add_argument("--verify-objects", type=fraction, default=0.0, metavar="FRACTION",
+                       help="compile this share (0 to 1) of the units taken from the object "
+                            "cache again and fail the cell if the bytes differ (imported "
+                            f"objects: at least {round(defaults.VERIFY_IMPORTED * 100)}%% "
+                            "of them, and "
+                            "one, always)")
     build.add_argument("--unconfined", action="store_true",
                        help="run a setup.py / pyproject project's build on this machine "
                             "without the bubblewrap sandbox (it then has your rights, files "
@@ -167,7 +174,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                            object_cache_limit=args.object_cache_size,
                            time_limit=args.time_limit, unit_shard=args.unit_shard,
                            export_objects=export, force=args.force, test=args.test,
-                           require_gpu=args.require_gpu,
+                           require_gpu=args.require_gpu, verify_objects=args.verify_objects,
                            max_wheel_size=args.max_wheel_size or plan.matrix.max_wheel_size)
     tests_failed = 0
     with runner:

@@ -89,6 +89,18 @@ def positive(text: str) -> int:
     return value
 
 
+def fraction(text: str) -> float:
+    """A share from 0 to 1 (0.1, or 10%)."""
+    cleaned = text.strip()
+    try:
+        value = float(cleaned[:-1]) / 100 if cleaned.endswith("%") else float(cleaned)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a share (e.g. 0.1 or 10%)") from None
+    if not 0 <= value <= 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"'{text}' must be between 0 and 1 (0% and 100%)")
+    return value
+
+
 def shard(text: str) -> tuple[int, int]:
     from ..plan.jobs import parse_shard
 

@@ -195,6 +195,11 @@ class ObjectStore:
                 return key
         return None
 
+    def imported(self, key: str) -> bool:
+        """Whether the entry came in with --import-objects (from another machine)."""
+        record = _read_json(self._record(key))
+        return isinstance(record, dict) and record.get("imported") is True
+
     def _matches(self, inputs: list[list[str]], work: Path, namespace: str,
                  sealed: bool) -> bool:
         for path, digest in inputs:
@@ -327,7 +332,7 @@ class ObjectStore:
                     file_sha256(obj) != data.get("sha256"):
                 refused += 1
                 continue
-            _copy_entry(other, self, key)
+            _copy_entry(other, self, key, imported=True)
             taken += 1
         for manifest in sorted((source / "manifests").glob("*/*.json")):
             identity = manifest.stem
@@ -424,13 +429,20 @@ def _regular_of_size(path: Path, size: Any) -> bool:
         0 < size <= defaults.MAX_OBJECT_SIZE and info.st_size == size
 
 
-def _copy_entry(source: ObjectStore, target: ObjectStore, key: str) -> bool:
+def _copy_entry(source: ObjectStore, target: ObjectStore, key: str,
+                imported: bool = False) -> bool:
+    """Copy one entry; `imported` marks its record as another machine's (builds check a share
+    of such objects by compiling them again)."""
     obj, record = source._object(key), source._record(key)
     if not obj.is_file() or not record.is_file():
         return False
     target._object(key).parent.mkdir(parents=True, exist_ok=True)
     copy_atomic(obj, target._object(key))
-    copy_atomic(record, target._record(key))
+    data = _read_json(record) if imported else None
+    if isinstance(data, dict):
+        write_atomic(target._record(key), json.dumps({**data, "imported": True}, indent=1))
+    else:
+        copy_atomic(record, target._record(key))
     return True
 
 

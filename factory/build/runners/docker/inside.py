@@ -122,7 +122,8 @@ def _compiling(job: dict[str, Any], say: Callable[..., None]) -> Compiling:
     objects = ObjectCache(Path(job["objects"])) if job["objects"] else None
     only = frozenset(job["only"]) if job["only"] is not None else None
     return Compiling(pool, objects, costs,
-                     lambda key, cost: say(cost=[key, cost.to_json()]), only)
+                     lambda key, cost: say(cost=[key, cost.to_json()]), only,
+                     verify=float(job.get("verify") or 0.0))
 
 
 if __name__ == "__main__":

@@ -387,6 +387,7 @@ class DockerRunner:
             "objects": str(OBJECTS) if compiling.objects is not None else None,
             "costs": {key: cost.to_json() for key, cost in compiling.costs.items()},
             "only": sorted(compiling.only) if compiling.only is not None else None,
+            "verify": compiling.verify,
         }
         log.step(f"building in {container} (no network, user {build_user()})")
         outcome = self._exec(container, "build", job, log, progress, compiling)
