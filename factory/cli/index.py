@@ -50,9 +50,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         for problem in problems:
             console.print(f"mismatch: {problem}", markup=False, soft_wrap=True)
         verdict = f"{len(problems)} mismatch(es)" if problems else "every byte matches"
-        console.print(f"verified {checked} published file(s) and their .metadata against "
-                      f"{args.out}/.factory/manifest.json: {verdict}", markup=False,
-                      soft_wrap=True)
+        console.print(f"verified {checked} published file(s), their .metadata and every "
+                      f"page against {args.out}/.factory/manifest.json: {verdict}",
+                      markup=False, soft_wrap=True)
         return 1 if problems else 0
     out = writable_folder(args.out, "--out", must_exist=not args.merge)
     if args.merge:

@@ -144,7 +144,32 @@ def verify_index(out: Path) -> tuple[int, list[str]]:
         if name.endswith(".whl") and name not in manifest.files:
             problems.append(f"{present[name]}: not in the manifest yet ('factory index' "
                             "indexes it)")
-    return len(manifest.files), problems
+    return len(manifest.files), problems + _page_problems(layout, manifest)
+
+
+def _page_problems(layout: Layout, manifest: Manifest) -> list[str]:
+    """Every page, JSON document, browse file and script the manifest gives, rendered again
+    and compared with what is published; and any file in the index's own folders that no
+    update writes (a page slipped in)."""
+    expected: dict[Path, bytes] = {}
+    _Pages(layout, manifest, None, sink=expected).write()
+    problems = []
+    for path, data in sorted(expected.items()):
+        try:
+            same = path.read_bytes() == data
+        except OSError:
+            problems.append(f"{path}: missing ('factory index' writes it again)")
+            continue
+        if not same:
+            problems.append(f"{path}: edited: not what the manifest gives ('factory index' "
+                            "writes it again)")
+    out = layout.out
+    owned = [out / COMBINED, out / "browse", *(simple for simple in out.glob(f"*/{COMBINED}"))]
+    for folder in owned:
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+            if (path.is_file() or path.is_symlink()) and path not in expected:
+                problems.append(f"{path}: no index update writes it: move it out")
+    return problems
 
 
 def yank(out: Path, name: str, version: str, label: str | None, reason: str) -> list[str]:
@@ -301,10 +326,11 @@ class _Pages:
     """Writes the pages of one update, in the order that keeps every link valid."""
 
     def __init__(self, layout: Layout, manifest: Manifest,
-                 previous: Manifest | None) -> None:
+                 previous: Manifest | None, sink: dict[Path, bytes] | None = None) -> None:
         self.layout = layout
         self.manifest = manifest
         self.previous = previous  # None: render everything
+        self.sink = sink  # given: every page is put there, nothing on disk is touched
         self.indexes = _indexes(manifest)
         self.labels = {name.split("/")[0] for name in self.indexes if name != COMBINED}
         self.written = 0
@@ -358,13 +384,16 @@ class _Pages:
         self._put(out / "doctor.py", files("factory").joinpath("doctor.py").read_bytes())
         for name in ASSETS:
             self._put(out / name, asset(name))
-        if changed is None and (out / "browse").is_dir():
+        if changed is None and self.sink is None and (out / "browse").is_dir():
             for stale in (out / "browse").glob("*.json"):
                 if stale.stem not in by_project and stale.stem not in cells_by_project:
                     stale.unlink()
                     self.removed += 1
 
     def _put(self, path: Path, data: bytes) -> None:
+        if self.sink is not None:
+            self.sink[path] = data
+            return
         folder = path.parent
         if folder not in self.folders:
             if not folder.is_dir():
@@ -382,6 +411,8 @@ class _Pages:
 
     def _remove_projects(self, base: Path, gone: set[str] | None, keep: set[str]) -> None:
         """Project folders no root page links any more (all of them in a full update)."""
+        if self.sink is not None:
+            return
         if gone is None:
             gone = {folder.name for folder in base.iterdir() if folder.is_dir()} - keep
         for project in gone:
@@ -392,6 +423,8 @@ class _Pages:
 
     def _remove_indexes(self, gone: set[str] | None) -> None:
         """Per-cell indexes whose label has no wheel any more."""
+        if self.sink is not None:
+            return
         if gone is None:
             gone = {f"{simple.parent.name}/{COMBINED}"
                     for simple in self.layout.out.glob(f"*/{COMBINED}")} - set(self.indexes)
