@@ -430,7 +430,8 @@ def test_an_image_with_its_own_torch_and_nvcc_builds_the_example(tmp_path, torch
     assert f"starting a container of {torch_image} (no network" in log
     assert re.search(rf"toolchain: nvcc 13\.0\.\d+ \(image, /opt/torch/lib/python3\.11/"
                      rf"site-packages/nvidia/cu13\), torch 2\.11\.\d+\+cu130 \(/opt/torch\), "
-                     rf"g\+\+, in a container of {re.escape(torch_image)}", log), log
+                     rf"host compiler g\+\+ \(from the image's PATH \(\$CXX unset\)\), in a "
+                     rf"container of {re.escape(torch_image)}", log), log
     compiles = [line for line in log.splitlines() if re.match(r"\$ \S*docker exec ", line)]
     assert len(compiles) == 4  # three units and the link, all inside the image
     assert all("--workdir /tmp/kernel-wheel-factory/build/" in line for line in compiles)
