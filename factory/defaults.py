@@ -118,6 +118,13 @@ DOWNLOAD_TIMEOUT = 120
 SERVE_IDLE_TIMEOUT = 30
 """`factory serve` closes a connection that sends nothing for this long."""
 
+SERVE_HEADER_TIMEOUT = 60
+"""`factory serve` closes a connection whose request line and headers take longer than this
+to arrive, however steadily they trickle in."""
+
+SERVE_WORKERS = 64
+"""Connections `factory serve` handles at once; one more is answered 503 at once."""
+
 COMPILER_PROBE_TIMEOUT = 120
 """Asking the host compiler what it does (its version, linking a one-line shared object)."""
 

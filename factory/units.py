@@ -16,8 +16,11 @@ def parse_size(text: str) -> int:
     match = _SIZE.fullmatch(text.lower())
     if not match:
         raise ValueError(f"'{text}' is not a size (e.g. 7G, 7.5GiB, 4096M)")
-    value = int(float(match[1]) * _UNITS[match[2]])
-    if value < 1 or value > 2**60:
+    number = float(match[1])  # 400 digits read as infinity: no size
+    if not number * _UNITS[match[2]] <= 2**60:
+        raise ValueError(f"'{text}' is not a usable size")
+    value = int(number * _UNITS[match[2]])
+    if value < 1:
         raise ValueError(f"'{text}' is not a usable size")
     return value
 

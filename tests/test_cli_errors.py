@@ -281,7 +281,11 @@ def test_bad_input(project, factory, case):
     (["build", "matrix.yaml", "--time-limit", "0"],
      "argument --time-limit: '0' must be between 1 second and a year"),
     (["build", "matrix.yaml", "--unit-shard", "4/3"],
-     "argument --unit-shard: '4/3' is not a shard I/N with 1 <= I <= N (e.g. 1/4)"),
+     "argument --unit-shard: '4/3' is not a shard I/N with 1 <= I <= N <= 10000 (e.g. 1/4)"),
+    (["build", "matrix.yaml", "--unit-shard", "1/99999999999999999999"],
+     "argument --unit-shard: '1/99999999999999999999' is not a shard I/N with 1 <= I <= N <= "
+     "10000"),
+    (["build", "matrix.yaml", "--memory", "9" * 400], "is not a usable size"),
     (["build", "matrix.yaml", "--import-objects", "nowhere"],
      "nowhere: --import-objects: is not a folder (give a folder --export-objects wrote)"),
     (["build", "matrix.yaml", "--import-objects", "demo"],

@@ -9,7 +9,7 @@ import time
 import tracemalloc
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -81,3 +81,69 @@ def test_the_build_logs_and_records_are_never_served(served, path):
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(f"{url}{path}")
     assert caught.value.code == 404
+
+
+def start(root: Path, **settings) -> tuple[int, Callable[[], None]]:
+    server = make_server(root, "127.0.0.1", 0, **settings)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+    return server.server_address[1], stop
+
+
+def test_a_client_trickling_its_headers_is_cut_off(tmp_path):
+    """One byte every 0.2 s keeps a per-read timeout happy forever; the headers' own deadline
+    does not."""
+    (tmp_path / "files").mkdir()
+    port, stop = start(tmp_path, idle_timeout=5, header_timeout=1)
+    try:
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+            try:
+                for byte in b"GET /files/ HTTP/1.1\r\nX-Slow: " + b"a" * 100:
+                    slow.sendall(bytes([byte]))
+                    time.sleep(0.2)
+            except OSError:
+                pass  # hung up on
+            assert slow.recv(1024) == b""
+        assert time.monotonic() - started < 5
+    finally:
+        stop()
+
+
+def test_one_connection_more_than_the_workers_is_answered_503_at_once(tmp_path):
+    (tmp_path / "files").mkdir()
+    port, stop = start(tmp_path, idle_timeout=5, header_timeout=5, workers=2)
+    try:
+        held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(2)]
+        time.sleep(0.3)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as third:
+            third.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert third.recv(1024).startswith(b"HTTP/1.1 503 Service Unavailable")
+        for connection in held:
+            connection.close()
+        time.sleep(0.3)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as after:
+            after.sendall(b"GET /files/ HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert after.recv(1024).startswith(b"HTTP/1.0 404")  # served again (no page)
+    finally:
+        stop()
+
+
+def test_a_crafted_request_line_gets_a_404_and_one_escaped_line_in_the_log(tmp_path, capfd):
+    (tmp_path / "files").mkdir()
+    port, stop = start(tmp_path, idle_timeout=5, header_timeout=5)
+    try:
+        for path in ["/" + "/".join(["a" * 20] * 3000), "/files/\x1b[31mred?token=s3cret"]:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+                client.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+                assert client.recv(1024).split(b"\r\n")[0] in (
+                    b"HTTP/1.0 404 Not Found", b"HTTP/1.0 414 Request-URI Too Long")
+    finally:
+        stop()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "\x1b" not in err and "s3cret" not in err
+    assert "\\x1b[31mred" in err

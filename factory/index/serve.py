@@ -5,15 +5,19 @@ when the client's Accept header prefers application/vnd.pypi.simple.v1+json (PEP
 HTML form otherwise. A page URL without its trailing slash is redirected to it; a project that
 does not exist is a 404; nothing outside the served folder is ever read, and neither are its
 private folders (the build logs, the factory's records). Files are streamed
-(a wheel of gigabytes is never held in memory), and a connection that sends nothing for
-`idle_timeout` seconds is closed.
+(a wheel of gigabytes is never held in memory), a connection that sends nothing for
+`idle_timeout` seconds, or whose request line and headers take longer than `header_timeout`,
+is closed, and at most `workers` connections are served at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import sys
+import threading
 from functools import partial
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,12 +26,13 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .. import defaults
+from ..credentials import redact
 from ..files import content_type
 from ..layout import PRIVATE_FOLDERS
 from ..safety import served_parts
 from .pages import HTML_CONTENT_TYPE, JSON_CONTENT_TYPE
 
-__all__ = ["IndexHandler", "make_server", "negotiate"]
+__all__ = ["IndexHandler", "IndexServer", "make_server", "negotiate"]
 
 _TYPES = {
     JSON_CONTENT_TYPE: ("index.json", JSON_CONTENT_TYPE),
@@ -76,11 +81,33 @@ def negotiate(accept: str | None) -> tuple[str, str]:
 class IndexHandler(BaseHTTPRequestHandler):
     server_version = "kernel-wheel-factory"
 
-    def __init__(self, *args: Any, root: Path, idle_timeout: float, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, root: Path, idle_timeout: float, header_timeout: float,
+                 **kwargs: Any) -> None:
         self.root = root
+        self.header_timeout = header_timeout
         # socketserver's own setting: a read that waits longer ends the connection.
         self.timeout = idle_timeout  # type: ignore[misc]
         super().__init__(*args, **kwargs)
+
+    def handle_one_request(self) -> None:
+        """One request, whose request line and headers must all arrive within header_timeout
+        (a client trickling one byte at a time would otherwise hold its worker forever)."""
+        cut = threading.Timer(self.header_timeout, self._hang_up)
+        self._headers_read = cut
+        cut.start()
+        try:
+            super().handle_one_request()
+        finally:
+            cut.cancel()
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        self._headers_read.cancel()
+        return parsed
+
+    def _hang_up(self) -> None:
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def do_HEAD(self) -> None:
         self._respond(body=False)
@@ -97,10 +124,11 @@ class IndexHandler(BaseHTTPRequestHandler):
         target = self.root.joinpath(*parts)
         try:
             target.resolve().relative_to(self.root)
-        except ValueError:
+            is_dir = target.is_dir()
+        except (ValueError, OSError):  # outside, or a name the system refuses (too long)
             self.send_error(HTTPStatus.NOT_FOUND)
             return
-        if target.is_dir():
+        if is_dir:
             if not url_path.endswith("/"):
                 self.send_response(HTTPStatus.MOVED_PERMANENTLY)
                 self.send_header("Location", url_path + "/")
@@ -112,7 +140,11 @@ class IndexHandler(BaseHTTPRequestHandler):
                 page, kind = "index.html", "text/html; charset=utf-8"
             self._send_file(target / page, kind, body, vary=True)
             return
-        if not target.is_file():
+        try:
+            is_file = target.is_file()
+        except OSError:
+            is_file = False
+        if not is_file:
             self.send_error(HTTPStatus.NOT_FOUND)
             return
         self._send_file(target, content_type(target.name), body, vary=False)
@@ -144,11 +176,49 @@ class IndexHandler(BaseHTTPRequestHandler):
             shutil.copyfileobj(handle, self.wfile, 1 << 20)
 
     def log_message(self, format: str, *args: Any) -> None:
-        sys.stderr.write(f"{self.address_string()} - {format % args}\n")
+        """One line per request, as a client sent it, but with control characters escaped (a
+        request line may hold terminal escapes) and credentials masked."""
+        line = "".join(char if char.isprintable() else f"\\x{ord(char):02x}"
+                       for char in format % args)
+        sys.stderr.write(f"{self.address_string()} - {redact(line)}\n")
         sys.stderr.flush()
 
 
+class IndexServer(ThreadingHTTPServer):
+    """A thread per connection, at most `workers` at once: one more is answered 503 and
+    closed at once. A handler that fails is one line in the log, never a traceback."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: Any, workers: int) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(workers)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                                b"Retry-After: 1\r\nConnection: close\r\n\r\n")
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        kind = sys.exc_info()[0]
+        sys.stderr.write(f"{client_address[0]} - the request failed "
+                         f"({kind.__name__ if kind else 'unknown error'})\n")
+
+
 def make_server(root: Path, host: str, port: int,
-                idle_timeout: float = defaults.SERVE_IDLE_TIMEOUT) -> ThreadingHTTPServer:
-    handler = partial(IndexHandler, root=root.resolve(), idle_timeout=idle_timeout)
-    return ThreadingHTTPServer((host, port), handler)
+                idle_timeout: float = defaults.SERVE_IDLE_TIMEOUT,
+                header_timeout: float = defaults.SERVE_HEADER_TIMEOUT,
+                workers: int = defaults.SERVE_WORKERS) -> IndexServer:
+    handler = partial(IndexHandler, root=root.resolve(), idle_timeout=idle_timeout,
+                      header_timeout=header_timeout)
+    return IndexServer((host, port), handler, workers)

@@ -113,12 +113,15 @@ def select_job(plan: Plan, job_id: str, max_cells: int = defaults.MAX_CELLS_PER_
     raise ConfigError(f"no job '{job_id}' in this plan (jobs: {known})", key="--job")
 
 
+MAX_SHARDS = 10_000  # more jobs than any CI fan-out runs
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     """'2/4' -> (2, 4), refusing anything else."""
-    match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
-    if not match or not 1 <= int(match[1]) <= int(match[2]):
-        raise ConfigError(f"'{text}' is not a shard I/N with 1 <= I <= N (e.g. 1/4)",
-                          key="--shard")
+    match = re.fullmatch(r"(\d{1,6})/(\d{1,6})", text.strip())
+    if not match or not 1 <= int(match[1]) <= int(match[2]) <= MAX_SHARDS:
+        raise ConfigError(f"'{text}' is not a shard I/N with 1 <= I <= N <= {MAX_SHARDS} "
+                          "(e.g. 1/4)", key="--shard")
     return int(match[1]), int(match[2])
 
 
