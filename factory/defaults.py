@@ -125,6 +125,13 @@ to arrive, however steadily they trickle in."""
 SERVE_WORKERS = 64
 """Connections `factory serve` handles at once; one more is answered 503 at once."""
 
+PROBE_OUTPUT_LIMIT = 4 * 2**20
+"""The most a probe of an interpreter or an image may print (its answer is a few KiB)."""
+
+DOCTOR_TIMEOUT = 300
+"""`factory doctor --python`: how long the report in that interpreter may take (it may read an
+index over the network)."""
+
 COMPILER_PROBE_TIMEOUT = 120
 """Asking the host compiler what it does (its version, linking a one-line shared object)."""
 

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import IO, TextIO
 
+from . import defaults
 from .credentials import redact
 from .errors import BuildError, CommandFailed
 
-__all__ = ["Log", "first_error", "first_output_line", "log_result", "not_found", "run"]
+__all__ = ["Log", "OutputOverflow", "bounded_run", "first_error", "first_output_line",
+           "log_result", "not_found", "run"]
 
 
 class Log:
@@ -47,6 +51,57 @@ def run(argv: Sequence[str | Path], log: Log, *, cwd: Path | None = None,
         raise not_found(command, what) from None
     log_result(command, result.stdout, result.returncode, log, what)
     return result.stdout
+
+
+class OutputOverflow(subprocess.SubprocessError):
+    """A command printed more than bounded_run takes; it was killed."""
+
+
+def bounded_run(argv: Sequence[str], timeout: float, limit: int = defaults.PROBE_OUTPUT_LIMIT,
+                env: Mapping[str, str] | None = None,
+                cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a command to its end and give its output, for commands whose output is read whole
+    (probes of an interpreter or an image the user named): it runs in a process group of its
+    own, which is killed when it runs past `timeout` (TimeoutExpired) or prints more than
+    `limit` bytes on either stream (OutputOverflow), so that neither a hung nor a flooding
+    program holds the factory or its memory."""
+    process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=True, env=None if env is None else dict(env),
+                               cwd=cwd)
+    outputs = (bytearray(), bytearray())
+    overflowed = threading.Event()
+
+    def kill() -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def drain(stream: IO[bytes], into: bytearray) -> None:
+        while chunk := stream.read(1 << 16):
+            if len(into) + len(chunk) > limit:
+                overflowed.set()
+                kill()
+                return
+            into += chunk
+
+    readers = [threading.Thread(target=drain, args=(stream, into), daemon=True)
+               for stream, into in ((process.stdout, outputs[0]), (process.stderr, outputs[1]))
+               if stream is not None]
+    for reader in readers:
+        reader.start()
+    try:
+        status = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill()
+        process.wait()
+        raise
+    finally:
+        for reader in readers:
+            reader.join(timeout=5)
+    if overflowed.is_set():
+        raise OutputOverflow(f"printed more than {limit} bytes")
+    return subprocess.CompletedProcess(list(argv), status,
+                                       outputs[0].decode(errors="replace"),
+                                       outputs[1].decode(errors="replace"))
 
 
 def not_found(command: Sequence[str], what: str | None = None) -> BuildError:

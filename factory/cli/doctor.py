@@ -10,8 +10,10 @@ from typing import Any
 
 from rich.console import Console
 
-from ..errors import ConfigError
-from .common import path_argument
+from .. import defaults
+from ..errors import ConfigError, FactoryError
+from ..process import OutputOverflow, bounded_run
+from .common import make_console, path_argument
 
 __all__ = ["add", "run"]
 
@@ -41,7 +43,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.python is None:
         return doctor.main(forwarded)
     try:
-        return subprocess.run([str(args.python), doctor.__file__, *forwarded]).returncode
+        done = bounded_run([str(args.python), doctor.__file__, *forwarded],
+                           defaults.DOCTOR_TIMEOUT)
     except OSError as exc:
         raise ConfigError(f"cannot be run ({exc.strerror})", file=args.python,
                           key="--python") from None
+    except subprocess.TimeoutExpired:
+        raise FactoryError(f"{args.python} gave no report within {defaults.DOCTOR_TIMEOUT} s; "
+                           "it was stopped") from None
+    except OutputOverflow as exc:
+        raise FactoryError(f"{args.python} {exc}; it was stopped") from None
+    # through the console, so that a URL's credentials are masked as everywhere else
+    console.print(done.stdout, end="", markup=False, soft_wrap=True, highlight=False)
+    if done.stderr:
+        make_console(stderr=True).print(done.stderr, end="", markup=False, soft_wrap=True)
+    return done.returncode

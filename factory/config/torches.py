@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import secrets
 import subprocess
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion
 
+from ..process import bounded_run
 from ..versions import Version, major_minor
 
 __all__ = ["PROBE", "InstalledTorch", "ProbeError", "build_tag", "is_release_build", "probe_image",
@@ -216,8 +218,9 @@ def probe_interpreter(python: Path, require_cuda: bool = True) -> InstalledTorch
     """Read the torch of an interpreter on this machine (a CUDA build, unless told
     otherwise)."""
     try:
-        done = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT)
+        done = bounded_run([str(python), "-c", PROBE], PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise ProbeError(f"{python} gave no answer within {PROBE_TIMEOUT} s") from None
     except (OSError, subprocess.SubprocessError) as exc:
         raise ProbeError(f"cannot run {python}: {exc}") from None
     return _installed(str(python), _answer(done, str(python)), require_cuda)
@@ -242,12 +245,18 @@ def probe_image(image: str, python: str, offline: bool = False,
                              f"({lines[-1] if lines else 'no output'})")
         inspect = subprocess.run([docker, "image", "inspect", "--format", "{{.Id}}", image],
                                  capture_output=True, text=True)
+    # named, so that a probe that hangs or floods is removed with its container
+    name = f"kernel-wheel-factory-probe-{secrets.token_hex(6)}"
     try:
-        done = subprocess.run([docker, "run", "--rm", "--network", "none", "--entrypoint", "",
-                               image, python, "-c", PROBE, "--toolkit"], capture_output=True,
-                              text=True, timeout=PROBE_TIMEOUT)
+        done = bounded_run([docker, "run", "--rm", "--name", name, "--network", "none",
+                            "--entrypoint", "", image, python, "-c", PROBE, "--toolkit"],
+                           PROBE_TIMEOUT)
     except (OSError, subprocess.SubprocessError) as exc:
-        raise ProbeError(f"cannot run {python} in {image}: {exc}") from None
+        subprocess.run([docker, "rm", "--force", name], capture_output=True,
+                       timeout=PROBE_TIMEOUT)
+        said = f"gave no answer within {PROBE_TIMEOUT} s" \
+            if isinstance(exc, subprocess.TimeoutExpired) else f"cannot be run ({exc})"
+        raise ProbeError(f"{python} in {image} {said}") from None
     answer = _answer(done, f"{python} in {image}")
     toolkit = answer.get("toolkit")
     if not toolkit:

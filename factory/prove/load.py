@@ -28,7 +28,7 @@ from installer.destinations import SchemeDictionaryDestination
 from installer.sources import WheelFile as InstallerWheel
 
 from ..errors import BuildError
-from ..process import Log
+from ..process import Log, OutputOverflow, bounded_run
 from ..toolchain import CommandPrefix
 from ..wheel.elf import demangle_text
 
@@ -132,10 +132,11 @@ def load_wheel(wheel: Path, modules: list[str], python: str, folder: Path, log: 
         [python, "-I", "-B", str(probe), str(site), *modules], folder)
     log.step(f"loading {wheel.name} with {python}: import {', '.join(modules)}")
     try:
-        completed = subprocess.run(argv, cwd=cwd, capture_output=True, text=True,
-                                   timeout=_TIMEOUT)
+        completed = bounded_run(argv, _TIMEOUT, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise BuildError(f"importing {wheel.name} did not finish in {_TIMEOUT:.0f} s") from None
+    except OutputOverflow as exc:
+        raise BuildError(f"importing {wheel.name} {exc}: it was stopped") from None
     except OSError as exc:
         raise BuildError(f"{python} cannot be run ({exc.strerror})") from None
     report = _parse(completed.stdout)
