@@ -57,6 +57,10 @@ VERIFY_IMPORTED = 0.05
 compiles again to compare bytes (at least one): builds are reproducible, so a poisoned import
 differs."""
 
+DEPENDENCY_WHEEL_LIMITS = {"members": 50_000, "bytes": 1 << 30, "ratio": 100}
+"""A C++ dependency's wheel (CUTLASS: about 3,000 headers, 60 MB unpacked) may unpack into at
+most this many files and bytes, inflating at most this many times over."""
+
 MAX_OBJECT_SIZE = 2 * 2**30
 """The largest object an import takes in (a big CUTLASS unit's object is tens of MiB)."""
 

@@ -257,3 +257,38 @@ def test_a_plain_plan_only_notes_a_lock_it_cannot_read(tmp_path, capsys):
     locked = factory_main("plan", path, "--locked", "--cache-dir", tmp_path / "cache",
                           capsys=capsys)
     assert locked.exit == 2 and "this factory reads lock-version 1" in locked.stderr
+
+
+def wheel_of(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+@pytest.mark.parametrize(("members", "said"), [
+    ({"cutlass_library/source/include/cutlass/zeros.h": bytes(64 << 20)}, "inflates"),
+    ({f"cutlass_library/source/include/h{n}.h": b"" for n in range(50_001)},
+     "unpacks into 50001 files"),
+])
+def test_a_dependency_wheel_that_would_unpack_too_much_is_refused_unread(tmp_path, members,
+                                                                        said):
+    """A 64 MiB header of zeros packs into a wheel of a few KiB: refused from the zip's
+    directory, before uv unpacks anything into the cache."""
+    bomb = wheel_of(tmp_path / "nvidia_cutlass-4.0.0-py3-none-any.whl", members)
+    entry = DependencyEntry("cutlass_4_0", "wheel", bomb.name, None, bomb)
+    with pytest.raises(ConfigError, match=said):
+        DependencyFetcher(tmp_path / "cache").fetch("cutlass_4_0", entry)
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("*.h"))
+
+
+def test_a_dependency_wheel_must_be_the_release_it_claims(tmp_path):
+    """cutlass_3_8 is nvidia-cutlass 3.8.0.0, whose sha256 the factory knows: another wheel
+    of the right layout is not it."""
+    other = wheel_of(tmp_path / "nvidia_cutlass-3.8.0.0-py3-none-any.whl", {
+        "cutlass_library/source/include/cutlass/cutlass.h": b"#define EVIL 1\n",
+        "cutlass_library/source/tools/util/include/cutlass/util/x.h": b""})
+    entry = DependencyEntry("cutlass_3_8", "wheel", other.name, None, other)
+    with pytest.raises(ConfigError, match=r"is not the nvidia-cutlass 3\.8\.0\.0 wheel PyPI "
+                                          r"publishes for cutlass_3_8"):
+        DependencyFetcher(tmp_path / "cache").fetch("cutlass_3_8", entry)

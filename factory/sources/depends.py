@@ -25,11 +25,13 @@ import os
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .. import defaults
 from ..config.model import DependencyEntry
 from ..errors import ConfigError, SourceError, SourceRefused
 from ..files import file_sha256
@@ -168,8 +170,14 @@ class DependencyFetcher:
         if not path.is_file():
             raise SourceRefused(f"{path} is not a file")
         sha256 = file_sha256(path)
+        if release.wheel_sha256 and sha256 != release.wheel_sha256:
+            raise SourceRefused(
+                f"{path} is not the {release.pypi} {release.wheel_version} wheel PyPI publishes "
+                f"for {release.name} (sha256 {sha256[:12]}, that one's "
+                f"{release.wheel_sha256[:12]}); give other builds of it as a folder (path:)")
         found = self._stored(release, "wheel", sha256)
         if found is None:
+            _check_archive(path)
             with tempfile.TemporaryDirectory(prefix="kwf-depends-") as scratch:
                 self._install([str(path)], Path(scratch) / "t", str(path))
                 found = self._keep(release, "wheel", sha256, Path(scratch) / "t")
@@ -212,6 +220,27 @@ class DependencyFetcher:
             folders.append(self.store.put(kind, revision, folder, {"name": release.name},
                                           partial(_copy_tree, source)))
         return tuple(folders)
+
+
+def _check_archive(path: Path) -> None:
+    """Refuse a wheel that would unpack into more than a header library holds (a zip bomb):
+    too many members, too many bytes, or members inflating beyond any real source file's
+    ratio. Read from the zip's directory, before anything is unpacked."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise SourceRefused(f"{path} is not a wheel (zip) file: {exc}") from None
+    limits = defaults.DEPENDENCY_WHEEL_LIMITS
+    total = sum(member.file_size for member in members)
+    packed = sum(member.compress_size for member in members)
+    if len(members) > limits["members"] or total > limits["bytes"]:
+        raise SourceRefused(f"{path} unpacks into {len(members)} files of {total} bytes; a "
+                            f"header library's wheel holds at most {limits['members']} files "
+                            f"of {limits['bytes']} bytes")
+    if total > limits["ratio"] * max(packed, 1) and total > 2**20:
+        raise SourceRefused(f"{path} inflates {total // max(packed, 1)}-fold ({packed} bytes "
+                            f"into {total}): more than any source files do")
 
 
 def _copy_tree(source: Path, target: Path) -> None:
