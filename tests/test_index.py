@@ -470,6 +470,43 @@ def test_verify_sees_an_edited_missing_or_slipped_in_page_and_an_index_puts_them
     assert run_factory("index", "--out", index_out, "--verify").exit == 0
 
 
+def test_a_published_name_keeps_its_bytes_after_its_file_is_removed(index_out):
+    """Removing a published wheel and indexing again must not free its name for other bytes:
+    pip caches by name, and a mirror that took the first bytes would never see the second."""
+    update_index(index_out)
+    wheel = next((index_out / "files").glob("img2gray-1.0.0+cu130torch211-*.whl"))
+    published = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    wheel.unlink()
+    (index_out / "files" / (wheel.name + ".metadata")).unlink()
+    update_index(index_out, full=True)
+    manifest = json.loads((index_out / ".factory" / "manifest.json").read_text())
+    assert manifest["withdrawn"] == {wheel.name: published}
+    other = make_wheel(index_out / "files", "img2gray", "1.0.0+cu130torch211",
+                       payload="EVIL = True\n")
+    assert other.name == wheel.name
+    summary = update_index(index_out, full=True)
+    assert summary.wheels == 3
+    (problem,) = summary.problems
+    assert f"{other}: this name was published with sha256 {published[:12]}" in problem
+    assert update_index(index_out, full=True, force=True).wheels == 4  # said outright
+    manifest = json.loads((index_out / ".factory" / "manifest.json").read_text())
+    assert "withdrawn" not in manifest
+
+
+def test_a_build_does_not_publish_other_bytes_under_a_removed_name(tmp_path):
+    from factory.build.run import _publish
+    from factory.errors import BuildError
+
+    staged = make_wheel(tmp_path / "build" / "staging", "img2gray", "1.0.0+cu130torch211")
+    files = tmp_path / "files"
+    files.mkdir()
+    digest = hashlib.sha256(staged.read_bytes()).hexdigest()
+    with pytest.raises(BuildError, match="was published with sha256 0123456789ab and its file "
+                                         "removed since"):
+        _publish(staged, digest, files, False, None, once="0123456789ab" + "0" * 52)
+    assert _publish(staged, digest, files, False, None, once=digest) == files / staged.name
+
+
 def test_pypi_simple_reads_every_page(index_out):
     update_index(index_out)
     make_wheel(index_out / "files", "img2gray", "1.0.1+cu130torch211")

@@ -20,9 +20,9 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -94,6 +94,8 @@ class RunSettings:
     require_gpu: bool = False  # fail a cell whose tests saw no GPU
     max_wheel_size: SizeLimit | None = None  # the size gate's limit per wheel
     verify_objects: float = 0.0  # the share of cached units compiled again to compare
+    # what the index published under each name, its file there or not (names keep their bytes)
+    published: Mapping[str, str] = field(default_factory=dict)
 
 
 class Reporter(Protocol):
@@ -271,7 +273,8 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                     tested = _test_gate(cell, runner, built.wheel, settings.require_gpu, log)
                 wheel = _publish(built.wheel, report.sha256, layout.files, settings.force,
                                  recorded.get("sha256")
-                                 if recorded.get("wheel") == built.wheel.name else None)
+                                 if recorded.get("wheel") == built.wheel.name else None,
+                                 settings.published.get(built.wheel.name))
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         except Exception as exc:  # a bug fails this cell, not the whole run
@@ -398,11 +401,18 @@ def _unchanged_wheel(layout: Layout, state: dict[str, Any], fingerprint: str) ->
 
 
 def _publish(staged: Path, sha256: str, files: Path, force: bool,
-             published_sha256: str | None) -> Path:
+             published_sha256: str | None, once: str | None = None) -> Path:
     """Move a finished wheel into files/ atomically; refuse to change a published file.
     `published_sha256` is what this folder's last build of the cell published under that name:
-    a file that no longer has it was changed behind the factory's back."""
+    a file that no longer has it was changed behind the factory's back. `once` is what the
+    index published under that name, if it ever did: the name keeps those bytes even after its
+    file was removed."""
     target = files / staged.name
+    if not target.exists() and once is not None and once != sha256 and not force:
+        raise BuildError(
+            f"{target.name} was published with sha256 {once[:12]} and its file removed since; "
+            "published files are immutable, so this build's other bytes are not published "
+            "under that name: raise the kernel's version in the matrix (or pass --force)")
     if target.exists():
         present = file_sha256(target)
         if present == sha256:

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..build.run import CellTests, RunSettings, run_build, test_cells
     from ..compile.objects import ObjectCache
     from ..compile.pool import machine_budget
-    from ..index.records import cell_outcomes
+    from ..index.records import cell_outcomes, published_names
     from ..index.update import update_index
     from ..plan.costs import COSTS_FOLDER, CostBook
     from ..plan.jobs import select_job, select_shard
@@ -175,6 +175,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                            time_limit=args.time_limit, unit_shard=args.unit_shard,
                            export_objects=export, force=args.force, test=args.test,
                            require_gpu=args.require_gpu, verify_objects=args.verify_objects,
+                           published=published_names(out),
                            max_wheel_size=args.max_wheel_size or plan.matrix.max_wheel_size)
     tests_failed = 0
     with runner:

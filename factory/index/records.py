@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion
 from ..config.torches import is_release_build
 from ..errors import IndexConflict, WheelReadError
 from ..files import write_atomic
+from ..layout import Layout
 from ..wheel.read import WheelFile, read_wheel, torch_requirement
 
 if TYPE_CHECKING:  # the build's results, described here only as types
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # the build's results, described here only as types
 
 __all__ = ["MANIFEST_SCHEMA", "Catalogue", "CellOutcome", "FileRecord", "Manifest",
            "cell_catalogue", "cell_outcomes", "file_record", "load_manifest", "metadata_bytes",
-           "read_file_record", "save_manifest", "served_cells"]
+           "published_names", "read_file_record", "save_manifest", "served_cells"]
 
 MANIFEST_SCHEMA = "kernel-wheel-factory/manifest/1"
 
@@ -79,6 +80,9 @@ class CellOutcome:
 class Manifest:
     files: dict[str, FileRecord] = field(default_factory=dict)
     cells: dict[str, CellOutcome] = field(default_factory=dict)
+    # Published files no longer in files/, by name, with the sha256 they were published with:
+    # a published name keeps its bytes even after its file is gone.
+    withdrawn: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Files as rows in FileRecord's field order (FILE_FIELDS names them)."""
@@ -86,7 +90,9 @@ class Manifest:
             "schema": MANIFEST_SCHEMA, "file_fields": list(FileRecord._fields),
             "files": [list(record) for _, record in sorted(self.files.items())],
             "cells": {name: dict(vars(cell)) for name, cell in sorted(self.cells.items())},
+            **({"withdrawn": dict(sorted(self.withdrawn.items()))} if self.withdrawn else {}),
         }
+
 
 
 def load_manifest(path: Path) -> Manifest:
@@ -110,10 +116,26 @@ def load_manifest(path: Path) -> Manifest:
     try:
         files = {row[0]: _file_record(row) for row in data.get("files", [])}
         cells = {name: _cell_outcome(cell) for name, cell in data.get("cells", {}).items()}
+        withdrawn = {name: _withdrawn(name, sha256)
+                     for name, sha256 in data.get("withdrawn", {}).items()}
     except (TypeError, ValueError, KeyError, IndexError, AttributeError):
         raise IndexConflict(f"{path} is damaged (a record of the wrong shape): "
                             f"{remedy}") from None
-    return Manifest(files, cells)
+    return Manifest(files, cells, withdrawn)
+
+
+def published_names(out: Path) -> dict[str, str]:
+    """What the index in `out` published under each name, its file still there or not."""
+    manifest = load_manifest(Layout(out).manifest)
+    return {**manifest.withdrawn,
+            **{name: record.sha256 for name, record in manifest.files.items()}}
+
+
+def _withdrawn(name: Any, sha256: Any) -> str:
+    if not isinstance(name, str) or "/" in name or name.startswith(".") or \
+            not isinstance(sha256, str) or not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise ValueError(name)
+    return sha256
 
 
 def _file_record(row: list[Any]) -> FileRecord:

@@ -95,7 +95,8 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         full = full or interrupted or not layout.manifest.exists()
         trusted = None if published is None or full else set(previous.files) - set(published)
         scan = _Scan(layout, previous, force, trusted, published or {}, published is not None)
-        manifest = Manifest(scan.records(), dict(previous.cells))
+        records = scan.records()
+        manifest = Manifest(records, dict(previous.cells), _withdrawn(previous, records))
         for outcome in outcomes:
             manifest.cells[outcome.cell] = outcome
         if change is not None:
@@ -111,6 +112,15 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
                         pages.written, pages.removed,
                         sum(record.size for record in manifest.files.values()),
                         tuple(scan.problems))
+
+
+def _withdrawn(previous: Manifest, records: Mapping[str, FileRecord]) -> dict[str, str]:
+    """The published names whose files are gone, with the bytes they were published with: the
+    earlier ones and those gone since; a name whose file is back is indexed again."""
+    gone = {name: record.sha256 for name, record in previous.files.items()
+            if name not in records}
+    return {name: sha256 for name, sha256 in {**previous.withdrawn, **gone}.items()
+            if name not in records}
 
 
 def verify_index(out: Path) -> tuple[int, list[str]]:
@@ -213,6 +223,7 @@ class _Scan:
         self.published = published
         self.problems: list[str] = []
         self.by_build = by_build  # a build's update: it indexes no stray file
+        self.withdrawn = manifest.withdrawn
 
     def records(self) -> dict[str, FileRecord]:
         records: dict[str, FileRecord] = {}
@@ -261,6 +272,13 @@ class _Scan:
                                      f"{known.sha256[:12]}: restore the published file")
                 return known
             self.problems.append(f"{exc.render()}: move it out of files/")
+            return None
+        once = self.withdrawn.get(name)
+        if known is None and once is not None and once != record.sha256 and not self.force:
+            self.problems.append(
+                f"{path}: this name was published with sha256 {once[:12]} and its file removed "
+                f"since; published files are immutable, so other bytes ({record.sha256[:12]}) "
+                "are not indexed under it: raise the version, or pass --force")
             return None
         if known is not None:
             if known.sha256 != record.sha256 and not self.force:
