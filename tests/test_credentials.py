@@ -6,6 +6,7 @@ environment, a registry echoing a password)."""
 from __future__ import annotations
 
 import io
+import json
 import logging
 
 import pytest
@@ -120,3 +121,26 @@ def test_a_librarys_warning_is_masked_too(tmp_path, capsys):
         "Retrying in 1s [Retry 1/5]: https://u:%s@hub.example.com/api", SECRET)
     captured = capsys.readouterr()
     assert SECRET not in captured.err and "https://***@hub.example.com/api" in captured.err
+
+
+def test_the_provenance_names_build_variables_but_records_no_value(monkeypatch):
+    """A kernel's env: may hold a token; the wheel's provenance keeps its name and a hash, and
+    `factory verify` takes the value from its own environment, checked against the hash."""
+    from factory.build.records import _without_values
+    from factory.build.verify import _with_env_values
+
+    cell = {"id": "relu-scale/cu130torch211/x86_64", "env": {"PRIVATE_MIRROR_TOKEN": SECRET,
+                                                              "FORCE_BUILD": "TRUE"}}
+    recorded = _without_values(cell)
+    assert SECRET not in json.dumps(recorded) and "TRUE" not in json.dumps(recorded)
+    assert set(recorded["env"]) == {"PRIVATE_MIRROR_TOKEN", "FORCE_BUILD"}
+    monkeypatch.delenv("PRIVATE_MIRROR_TOKEN", raising=False)
+    monkeypatch.setenv("FORCE_BUILD", "TRUE")
+    _, problem = _with_env_values(recorded)
+    assert problem is not None and problem.startswith(
+        "the wheel was built with PRIVATE_MIRROR_TOKEN set") and SECRET not in problem
+    monkeypatch.setenv("PRIVATE_MIRROR_TOKEN", "another")
+    assert "has another value here" in str(_with_env_values(recorded)[1])
+    monkeypatch.setenv("PRIVATE_MIRROR_TOKEN", SECRET)
+    again, problem = _with_env_values(recorded)
+    assert problem is None and again["env"] == cell["env"]

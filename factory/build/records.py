@@ -50,7 +50,7 @@ def provenance_record(cell: Cell, options: BuildOptions,
             "kind": source.kind, "location": source.location, "tree_sha256": source.digest,
             "git": {"commit": source.git.commit, "dirty": source.git.dirty} if source.git else None,
         },
-        "cell": cell_record(cell),
+        "cell": _without_values(cell_record(cell)),
         "toolchain": toolchain,
         "build": {
             "root": str(options.build_root), "source_date_epoch": epoch,
@@ -66,6 +66,17 @@ def provenance_record(cell: Cell, options: BuildOptions,
     if options.index_url is not None:
         record["build"]["index_url"] = options.index_url
     return record
+
+
+def _without_values(record: dict[str, Any]) -> dict[str, Any]:
+    """A cell record whose build variables (the matrix's env:, which may hold a token) are
+    named, each value only by its sha256: `factory verify` takes the values from its own
+    environment and checks them against these."""
+    env = record.get("env")
+    if not env:
+        return record
+    return {**record, "env": {name: {"sha256": hashlib.sha256(str(value).encode()).hexdigest()}
+                              for name, value in env.items()}}
 
 
 def provenance_file(cell: Cell, options: BuildOptions, toolchain: dict[str, str],

@@ -8,6 +8,7 @@ files of the wheel differ and which recorded tool versions differ from this mach
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import zipfile
 from dataclasses import dataclass
@@ -47,6 +48,28 @@ class Verdict:
         return self.problem is None and self.expected_sha256 == self.actual_sha256
 
 
+def _with_env_values(cell: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The recorded cell with its build variables' values, taken from this environment (the
+    provenance names them with the sha256 of each value, never the value); or why not."""
+    env = cell.get("env")
+    if not isinstance(env, dict) or not env:
+        return cell, None
+    values = {}
+    for name, recorded in sorted(env.items()):
+        digest = recorded.get("sha256") if isinstance(recorded, dict) else None
+        if digest is None:  # a record written before values were hashed
+            values[name] = str(recorded)
+            continue
+        value = os.environ.get(name)
+        if value is None or hashlib.sha256(value.encode()).hexdigest() != digest:
+            said = "is not set here" if value is None else "has another value here"
+            return cell, (f"the wheel was built with {name} set (its value's sha256 is "
+                          f"{str(digest)[:12]}) and {name} {said}: set it as the build had it "
+                          "to rebuild the wheel")
+        values[name] = value
+    return {**cell, "env": values}, None
+
+
 def verify_wheel(wheel: Path, source: Path | None, cache: Path,
                  build_root: Path | None) -> Verdict:
     report = read_wheel(wheel)
@@ -63,7 +86,10 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
                        f"(its tree is {tree.digest[:12]}, the record's {recorded_tree[:12]})")
     version = record["kernel"]["version"]
     fetcher = DependencyFetcher(cache)
-    cell = cell_from_record(record["cell"], recorded_spec(record["cell"], tree.root), tree,
+    cell_fields, missing = _with_env_values(record["cell"])
+    if missing:
+        return Verdict(wheel, None, report.sha256, None, missing)
+    cell = cell_from_record(cell_fields, recorded_spec(cell_fields, tree.root), tree,
                             version, wheel,
                             dependency=lambda item: fetcher.again(item, Path.cwd()))
     options = BuildOptions(usable_build_root(build_root or Path(record["build"]["root"])),
