@@ -2,8 +2,8 @@
 run with the factory's rights unless something holds it.
 
 The build runs under bubblewrap (`bwrap`, Debian's and Fedora's `bubblewrap`): the whole file
-system read-only but for the cell's build folder, a private /tmp, no network, its own process
-and IPC namespaces, and ended with the factory. Its environment is an allow-list (locale, PATH,
+system read-only but for the cell's build folder (its TMPDIR is a folder of it), no network, its
+own process and IPC namespaces, and ended with the factory. Its environment is an allow-list (locale, PATH,
 the compilers' search paths) plus what the factory sets for the build and the matrix's `env:`
 for the kernel: none of the factory's own variables (TWINE_PASSWORD, HF_TOKEN, AWS_*,
 GITHUB_TOKEN) reach it, and HOME and TMPDIR are folders of the build folder.
@@ -51,11 +51,13 @@ def confined_environment(work: Path, variables: Mapping[str, str],
 
 
 def confined_command(argv: Sequence[str], work: Path, cwd: Path) -> list[str]:
-    """`argv` run by bubblewrap: everything read-only but `work`, no network, private /tmp,
-    /dev and /proc, its own process namespace, ended when the factory ends."""
+    """`argv` run by bubblewrap: everything read-only but `work`, no network, private /dev
+    and /proc, its own process namespace, ended when the factory ends."""
     bwrap = _working_bwrap()
+    # /tmp stays as it is, read-only (the factory, its environments or the build folder may
+    # live there); TMPDIR points into the build folder
     return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", "/tmp", "--bind", str(work), str(work), "--chdir", str(cwd),
+            "--bind", str(work), str(work), "--chdir", str(cwd),
             "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--die-with-parent", "--", *argv]
 
