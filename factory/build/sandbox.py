@@ -2,11 +2,11 @@
 run with the factory's rights unless something holds it.
 
 The build runs under bubblewrap (`bwrap`, Debian's and Fedora's `bubblewrap`): the whole file
-system read-only but for the cell's build folder (its TMPDIR is a folder of it), no network, its
-own process and IPC namespaces, and ended with the factory. Its environment is an allow-list (locale, PATH,
-the compilers' search paths) plus what the factory sets for the build and the matrix's `env:`
-for the kernel: none of the factory's own variables (TWINE_PASSWORD, HF_TOKEN, AWS_*,
-GITHUB_TOKEN) reach it, and HOME and TMPDIR are folders of the build folder.
+system read-only but for the cell's build folder (its TMPDIR is a folder of it), no network,
+its own process and IPC namespaces, and ended with the factory. Its environment is an
+allow-list (locale, PATH, the compilers' search paths) plus what the factory sets for the build
+and the matrix's `env:` for the kernel: none of the factory's own variables (TWINE_PASSWORD,
+HF_TOKEN, AWS_*, GITHUB_TOKEN) reach it, and HOME and TMPDIR are folders of the build folder.
 
 Without a working bwrap the build is refused with one line, unless the user opts in to an
 unconfined build (`--unconfined`); the docker runner confines builds itself.
