@@ -439,6 +439,64 @@ CASES: dict[str, Case] = {
     "TWINE_REPOSITORY_URL password": command(
         "publish", "--dry-run", expected="TWINE_REPOSITORY_URL: 'https://***@example.invalid/x' "
         "holds a password", env=(("TWINE_REPOSITORY_URL", "https://u:pw-s3cret@example.invalid/x"),)),
+    "publish --to a private_token": command(
+        "publish", "--to", "https://h.invalid/x?private_token=tok-s3cret",
+        expected="--to: 'https://h.invalid/x?private_token=***' holds a 'private_token' query "
+        "parameter, which may be a secret"),
+    "publish --to a fragment": command(
+        "publish", "--to", "https://h.invalid/x#tok-s3cret",
+        expected="--to: 'https://h.invalid/x#***' holds a fragment, which may be a secret"),
+    "publish --repository-url a jwt": command(
+        "publish", "--repository-url", "https://example.invalid/legacy/?jwt=tok-s3cret",
+        expected="holds a 'jwt' query parameter, which may be a secret"),
+    "publish --index-url an api_token": command(
+        "publish", "--repository-url", "https://example.invalid/legacy/", "--index-url",
+        "https://example.invalid/simple/?api_token=tok-s3cret",
+        expected="--index-url: 'https://example.invalid/simple/?api_token=***' holds"),
+    "TWINE_REPOSITORY_URL a refresh_token": command(
+        "publish", "--dry-run", expected="holds a 'refresh_token' query parameter",
+        env=(("TWINE_REPOSITORY_URL", "https://example.invalid/x?refresh_token=tok-s3cret"),)),
+    "TWINE_REPOSITORY_URL a password holding @": command(
+        "publish", "--dry-run", expected="TWINE_REPOSITORY_URL: 'https://***@example.invalid/x' "
+        "holds a password", env=(("TWINE_REPOSITORY_URL",
+                                  "https://u:pw@pw-s3cret@example.invalid/x"),)),
+    "index --merge an hf_token": command(
+        "index", "--merge", "https://example.invalid/site/?hf_token=hf_s3cretTOKEN",
+        expected="holds a 'hf_token' query parameter, which may be a secret"),
+    "index --merge a fragment": command(
+        "index", "--merge", "https://example.invalid/site/#access_token=tok-s3cret",
+        expected="'https://example.invalid/site/#access_token=***' holds a fragment"),
+    "build --base-url an auth_token": command(
+        "build", "matrix.yaml", "--base-url", "https://example.invalid/w?auth_token=tok-s3cret",
+        expected="'https://example.invalid/w?auth_token=***' is not an http(s) URL"),
+    "build --verify-objects 2": command("build", "matrix.yaml", "--verify-objects", "2",
+                                        expected="must be between 0 and 1"),
+    "build --verify-objects -5%": command("build", "matrix.yaml", "--verify-objects=-5%",
+                                          expected="must be between 0 and 1"),
+    "build --unit-shard past the bound": command(
+        "build", "matrix.yaml", "--unit-shard", "1/99999999999999999999",
+        expected="is not a shard I/N with 1 <= I <= N <= 10000"),
+    "build --memory of 400 digits": command("build", "matrix.yaml", "--memory", "9" * 400,
+                                            expected="is not a usable size"),
+    "plan --torch-python that floods": command(
+        "plan", "matrix.yaml", "--torch-python", "flood/python",
+        expected="printed more than 4194304 bytes",
+        setup=lambda p: (write(p / "flood" / "python", "#!/bin/sh\nexec yes hf_s3cretTOKEN\n"),
+                         (p / "flood" / "python").chmod(0o755))),
+    "doctor --python that floods": command(
+        "doctor", "--python", "flood/python", expected="printed more than 4194304 bytes", exit=1,
+        setup=lambda p: (write(p / "flood" / "python", "#!/bin/sh\nexec yes tok-s3cret\n"),
+                         (p / "flood" / "python").chmod(0o755))),
+    "costs: a file": replaced('["2.11"]', '["2.11"]', "costs: 'matrix.yaml' is not a folder",
+                              extra="costs: matrix.yaml\n"),
+    "costs: missing": replaced('["2.11"]', '["2.11"]', "costs: 'measured' is not a folder",
+                               extra="costs: measured\n"),
+    "git URL with an hf_token": replaced(
+        "path: demo", "git: https://example.com/k.git?hf_token=hf_s3cretTOKEN",
+        "holds a 'hf_token' query parameter, which may be a secret"),
+    "torch index with a jwt": replaced(
+        'sms: ["9.0"]', 'sms: ["9.0"]\n    torch-index: https://example.com/whl?jwt=tok-s3cret',
+        "torch-index: 'https://example.com/whl?jwt=***' holds a 'jwt' query parameter"),
     "publish --to ftp": command("publish", "--to", "ftp://example.invalid/x",
                                 expected="is not a folder, s3://"),
     "publish --to the output": command("publish", "--to", "index",
