@@ -65,7 +65,7 @@ def credential_in(url: str) -> str | None:
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if _SECRET_PARAMETERS.fullmatch(name):
             return f"a '{name}' query parameter"
-        if value and name.lower().replace("-", "_") not in SAFE_KEYS:
+        if value and not _safe_key(name):
             # masked by default: a key the factory does not know may carry a secret
             return f"a '{name}' query parameter, which may be a secret"
     if parts.fragment and _masked_pairs(parts.fragment, "&") != parts.fragment:
@@ -88,6 +88,11 @@ _SECRET_NAME = re.compile(
     r"TOKEN|PASSWORD|PASSWD|SECRET|CREDENTIAL|_KEY$|^KEY$|APIKEY|_AUTH|^AUTH|SESSION|COOKIE|"
     r"PRIVATE|SIGNATURE|_PAT$|^PAT$", re.IGNORECASE)
 _MIN_SECRET = 6  # shorter values (a "1", a "true") are too common to mask everywhere
+
+
+def _safe_key(key: str) -> bool:
+    """Whether a query or fragment key says where or what (SAFE_KEYS; case, - and _ alike)."""
+    return key.lower().replace("-", "_") in SAFE_KEYS
 
 
 def mask_url(url: str) -> str:
@@ -118,8 +123,8 @@ def _masked_pairs(text: str, separators: str) -> str:
     for index in range(0, len(parts), 2):
         key, equals, value = parts[index].partition("=")
         if not equals:
-            parts[index] = key if not key or key.lower() in SAFE_KEYS else MASK
-        elif value and key.lower().replace("-", "_") not in SAFE_KEYS:
+            parts[index] = key if not key or _safe_key(key) else MASK
+        elif value and not _safe_key(key):
             parts[index] = f"{key}={MASK}"
     return "".join(parts)
 

@@ -9,15 +9,18 @@ interrupted update: a reader sees the old bytes or the new ones, never a part.
 from __future__ import annotations
 
 import hashlib
+import json
 import mimetypes
 import os
 import re
 import shutil
+import stat
 import threading
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 __all__ = ["CONTENT_TYPES", "ZIP_EPOCH", "content_type", "copy_atomic", "file_sha256",
-           "process_alive", "remove_abandoned_temporaries", "write_atomic"]
+           "process_alive", "read_small_json", "remove_abandoned_temporaries", "write_atomic"]
 
 # The earliest time a zip entry can hold (1980-01-01): a file's timestamp of last resort.
 ZIP_EPOCH = 315532800
@@ -35,6 +38,19 @@ CONTENT_TYPES = {
 def file_sha256(path: Path) -> str:
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def read_small_json(path: Path, limit: int) -> Any:
+    """The JSON of a small record that may come from elsewhere (an imported object cache or
+    cost book); None for anything else: not a regular file (a FIFO would block the read
+    forever, a link lead elsewhere), over `limit` bytes, not JSON, nested too deep."""
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        return json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def content_type(name: str) -> str:

@@ -60,7 +60,7 @@ from ..config.torches import InstalledTorch, ProbeError, probe_interpreter
 from ..errors import BuildError
 from ..plan.cells import Cell
 from ..plan.costs import UnitCost, cost_key, estimated_seconds, unit_memory
-from ..process import Log, first_output_line, run
+from ..process import Log, bounded_run, first_output_line, run
 from ..sources.tree import IGNORED_DIRS
 from ..toolchain import CommandPrefix, Toolchain, cxx_standard, host_compiler
 from ..toolchain.cuda import image_toolkit, provide_cuda
@@ -261,10 +261,9 @@ def check_host_runtime(toolchain: Toolchain, work: Path, log: Log) -> None:
     source.write_text(_PROBE)
     named = f"the host compiler {toolchain.cxx} (from {toolchain.cxx_origin})"
     try:
-        done = subprocess.run([toolchain.cxx, "-shared", "-fPIC", "-o", str(linked),
-                               str(source)], cwd=folder, capture_output=True, text=True,
-                              timeout=defaults.COMPILER_PROBE_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = bounded_run([toolchain.cxx, "-shared", "-fPIC", "-o", str(linked), str(source)],
+                           defaults.COMPILER_PROBE_TIMEOUT, cwd=folder)
+    except (OSError, subprocess.SubprocessError) as exc:
         raise BuildError(f"{named} cannot be run ({exc})") from None
     if done.returncode != 0 or not linked.is_file():
         log.write(done.stdout + done.stderr)
@@ -679,9 +678,8 @@ def _compilers(toolchain: Toolchain, work: Path) -> str:
     def ask(argv: list[str]) -> subprocess.CompletedProcess[str]:
         command, cwd = toolchain.runs_in.argv(argv, work)
         try:
-            return subprocess.run(command, cwd=cwd, capture_output=True, text=True,
-                                  timeout=defaults.COMPILER_PROBE_TIMEOUT)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            return bounded_run(command, defaults.COMPILER_PROBE_TIMEOUT, cwd=cwd)
+        except (OSError, subprocess.SubprocessError) as exc:
             raise BuildError(f"{argv[0]} cannot be run ({exc})") from None
 
     versions = [ask([tool, "--version"]).stdout for tool in (str(toolchain.cuda.nvcc),

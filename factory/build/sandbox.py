@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError
+from ..process import bounded_run
 
 __all__ = ["ALLOWED_VARIABLES", "confined_command", "confined_environment"]
 
@@ -69,10 +70,9 @@ def _working_bwrap() -> str:
     if found is None:
         raise BuildError(_REFUSED.format(why="is not installed"))
     try:
-        done = subprocess.run([found, "--ro-bind", "/", "/", "--unshare-net", "--", "true"],
-                              capture_output=True, text=True,
-                              timeout=defaults.COMPILER_PROBE_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = bounded_run([found, "--ro-bind", "/", "/", "--unshare-net", "--", "true"],
+                           defaults.COMPILER_PROBE_TIMEOUT)
+    except (OSError, subprocess.SubprocessError) as exc:
         raise BuildError(_REFUSED.format(why=f"cannot run here ({exc})")) from None
     if done.returncode != 0:
         said = next((line for line in done.stderr.splitlines() if line.strip()), "no output")

@@ -15,7 +15,7 @@ from ..config.model import RUNNERS
 from ..errors import ConfigError
 from ..layout import refuse_links
 from .common import (
-cache_dir,
+    cache_dir,
     duration,
     fraction,
     index_url,

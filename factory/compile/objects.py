@@ -56,7 +56,13 @@ from typing import Any
 
 from .. import defaults
 from ..cache import exclusive
-from ..files import copy_atomic, file_sha256, remove_abandoned_temporaries, write_atomic
+from ..files import (
+    copy_atomic,
+    file_sha256,
+    read_small_json,
+    remove_abandoned_temporaries,
+    write_atomic,
+)
 
 __all__ = ["DOCKER_PARTS", "ObjectCache", "ObjectStore", "evict", "merge_all",
            "compilers_identity", "names_namespace", "read_depfile", "store_parts", "unit_identity"]
@@ -457,15 +463,8 @@ def _real(path: str, work: Path) -> Path:
 
 
 def _read_json(path: Path) -> Any:
-    """A record's or manifest's JSON; None for anything else: not a regular file (a FIFO would
-    block the read forever, a link lead elsewhere), too big, not JSON, nested too deep."""
-    try:
-        info = path.lstat()
-        if not stat.S_ISREG(info.st_mode) or info.st_size > defaults.MAX_RECORD_SIZE:
-            return None
-        return json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError):
-        return None
+    """A record's or manifest's JSON, or None (read_small_json)."""
+    return read_small_json(path, defaults.MAX_RECORD_SIZE)
 
 
 def _entries(manifest: Any) -> list[dict[str, Any]]:

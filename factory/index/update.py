@@ -117,10 +117,9 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
 def _withdrawn(previous: Manifest, records: Mapping[str, FileRecord]) -> dict[str, str]:
     """The published names whose files are gone, with the bytes they were published with: the
     earlier ones and those gone since; a name whose file is back is indexed again."""
-    gone = {name: record.sha256 for name, record in previous.files.items()
-            if name not in records}
-    return {name: sha256 for name, sha256 in {**previous.withdrawn, **gone}.items()
-            if name not in records}
+    published = {**previous.withdrawn,
+                 **{name: record.sha256 for name, record in previous.files.items()}}
+    return {name: sha256 for name, sha256 in published.items() if name not in records}
 
 
 def verify_index(out: Path) -> tuple[int, list[str]]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 from .. import defaults
 from ..cache import exclusive
-from ..files import write_atomic
+from ..files import read_small_json, write_atomic
 from .cells import Cell, Unit
 
 __all__ = ["COSTS_FOLDER", "CostBook", "UnitCost", "cell_seconds", "cost_key", "estimated_seconds",
@@ -70,14 +69,7 @@ class CostBook:
         return self.folder / f"{kernel}.json"
 
     def read(self, kernel: str) -> dict[str, UnitCost]:
-        path = self._path(kernel)
-        try:
-            info = path.lstat()  # a link, a FIFO (its read would block) or a giant: no book
-            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_BOOK:
-                return {}
-            data = json.loads(path.read_text())
-        except (OSError, ValueError, RecursionError):
-            return {}
+        data = read_small_json(self._path(kernel), _MAX_BOOK)
         if not isinstance(data, dict):
             return {}
         costs = {key: UnitCost.from_json(value) for key, value in data.items()
