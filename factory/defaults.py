@@ -139,6 +139,10 @@ index over the network)."""
 COMPILER_PROBE_TIMEOUT = 120
 """Asking the host compiler what it does (its version, linking a one-line shared object)."""
 
+TEST_TIMEOUT = 3600.0
+"""How long a kernel's own tests may run against one wheel before the cell fails; a kernel's
+`tests: {timeout: ...}` in matrix.yaml sets its own."""
+
 LISTING_RETRIES = (0, 1, 2, 4, 8, 15)
 """Pauses before each read of a registry's index that should list a new upload (registries
 behind a cache show new files late)."""

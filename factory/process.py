@@ -17,7 +17,7 @@ from .credentials import redact
 from .errors import BuildError, CommandFailed
 
 __all__ = ["Log", "OutputOverflow", "bounded_run", "first_error", "first_output_line",
-           "log_result", "not_found", "run"]
+           "log_result", "not_found", "run", "streamed_run"]
 
 
 class Log:
@@ -102,6 +102,34 @@ def bounded_run(argv: Sequence[str], timeout: float, limit: int = defaults.PROBE
     return subprocess.CompletedProcess(list(argv), status,
                                        outputs[0].decode(errors="replace"),
                                        outputs[1].decode(errors="replace"))
+
+
+def streamed_run(argv: Sequence[str], log: Log, timeout: float,
+                 env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
+    """Run a long command (a kernel's test suite) with each line of its output written to the
+    log as it comes, and give its exit status. It runs in a process group of its own, all of
+    which is killed when it runs past `timeout` (TimeoutExpired): a hung test, or a worker it
+    left holding the output open, cannot hold the factory."""
+    process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True, env=None if env is None else dict(env),
+                               cwd=cwd, text=True, errors="replace")
+
+    def drain() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            log.write(line.rstrip("\n"))
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        return process.wait(timeout=timeout)
+    finally:  # what the command left running goes with it
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        reader.join(timeout=5)
+        if not reader.is_alive() and process.stdout is not None:
+            process.stdout.close()
 
 
 def not_found(command: Sequence[str], what: str | None = None) -> BuildError:

@@ -1,11 +1,11 @@
 """Sizes as people write them (7G, 7.5GiB, 100M, 12000000000: binary units, with or without
-the B) and as the factory prints them (12.3 MiB)."""
+the B) and as the factory prints them (12.3 MiB); durations as people write them (5h30m, 90s)."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["human_size", "parse_size"]
+__all__ = ["human_size", "parse_duration", "parse_size"]
 
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*")
@@ -23,6 +23,27 @@ def parse_size(text: str) -> int:
     if value < 1:
         raise ValueError(f"'{text}' is not a usable size")
     return value
+
+
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_DURATION_UNITS = (3600, 60, 1)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds, from 5h30m, 330m, 90s or 19800; a ValueError, worded for the user, when `text`
+    is not a duration from one second to a year."""
+    cleaned = text.strip().lower()
+    if cleaned.isdigit():
+        seconds = float(cleaned)
+    else:
+        parts = _DURATION.fullmatch(cleaned)
+        if not parts or not cleaned:
+            raise ValueError(f"'{text}' is not a duration (e.g. 5h30m, 330m, 90s, 19800)")
+        seconds = float(sum(int(value or 0) * unit
+                            for value, unit in zip(parts.groups(), _DURATION_UNITS, strict=True)))
+    if not 1 <= seconds <= 366 * 86400:
+        raise ValueError(f"'{text}' must be between 1 second and a year")
+    return seconds
 
 
 def human_size(count: int) -> str:

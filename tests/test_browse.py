@@ -3,9 +3,12 @@ index served by `factory serve`, at a phone's width."""
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 
-from .conftest import REPO, serving
+from .conftest import REPO, run_factory, serving
 from .system import debian_package
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.network]
@@ -79,6 +82,33 @@ def test_deep_links_and_pasted_versions(browser, site):
     page.fill("#paste", "2.11.0+cu130 13.0")
     assert page.text_content("#paste-result") == "Found torch 2.11 with CUDA 13.0."
     assert errors == []
+
+
+def test_what_the_index_records_is_shown_as_text_never_run(browser, example_tested, tmp_path):
+    """The browse page takes every value of its data as text: markup in a cell's recorded
+    test choice, op name or reason (a hostile matrix or kernel could put it there) is shown,
+    never parsed, and nothing runs; the chosen tests are shown beside the counts."""
+    out = shutil.copytree(example_tested[0], tmp_path / "index", symlinks=True)
+    manifest_path = out / ".factory" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    hostile = '<img src=x onerror="window.pwned=1">'
+    for cell in manifest["cells"].values():
+        if cell.get("tests"):
+            cell["tests"]["selection"] = f"test_a.py -k '{hostile}'"
+            cell["ops"][0]["name"] = f"img2gray::{hostile}"
+    manifest_path.write_text(json.dumps(manifest))
+    assert run_factory("index", "--out", out).exit == 0
+    with serving(out) as url:
+        page, errors = open_page(browser, url + "#package=img2gray&torch=2.11&cuda=13.0")
+        page.wait_for_selector("td.built button")
+        page.click("td.built button")
+        proof = page.text_content(".proof")
+        assert f"6 skipped with no GPU (GPU tests skipped) (chosen: test_a.py -k '{hostile}')" \
+            in proof, proof
+        assert f"img2gray::{hostile}" in proof
+        assert page.locator("img").count() == 0
+        assert page.evaluate("window.pwned") is None
+        assert errors == []
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from packaging.version import Version
 
@@ -292,3 +294,34 @@ def test_file_fitting_no_dialect_reports_the_likely_one(kernel_factory):
     text = V1.replace('cuda-capabilities = ["8.0", "9.0"]', 'cuda-flags = ["-O3"]')
     message = error_of(kernel_factory(text, SOURCES, package="old_kernel"))
     assert "kernel.activation.cuda-flags: unknown key" in message
+
+
+@pytest.mark.parametrize("flake, expected", [
+    ("pythonCheckInputs = pkgs: with pkgs; [ einops ];", ("einops",)),
+    ("pythonCheckInputs =\n  ps: with ps; [\n    einops\n    huggingface-hub\n  ];",
+     ("einops", "huggingface-hub")),
+    ("pythonCheckInputs = ps: [ ps.einops ps.py-cpuinfo ];", ("einops", "py-cpuinfo")),
+    ("# pythonCheckInputs = ps: [ ps.rich ];\npythonCheckInputs = ps: [ ps.numpy ];",
+     ("numpy",)),
+    ("/* pythonCheckInputs = ps: [ ps.rich ]; */ path = ./.;", ()),
+    ("pythonCheckInputs = ps: [ ps.einops ps.einops (ps.callPackage ./x.nix {}) ];",
+     ("einops",)),
+    ("inherit self; path = ./.;", ()),
+])
+def test_what_flake_nix_gives_the_tests_is_read(kernel_factory, flake, expected):
+    """kernel-builder repos name what their tests need besides torch in flake.nix
+    (pythonCheckInputs: einops for flash-attention); the factory installs it beside pytest."""
+    root = kernel_factory(V5, {"csrc/k.cu": "", "torch-ext/torch_binding.cpp": ""},
+                          package="v5_kernel")
+    (root / "flake.nix").write_text("{ outputs = { self }: {\n" + flake + "\n}; }\n")
+    assert read_build_toml(root).test_requires == expected
+
+
+def test_a_flake_nix_that_is_no_file_or_too_big_names_nothing(kernel_factory):
+    root = kernel_factory(V5, {"csrc/k.cu": "", "torch-ext/torch_binding.cpp": ""},
+                          package="v5_kernel")
+    os.mkfifo(root / "flake.nix")  # a read would block forever
+    assert read_build_toml(root).test_requires == ()
+    (root / "flake.nix").unlink()
+    (root / "flake.nix").write_text("pythonCheckInputs = ps: [ ps.einops ];" + " " * (1 << 20))
+    assert read_build_toml(root).test_requires == ()

@@ -148,6 +148,30 @@ CASES = {
     "unknown compression of a kernel": (
         matrix_with("version: 1.0.0", "version: 1.0.0\n    compress: fast"), GOOD_KERNEL,
         "matrix.yaml:4: kernels[0].compress: unknown GPU code compression 'fast'"),
+    "chosen tests outside tests/": (
+        matrix_with("version: 1.0.0", "version: 1.0.0\n    tests: {paths: [../secret.py]}"),
+        GOOD_KERNEL, "matrix.yaml:4: kernels[0].tests.paths[0]: '../secret.py' must be a path "
+                     "inside the kernel's tests/ folder, relative to it"),
+    "chosen tests that are an option": (
+        matrix_with("version: 1.0.0", "version: 1.0.0\n    tests: {paths: [--pdb]}"),
+        GOOD_KERNEL, "matrix.yaml:4: kernels[0].tests.paths[0]: '--pdb' is not a path or pytest "
+                     "node id inside tests/"),
+    "test keyword of two lines": (
+        matrix_with("version: 1.0.0", 'version: 1.0.0\n    tests: {keyword: "a\\nb"}'),
+        GOOD_KERNEL, "matrix.yaml:4: kernels[0].tests.keyword: the expression must be one line "
+                     "of printable text"),
+    "test timeout that is no duration": (
+        matrix_with("version: 1.0.0", "version: 1.0.0\n    tests: {timeout: soon}"),
+        GOOD_KERNEL, "matrix.yaml:4: kernels[0].tests.timeout: 'soon' is not a duration (e.g. "
+                     "5h30m, 330m, 90s, 19800)"),
+    "test requirement that is a URL": (
+        matrix_with("version: 1.0.0", "version: 1.0.0\n    tests: {requires: "
+                                      "['einops @ https://example.com/e.whl']}"),
+        GOOD_KERNEL, "matrix.yaml:4: kernels[0].tests.requires[0]: name a project on the index, "
+                     "not a URL"),
+    "unknown key of tests": (
+        matrix_with("version: 1.0.0", "version: 1.0.0\n    tests: {path: [a.py]}"),
+        GOOD_KERNEL, "matrix.yaml:4: kernels[0].tests.path: unknown key (did you mean 'paths'?)"),
     "wheel size limit that is no size": (
         GOOD_MATRIX + "max-wheel-size: huge\n", GOOD_KERNEL,
         "matrix.yaml:8: max-wheel-size: 'huge' is not a size (e.g. 7G, 7.5GiB, 4096M), or one "

@@ -417,3 +417,31 @@ def test_the_plan_says_which_sections_it_builds_outside_a_cells_sms(tmp_path, ca
            "8.0, outside the cell's SMs, because torch-ext/binding.h calls ampere_attn, which " \
            "only it defines: leaving it out would give a wheel that fails to load" \
            in " ".join(result.stderr.split())
+
+
+def test_a_kernel_s_chosen_tests_become_pytest_arguments(tmp_path):
+    kernel(tmp_path)
+    kernel(tmp_path, name="other")
+    matrix = load_matrix(write(tmp_path / "matrix.yaml", """
+        kernels:
+          - path: demo
+            version: 1.0
+            tests:
+              paths: [test_ops.py::test_fwd, "test_flash.py::test_output[0.0-128]", slow/]
+              keyword: not bwd and [0.0-128-
+              timeout: 1h30m
+              requires: [einops, numpy>=2]
+          - {path: other, version: 2.0}
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """))
+    chosen, whole = (entry.tests for entry in matrix.kernels)
+    assert chosen.pytest_args() == ["-k", "not bwd and [0.0-128-", "tests/test_ops.py::test_fwd",
+                                    "tests/test_flash.py::test_output[0.0-128]", "tests/slow/"]
+    assert (chosen.timeout, chosen.requires) == (5400.0, ("einops", "numpy>=2"))
+    assert chosen.describe() == ("test_ops.py::test_fwd test_flash.py::test_output[0.0-128] "
+                                 "slow/ -k 'not bwd and [0.0-128-'")
+    assert type(chosen).from_json(json.loads(json.dumps(chosen.to_json()))) == chosen
+    assert whole.pytest_args() == ["tests/"] and whole.describe() == "" and not whole.narrowed
+    plan = plan_for(tmp_path, (tmp_path / "matrix.yaml").read_text())
+    assert [cell.tests for cell in plan.cells] == [chosen, whole]

@@ -1,6 +1,7 @@
 """Commands whose output the factory reads whole (probes of an interpreter or an image the user
 named, the import gate, doctor in another interpreter) are bounded: a program that floods its
-output or hangs is killed with its children, and the factory says so in one line."""
+output or hangs is killed with its children, and the factory says so in one line. A long
+command whose output streams into a log (a kernel's tests) is bounded in time the same way."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.process import OutputOverflow, bounded_run
+from factory.process import Log, OutputOverflow, bounded_run, streamed_run
 
 from .conftest import factory_main, make_kernel, write
 from .test_cli_errors import GOOD_KERNEL, GOOD_MATRIX, SOURCES
@@ -30,6 +31,25 @@ def test_a_hung_command_is_killed_with_its_children(tmp_path):
     with pytest.raises(subprocess.TimeoutExpired):
         bounded_run(["sh", "-c", f"sleep 300 & echo $! > {marker}; wait"], 1)
     assert time.monotonic() - started < 10
+    child = int(marker.read_text())
+    time.sleep(0.2)
+    assert not Path(f"/proc/{child}").exists() or \
+        Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+
+
+def test_a_streamed_command_is_logged_line_by_line_and_killed_at_its_time(tmp_path):
+    marker = tmp_path / "child.pid"
+    with open(tmp_path / "log", "w") as handle:
+        log = Log(handle)
+        status = streamed_run(["sh", "-c", "echo one; echo two >&2; exit 4"], log, 30)
+        started = time.monotonic()
+        with pytest.raises(subprocess.TimeoutExpired):
+            # the child holds the output open after its parent is gone
+            streamed_run(["sh", "-c", f"echo started; sleep 300 & echo $! > {marker}; wait"],
+                         log, 1)
+    assert status == 4
+    assert time.monotonic() - started < 10
+    assert (tmp_path / "log").read_text() == "one\ntwo\nstarted\n"
     child = int(marker.read_text())
     time.sleep(0.2)
     assert not Path(f"/proc/{child}").exists() or \

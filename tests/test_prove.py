@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import types
 import zipfile
 from pathlib import Path
@@ -430,6 +431,85 @@ def test_a_wheel_whose_tests_fail_is_not_published(tmp_path, factory_cache):
     log = (out / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
     assert "needs a GPU, and this machine has none" in log
     assert "FAILED tests/test_hub_style.py::test_a_real_failure" in log
+
+
+@pytest.mark.slow
+def test_the_chosen_tests_run_with_what_flake_nix_names_and_within_their_time(tmp_path,
+                                                                             factory_cache):
+    """A kernel's `tests:` in matrix.yaml: only the chosen files and -k expression run, in an
+    environment with what flake.nix's pythonCheckInputs name (einops, as flash-attention's
+    tests need), and the report says what was chosen. A hung test is killed at the timeout,
+    with whatever it started, and the cell fails in one line."""
+    kernel = shutil.copytree(REPO / "examples" / "img2gray", tmp_path / "img2gray")
+    shutil.rmtree(kernel / "tests")
+    write(kernel / "flake.nix", """
+        {
+          outputs = { self, kernel-builder }:
+            kernel-builder.lib.genKernelFlakeOutputs {
+              # pythonCheckInputs = pkgs: with pkgs; [ not-this-one ];
+              pythonCheckInputs = ps: [ ps.einops ];
+            };
+        }
+    """)
+    write(kernel / "tests" / "test_chosen.py", """
+        import einops
+        import torch
+        from kernels import get_kernel
+
+        img2gray = get_kernel("kernels-community/img2gray")
+
+
+        def test_picked():
+            rgb = einops.rearrange(torch.zeros(3, 4, 4, dtype=torch.uint8), "c h w -> h w c")
+            assert img2gray.img2gray(rgb).shape == (4, 4)
+
+
+        def test_left_out():
+            raise AssertionError("the -k expression leaves this test out")
+    """)
+    write(kernel / "tests" / "test_hangs.py", """
+        import subprocess
+        import sys
+        import time
+
+
+        def test_never_ends():
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(900)"])
+            time.sleep(900)
+    """)
+    matrix = kernel_matrix(tmp_path)
+    matrix.write_text(matrix.read_text().replace("    version: 1.0.0\n", """    version: 1.0.0
+    tests:
+      paths: [test_chosen.py]
+      keyword: not left_out
+      timeout: 5m
+"""))
+    out = tmp_path / "index"
+    env = cache_env(factory_cache)
+    result = run_factory("build", "matrix.yaml", "--out", out, "--runner", "local", "--test",
+                         cwd=tmp_path, env=env)
+    assert result.exit == 0, result.stdout + result.stderr
+    log = (out / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
+    assert "einops" in log.split("making the test environment", 1)[1].splitlines()[0]
+    assert "not-this-one" not in log
+    state = json.loads((out / ".factory/cells/img2gray-cu130torch211-x86_64.json").read_text())
+    assert (state["tests"]["passed"], state["tests"]["failed"]) == (1, 0), state["tests"]
+    assert state["tests"]["selection"] == "test_chosen.py -k 'not left_out'"
+    assert "skipped with no GPU in" in log and "(chosen: test_chosen.py -k 'not left_out')" in log
+
+    matrix.write_text(matrix.read_text().replace("paths: [test_chosen.py]",
+                                                 "paths: [test_hangs.py]")
+                      .replace("timeout: 5m", "timeout: 15s"))
+    started = time.monotonic()
+    hung = run_factory("test", "matrix.yaml", "--out", out, cwd=tmp_path, env=env)
+    assert hung.exit == 1, hung.stdout + hung.stderr
+    assert time.monotonic() - started < 300  # the test sleeps 900 s
+    hung_log = (out / "logs" / "img2gray-cu130torch211-x86_64.tests.log").read_text()
+    assert "FAILED: the tests did not finish in 15 s" in hung_log, hung_log[-2000:]
+    assert "Traceback" not in hung.stdout + hung.stderr
+    sleepers = subprocess.run(["pgrep", "-f", "time.sleep\\(900\\)"], capture_output=True,
+                              text=True)
+    assert sleepers.stdout == "", "the hung test's own process outlived the timeout"
 
 
 # ---- factory doctor on a served index of three cells ----------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ from rich.console import Console
 from ..cache import default_cache_dir
 from ..credentials import redact, refuse_credentials
 from ..errors import ConfigError
-from ..units import human_size, parse_size
+from ..units import human_size, parse_duration, parse_size
 
 if TYPE_CHECKING:
     from ..build.options import BuildOptions
@@ -110,9 +109,6 @@ def shard(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(error.message) from None
 
 
-_DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
-
-
 def size(text: str) -> int:
     """A size in bytes: 7G, 7.5GiB, 4096M, 12000000000."""
     try:
@@ -123,19 +119,10 @@ def size(text: str) -> int:
 
 def duration(text: str) -> float:
     """A duration in seconds: 5h30m, 330m, 90s, 19800."""
-    cleaned = text.strip().lower()
-    if cleaned.isdigit():
-        seconds = float(cleaned)
-    else:
-        parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", cleaned)
-        if not parts or not cleaned:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a duration (e.g. 5h30m, 330m, "
-                                             "90s, 19800)")
-        seconds = float(sum(int(value or 0) * unit for value, unit in
-                            zip(parts.groups(), _DURATION_UNITS.values(), strict=True)))
-    if not 1 <= seconds <= 366 * 86400:
-        raise argparse.ArgumentTypeError(f"'{text}' must be between 1 second and a year")
-    return seconds
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def port(text: str) -> int:

@@ -21,6 +21,7 @@ from ..policy.capabilities import Capability, known_sms_text
 from ..safety import leaves_root
 from ..versions import Version, parse_release
 from .flags import compiler_flags
+from .flake import check_inputs
 from .nodes import Node, load_toml
 from .spec import (
     BACKEND_PYTHON_DEPENDS,
@@ -495,6 +496,7 @@ def _to_spec(root: Path, path: Path, dialect: int, data: dict[str, Any],
             if isinstance(general.get(backend), dict) and general[backend].get("python-depends")),
         cuda_minver=cuda.get("minver"), cuda_maxver=cuda.get("maxver"),
         torch=torch, noarch=noarch, kernels=tuple(kernels), warnings=warnings,
+        test_requires=check_inputs(root),
     )
     if framework in ("torch", "torch-noarch"):
         init = spec.package_dir / "__init__.py"

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import cast
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion
 
 from .. import defaults
@@ -27,8 +28,10 @@ from ..policy import (
 )
 from ..policy.capabilities import Capability, check_supported
 from ..safety import leaves_root
+from ..units import parse_duration
 from ..versions import Version, major_minor, parse_release
 from .model import (
+    ALL_TESTS,
     COMPRESS_MODES,
     DEPENDENCY_KINDS,
     PLATFORMS,
@@ -44,6 +47,7 @@ from .model import (
     SizeLimit,
     SourceKind,
     SourceRequest,
+    TestSelection,
     TorchEntry,
     parse_size_limit,
 )
@@ -107,7 +111,7 @@ def _nonempty_list(node: Node) -> list[Node]:
     return items
 
 
-_ENTRY_KEYS = ("version", "kind", "env", "guard", "compress")
+_ENTRY_KEYS = ("version", "kind", "env", "guard", "compress", "tests")
 _KERNEL_KEYS: dict[SourceKind, tuple[str, ...]] = {
     "path": ("path", *_ENTRY_KEYS),
     "git": ("git", "rev", "subdir", *_ENTRY_KEYS),
@@ -146,9 +150,60 @@ def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
             raise fields["guard"].error("a kernel-builder kernel's wheel always has its import "
                                         "guard; guard: false is for PEP 517 projects")
         compress = _compress(fields["compress"]) if "compress" in fields else None
+        tests = _tests(fields["tests"]) if "tests" in fields else ALL_TESTS
         entries.append(KernelEntry(source, version, item.line, index, stated, env, guard,
-                                   compress))
+                                   compress, tests))
     return tuple(entries)
+
+
+def _tests(node: Node) -> TestSelection:
+    """tests: {paths: [...], keyword: EXPR, timeout: 30m, requires: [...]}: which of the
+    kernel's own tests prove its wheels, for how long they may run, and what they need."""
+    if not isinstance(node.value, dict):
+        raise node.error("expected a table, e.g.  tests: {paths: [test_ops.py], keyword: "
+                         "\"not slow\", timeout: 30m}")
+    fields = node.table(("paths", "keyword", "timeout", "requires"))
+    paths = tuple(_test_path(item) for item in _nonempty_list(fields["paths"])) \
+        if "paths" in fields else ()
+    keyword = None
+    if "keyword" in fields:
+        keyword = fields["keyword"].nonempty_str()
+        if not keyword.isprintable():
+            raise fields["keyword"].error("the expression must be one line of printable text")
+    timeout = defaults.TEST_TIMEOUT
+    if "timeout" in fields:
+        try:
+            timeout = parse_duration(fields["timeout"].scalar_text())
+        except ValueError as exc:
+            raise fields["timeout"].error(str(exc)) from None
+    requires = tuple(_test_requirement(item) for item in _nonempty_list(fields["requires"])) \
+        if "requires" in fields else ()
+    return TestSelection(paths, keyword, timeout, requires)
+
+
+def _test_requirement(node: Node) -> str:
+    """A project on the index the tests are installed from (einops, numpy>=2)."""
+    text = node.nonempty_str()
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as exc:
+        raise node.error(f"'{text}' is not a requirement ({exc})") from None
+    if requirement.url:
+        raise node.error("name a project on the index, not a URL: the tests' environment is "
+                         "installed from the index the torch comes from")
+    return text
+
+
+def _test_path(node: Node) -> str:
+    """A file, folder or pytest node id inside the kernel's tests/ (test_a.py::test_b[x])."""
+    text = node.nonempty_str()
+    where = PurePosixPath(text.split("::", 1)[0])
+    if not text.isprintable() or text.startswith("-") or "\\" in text:
+        raise node.error(f"'{text}' is not a path or pytest node id inside tests/")
+    if where.is_absolute() or ".." in where.parts:
+        raise node.error(f"'{text}' must be a path inside the kernel's tests/ folder, "
+                         "relative to it")
+    return text
 
 
 def _compress(node: Node) -> CompressMode:

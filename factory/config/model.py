@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from .. import defaults
 from ..units import human_size, parse_size
@@ -12,10 +13,11 @@ from ..versions import Version
 from .spec import ProjectKind
 from .torches import InstalledTorch
 
-__all__ = ["COMPRESS_MODES", "DEPENDENCY_KINDS", "PLATFORMS", "RUNNERS", "SITE_PRESETS",
-           "SIZE_PRESETS", "SOURCE_KINDS", "CompressMode", "CudaEntry", "DependencyEntry",
-           "DependencyKind", "Exclude", "KernelEntry", "Matrix", "RunnerChoice", "SizeLimit",
-           "SourceKind", "SourceRequest", "TorchEntry", "parse_size_limit"]
+__all__ = ["ALL_TESTS", "COMPRESS_MODES", "DEPENDENCY_KINDS", "PLATFORMS", "RUNNERS",
+           "SITE_PRESETS", "SIZE_PRESETS", "SOURCE_KINDS", "CompressMode", "CudaEntry",
+           "DependencyEntry", "DependencyKind", "Exclude", "KernelEntry", "Matrix", "RunnerChoice",
+           "SizeLimit", "SourceKind", "SourceRequest", "TestSelection", "TorchEntry",
+           "parse_size_limit"]
 
 SourceKind = Literal["path", "git", "hub"]
 DependencyKind = Literal["pypi", "git", "path", "wheel"]
@@ -84,6 +86,48 @@ class SourceRequest:
 
 
 @dataclass(frozen=True)
+class TestSelection:
+    """Which of a kernel's own tests prove its wheel, and for how long they may run: all of
+    tests/, or the files and pytest node ids in `paths` (relative to tests/), narrowed by a
+    pytest -k `keyword` expression. Suites such as flash-attention's run for hours in full.
+    `requires` are what the tests need besides torch, pytest and what flake.nix names."""
+
+    __test__ = False  # not a test class, whatever pytest's collector thinks of the name
+
+    paths: tuple[str, ...] = ()
+    keyword: str | None = None
+    timeout: float = defaults.TEST_TIMEOUT
+    requires: tuple[str, ...] = ()
+
+    @property
+    def narrowed(self) -> bool:
+        return bool(self.paths or self.keyword)
+
+    def pytest_args(self) -> list[str]:
+        """pytest's arguments, run from the folder that holds the copy of tests/."""
+        keyword = ["-k", self.keyword] if self.keyword else []
+        return [*keyword, *(f"tests/{path}" for path in self.paths or ("",))]
+
+    def describe(self) -> str:
+        """'' for the whole suite, else what was chosen, e.g. test_a.py::test_b -k 'not slow'."""
+        keyword = [f"-k {shlex.quote(self.keyword)}"] if self.keyword else []
+        return " ".join([*self.paths, *keyword])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"paths": list(self.paths), "keyword": self.keyword, "timeout": self.timeout,
+                "requires": list(self.requires)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TestSelection:
+        return cls(tuple(map(str, data["paths"])),
+                   None if data["keyword"] is None else str(data["keyword"]),
+                   float(data["timeout"]), tuple(map(str, data["requires"])))
+
+
+ALL_TESTS = TestSelection()
+
+
+@dataclass(frozen=True)
 class KernelEntry:
     """One kernel to build: where its source is and the wheel version to give it."""
 
@@ -95,6 +139,7 @@ class KernelEntry:
     env: tuple[tuple[str, str], ...] = ()  # variables its build reads (FORCE_BUILD=TRUE, ...)
     guard: bool = True  # a PEP 517 project's packages get the factory's import guard
     compress: CompressMode | None = None  # its GPU code's compression; None: the matrix's
+    tests: TestSelection = ALL_TESTS  # which of its own tests prove a wheel
 
     @property
     def key(self) -> str:

@@ -107,6 +107,7 @@ class KernelSpec:
     kind: ProjectKind = "kernel-builder"
     limited_api: bool = False  # it declares py_limited_api: one abi3 wheel for every CPython
     static_version: str | None = None  # the version its files state without running anything
+    test_requires: tuple[str, ...] = ()  # what its own tests need besides torch (flake.nix)
 
     @property
     def is_pep517(self) -> bool:

@@ -17,7 +17,15 @@ from pathlib import Path, PurePosixPath
 from packaging.version import Version as PackagingVersion
 
 from .. import defaults
-from ..config.model import CompressMode, CudaEntry, KernelEntry, Matrix, TorchEntry
+from ..config.model import (
+    ALL_TESTS,
+    CompressMode,
+    CudaEntry,
+    KernelEntry,
+    Matrix,
+    TestSelection,
+    TorchEntry,
+)
 from ..config.spec import KernelSection, KernelSpec
 from ..config.torches import InstalledTorch
 from ..errors import ConfigError
@@ -117,6 +125,7 @@ class Cell:
     env: tuple[tuple[str, str], ...] = ()  # the matrix's variables for the project's build
     guard: bool = True  # a PEP 517 project's packages get the import guard
     compress: CompressMode | None = None  # its GPU code's compression (None: nvcc's default)
+    tests: TestSelection = ALL_TESTS  # which of the kernel's own tests prove the wheel
 
     @property
     def id(self) -> str:
@@ -318,7 +327,8 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
                               key="tvm-ffi")
         if spec.is_noarch:
             if not _excluded(matrix, spec.name, None, None, "any", planner.used_excludes):
-                planner.cells.append(noarch_cell(spec, kernel.source, kernel.version))
+                planner.cells.append(noarch_cell(spec, kernel.source, kernel.version,
+                                                 kernel.entry.tests))
             continue
         built, passed_over = len(planner.cells), len(planner.skipped)
         no_sm = planner.stable(kernel) if _targets_stable_abi(spec) else planner.per_torch(kernel)
@@ -389,7 +399,7 @@ class _Planner:
                          slot.cuda, slot.platform, label or slot.label, self.matrix.label,
                          slot.entry.installed, self.dependencies, python, per_python,
                          kernel.entry.env, kernel.entry.guard,
-                         kernel.entry.compress or self.matrix.compress)
+                         kernel.entry.compress or self.matrix.compress, kernel.entry.tests)
 
     def per_torch(self, kernel: Kernel) -> list[SkippedCell]:
         """A cell per torch x CUDA x platform (x CPython); the cells skipped only because
@@ -521,9 +531,10 @@ def _platforms(matrix: Matrix, torch: TorchEntry) -> tuple[str, ...]:
     return (defaults.host_platform(),)
 
 
-def noarch_cell(spec: KernelSpec, source: SourceTree, version: str) -> Cell:
+def noarch_cell(spec: KernelSpec, source: SourceTree, version: str,
+                tests: TestSelection = ALL_TESTS) -> Cell:
     """A pure-Python kernel's one cell: no torch, no CUDA, any platform, no label."""
-    return Cell(spec, source, version, None, None, "any", None, (), ())
+    return Cell(spec, source, version, None, None, "any", None, (), (), tests=tests)
 
 
 def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,
@@ -532,7 +543,8 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
               dependencies: Mapping[str, Dependency] | None = None,
               python: Version | None = None, per_python: bool = False,
               env: tuple[tuple[str, str], ...] = (), guard: bool = True,
-              compress: CompressMode | None = None) -> Cell:
+              compress: CompressMode | None = None,
+              tests: TestSelection = ALL_TESTS) -> Cell:
     """A compiled kernel's cell: its SMs and, per [kernel.*] section, the archs it builds, with
     the C++ dependencies of the sections it keeps. The planner makes every cell with it, and so
     does the codec reading a cell's record."""
@@ -549,7 +561,7 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
         spec, source, version, torch, cuda, platform, label,
         tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)), sections,
         label_template, installed, tuple(found[name] for name in names), python, per_python,
-        env, guard, compress,
+        env, guard, compress, tests,
     )
 
 

@@ -18,15 +18,16 @@ import shutil
 import subprocess
 import time
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from ..config.model import ALL_TESTS, TestSelection
 from ..errors import BuildError
-from ..process import Log, run
+from ..process import Log, run, streamed_run
 from ..toolchain.torch import TorchEnv, env_beside_torch
 from ..uv import uv_bin, uv_env
 from ..wheel.read import read_wheel
@@ -54,6 +55,7 @@ class TestReport:
     gpus: tuple[str, ...]  # the GPUs the tests could use (none: GPU tests skipped)
     seconds: float
     torch: str = ""
+    selection: str = ""  # the tests chosen when not the whole suite ran (TestSelection)
 
     @property
     def ok(self) -> bool:
@@ -62,29 +64,32 @@ class TestReport:
     def describe(self) -> str:
         where = f"on {', '.join(dict.fromkeys(self.gpus))}" if self.gpus else "with no GPU"
         errors = f", {self.errors} error(s)" if self.errors else ""
+        chosen = f" (chosen: {self.selection})" if self.selection else ""
         return (f"{self.passed} passed, {self.failed} failed{errors}, {self.skipped} skipped "
-                f"{where} in {self.seconds:.1f} s")
+                f"{where} in {self.seconds:.1f} s{chosen}")
 
     def to_json(self) -> dict[str, Any]:
         return {"passed": self.passed, "failed": self.failed, "errors": self.errors,
                 "skipped": self.skipped, "gpus": list(self.gpus), "seconds": self.seconds,
-                "torch": self.torch}
+                "torch": self.torch, **({"selection": self.selection} if self.selection else {})}
 
     @classmethod
     def from_json(cls, data: Any) -> TestReport | None:
         try:
             return cls(int(data["passed"]), int(data["failed"]), int(data["errors"]),
                        int(data["skipped"]), tuple(map(str, data["gpus"])),
-                       float(data["seconds"]), str(data.get("torch", "")))
+                       float(data["seconds"]), str(data.get("torch", "")),
+                       str(data.get("selection", "")))
         except (TypeError, KeyError, ValueError):
             return None
 
 
-def test_requirements(wheel: Path) -> list[str]:
-    """What the test environment installs besides the wheel: pytest and the wheel's own
-    Requires-Dist, but for torch (the cell's is there) and `kernels` (the stand-in is)."""
+def test_requirements(wheel: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    """What the test environment installs besides the wheel: pytest, what the kernel's tests
+    need (`extra`) and the wheel's own Requires-Dist, but for torch (the cell's is there) and
+    `kernels` (the stand-in is)."""
     requires = list(TEST_TOOLS)
-    for text in read_wheel(wheel).requires:
+    for text in (*extra, *read_wheel(wheel).requires):
         try:
             name = canonicalize_name(Requirement(text).name)
         except InvalidRequirement:
@@ -96,17 +101,19 @@ def test_requirements(wheel: Path) -> list[str]:
 
 def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Path,
               cache: Path, log: Log, offline: bool = False,
-              timeout: float | None = None) -> TestReport:
+              selection: TestSelection = ALL_TESTS, needs: tuple[str, ...] = ()) -> TestReport:
     """Make a fresh environment in `folder` beside `torch` with the wheel installed, and run
-    the tests of the folder `tests` there with pytest; `module` is the kernel's import name."""
+    the tests of the folder `tests` there with pytest (those `selection` chooses, within its
+    time); `module` is the kernel's import name, `needs` what its repo says its tests need."""
     if not tests.is_dir():
         raise BuildError(f"the kernel has no tests/ folder ({tests}): nothing to run")
+    _check_chosen(tests, selection)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    log.step(f"making the test environment: torch {torch.torch_version}, "
-             f"{' '.join(test_requirements(wheel))}")
-    site = env_beside_torch(folder / "env", torch, test_requirements(wheel), cache, log, offline,
+    requires = test_requirements(wheel, (*needs, *selection.requires))
+    log.step(f"making the test environment: torch {torch.torch_version}, {' '.join(requires)}")
+    site = env_beside_torch(folder / "env", torch, requires, cache, log, offline,
                             "installing the test requirements",
                             "a requirement of the wheel installed a torch of its own; its "
                             "tests must use the cell's torch")
@@ -118,7 +125,7 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
     shutil.copytree(tests, folder / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     junit, facts = folder / "junit.xml", folder / "machine.json"
     argv = [str(python), "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider", "-rfEs",
-            f"--junitxml={junit}", "tests"]
+            f"--junitxml={junit}", *selection.pytest_args()]
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("PYTHON", "PYTEST"))}
     env |= {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
@@ -127,17 +134,23 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
     log.step(f"running the kernel's tests: {' '.join(argv[1:])}")
     started = time.monotonic()
     try:
-        with subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, errors="replace") as process:
-            assert process.stdout is not None
-            for line in process.stdout:
-                log.write(line.rstrip("\n"))
-            process.wait(timeout=timeout)
+        status = streamed_run(argv, log, selection.timeout, env=env, cwd=folder)
     except subprocess.TimeoutExpired:
-        process.kill()
-        raise BuildError(f"the tests did not finish in {timeout:.0f} s") from None
+        raise BuildError(f"the tests did not finish in {selection.timeout:.0f} s (a kernel's "
+                         f"tests: {{timeout: ...}} in matrix.yaml gives them longer)") from None
     seconds = time.monotonic() - started
-    return _report(junit, facts, seconds, process.returncode)
+    return replace(_report(junit, facts, seconds, status),
+                   selection=selection.describe())
+
+
+def _check_chosen(tests: Path, selection: TestSelection) -> None:
+    """Each chosen path must name a file or folder inside tests/ (pytest would only say that
+    it found nothing to run)."""
+    root = tests.resolve()
+    for path in selection.paths:
+        where = tests / path.split("::", 1)[0]
+        if not where.exists() or not where.resolve().is_relative_to(root):
+            raise BuildError(f"the chosen tests '{path}' are not in the kernel's tests/ folder")
 
 
 def _report(junit: Path, facts: Path, seconds: float, status: int) -> TestReport:

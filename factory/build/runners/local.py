@@ -71,7 +71,8 @@ class LocalRunner:
         folder = self.options.build_root / cell.key / "test"
         with exclusive(folder.parent):
             return run_tests(wheel, cell.spec.root / "tests", cell.spec.python_name, env, folder,
-                             self.cache, log, self.options.offline)
+                             self.cache, log, self.options.offline, cell.tests,
+                             cell.spec.test_requires)
 
 
 def _toolchain_facts(cuda: Version, home: Path | None) -> dict[str, Any]:

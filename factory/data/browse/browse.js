@@ -207,7 +207,8 @@ function cellProof(cell) {
   if (tests) {
     const where = tests.gpus && tests.gpus.length ? `on ${[...new Set(tests.gpus)].join(", ")}` : "with no GPU (GPU tests skipped)";
     const errors = tests.errors ? `, ${tests.errors} error(s)` : "";
-    rows.push(["kernel tests", `${tests.passed} passed, ${tests.failed} failed${errors}, ${tests.skipped} skipped ${where}`]);
+    const chosen = typeof tests.selection === "string" && tests.selection ? ` (chosen: ${tests.selection})` : "";
+    rows.push(["kernel tests", `${tests.passed} passed, ${tests.failed} failed${errors}, ${tests.skipped} skipped ${where}${chosen}`]);
   } else {
     rows.push(["kernel tests", "not run"]);
   }

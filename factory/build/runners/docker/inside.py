@@ -27,6 +27,7 @@ from typing import Any
 
 from ....compile.objects import ObjectCache
 from ....compile.pool import Budget, CompilePool
+from ....config.model import TestSelection
 from ....errors import BuildError, FactoryError
 from ....plan.codec import cell_from_record, recorded_spec
 from ....plan.costs import UnitCost
@@ -80,7 +81,9 @@ def main(argv: list[str]) -> int:
                                 job["torch_index"], Path(job["cache"]), log,
                                 python=job.get("python") or sys.executable)
             tested = run_tests(Path(job["wheel"]), Path(job["tests"]), job["module"], env,
-                               Path(job["folder"]), Path(job["cache"]), log)
+                               Path(job["folder"]), Path(job["cache"]), log,
+                               selection=TestSelection.from_json(job["selection"]),
+                               needs=tuple(job["needs"]))
             say(result=tested.to_json())
         else:
             root = Path(job["kernel"])

@@ -254,7 +254,8 @@ class DockerRunner:
                "torch_index": cell.cuda.torch_index, "python": python,
                "cache": str(CACHE / self._base_cache(group.image)),
                "wheel": str(stage / "wheel" / wheel.name), "tests": str(stage / "tests"),
-               "module": cell.spec.python_name, "folder": str(stage / "run")}
+               "module": cell.spec.python_name, "folder": str(stage / "run"),
+               "selection": cell.tests.to_json(), "needs": list(cell.spec.test_requires)}
         outcome = self._exec(group.prepare, "test", job, log, lambda step: None)
         report = TestReport.from_json(outcome["result"])
         if report is None:
