@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from . import defaults
-from .credentials import redact
+from .credentials import passed_environment, redact
 from .errors import BuildError, CommandFailed
 
 __all__ = ["Log", "OutputOverflow", "bounded_run", "first_error", "first_output_line",
-           "log_result", "not_found", "run", "streamed_run"]
+           "foreign_environment", "log_result", "not_found", "run", "streamed_run"]
 
 
 class Log:
@@ -130,6 +130,18 @@ def streamed_run(argv: Sequence[str], log: Log, timeout: float,
         reader.join(timeout=5)
         if not reader.is_alive() and process.stdout is not None:
             process.stdout.close()
+
+
+def foreign_environment(folder: Path, environ: Mapping[str, str] | None = None,
+                        prefixes: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment for someone else's code (a project's setup.py, a kernel's tests): what
+    passed_environment lets through of `environ`, with HOME, TMPDIR and the cache folder made
+    inside `folder`, so that nothing of the factory's secrets or the user's home reaches it."""
+    home, tmp = folder / "home", folder / "tmp"
+    home.mkdir(parents=True, exist_ok=True)
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {**passed_environment(environ, prefixes), "HOME": str(home), "TMPDIR": str(tmp),
+            "XDG_CACHE_HOME": str(home / ".cache")}
 
 
 def not_found(command: Sequence[str], what: str | None = None) -> BuildError:

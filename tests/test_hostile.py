@@ -654,6 +654,7 @@ def test_hostile_input(name, project, monkeypatch, capsys):
         case.setup(project)
     for variable, value in case.env:
         monkeypatch.setenv(variable, value)
+    tree = _regular_files(project)
     before = snapshot(project / "index") if (project / "index").is_dir() and os.access(
         project / "index", os.R_OK | os.X_OK) else {}
     old_site = snapshot(project / "old-site")
@@ -676,3 +677,25 @@ def test_hostile_input(name, project, monkeypatch, capsys):
     assert snapshot(project / "index") == before
     assert snapshot(project / "old-site") == old_site
     assert not (project / "cache").exists()
+    # Nothing anywhere under the project changed (a log, a record, a page), and so no file
+    # can hold a secret; were one written, the secrets are looked for in it too.
+    written = {path: data for path, data in _regular_files(project).items()
+               if tree.get(path) != data}
+    assert not [path for path, data in written.items()
+                if any(secret.encode() in data for secret in SECRETS)]
+    assert not written, sorted(written)
+
+
+def _regular_files(folder: Path) -> dict[str, bytes]:
+    """Every regular file under `folder` that can be read, with its bytes (links, FIFOs and
+    what a case locked are left alone)."""
+    found = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = Path(root) / name
+            try:
+                if stat.S_ISREG(path.lstat().st_mode):
+                    found[str(path.relative_to(folder))] = path.read_bytes()
+            except OSError:
+                continue
+    return found

@@ -438,8 +438,9 @@ def test_the_chosen_tests_run_with_what_flake_nix_names_and_within_their_time(tm
                                                                              factory_cache):
     """A kernel's `tests:` in matrix.yaml: only the chosen files and -k expression run, in an
     environment with what flake.nix's pythonCheckInputs name (einops, as flash-attention's
-    tests need), and the report says what was chosen. A hung test is killed at the timeout,
-    with whatever it started, and the cell fails in one line."""
+    tests need), and the report says what was chosen. The tests are the kernel's own code:
+    they see none of the factory's secrets, and a home of their own. A hung test is killed at
+    the timeout, with whatever it started, and the cell fails in one line."""
     kernel = shutil.copytree(REPO / "examples" / "img2gray", tmp_path / "img2gray")
     shutil.rmtree(kernel / "tests")
     write(kernel / "flake.nix", """
@@ -452,6 +453,9 @@ def test_the_chosen_tests_run_with_what_flake_nix_names_and_within_their_time(tm
         }
     """)
     write(kernel / "tests" / "test_chosen.py", """
+        import os
+        from pathlib import Path
+
         import einops
         import torch
         from kernels import get_kernel
@@ -462,6 +466,12 @@ def test_the_chosen_tests_run_with_what_flake_nix_names_and_within_their_time(tm
         def test_picked():
             rgb = einops.rearrange(torch.zeros(3, 4, 4, dtype=torch.uint8), "c h w -> h w c")
             assert img2gray.img2gray(rgb).shape == (4, 4)
+
+
+        def test_sees_none_of_the_factory_s_secrets():
+            assert not [name for name, value in os.environ.items() if "s3cret" in value]
+            assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+            assert Path(os.environ["HOME"]).resolve().is_relative_to(Path.cwd().resolve())
 
 
         def test_left_out():
@@ -485,7 +495,9 @@ def test_the_chosen_tests_run_with_what_flake_nix_names_and_within_their_time(tm
       timeout: 5m
 """))
     out = tmp_path / "index"
-    env = cache_env(factory_cache)
+    env = {**cache_env(factory_cache), "HF_TOKEN": "hf_s3cret", "TWINE_PASSWORD": "pw-s3cret",
+           "AWS_SECRET_ACCESS_KEY": "aws-s3cret", "GITHUB_TOKEN": "ghp_s3cret",
+           "CUDA_VISIBLE_DEVICES": "0", "CUDA_AUTH_TOKEN": "cuda-s3cret"}
     result = run_factory("build", "matrix.yaml", "--out", out, "--runner", "local", "--test",
                          cwd=tmp_path, env=env)
     assert result.exit == 0, result.stdout + result.stderr
@@ -493,7 +505,7 @@ def test_the_chosen_tests_run_with_what_flake_nix_names_and_within_their_time(tm
     assert "einops" in log.split("making the test environment", 1)[1].splitlines()[0]
     assert "not-this-one" not in log
     state = json.loads((out / ".factory/cells/img2gray-cu130torch211-x86_64.json").read_text())
-    assert (state["tests"]["passed"], state["tests"]["failed"]) == (1, 0), state["tests"]
+    assert (state["tests"]["passed"], state["tests"]["failed"]) == (2, 0), state["tests"]
     assert state["tests"]["selection"] == "test_chosen.py -k 'not left_out'"
     assert "skipped with no GPU in" in log and "(chosen: test_chosen.py -k 'not left_out')" in log
 

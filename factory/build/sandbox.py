@@ -15,7 +15,6 @@ unconfined build (`--unconfined`); the docker runner confines builds itself.
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -23,14 +22,9 @@ from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError
-from ..process import bounded_run
+from ..process import bounded_run, foreign_environment
 
-__all__ = ["ALLOWED_VARIABLES", "confined_command", "confined_environment"]
-
-# What a build may see of the factory's environment; everything else stays out.
-ALLOWED_VARIABLES = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM",
-                     "TZ", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH",
-                     "CPLUS_INCLUDE_PATH", "PKG_CONFIG_PATH", "SOURCE_DATE_EPOCH")
+__all__ = ["confined_command", "confined_environment"]
 _REFUSED = ("a setup.py / pyproject project's build runs its own code; on this machine the "
             "factory runs it only confined by bubblewrap (bwrap), which {why}: install "
             "bubblewrap (apt install bubblewrap), build with --runner docker, or pass "
@@ -42,13 +36,7 @@ def confined_environment(work: Path, variables: Mapping[str, str],
     """The build's environment: the allow-listed variables of `environ` (the factory's own),
     a HOME and TMPDIR inside the build folder, and `variables` (the factory's settings for the
     build and the matrix's env:) over them."""
-    environ = os.environ if environ is None else environ
-    home, tmp = work / "home", work / "tmp"
-    home.mkdir(parents=True, exist_ok=True)
-    tmp.mkdir(parents=True, exist_ok=True)
-    allowed = {name: environ[name] for name in ALLOWED_VARIABLES if name in environ}
-    return {**allowed, "HOME": str(home), "TMPDIR": str(tmp),
-            "XDG_CACHE_HOME": str(home / ".cache"), **variables}
+    return {**foreign_environment(work, environ), **variables}
 
 
 def confined_command(argv: Sequence[str], work: Path, cwd: Path) -> list[str]:

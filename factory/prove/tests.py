@@ -13,7 +13,6 @@ XML report.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -27,7 +26,7 @@ from packaging.utils import canonicalize_name
 
 from ..config.model import ALL_TESTS, TestSelection
 from ..errors import BuildError
-from ..process import Log, run, streamed_run
+from ..process import Log, foreign_environment, run, streamed_run
 from ..toolchain.torch import TorchEnv, env_beside_torch
 from ..uv import uv_bin, uv_env
 from ..wheel.read import read_wheel
@@ -37,6 +36,9 @@ __all__ = ["TEST_TOOLS", "TestReport", "run_tests", "test_requirements"]
 INJECT = Path(__file__).with_name("inject")
 PLUGIN = "_kernel_wheel_factory_pytest"
 TEST_TOOLS = ("pytest",)
+# What the tests may see of the factory's environment besides the locale and search paths:
+# which GPUs to use and how the GPU libraries behave (a name that says secret stays out).
+GPU_VARIABLES = ("CUDA_", "NVIDIA_", "HIP_", "ROCR_", "TORCH_", "TRITON_", "NCCL_", "OMP_")
 # Requirements the environment provides otherwise: the cell's torch, and the stand-in for
 # `kernels` (which would download the kernel from the Hub).
 _PROVIDED = {"torch", "kernels"}
@@ -126,8 +128,8 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
     junit, facts = folder / "junit.xml", folder / "machine.json"
     argv = [str(python), "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider", "-rfEs",
             f"--junitxml={junit}", *selection.pytest_args()]
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("PYTHON", "PYTEST"))}
+    # the tests are the kernel's own code: none of the factory's secrets reach them
+    env = foreign_environment(folder, prefixes=GPU_VARIABLES)
     env |= {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
             "KERNEL_WHEEL_FACTORY_KERNEL": module,
             "KERNEL_WHEEL_FACTORY_TEST_REPORT": str(facts)}
