@@ -11,10 +11,13 @@ import logging
 
 import pytest
 
+from factory.build.run import CellResult
 from factory.credentials import credential_in, mask_url, redact
+from factory.index.records import cell_outcomes
 from factory.process import Log
 
 from .conftest import factory_main, write
+from .test_matrix import kernel, plan_for
 
 SECRET = "s3cretVALUE42"
 
@@ -144,3 +147,21 @@ def test_the_provenance_names_build_variables_but_records_no_value(monkeypatch):
     monkeypatch.setenv("PRIVATE_MIRROR_TOKEN", SECRET)
     again, problem = _with_env_values(recorded)
     assert problem is None and again["env"] == cell["env"]
+
+
+def test_a_failed_cell_s_published_reason_holds_no_secret(tmp_path, monkeypatch):
+    """A cell's reason is published (manifest, browse data): it is masked like a log line."""
+    monkeypatch.setenv("HF_TOKEN", "hf_s3cretTOKEN")
+    kernel(tmp_path)
+    plan = plan_for(tmp_path, """
+        kernels: [{path: demo, version: 1.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+    (cell,) = plan.cells
+    detail = ("git clone https://bot:pw-s3cret@git.example/k.git?private_token=tok-s3cret "
+              "failed: hf_s3cretTOKEN was refused")
+    (outcome,) = cell_outcomes(plan, [CellResult(cell.id, "failed", 1.0, detail=detail)])
+    assert outcome.detail is not None and "git clone https://" in outcome.detail
+    assert not any(secret in outcome.detail for secret in ("pw-s3cret", "tok-s3cret",
+                                                           "hf_s3cretTOKEN")), outcome.detail

@@ -15,6 +15,7 @@ from rich.console import Console
 from factory.build.cell import Built, Compiling
 from factory.build.options import BuildOptions
 from factory.build.run import RunSettings, run_build
+from factory.build.runners import choose_runner
 from factory.build.runners.local import LocalRunner
 from factory.defaults import host_platform
 from factory.plan.cells import Cell
@@ -22,7 +23,7 @@ from factory.process import Log
 from factory.ui.progress import PlainReporter
 
 from .conftest import FIXTURES, make_kernel
-from .test_matrix import KERNEL, plan_for
+from .test_matrix import KERNEL, kernel, plan_for
 
 
 class BrokenForCompiledCells:
@@ -78,3 +79,21 @@ def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path):
     assert built.status == "built" and built.published is not None
     assert built.published.filename == "noarch_kernel-2.0.0-py3-none-any.whl"
     assert (tmp_path / "out" / "files" / built.published.filename).is_file()
+
+
+def test_auto_says_what_building_on_this_machine_means_when_docker_is_not_there(tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
+    kernel(tmp_path)
+    plan = plan_for(tmp_path, """
+        kernels: [{path: demo, version: 1.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+    runner, why = choose_runner("auto", plan, tmp_path / "cache",
+                                BuildOptions(tmp_path / "build", 0), None)
+    assert isinstance(runner, LocalRunner)
+    assert why.startswith("no docker daemon answers (")
+    assert why.endswith("; so everything runs on this machine, outside containers: a setup.py "
+                        "project's build under bubblewrap, kernels' own tests with no file "
+                        "system sandbox (--runner docker keeps both in one)")

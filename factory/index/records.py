@@ -22,6 +22,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 
 from ..config.torches import is_release_build
+from ..credentials import redact
 from ..errors import IndexConflict, WheelReadError
 from ..files import write_atomic
 from ..layout import Layout
@@ -165,6 +166,10 @@ _PROJECT = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
 _LABEL = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
 
 
+def _public(text: str | None) -> str | None:
+    return None if text is None else redact(text)
+
+
 def save_manifest(manifest: Manifest, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(manifest.to_json(), separators=(",", ":")))
@@ -201,7 +206,9 @@ def metadata_bytes(path: Path) -> bytes:
 
 
 def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome]:
-    """What the index records of each cell of a build, for the browse page's coverage grid."""
+    """What the index records of each cell of a build, for the browse page's coverage grid.
+    It is published: every reason is masked as a log line is (a failure's message may quote a
+    URL or a value of the environment)."""
     by_id = {result.cell_id: result for result in results}
     outcomes = []
     for cell in plan.cells:
@@ -209,7 +216,7 @@ def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome
         outcomes.append(CellOutcome(
             cell.id, cell.spec.name, cell.version, cell.torch_shown,
             str(cell.cuda.version) if cell.cuda else None, cell.label, result.status,
-            result.detail, result.wheel,
+            _public(result.detail), result.wheel,
             [op.to_json() for op in result.loaded.ops] if result.loaded else None,
             result.tested.to_json() if result.tested else None,
             str(cell.stable_abi) if cell.stable_abi else None))
@@ -219,15 +226,15 @@ def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome
         outcomes.append(CellOutcome(
             served.id, served.id.split("/")[0], served.version, str(served.torch),
             str(served.cuda), served.label, builder.status,
-            f"{detail}: {builder.detail}" if builder.detail else detail, builder.wheel,
+            _public(f"{detail}: {builder.detail}" if builder.detail else detail), builder.wheel,
             served_by=served.by))
     for skipped in plan.skipped:
         kernel = skipped.id.split("/")[0]
         outcomes.append(CellOutcome(
             skipped.id, kernel, skipped.version or "",
             str(skipped.torch) if skipped.torch else None,
-            str(skipped.cuda) if skipped.cuda else None, skipped.label, "skipped", skipped.reason,
-            None))
+            str(skipped.cuda) if skipped.cuda else None, skipped.label, "skipped",
+            _public(skipped.reason), None))
     return outcomes
 
 

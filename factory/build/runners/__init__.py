@@ -78,7 +78,10 @@ def choose_runner(requested: RunnerChoice, plan: Plan, cache: Path, options: Bui
         return DockerRunner(cache, options, base, engine), why
     if requested == "docker" or in_images:
         raise ConfigError(f"the docker runner cannot be used: {problem}", key="runner")
-    return LocalRunner(cache, options), problem
+    return LocalRunner(cache, options), (f"{problem}; so everything runs on this machine, "
+                                         "outside containers: a setup.py project's build under "
+                                         "bubblewrap, kernels' own tests with no file system "
+                                         "sandbox (--runner docker keeps both in one)")
 
 
 def _builder_cells(plan: Plan) -> list[Cell]:
