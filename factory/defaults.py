@@ -119,6 +119,14 @@ REGISTRY_TIMEOUT = 60
 DOWNLOAD_TIMEOUT = 120
 """One read of a published index or one of its wheels (index --merge URL)."""
 
+PAGE_LIMIT = 64 * 2**20
+"""The most bytes one page of another server's simple index may have (a root page listing
+100,000 projects is a few MiB); more is refused, not read into memory."""
+
+DOWNLOAD_LIMIT = 4 * 2**30
+"""The most bytes one wheel downloaded from another server (index --merge URL, a registry's
+copy read back by publish) may have: a file that goes on past it is refused, not stored."""
+
 SERVE_IDLE_TIMEOUT = 30
 """`factory serve` closes a connection that sends nothing for this long."""
 

@@ -5,6 +5,7 @@ only, a <base href>, links without hashes, a yank with its reason."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -13,8 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from .conftest import run_factory
+from factory import defaults
+
+from .conftest import factory_main, run_factory
 from .test_index import make_wheel
+
+
+ENDLESS = b"<endless>"  # a body the server sends on and on, without a length
 
 
 @pytest.fixture
@@ -31,6 +37,14 @@ def site() -> Iterator[tuple[dict[str, tuple[str, bytes]], str, list[str]]]:
         def do_GET(self) -> None:
             asked.append(self.path)
             kind, body = pages.get(self.path, ("text/plain", b""))
+            if body == ENDLESS:
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    while True:
+                        self.wfile.write(b"<a>x</a>" * 131072)  # 1 MiB
+                return
             self.send_response(200 if self.path in pages else 404)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
@@ -101,4 +115,27 @@ def test_merge_refuses_an_unhashed_file_that_conflicts(site, tmp_path):
     assert other.name == wheel.name and other.read_bytes() != wheel.read_bytes()
     result = run_factory("index", "--merge", url, job, "--out", tmp_path / "merged")
     assert result.exit == 1 and "published files are immutable" in result.stderr
+    assert not (tmp_path / "merged").exists()
+
+
+def test_a_server_that_sends_on_and_on_is_refused_not_read(site, tmp_path, monkeypatch, capsys):
+    """A published index is another server's data: a page past 64 MiB or a wheel past its
+    limit is refused in one line, and nothing is written."""
+    pages, url, _ = site
+    pages["/endless/simple/"] = ("text/html", ENDLESS)
+    result = run_factory("index", "--merge", url + "endless/", "--out", tmp_path / "merged")
+    assert result.exit == 1, result.stdout + result.stderr
+    assert result.stderr.strip() == (f"error: {url}endless/simple/ sends more than 64.0 MiB: no "
+                                     "page of an index is that big")
+    wheel = make_wheel(tmp_path / "there", "img2gray", "1.0.0+cu130torch211")
+    pages["/big/simple/"] = html('<a href="img2gray/">img2gray</a>')
+    pages["/big/simple/img2gray/"] = html(f'<a href="../../files/{wheel.name}">{wheel.name}</a>')
+    pages[f"/big/files/{wheel.name}"] = ("application/zip", ENDLESS)
+    monkeypatch.setattr(defaults, "DOWNLOAD_LIMIT", 8 * 2**20)
+    result = factory_main("index", "--merge", url + "big/", "--out", tmp_path / "merged",
+                          capsys=capsys)
+    assert result.exit == 1, result.stdout + result.stderr
+    assert result.stderr.strip() == (f"error: {url}big/files/{wheel.name} sends more than 8.0 "
+                                     "MiB: no wheel is that big; the merge stops before writing "
+                                     "anything")
     assert not (tmp_path / "merged").exists()

@@ -30,7 +30,7 @@ from ..errors import ConfigError, IndexConflict, SourceError
 from ..files import copy_atomic, file_sha256
 from ..layout import Layout, refuse_links
 from .records import CellOutcome, Manifest, load_manifest
-from .remote import ListedFile, SimpleIndex, stream_sha256
+from .remote import ListedFile, SimpleIndex, TooLarge, stream_sha256
 from .update import IndexSummary, update_index
 
 if TYPE_CHECKING:  # imported where used: a merge of folders reads nothing over HTTP
@@ -172,6 +172,9 @@ def _download(session: requests.Session, entry: ListedFile, path: Path) -> Path:
                 raise SourceError(f"cannot download {entry.url}: HTTP {response.status_code} "
                                   f"{response.reason}")
             digest = stream_sha256(response, path)
+    except TooLarge as exc:
+        raise SourceError(f"{exc}: no wheel is that big; the merge stops before writing "
+                          "anything") from None
     except (requests.RequestException, OSError) as exc:
         raise SourceError(f"cannot download {entry.url}: {type(exc).__name__}") from None
     if entry.sha256 is not None and digest != entry.sha256:

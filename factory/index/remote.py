@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
+from .. import defaults
 from ..errors import FactoryError
+from ..units import human_size
 
 if TYPE_CHECKING:  # imported where used: a merge of folders needs neither (nor pydantic)
     import requests
 
-__all__ = ["JSON_ACCEPT", "ListedFile", "SimpleIndex", "stream_sha256"]
+__all__ = ["JSON_ACCEPT", "ListedFile", "SimpleIndex", "TooLarge", "stream_sha256"]
 
 JSON_ACCEPT = ("application/vnd.pypi.simple.v1+json, "
                "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1")
@@ -85,11 +87,27 @@ class SimpleIndex:
             raise self.failure(f"{url}: HTTP {response.status_code} {response.reason}")
         return response
 
+    def page(self, url: str) -> requests.Response:
+        """A GET of a page, its body read whole but never past defaults.PAGE_LIMIT: a server
+        that sends on and on is refused, not read into memory."""
+        response = self.get(url, stream=True)
+        with contextlib.closing(response):
+            body = bytearray()
+            for block in response.iter_content(1 << 16):
+                body += block
+                if len(body) > defaults.PAGE_LIMIT:
+                    raise self.failure(f"{url} sends more than "
+                                       f"{human_size(defaults.PAGE_LIMIT)}: no page of an index "
+                                       "is that big")
+        # pypi-simple reads a response's body from it; requests keeps a read body here
+        response._content = bytes(body)
+        return response
+
     def project_names(self) -> list[str] | None:
         """The projects the root page lists; None when there is no root page (a 404)."""
         from pypi_simple import IndexPage
 
-        response = self.get(self.url)
+        response = self.page(self.url)
         if response.status_code == 404:
             return None
         try:
@@ -103,7 +121,7 @@ class SimpleIndex:
         from pypi_simple import ProjectPage
 
         page_url = urljoin(self.url, f"{project}/")
-        response = self.get(page_url)
+        response = self.page(page_url)
         if response.status_code == 404:
             return {}
         try:
@@ -120,12 +138,25 @@ class SimpleIndex:
         return files
 
 
+class TooLarge(Exception):
+    """A streamed download went on past its limit; what was read of it is removed."""
+
+
 def stream_sha256(response: requests.Response, into: Path | None = None) -> str:
-    """The sha256 of a streamed response's body, written to `into` on the way when given."""
+    """The sha256 of a streamed response's body, written to `into` on the way when given;
+    TooLarge when the body goes on past defaults.DOWNLOAD_LIMIT."""
     digest = hashlib.sha256()
+    size, limit = 0, defaults.DOWNLOAD_LIMIT
     with contextlib.ExitStack() as stack:
         handle = stack.enter_context(open(into, "wb")) if into is not None else None
         for block in response.iter_content(1 << 20):
+            size += len(block)
+            if size > limit:
+                response.close()
+                if handle is not None and into is not None:
+                    handle.close()
+                    into.unlink()
+                raise TooLarge(f"{response.url} sends more than {human_size(limit)}")
             digest.update(block)
             if handle is not None:
                 handle.write(block)

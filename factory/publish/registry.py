@@ -32,7 +32,7 @@ from .. import defaults
 from ..errors import ConfigError, PublishError
 from ..files import file_sha256
 from ..index.records import load_manifest
-from ..index.remote import ListedFile, SimpleIndex, stream_sha256
+from ..index.remote import ListedFile, SimpleIndex, TooLarge, stream_sha256
 from ..layout import Layout
 
 __all__ = ["RegistryReport", "index_url_for", "publish_to_registry"]
@@ -270,7 +270,11 @@ class _IndexReader:
 
     def digest_of(self, project: str, filename: str) -> str:
         """A listed file's sha256 when the page gives none: its bytes, downloaded."""
-        return stream_sha256(self.index.get(self.pages[project][filename].url, stream=True))
+        url = self.pages[project][filename].url
+        try:
+            return stream_sha256(self.index.get(url, stream=True))
+        except TooLarge as exc:
+            raise PublishError(f"{exc}: no wheel is that big") from None
 
     def _credentials(self) -> tuple[str, str]:
         from twine import exceptions as twine_errors
