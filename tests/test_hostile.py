@@ -577,11 +577,83 @@ CASES: dict[str, Case] = {
     "manifest cells of the wrong shape": command(
         "yank", "img2gray", "1.0.0", "--reason", "r", expected="is damaged", exit=1,
         setup=lambda p: _edit_manifest(p, lambda data: data.__setitem__("cells", {"x": [1]}))),
+    # ---- a kernel's tests: what pytest is given --------------------------------------------
+    "tests: a path out of tests/": replaced(
+        "version: 1.0.0", "version: 1.0.0\n    tests: {paths: [../../etc/passwd]}",
+        "must be a path inside the kernel's tests/ folder"),
+    "tests: an absolute path": replaced(
+        "version: 1.0.0", "version: 1.0.0\n    tests: {paths: [/etc]}",
+        "must be a path inside the kernel's tests/ folder"),
+    "tests: an option as a path": replaced(
+        "version: 1.0.0", "version: 1.0.0\n    tests: {paths: [-p=evil_plugin]}",
+        "is not a path or pytest node id inside tests/"),
+    "tests: a path holding a newline": replaced(
+        "version: 1.0.0", 'version: 1.0.0\n    tests: {paths: ["a.py\\n--pdb"]}',
+        "is not a path or pytest node id inside tests/"),
+    "tests: a keyword holding a NUL": replaced(
+        "version: 1.0.0", 'version: 1.0.0\n    tests: {keyword: "a\\0b"}',
+        "the expression must be one line of printable text"),
+    "tests: a requirement from a URL with a token": replaced(
+        "version: 1.0.0", "version: 1.0.0\n    tests: {requires: ['e @ https://h.invalid/e.whl"
+        "?token=tok-s3cret']}", "name a project on the index, not a URL"),
+    "tests: a timeout of ten years": replaced(
+        "version: 1.0.0", "version: 1.0.0\n    tests: {timeout: 87600h}",
+        "must be between 1 second and a year"),
+    "tests: a list": replaced("version: 1.0.0", "version: 1.0.0\n    tests: [a.py]",
+                              "expected a table"),
     "verify an index without a manifest": command(
         "index", "--verify", expected="has no .factory/manifest.json to verify against",
         setup=lambda p: (p / "index" / ".factory" / "manifest.json").unlink()),
 }
 
+
+# ---- every way a URL enters, with every place a secret hides in one ----------------------
+# Each entry point takes a URL; each form hides a secret in it (its user part, a query value
+# under a name no list may know, a fragment). Every one is refused in one line that shows the
+# URL masked, and nothing of the secret.
+_ENTRY_POINTS: dict[str, tuple[str, Callable[[str, str], Case]]] = {
+    "a git source": ("https://example.com/k.git", lambda url, said: replaced(
+        "path: demo", f"git: {url}", said)),
+    "torch-index": ("https://example.com/whl", lambda url, said: replaced(
+        'sms: ["9.0"]', f'sms: ["9.0"]\n    torch-index: {url}', said)),
+    "publish --to": ("https://h.invalid/x", lambda url, said: command(
+        "publish", "--to", url, expected=said)),
+    "publish --repository-url": ("https://example.invalid/legacy/", lambda url, said: command(
+        "publish", "--repository-url", url, expected=said)),
+    "publish --index-url": ("https://example.invalid/simple/", lambda url, said: command(
+        "publish", "--repository-url", "https://example.invalid/legacy/", "--index-url", url,
+        expected=said)),
+    "TWINE_REPOSITORY_URL": ("https://example.invalid/x", lambda url, said: command(
+        "publish", "--dry-run", expected=said, env=(("TWINE_REPOSITORY_URL", url),))),
+    "index --merge": ("https://example.invalid/site/", lambda url, said: command(
+        "index", "--merge", url, expected=said)),
+    "build --base-url": ("https://example.invalid/w", lambda url, said: command(
+        "build", "matrix.yaml", "--base-url", url, expected=said)),
+}
+_QUERY_NAMES = ("token", "access_token", "private_token", "auth_token", "api_token", "apikey",
+                "hf_token", "jwt", "refresh_token", "X-Amz-Signature", "X-Goog-Signature",
+                "sig", "password", "session", "code")
+
+
+def _secret_forms(base: str) -> dict[str, tuple[str, str]]:
+    """form -> (the URL with a secret in it, what the one line shows of it)."""
+    scheme, rest = base.split("://", 1)
+    forms = {"a password": (f"{scheme}://u:pw-s3cret@{rest}", f"'{scheme}://***@{rest}'"),
+             "a password holding @": (f"{scheme}://u:pw@pw-s3cret@{rest}",
+                                      f"'{scheme}://***@{rest}'"),
+             "a token as its user": (f"{scheme}://ghp_s3cret0123456789abcdef@{rest}",
+                                     f"'{scheme}://***@{rest}'"),
+             "a fragment": (f"{base}#tok-s3cret", f"'{base}#***'")}
+    for name in _QUERY_NAMES:
+        forms[f"a {name} query"] = (f"{base}?{name}=tok-s3cret", f"'{base}?{name}=***'")
+    return forms
+
+
+URL_CASES = {f"{form} in {entry}": make(url, said)
+             for entry, (base, make) in _ENTRY_POINTS.items()
+             for form, (url, said) in _secret_forms(base).items()}
+assert not set(URL_CASES) & set(CASES)
+CASES |= URL_CASES
 
 # Permissions do not hold back root: these cases are hostile only to other users.
 AS_ROOT = os.geteuid() == 0
@@ -638,7 +710,7 @@ def _alarm(signum, frame):
 
 
 def test_the_table_is_big_enough():
-    assert len(CASES) >= 150, len(CASES)
+    assert len(CASES) >= 380, len(CASES)
 
 
 @pytest.mark.parametrize("name", list(CASES))

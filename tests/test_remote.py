@@ -19,7 +19,6 @@ from factory import defaults
 from .conftest import factory_main, run_factory
 from .test_index import make_wheel
 
-
 ENDLESS = b"<endless>"  # a body the server sends on and on, without a length
 
 
