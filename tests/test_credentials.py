@@ -17,7 +17,7 @@ from factory.index.records import cell_outcomes
 from factory.process import Log
 
 from .conftest import factory_main, write
-from .test_matrix import kernel, plan_for
+from .test_matrix import demo_plan
 
 SECRET = "s3cretVALUE42"
 
@@ -152,12 +152,7 @@ def test_the_provenance_names_build_variables_but_records_no_value(monkeypatch):
 def test_a_failed_cell_s_published_reason_holds_no_secret(tmp_path, monkeypatch):
     """A cell's reason is published (manifest, browse data): it is masked like a log line."""
     monkeypatch.setenv("HF_TOKEN", "hf_s3cretTOKEN")
-    kernel(tmp_path)
-    plan = plan_for(tmp_path, """
-        kernels: [{path: demo, version: 1.0}]
-        torch: ["2.11"]
-        cuda: {"13.0": {sms: ["9.0"]}}
-    """)
+    plan = demo_plan(tmp_path)
     (cell,) = plan.cells
     detail = ("git clone https://bot:pw-s3cret@git.example/k.git?private_token=tok-s3cret "
               "failed: hf_s3cretTOKEN was refused")

@@ -54,6 +54,16 @@ def plan_for(tmp_path, matrix_text: str):
     return make_plan(matrix, kernels, host_platform())
 
 
+def demo_plan(tmp_path):
+    """The plan of one cell (torch 2.11, CUDA 13.0, sm_90) of a demo kernel made in tmp_path."""
+    kernel(tmp_path)
+    return plan_for(tmp_path, """
+        kernels: [{path: demo, version: 1.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+
+
 def test_defaults(tmp_path):
     kernel(tmp_path)
     matrix = load_matrix(write(tmp_path / "matrix.yaml", """

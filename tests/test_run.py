@@ -23,7 +23,7 @@ from factory.process import Log
 from factory.ui.progress import PlainReporter
 
 from .conftest import FIXTURES, make_kernel
-from .test_matrix import KERNEL, kernel, plan_for
+from .test_matrix import KERNEL, demo_plan, plan_for
 
 
 class BrokenForCompiledCells:
@@ -84,12 +84,7 @@ def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path):
 def test_auto_says_what_building_on_this_machine_means_when_docker_is_not_there(tmp_path,
                                                                                monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
-    kernel(tmp_path)
-    plan = plan_for(tmp_path, """
-        kernels: [{path: demo, version: 1.0}]
-        torch: ["2.11"]
-        cuda: {"13.0": {sms: ["9.0"]}}
-    """)
+    plan = demo_plan(tmp_path)
     runner, why = choose_runner("auto", plan, tmp_path / "cache",
                                 BuildOptions(tmp_path / "build", 0), None)
     assert isinstance(runner, LocalRunner)
