@@ -452,6 +452,6 @@ def test_a_kernel_s_chosen_tests_become_pytest_arguments(tmp_path):
     assert chosen.describe() == ("test_ops.py::test_fwd test_flash.py::test_output[0.0-128] "
                                  "slow/ -k 'not bwd and [0.0-128-'")
     assert type(chosen).from_json(json.loads(json.dumps(chosen.to_json()))) == chosen
-    assert whole.pytest_args() == ["tests/"] and whole.describe() == "" and not whole.narrowed
+    assert whole.pytest_args() == ["tests/"] and whole.describe() == ""
     plan = plan_for(tmp_path, (tmp_path / "matrix.yaml").read_text())
     assert [cell.tests for cell in plan.cells] == [chosen, whole]

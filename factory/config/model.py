@@ -99,10 +99,6 @@ class TestSelection:
     timeout: float = defaults.TEST_TIMEOUT
     requires: tuple[str, ...] = ()
 
-    @property
-    def narrowed(self) -> bool:
-        return bool(self.paths or self.keyword)
-
     def pytest_args(self) -> list[str]:
         """pytest's arguments, run from the folder that holds the copy of tests/."""
         keyword = ["-k", self.keyword] if self.keyword else []
