@@ -41,6 +41,7 @@ from factory.plan.costs import (
     cost_key,
     estimated_seconds,
     known_costs,
+    longest_seconds,
     shard_count,
     shard_of,
     unit_memory,
@@ -457,6 +458,23 @@ def test_an_unmeasured_unit_costs_what_the_measured_units_most_like_it_cost(tmp_
     # nothing alike measured (no half of the words shared): the size-based estimate
     other = replace(unit, source="src/rotary_embedding.cu")
     assert estimated_seconds(cell, other, book) == estimated_seconds(cell, other)
+
+
+def test_a_unit_starts_before_a_time_limit_only_if_the_slowest_like_it_would_end(tmp_path):
+    """natten's generated fna/source_N.cu files are one family by name, but those holding
+    kernels of this arch took 220 s and the others 25 s: the mean would start a 220-s unit
+    with a minute left. The decision to start takes the slowest of the family; the order and
+    the plan keep the mean; a unit's own measurement decides both."""
+    (cell,) = plan_for(tmp_path, MANY_UNITS).cells
+    unit = next(u for u in cell.units if u.source == "csrc/part3.cu")
+    fna = replace(unit, source="csrc/autogen/src/cuda/fna/source_31.cu")
+    book = {f"natten-cell/csrc/autogen/src/cuda/fna/source_{number}.cu": UnitCost(seconds, None, 1)
+            for number, seconds in [(15, 26.0), (16, 24.0), (28, 217.0), (30, 220.0)]}
+    assert estimated_seconds(cell, fna, book) == (26.0 + 24.0 + 217.0 + 220.0) / 4
+    assert longest_seconds(cell, fna, book) == 220.0
+    book[cost_key(cell, fna)] = UnitCost(30.0, None, 1)
+    assert longest_seconds(cell, fna, book) == estimated_seconds(cell, fna, book) == 30.0
+    assert longest_seconds(cell, unit) == estimated_seconds(cell, unit)  # nothing measured
 
 
 def test_costs_measured_earlier_decide_the_estimates(tmp_path):

@@ -26,7 +26,7 @@ from ..files import read_small_json, write_atomic
 from .cells import Cell, Unit
 
 __all__ = ["COSTS_FOLDER", "CostBook", "UnitCost", "cell_seconds", "cost_key", "estimated_seconds",
-           "known_costs", "shard_count", "shard_of", "unit_memory"]
+           "known_costs", "longest_seconds", "shard_count", "shard_of", "unit_memory"]
 
 COSTS_FOLDER = "costs"  # the cost book's folder in an object cache and an exported one
 _MAX_BOOK = 16 * 2**20  # a larger book is not read (a crafted import's)
@@ -149,15 +149,17 @@ def _size_estimate(cell: Cell, unit: Unit) -> float:
     return rates["base"] + rates["per_kib"] * kib + rates["per_arch"] * _archs(unit)
 
 
-def _measured(cell: Cell, unit: Unit, book: Mapping[str, UnitCost]) -> UnitCost | None:
+def _measured(cell: Cell, unit: Unit, book: Mapping[str, UnitCost],
+              slowest: bool = False) -> UnitCost | None:
     """This cell's measurement of the unit, else another cell's of the same source, else the
-    mean of the measured units of the kernel most like it (_similar)."""
+    mean (with `slowest`, the largest) of the measured units of the kernel most like it
+    (_similar)."""
     exact = book.get(cost_key(cell, unit))
     if exact is not None:
         return exact
     suffix = f"/{unit.source}"
     others = [cost for key, cost in sorted(book.items()) if key.endswith(suffix)]
-    return others[-1] if others else _similar(unit, book)
+    return others[-1] if others else _similar(unit, book, slowest)
 
 
 def _words(source: str) -> frozenset[str]:
@@ -165,12 +167,12 @@ def _words(source: str) -> frozenset[str]:
     return frozenset(word for word in re.split(r"[^0-9A-Za-z]+", stem.lower()) if word)
 
 
-def _similar(unit: Unit, book: Mapping[str, UnitCost]) -> UnitCost | None:
+def _similar(unit: Unit, book: Mapping[str, UnitCost], slowest: bool = False) -> UnitCost | None:
     """Kernels compile families of near-identical units, one template instantiation each
     (flash_fwd_hdim128_fp16_sm80.cu beside flash_fwd_hdim128_bf16_sm80.cu), whose costs are
     alike and far from what their few lines suggest. An unmeasured unit is given the mean cost
     per arch of the measured units of the same kind whose names share the largest part of its
-    words (at least half), when there are any."""
+    words (at least half), when there are any; with `slowest`, the largest of them."""
     words = _words(unit.source)
     suffix = Path(unit.source).suffix
     scored: dict[float, list[UnitCost]] = {}
@@ -186,13 +188,26 @@ def _similar(unit: Unit, book: Mapping[str, UnitCost]) -> UnitCost | None:
         return None
     closest = scored[max(scored)]
     peaks = [cost.peak for cost in closest if cost.peak]
-    return UnitCost(sum(cost.seconds / cost.archs for cost in closest) / len(closest),
+    per_arch = [cost.seconds / cost.archs for cost in closest]
+    return UnitCost(max(per_arch) if slowest else sum(per_arch) / len(per_arch),
                     max(peaks) if peaks else None, 1)
 
 
 def estimated_seconds(cell: Cell, unit: Unit, book: Mapping[str, UnitCost] | None = None) -> float:
     """The unit's work in core-seconds: measured (scaled to this cell's arch count) or estimated."""
     measured = _measured(cell, unit, book) if book else None
+    if measured is None:
+        return _size_estimate(cell, unit)
+    return measured.seconds * _archs(unit) / measured.archs
+
+
+def longest_seconds(cell: Cell, unit: Unit, book: Mapping[str, UnitCost] | None = None) -> float:
+    """What the unit may take, for deciding whether it can still end before a time limit: its
+    own measurement where there is one, else the slowest of the units most like it, else the
+    size estimate. A family's units can differ tenfold (natten's generated source_N.cu files
+    each hold kernels for other archs, and a kernel guarded out of this arch compiles to
+    nothing), and a unit started on the family's mean is work thrown away at the limit."""
+    measured = _measured(cell, unit, book, slowest=True) if book else None
     if measured is None:
         return _size_estimate(cell, unit)
     return measured.seconds * _archs(unit) / measured.archs
