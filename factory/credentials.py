@@ -27,8 +27,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .errors import ConfigError
 
-__all__ = ["MASK", "PASSED_VARIABLES", "SAFE_KEYS", "credential_in", "mask_url",
-           "passed_environment", "redact", "refuse_credentials", "secret_values"]
+__all__ = ["MASK", "SAFE_KEYS", "credential_in", "mask_url", "passed_environment", "redact",
+           "refuse_credentials", "secret_values"]
 
 MASK = "***"
 
@@ -148,19 +148,19 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
 # What a program running someone else's code (a setup.py, a kernel's tests) may see of the
 # factory's environment; everything else (TWINE_PASSWORD, HF_TOKEN, AWS_*, GITHUB_TOKEN, ...)
 # stays out.
-PASSED_VARIABLES = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM",
-                    "TZ", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH",
-                    "CPLUS_INCLUDE_PATH", "PKG_CONFIG_PATH", "SOURCE_DATE_EPOCH")
+_PASSED_VARIABLES = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM",
+                     "TZ", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH",
+                     "CPLUS_INCLUDE_PATH", "PKG_CONFIG_PATH", "SOURCE_DATE_EPOCH")
 
 
 def passed_environment(environ: Mapping[str, str] | None = None,
                        prefixes: tuple[str, ...] = ()) -> dict[str, str]:
-    """The variables of `environ` (the factory's own) in PASSED_VARIABLES, and those whose
+    """The variables of `environ` (the factory's own) in _PASSED_VARIABLES, and those whose
     names start with one of `prefixes` (CUDA_, for a GPU's tests) unless the name says it is a
     secret."""
     environ = os.environ if environ is None else environ
     return {name: value for name, value in environ.items()
-            if name in PASSED_VARIABLES or (name.startswith(prefixes)
+            if name in _PASSED_VARIABLES or (name.startswith(prefixes)
                                             and not _SECRET_NAME.search(name))}
 
 

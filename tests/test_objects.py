@@ -41,7 +41,6 @@ from factory.plan.costs import (
     cost_key,
     estimated_seconds,
     known_costs,
-    longest_seconds,
     shard_count,
     shard_of,
     unit_memory,
@@ -471,10 +470,11 @@ def test_a_unit_starts_before_a_time_limit_only_if_the_slowest_like_it_would_end
     book = {f"natten-cell/csrc/autogen/src/cuda/fna/source_{number}.cu": UnitCost(seconds, None, 1)
             for number, seconds in [(15, 26.0), (16, 24.0), (28, 217.0), (30, 220.0)]}
     assert estimated_seconds(cell, fna, book) == (26.0 + 24.0 + 217.0 + 220.0) / 4
-    assert longest_seconds(cell, fna, book) == 220.0
+    assert estimated_seconds(cell, fna, book, slowest=True) == 220.0
     book[cost_key(cell, fna)] = UnitCost(30.0, None, 1)
-    assert longest_seconds(cell, fna, book) == estimated_seconds(cell, fna, book) == 30.0
-    assert longest_seconds(cell, unit) == estimated_seconds(cell, unit)  # nothing measured
+    assert estimated_seconds(cell, fna, book, slowest=True) == \
+        estimated_seconds(cell, fna, book) == 30.0
+    assert estimated_seconds(cell, unit, slowest=True) == estimated_seconds(cell, unit)
 
 
 def test_costs_measured_earlier_decide_the_estimates(tmp_path):

@@ -59,7 +59,7 @@ from ..compile.pool import CompilePool, TimeLimitReached
 from ..config.torches import InstalledTorch, ProbeError, probe_interpreter
 from ..errors import BuildError
 from ..plan.cells import Cell
-from ..plan.costs import UnitCost, cost_key, estimated_seconds, longest_seconds, unit_memory
+from ..plan.costs import UnitCost, cost_key, estimated_seconds, unit_memory
 from ..process import Log, bounded_run, first_output_line, run
 from ..sources.tree import IGNORED_DIRS
 from ..toolchain import CommandPrefix, Toolchain, cxx_standard, host_compiler
@@ -527,7 +527,8 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
             with lock:
                 if outcome is None:
                     late.append((compile_job.source,
-                                 longest_seconds(job.cell, compile_job.unit, costs)))
+                                 estimated_seconds(job.cell, compile_job.unit, costs,
+                                                   slowest=True)))
                     continue
                 known[cost_key(job.cell, compile_job.unit)] = outcome
                 done.append(compile_job.source)
@@ -630,10 +631,10 @@ def _time_limit_summary(kept: int, total: int, late: list[tuple[str, float]], un
 def _compile_one(job: Job, compile_job: CompileJob, toolchain: Toolchain,
                  identity: str | None, costs: Mapping[str, UnitCost]) -> UnitCost | None:
     """Compile one unit and keep its object; what it cost, or None when it was not started
-    because it may not end before the time limit (longest_seconds, from `costs`: earlier
+    because it may not end before the time limit (its slowest estimate, from `costs`: earlier
     builds' measurements and this build's so far, which also give its memory)."""
     compiling, cell, log = job.compiling, job.cell, job.log
-    estimate = longest_seconds(cell, compile_job.unit, costs)
+    estimate = estimated_seconds(cell, compile_job.unit, costs, slowest=True)
     with compiling.pool.admitted(
             compile_job.threads_useful,
             lambda threads: unit_memory(cell, compile_job.unit, threads, costs)) as grant:

@@ -26,7 +26,7 @@ from ..files import read_small_json, write_atomic
 from .cells import Cell, Unit
 
 __all__ = ["COSTS_FOLDER", "CostBook", "UnitCost", "cell_seconds", "cost_key", "estimated_seconds",
-           "known_costs", "longest_seconds", "shard_count", "shard_of", "unit_memory"]
+           "known_costs", "shard_count", "shard_of", "unit_memory"]
 
 COSTS_FOLDER = "costs"  # the cost book's folder in an object cache and an exported one
 _MAX_BOOK = 16 * 2**20  # a larger book is not read (a crafted import's)
@@ -193,21 +193,15 @@ def _similar(unit: Unit, book: Mapping[str, UnitCost], slowest: bool = False) ->
                     max(peaks) if peaks else None, 1)
 
 
-def estimated_seconds(cell: Cell, unit: Unit, book: Mapping[str, UnitCost] | None = None) -> float:
-    """The unit's work in core-seconds: measured (scaled to this cell's arch count) or estimated."""
-    measured = _measured(cell, unit, book) if book else None
-    if measured is None:
-        return _size_estimate(cell, unit)
-    return measured.seconds * _archs(unit) / measured.archs
-
-
-def longest_seconds(cell: Cell, unit: Unit, book: Mapping[str, UnitCost] | None = None) -> float:
-    """What the unit may take, for deciding whether it can still end before a time limit: its
-    own measurement where there is one, else the slowest of the units most like it, else the
-    size estimate. A family's units can differ tenfold (natten's generated source_N.cu files
-    each hold kernels for other archs, and a kernel guarded out of this arch compiles to
-    nothing), and a unit started on the family's mean is work thrown away at the limit."""
-    measured = _measured(cell, unit, book, slowest=True) if book else None
+def estimated_seconds(cell: Cell, unit: Unit, book: Mapping[str, UnitCost] | None = None,
+                      slowest: bool = False) -> float:
+    """The unit's work in core-seconds: measured (scaled to this cell's arch count) or estimated.
+    With `slowest`, for deciding whether it can still end before a time limit, a unit measured
+    only through the units most like it takes the slowest of them, not their mean: a family's
+    units can differ tenfold (natten's generated source_N.cu files each hold kernels for other
+    archs, and a kernel guarded out of this arch compiles to nothing), and a unit started on
+    the family's mean is work thrown away at the limit."""
+    measured = _measured(cell, unit, book, slowest) if book else None
     if measured is None:
         return _size_estimate(cell, unit)
     return measured.seconds * _archs(unit) / measured.archs
