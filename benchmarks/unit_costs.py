@@ -14,11 +14,11 @@ units the book measured:
 
 and each estimate over the measured figure. A ratio within 1/1.5 .. 1.5 is the goal.
 
-benchmarks/costs/ holds books measured on the GPU machine (16 cores, nvcc 13.0, torch 2.11,
-an sm_90 cell, kernels-community 40d4194 unmodified): sage-attention (all 13 units) and natten
-(19 of 109, a 6-minute run). A matrix naming those kernels' folders with `torch: ["2.11"]` and
-`cuda: {"13.0": {sms: ["9.0"]}}` prints their rows; the same folder serves as a matrix's
-`costs:` book.
+benchmarks/costs/ holds books measured on the GPU machines (nvcc 13.0, torch 2.11, an sm_90
+cell, kernels-community 40d4194 unmodified, one thread per unit): sage-attention (all 13 units,
+16 cores), flash-attn2 (all 75 units, 32 cores) and natten (103 of 109, 32 cores). A matrix
+naming those kernels' folders with `torch: ["2.11"]` and `cuda: {"13.0": {sms: ["9.0"]}}`
+prints their rows; the same folder serves as a matrix's `costs:` book.
 """
 
 from __future__ import annotations

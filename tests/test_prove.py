@@ -22,7 +22,7 @@ from factory import doctor
 from factory.compile.generated import import_guard
 from factory.process import Log
 from factory.prove.load import importable_modules, load_problems, load_wheel
-from factory.prove.tests import TestReport, _report
+from factory.prove.tests import INJECT, PLUGIN, TestReport, _how_far, _report
 from factory.wheel.assemble import CoreMetadata, relabelled, write_wheel
 from factory.wheel.read import PROVENANCE_FILE
 
@@ -51,6 +51,64 @@ def test_junit_counts_become_the_report(tmp_path):
                                  "HBM3 in 3.2 s")
     assert TestReport.from_json(report.to_json()) == report
     assert TestReport.from_json({"passed": "x"}) is None
+
+
+def test_a_suite_stopped_at_its_limit_says_how_far_it_got(tmp_path):
+    """The plugin's tally, kept by a real pytest run (a stand-in torch: the plugin asks it only
+    whether a GPU is there), becomes the words of the time-limit failure."""
+    write(tmp_path / "stand-in" / "torch" / "__init__.py", """
+        __version__ = "0.0"
+        class cuda:
+            @staticmethod
+            def is_available():
+                return False
+    """)
+    write(tmp_path / "tests" / "test_some.py", """
+        import pytest
+
+
+        def test_passes():
+            pass
+
+
+        def test_fails():
+            assert False
+
+
+        @pytest.fixture
+        def broken():
+            raise RuntimeError("setup")
+
+
+        def test_errors(broken):
+            pass
+
+
+        @pytest.mark.skip(reason="not here")
+        def test_skipped():
+            pass
+
+
+        def test_last():
+            pass
+    """)
+    progress = tmp_path / "progress.json"
+    env = {**os.environ, "KERNEL_WHEEL_FACTORY_TEST_PROGRESS": str(progress),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "stand-in"), str(INJECT)])}
+    subprocess.run([sys.executable, "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider",
+                    "-q", "tests", "--deselect", "tests/test_some.py::test_last"],
+                   cwd=tmp_path, env=env, capture_output=True, check=False, timeout=120)
+    assert json.loads(progress.read_text()) == {
+        "chosen": 4, "ended": 4, "passed": 1, "failed": 1, "errors": 1, "skipped": 1,
+        "running": ""}
+    assert _how_far(progress) == ": 4 of 4 ended (1 passed, 1 failed, 1 error(s), 1 skipped), " \
+                                 "pytest still reporting"
+    progress.write_text('{"chosen": 416, "ended": 12, "passed": 11, "failed": 1, "errors": 0, '
+                        '"skipped": 0, "running": "test_x.py::test_y[3]"}')
+    assert _how_far(progress) == ": 12 of 416 ended (11 passed, 1 failed), test_x.py::test_y[3] " \
+                                 "running"
+    progress.write_text("{")
+    assert _how_far(progress) == ""
 
 
 def run_guard(guard: str, version: str, cuda: str | None) -> str:
@@ -483,6 +541,10 @@ def test_the_chosen_tests_run_with_what_flake_nix_names_and_within_their_time(tm
         import time
 
 
+        def test_ends():
+            pass
+
+
         def test_never_ends():
             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(900)"])
             time.sleep(900)
@@ -517,7 +579,8 @@ def test_the_chosen_tests_run_with_what_flake_nix_names_and_within_their_time(tm
     assert hung.exit == 1, hung.stdout + hung.stderr
     assert time.monotonic() - started < 300  # the test sleeps 900 s
     hung_log = (out / "logs" / "img2gray-cu130torch211-x86_64.tests.log").read_text()
-    assert "FAILED: the tests did not finish in 15 s" in hung_log, hung_log[-2000:]
+    assert ("FAILED: the tests did not finish in 15 s: 1 of 2 ended (1 passed), "
+            "tests/test_hangs.py::test_never_ends running") in hung_log, hung_log[-2000:]
     assert "Traceback" not in hung.stdout + hung.stderr
     sleepers = subprocess.run(["pgrep", "-f", "time.sleep\\(900\\)"], capture_output=True,
                               text=True)
