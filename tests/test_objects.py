@@ -477,6 +477,36 @@ def test_a_unit_starts_before_a_time_limit_only_if_the_slowest_like_it_would_end
     assert estimated_seconds(cell, unit, slowest=True) == estimated_seconds(cell, unit)
 
 
+def test_a_unit_stopped_at_a_time_limit_is_known_to_take_longer(tmp_path):
+    """natten's hopper_fna_bwd units, estimated from their forward siblings (about 350 s),
+    were started with 6 minutes left and stopped at 396 s: the book keeps that bound, and a
+    unit is then estimated at least at it (or at its siblings' figure, when that is more); its
+    measurement, once it finishes, replaces the bound."""
+    (cell,) = plan_for(tmp_path, MANY_UNITS).cells
+    unit = next(u for u in cell.units if u.source == "csrc/part3.cu")
+    bwd = replace(unit, source="csrc/autogen/src/cuda/hopper_fna_bwd/source_0.cu")
+    book = {f"{cell.key}/csrc/autogen/src/cuda/hopper_fna/source_{number}.cu":
+            UnitCost(seconds, None, 1) for number, seconds in [(3, 303.0), (5, 351.0)]}
+    assert estimated_seconds(cell, bwd, book, slowest=True) == 351.0
+    book[cost_key(cell, bwd)] = UnitCost(396.0, None, 1, at_least=True)
+    assert estimated_seconds(cell, bwd, book) == estimated_seconds(cell, bwd, book,
+                                                                   slowest=True) == 396.0
+    book[cost_key(cell, bwd)] = UnitCost(60.0, None, 1, at_least=True)  # stopped early on
+    assert estimated_seconds(cell, bwd, book) == (303.0 + 351.0) / 2
+    assert estimated_seconds(cell, bwd, book, slowest=True) == 351.0
+    del book[f"{cell.key}/csrc/autogen/src/cuda/hopper_fna/source_3.cu"]
+    book["other-cell/csrc/autogen/src/cuda/hopper_fna_bwd/source_0.cu"] = \
+        UnitCost(420.0, None, 1, at_least=True)  # another cell's bound of the same source
+    del book[cost_key(cell, bwd)]
+    assert estimated_seconds(cell, bwd, book) == 420.0
+    store = CostBook(tmp_path / "book")
+    store.record("natten", {cost_key(cell, bwd): UnitCost(396.0, None, 1, at_least=True)})
+    assert store.read("natten")[cost_key(cell, bwd)].at_least
+    store.record("natten", {cost_key(cell, bwd): UnitCost(512.0, 2**30, 1)})
+    assert store.read("natten")[cost_key(cell, bwd)] == UnitCost(512.0, 2**30, 1)
+    assert '"at_least"' not in (tmp_path / "book" / "natten.json").read_text()
+
+
 def test_costs_measured_earlier_decide_the_estimates(tmp_path):
     (cell,) = plan_for(tmp_path, MANY_UNITS).cells
     unit = next(u for u in cell.units if u.source == "csrc/part3.cu")

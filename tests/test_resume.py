@@ -22,7 +22,7 @@ import pytest
 
 from factory.files import file_sha256
 
-from .conftest import FIXTURES, cache_env, one_cell_matrix, run_factory
+from .conftest import FIXTURES, cache_env, one_cell_matrix, run_factory, write
 
 pytestmark = pytest.mark.slow
 
@@ -224,6 +224,54 @@ def test_a_cost_book_kept_with_the_matrix_starts_nothing_that_cannot_finish(tmp_
            "9 of them because their estimates end after the limit; 0.0 unit-minutes " \
            "discarded)" in " ".join(limited.stdout.split()), limited.stdout
     assert units(log_of(tmp_path, "out"), "compiled") == set()
+
+
+def test_a_unit_stopped_at_the_time_limit_is_not_started_again_with_as_little_time(
+        tmp_path, cold, factory_cache):
+    """The matrix's book says every unit takes a thousandth of a second, and the host compiler
+    (a wrapper on PATH) takes 20 s more for each of the kernel's files: the first unit starts,
+    runs past the limit and its grace and is stopped. The book keeps that it takes longer, so
+    the same build again does not start it; once compiled, its measurement replaces the
+    bound."""
+    folder, _ = cold
+    project(tmp_path)
+    measured = json.loads((folder / "objects" / "costs" / "many-units.json").read_text())
+    quick = {key: {**cost, "seconds": 0.001} for key, cost in measured.items()}
+    (tmp_path / "costs").mkdir()
+    (tmp_path / "costs" / "many-units.json").write_text(json.dumps(quick))
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(matrix.read_text() + "costs: costs\n")
+    real = shutil.which("g++")
+    assert real is not None
+    write(tmp_path / "slow" / "g++", f"""
+        #!/bin/sh
+        case "$*" in *" -c "*many-units*) sleep 20;; esac
+        exec {real} "$@"
+    """)
+    (tmp_path / "slow" / "g++").chmod(0o755)
+    slow = {**cache_env(factory_cache), "PATH": f"{tmp_path / 'slow'}:{os.environ['PATH']}"}
+    objects = tmp_path / "objects"
+    limit = ("--jobs", "1", "--time-limit", "10")
+    first = run_factory(*build_args(tmp_path, "out", objects, *limit), env=slow)
+    assert first.exit == 1, first.stdout + first.stderr
+    stopped = re.findall(r"^   (\S+): stopped at the time limit after (\d+) core-seconds; the "
+                         r"cost book keeps that it takes longer$", log_of(tmp_path, "out"), re.M)
+    assert len(stopped) == 1, log_of(tmp_path, "out")[-3000:]
+    ((source, seconds),) = stopped
+    book = json.loads((objects / "costs" / "many-units.json").read_text())
+    bound = book[next(key for key in book if key.endswith(f"/{source}"))]
+    assert bound["at_least"] is True and bound["seconds"] >= 10 and int(seconds) >= 10
+
+    again = run_factory(*build_args(tmp_path, "out", objects, *limit), env=slow)
+    assert again.exit == 1, again.stdout + again.stderr
+    log = log_of(tmp_path, "out")
+    assert f"   {source}: not started, its estimate" in log, log[-3000:]
+    assert f"   {source}: stopped at the time limit" not in log
+
+    done = run_factory(*build_args(tmp_path, "out", objects), env=cache_env(factory_cache))
+    assert done.exit == 0, done.stdout + done.stderr
+    book = json.loads((objects / "costs" / "many-units.json").read_text())
+    assert not [key for key, cost in book.items() if cost.get("at_least")]
 
 
 def poison(store: Path, victim: str, donor: str) -> None:

@@ -646,8 +646,9 @@ def _compile_one(job: Job, compile_job: CompileJob, toolchain: Toolchain,
             finished = compiling.pool.run(argv, cwd, log, f"compiling {compile_job.source}",
                                           measure=not toolchain.runs_in.prefix)
         except TimeLimitReached as exc:
-            raise StoppedAtLimit(str(exc), (time.monotonic() - started) * grant.threads) \
-                from None
+            ran = time.monotonic() - started
+            _keep_lower_bound(job, compile_job, costs, ran * grant.threads)
+            raise StoppedAtLimit(str(exc), ran * grant.threads) from None
     archs = compile_job.threads_useful
     cost = UnitCost(finished.seconds * grant.threads, finished.peak, archs)
     compiling.measured(cost_key(cell, compile_job.unit), cost)
@@ -666,6 +667,20 @@ def _compile_one(job: Job, compile_job: CompileJob, toolchain: Toolchain,
     log.write(f"   {compile_job.source}: compiled in {finished.seconds:.1f} s with "
               f"{grant.threads} thread(s){peak}{kept}")
     return cost
+
+
+def _keep_lower_bound(job: Job, compile_job: CompileJob, costs: Mapping[str, UnitCost],
+                      seconds: float) -> None:
+    """A compiler stopped at the time limit after `seconds` (core-seconds): the cost book keeps
+    that the unit takes longer, so that a later build with as little time does not start it
+    to lose the same work (a measurement or bound above it stays)."""
+    key = cost_key(job.cell, compile_job.unit)
+    known = costs.get(key)
+    if known is None or known.seconds < seconds:
+        job.compiling.measured(key, UnitCost(seconds, None, compile_job.threads_useful,
+                                             at_least=True))
+    job.log.write(f"   {compile_job.source}: stopped at the time limit after {seconds:.0f} "
+                  "core-seconds; the cost book keeps that it takes longer")
 
 
 def _sealed_image(cell: Cell) -> str | None:

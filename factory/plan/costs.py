@@ -36,21 +36,24 @@ _KERNEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 @dataclass(frozen=True)
 class UnitCost:
     """One measured compile: wall seconds times the threads it ran with (the work it is on one
-    core), and the peak memory of its largest process (None where it was not measured)."""
+    core), and the peak memory of its largest process (None where it was not measured). With
+    `at_least`, a compiler stopped at a time limit after `seconds`: the unit takes longer."""
 
     seconds: float
     peak: int | None
     archs: int
+    at_least: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"seconds": round(self.seconds, 2), "peak": self.peak, "archs": self.archs}
+        return {"seconds": round(self.seconds, 2), "peak": self.peak, "archs": self.archs,
+                **({"at_least": True} if self.at_least else {})}
 
     @staticmethod
     def from_json(data: Any) -> UnitCost | None:
         try:
             peak = data.get("peak")
             return UnitCost(float(data["seconds"]), int(peak) if peak is not None else None,
-                            max(1, int(data["archs"])))
+                            max(1, int(data["archs"])), data.get("at_least") is True)
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
 
@@ -204,7 +207,13 @@ def estimated_seconds(cell: Cell, unit: Unit, book: Mapping[str, UnitCost] | Non
     measured = _measured(cell, unit, book, slowest) if book else None
     if measured is None:
         return _size_estimate(cell, unit)
-    return measured.seconds * _archs(unit) / measured.archs
+    seconds = measured.seconds * _archs(unit) / measured.archs
+    if measured.at_least and book:
+        # stopped at a time limit: at least that long, and as long as the units like it
+        suffix = f"/{unit.source}"
+        others = {key: cost for key, cost in book.items() if not key.endswith(suffix)}
+        return max(seconds, estimated_seconds(cell, unit, others, slowest))
+    return seconds
 
 
 def cell_seconds(cell: Cell, book: Mapping[str, UnitCost] | None = None) -> float:
