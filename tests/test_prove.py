@@ -107,8 +107,12 @@ def test_a_suite_stopped_at_its_limit_says_how_far_it_got(tmp_path):
                         '"skipped": 0, "running": "test_x.py::test_y[3]"}')
     assert _how_far(progress) == ": 12 of 416 ended (11 passed, 1 failed), test_x.py::test_y[3] " \
                                  "running"
-    progress.write_text("{")
-    assert _how_far(progress) == ""
+    progress.write_text('{"chosen": 1, "ended": 0, "passed": 0, "failed": 0, "errors": 0, '
+                        '"skipped": 0, "running": "test_x.py::test_\\u001b[2J\\u0007y"}')
+    assert _how_far(progress) == ": 0 of 1 ended (none), test_x.py::test_[2Jy running"
+    for unreadable in ("{", "[1, 2]", '{"chosen": "many"}', " " * 2**17):
+        progress.write_text(unreadable)
+        assert _how_far(progress) == ""
 
 
 def run_guard(guard: str, version: str, cuda: str | None) -> str:

@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name
 
 from ..config.model import ALL_TESTS, TestSelection
 from ..errors import BuildError
+from ..files import read_small_json
 from ..process import Log, foreign_environment, run, streamed_run
 from ..toolchain.torch import TorchEnv, env_beside_torch
 from ..uv import uv_bin, uv_env
@@ -42,6 +43,7 @@ GPU_VARIABLES = ("CUDA_", "NVIDIA_", "HIP_", "ROCR_", "TORCH_", "TRITON_", "NCCL
 # Requirements the environment provides otherwise: the cell's torch, and the stand-in for
 # `kernels` (which would download the kernel from the Hub).
 _PROVIDED = {"torch", "kernels"}
+_TALLY_LIMIT = 64 * 2**10  # bytes: the plugin's tally is a few numbers and one test's id
 
 
 @dataclass(frozen=True)
@@ -152,14 +154,15 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
 
 def _how_far(progress: Path) -> str:
     """How far a suite stopped at its time limit got, from the plugin's tally: ': 12 of 416
-    ended (11 passed, 1 failed), test_x.py::test_y[3] running', or nothing when it never
-    wrote one."""
+    ended (11 passed, 1 failed), test_x.py::test_y[3] running', or nothing when it wrote none
+    that reads as one (the file is in the tests' reach: read bounded, shown printable)."""
+    tally = read_small_json(progress, _TALLY_LIMIT)
     try:
-        tally = json.loads(progress.read_text())
         chosen, ended = int(tally["chosen"]), int(tally["ended"])
-        running = str(tally.get("running") or "")
+        running = "".join(char for char in str(tally.get("running") or "")
+                          if char.isprintable())
         counts = {key: int(tally[key]) for key in ("passed", "failed", "errors", "skipped")}
-    except (OSError, ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError):
         return ""
     words = {"passed": "passed", "failed": "failed", "errors": "error(s)", "skipped": "skipped"}
     outcomes = ", ".join(f"{count} {words[key]}" for key, count in counts.items() if count)
