@@ -349,10 +349,13 @@ def test_threads_shrink_to_fit_the_memory_and_one_compiler_always_runs():
     assert alone.admit(1, lambda threads: 4 * GiB).threads == 1  # over budget, but alone
 
 
-def test_nothing_starts_after_the_time_limit():
+def test_nothing_starts_after_the_time_limit(tmp_path):
     pool = CompilePool(Budget(2, GiB), deadline=time.monotonic() - 1)
     with pytest.raises(TimeLimitReached):
         pool.admit(1, lambda threads: 1)
+    with pytest.raises(TimeLimitReached) as refused:
+        pool.run([sys.executable, "-c", "pass"], None, _log(tmp_path)[0], "nothing")
+    assert refused.value.ran is None  # nothing ran: nothing learnt of the unit
 
 
 def test_a_unit_starts_only_when_its_estimate_ends_before_the_time_limit():
@@ -370,10 +373,11 @@ def test_a_compiler_running_at_the_time_limit_may_finish_within_the_grace(tmp_pa
     assert done.seconds >= 1.5  # ended by itself, 1.2 s past the limit
     late = CompilePool(Budget(1, GiB), deadline=time.monotonic() + 0.3, grace=0.5)
     started = time.monotonic()
-    with pytest.raises(TimeLimitReached):
+    with pytest.raises(TimeLimitReached) as stopped:
         late.run([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path, log,
                  "sleeping")
     assert time.monotonic() - started < 10
+    assert stopped.value.ran is not None and 0.7 <= stopped.value.ran < 10  # limit + grace
 
 
 def test_the_budget_follows_the_machine_unless_told():

@@ -646,9 +646,10 @@ def _compile_one(job: Job, compile_job: CompileJob, toolchain: Toolchain,
             finished = compiling.pool.run(argv, cwd, log, f"compiling {compile_job.source}",
                                           measure=not toolchain.runs_in.prefix)
         except TimeLimitReached as exc:
-            ran = time.monotonic() - started
-            _keep_lower_bound(job, compile_job, costs, ran * grant.threads)
-            raise StoppedAtLimit(str(exc), ran * grant.threads) from None
+            if exc.ran is not None:
+                _keep_lower_bound(job, compile_job, costs, exc.ran * grant.threads)
+            raise StoppedAtLimit(str(exc), (time.monotonic() - started) * grant.threads) \
+                from None
     archs = compile_job.threads_useful
     cost = UnitCost(finished.seconds * grant.threads, finished.peak, archs)
     compiling.measured(cost_key(cell, compile_job.unit), cost)

@@ -45,6 +45,10 @@ class TimeLimitReached(BuildError):
     """--time-limit: no compiler starts unless its estimate ends before it, and those still
     running when its grace ends are stopped."""
 
+    def __init__(self, message: str, ran: float | None = None) -> None:
+        super().__init__(message)
+        self.ran = ran  # seconds the compiler stopped at the limit had run (None: none was)
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -252,7 +256,8 @@ class CompilePool:
             log.write(f"$ {shlex.join(command)}\n{output}")
             if self._stopped:
                 raise Stopped(f"{what}: stopped")
-            raise TimeLimitReached(f"{what}: stopped at the time limit")
+            raise TimeLimitReached(f"{what}: stopped at the time limit",
+                                   ran=time.monotonic() - started)
         log_result(command, output, status, log, what)
         return Finished(time.monotonic() - started, peak if measure else None)
 
