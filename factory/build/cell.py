@@ -30,7 +30,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 import zipfile
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -641,15 +640,13 @@ def _compile_one(job: Job, compile_job: CompileJob, toolchain: Toolchain,
         if not compiling.pool.fits(estimate / grant.threads):
             return None
         argv, cwd = toolchain.runs_in.argv(compile_job.command(grant.threads), compile_job.cwd)
-        started = time.monotonic()
         try:
             finished = compiling.pool.run(argv, cwd, log, f"compiling {compile_job.source}",
                                           measure=not toolchain.runs_in.prefix)
         except TimeLimitReached as exc:
             if exc.ran is not None:
                 _keep_lower_bound(job, compile_job, costs, exc.ran * grant.threads)
-            raise StoppedAtLimit(str(exc), (time.monotonic() - started) * grant.threads) \
-                from None
+            raise StoppedAtLimit(str(exc), (exc.ran or 0.0) * grant.threads) from None
     archs = compile_job.threads_useful
     cost = UnitCost(finished.seconds * grant.threads, finished.peak, archs)
     compiling.measured(cost_key(cell, compile_job.unit), cost)
