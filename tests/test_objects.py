@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from factory.compile.objects import (
 from factory.compile.pool import (
     Budget,
     CompilePool,
+    Grant,
     Stopped,
     TimeLimitReached,
     grace_for,
@@ -330,6 +332,61 @@ def test_a_compiler_waits_until_its_memory_is_free():
     thread.join()
 
 
+def test_of_the_compilers_waiting_the_longest_starts_first_whichever_cell_it_is_of():
+    # two cells' workers wait on one budget: arrival order would start a cell's 600-s unit
+    # after the other cell's short ones, and the build would end on it alone
+    pool, first = _one_core_taken()
+    started: list[float] = []
+
+    def unit(estimate: float) -> None:
+        grant = pool.admit(1, lambda threads: GiB, estimate)
+        started.append(estimate)
+        pool.release(grant)
+
+    threads = _in_line(pool, unit, [30.0, 600.0, 30.0, 120.0])
+    pool.release(first)
+    for thread in threads:
+        thread.join(5)
+    assert started == [600.0, 120.0, 30.0, 30.0] and pool.waiting == 0
+
+
+def _one_core_taken() -> tuple[CompilePool, Grant]:
+    """A pool of one core, taken: compilers asking now wait in line."""
+    pool = CompilePool(Budget(1, 100 * GiB))
+    pool.queue(8)
+    return pool, pool.admit(1, lambda threads: GiB)
+
+
+def _in_line(pool: CompilePool, unit: Callable[[float], None],
+             estimates: list[float]) -> list[threading.Thread]:
+    """A thread running `unit` for each estimate, each waiting in the pool before the next."""
+    threads = []
+    for estimate in estimates:
+        threads.append(threading.Thread(target=unit, args=(estimate,)))
+        threads[-1].start()
+        while pool.waiting < len(threads):
+            time.sleep(0.01)
+    return threads
+
+
+def test_a_compiler_stopped_while_waiting_leaves_the_line():
+    pool, first = _one_core_taken()
+    outcome: list[str] = []
+
+    def unit(estimate: float) -> None:
+        try:
+            pool.release(pool.admit(1, lambda threads: GiB, estimate))
+            outcome.append("ran")
+        except Stopped:
+            outcome.append("stopped")
+
+    (waiting,) = _in_line(pool, unit, [600.0])
+    pool.stop()
+    waiting.join(5)
+    assert outcome == ["stopped"] and pool.waiting == 0
+    pool.release(first)
+
+
 def test_the_last_units_share_the_free_cores_as_threads():
     pool = CompilePool(Budget(16, 200 * GiB))
     pool.queue(3)
@@ -479,6 +536,24 @@ def test_a_unit_starts_before_a_time_limit_only_if_the_slowest_like_it_would_end
     assert estimated_seconds(cell, fna, book, slowest=True) == \
         estimated_seconds(cell, fna, book) == 30.0
     assert estimated_seconds(cell, unit, slowest=True) == estimated_seconds(cell, unit)
+
+
+def test_a_numbered_unit_is_estimated_from_its_siblings_not_from_another_familys_namesake(
+        tmp_path):
+    """natten's hopper_fna_bwd/source_2.cu shares all its words but one with
+    hopper_fna/source_2.cu (forward, 350 s) and all but its number with hopper_fna_bwd/source_0
+    and source_1 (672 s and 694 s, measured): a number names a member of a family, so the
+    siblings decide."""
+    (cell,) = plan_for(tmp_path, MANY_UNITS).cells
+    unit = next(u for u in cell.units if u.source == "csrc/part3.cu")
+    bwd = replace(unit, source="csrc/autogen/src/cuda/hopper_fna_bwd/source_2.cu")
+    generated = "natten-cell/csrc/autogen/src/cuda"
+    book = {f"{generated}/hopper_fna/source_2.cu": UnitCost(350.0, None, 1),
+            f"{generated}/hopper_fna_bwd/source_0.cu": UnitCost(672.0, 10 * GiB, 1),
+            f"{generated}/hopper_fna_bwd/source_1.cu": UnitCost(694.0, 9 * GiB, 1)}
+    assert estimated_seconds(cell, bwd, book) == (672.0 + 694.0) / 2
+    assert estimated_seconds(cell, bwd, book, slowest=True) == 694.0
+    assert unit_memory(cell, bwd, 1, book) == 10 * GiB
 
 
 def test_a_unit_stopped_at_a_time_limit_is_known_to_take_longer(tmp_path):

@@ -636,7 +636,8 @@ def _compile_one(job: Job, compile_job: CompileJob, toolchain: Toolchain,
     estimate = estimated_seconds(cell, compile_job.unit, costs, slowest=True)
     with compiling.pool.admitted(
             compile_job.threads_useful,
-            lambda threads: unit_memory(cell, compile_job.unit, threads, costs)) as grant:
+            lambda threads: unit_memory(cell, compile_job.unit, threads, costs),
+            estimated_seconds(cell, compile_job.unit, costs)) as grant:
         if not compiling.pool.fits(estimate / grant.threads):
             return None
         argv, cwd = toolchain.runs_in.argv(compile_job.command(grant.threads), compile_job.cwd)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -82,8 +83,10 @@ def build_project(job: Job) -> Built:
     pool = job.compiling.pool
     built_dir = work / "built"
     pool.queue(1)
+    # the whole project's compilers in one: it starts before any single unit of another cell
     with pool.admitted(pool.budget.share(job.compiling.cells).cores,
-                       lambda threads: threads * defaults.UNIT_MEMORY["cuda"]) as grant:
+                       lambda threads: threads * defaults.UNIT_MEMORY["cuda"],
+                       math.inf) as grant:
         variables = _variables(job, toolchain, grant.threads, src)
         log.step("building with `build` (no isolation): " + " ".join(
             f"{name}={variables[name]}" for name in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS",

@@ -6,7 +6,9 @@ threads fit in the free cores and its estimated peak (plan/costs.py: measured by
 else a safe default per thread) fits in the free memory; the one compiler of an otherwise idle
 budget always starts. While many units wait, each compiler gets one thread; the last units of
 a build share the free cores as nvcc threads (one per arch). The cells built at once share one
-budget.
+budget and one order: of the compilers waiting, the one with the longest estimate starts first,
+whichever cell it belongs to (a long unit of one cell waiting behind short ones of another would
+end the build late, its cores idle).
 
 Each compiler runs in a process group of its own, so that stopping it (Ctrl-C, SIGTERM, the time
 limit) stops everything it started; its peak memory is read from the kernel when it ends
@@ -15,6 +17,8 @@ limit) stops everything it started; its peak memory is read from the kernel when
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 import os
 import shlex
@@ -140,6 +144,8 @@ class CompilePool:
         self._memory_used = 0
         self._running = 0
         self._waiting = 0
+        self._queued: list[tuple[float, int]] = []  # (-estimate, arrival) of compilers waiting
+        self._arrivals = itertools.count()
         self._stopped = False
         self._processes: set[subprocess.Popen[bytes]] = set()
 
@@ -166,35 +172,65 @@ class CompilePool:
             self._waiting = max(0, self._waiting - count)
             self._condition.notify_all()
 
-    def admit(self, useful_threads: int, memory: Callable[[int], int]) -> Grant:
-        """Wait until a compiler that can use `useful_threads` threads and takes `memory(t)`
-        bytes with t threads fits; its share."""
+    @property
+    def waiting(self) -> int:
+        """Compilers waiting in admit() now."""
         with self._condition:
-            while True:
-                self._check()
-                free_cores = self.budget.cores - self._cores_used
-                free_memory = self.budget.memory - self._memory_used
-                if free_cores >= 1:
-                    sharing = max(1, min(self._waiting, free_cores))
-                    threads = max(1, min(useful_threads, free_cores // sharing))
-                    while threads > 1 and memory(threads) > free_memory:
-                        threads -= 1
-                    need = memory(threads)
-                    if need <= free_memory or self._running == 0:
-                        self._cores_used += threads
-                        self._memory_used += need
-                        self._running += 1
-                        self._waiting = max(0, self._waiting - 1)
-                        return Grant(threads, need)
-                timeout = None if self.deadline is None else self.deadline - time.monotonic()
-                self._condition.wait(timeout=max(0.0, timeout) if timeout is not None else None)
+            return len(self._queued)
+
+    def admit(self, useful_threads: int, memory: Callable[[int], int],
+              estimate: float = 0.0) -> Grant:
+        """Wait until a compiler that can use `useful_threads` threads and takes `memory(t)`
+        bytes with t threads fits, and no compiler with a longer `estimate` (core-seconds)
+        waits before it; its share."""
+        with self._condition:
+            ticket = (-estimate, next(self._arrivals))
+            heapq.heappush(self._queued, ticket)
+            try:
+                while True:
+                    self._check()
+                    grant = self._grant(useful_threads, memory) \
+                        if self._queued[0] == ticket else None
+                    if grant is not None:
+                        heapq.heappop(self._queued)
+                        self._condition.notify_all()  # the next in line may fit too
+                        return grant
+                    timeout = None if self.deadline is None else self.deadline - time.monotonic()
+                    self._condition.wait(timeout=max(0.0, timeout) if timeout is not None
+                                         else None)
+            except BaseException:
+                if ticket in self._queued:
+                    self._queued.remove(ticket)
+                    heapq.heapify(self._queued)
+                    self._condition.notify_all()
+                raise
+
+    def _grant(self, useful_threads: int, memory: Callable[[int], int]) -> Grant | None:
+        """The share of a compiler starting now, or None while it does not fit."""
+        free_cores = self.budget.cores - self._cores_used
+        free_memory = self.budget.memory - self._memory_used
+        if free_cores < 1:
+            return None
+        sharing = max(1, min(self._waiting, free_cores))
+        threads = max(1, min(useful_threads, free_cores // sharing))
+        while threads > 1 and memory(threads) > free_memory:
+            threads -= 1
+        need = memory(threads)
+        if need > free_memory and self._running:
+            return None
+        self._cores_used += threads
+        self._memory_used += need
+        self._running += 1
+        self._waiting = max(0, self._waiting - 1)
+        return Grant(threads, need)
 
     @contextmanager
-    def admitted(self, useful_threads: int, memory: Callable[[int], int]) -> Iterator[Grant]:
+    def admitted(self, useful_threads: int, memory: Callable[[int], int],
+                 estimate: float = 0.0) -> Iterator[Grant]:
         """admit() for the length of a with block, for a compiler queued before: withdrawn if it
         is never admitted (stopped, out of time), its share released when the block ends."""
         try:
-            grant = self.admit(useful_threads, memory)
+            grant = self.admit(useful_threads, memory, estimate)
         except BaseException:
             self.withdraw(1)
             raise

@@ -166,8 +166,12 @@ def _measured(cell: Cell, unit: Unit, book: Mapping[str, UnitCost],
 
 
 def _words(source: str) -> frozenset[str]:
+    """The words of a unit's name that say which family it is of: a word of digits alone
+    numbers a member (natten's generated hopper_fna_bwd/source_2.cu is a sibling of
+    hopper_fna_bwd/source_0.cu, not of hopper_fna/source_2.cu)."""
     stem = str(Path(source).with_suffix(""))
-    return frozenset(word for word in re.split(r"[^0-9A-Za-z]+", stem.lower()) if word)
+    return frozenset(word for word in re.split(r"[^0-9A-Za-z]+", stem.lower())
+                     if word and not word.isdigit())
 
 
 def _similar(unit: Unit, book: Mapping[str, UnitCost], slowest: bool = False) -> UnitCost | None:
