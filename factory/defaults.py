@@ -113,6 +113,13 @@ DOCKER_ANSWER_TIMEOUT = 20
 DOCKER_STOP_TIMEOUT = 30
 """How long a stopped docker command may take to end before it is killed."""
 
+DOCKER_CALL_TIMEOUT = 900
+"""How long any other docker command may take (inspecting, starting a container, copying a
+kernel's sources in or its wheels and objects out) before it is killed."""
+
+DOCKER_PULL_TIMEOUT = 2 * 3600
+"""How long pulling an image may take (NVIDIA's PyTorch images are over 10 GB)."""
+
 REGISTRY_TIMEOUT = 60
 """One request to a registry or its index."""
 

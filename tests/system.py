@@ -35,7 +35,7 @@ def debian_package(package: str, command: str) -> str:
 def docker_engine() -> None:
     """A docker engine that answers; docker/ensure-engine.sh installs and starts one (Debian's
     docker.io) when the tests run as root on Debian."""
-    from factory.build.runners.docker.engine import Engine
+    from factory.system.engine import Engine
 
     if Engine().unavailable() is None:
         return

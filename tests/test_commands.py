@@ -11,7 +11,7 @@ import pytest
 from packaging.version import Version
 
 from factory.compile.commands import compile_jobs, link_command
-from factory.config.torches import probe_interpreter
+from factory.plan.probe import probe_interpreter
 from factory.policy import nvcc_flags
 from factory.toolchain import Toolchain
 from factory.toolchain.cuda import CudaToolkit

@@ -19,10 +19,11 @@ import pytest
 from factory.build.run import cell_fingerprint
 from factory.compile.generated import import_guard
 from factory.config.buildtoml import read_build_toml
-from factory.config.matrix import load_matrix, read_torches
+from factory.config.matrix import load_matrix
 from factory.config.torches import build_tag, is_release_build
 from factory.errors import ConfigError
 from factory.plan.cells import Kernel, make_plan
+from factory.plan.probe import read_torches
 from factory.sources.tree import resolve_path_source
 
 from .conftest import (
@@ -241,3 +242,57 @@ def test_the_example_builds_offline_against_an_existing_venv(tmp_path, torch_ven
     assert snapshot(torch_dir / "include" / "ATen" / "core") == torch_files
     ran = run_example(new_torch_venv(tmp_path / "venv", factory_cache), wheel, tmp_path)
     assert all(ran["results"]) and ran["torch"] == installed
+
+
+def stand_in_docker(folder: Path, image_id: str | None, run: str) -> tuple[Path, Path]:
+    """A docker command line whose daemon has `image_id` (None: no image) and whose `run`
+    does what the shell line `run` says; it writes each command it was given to a log, a line
+    each."""
+    log = folder / "docker.log"
+    docker = folder / "docker"
+    inspect = f"echo {image_id}" if image_id else "exit 1"
+    docker.write_text(f"""#!/bin/sh
+line=$(printf '%s' "$*" | tr '\\n' ' ')
+printf '%s\\n' "$line" >> {log}
+case "$1" in
+  image) {inspect} ;;
+  run) {run} ;;
+  pull) exit 1 ;;
+esac
+""")
+    docker.chmod(0o755)
+    return docker, log
+
+
+def test_an_images_probe_runs_in_a_labelled_container_with_no_network_and_a_time_limit(
+        tmp_path, monkeypatch):
+    from factory.plan import probe
+    from factory.system.engine import OWNER_LABEL, RUN_LABEL, Engine
+
+    docker, log = stand_in_docker(tmp_path, "sha256:ab12", "sleep 30")
+    monkeypatch.setattr(probe, "PROBE_TIMEOUT", 1)
+    with Engine(str(docker)) as engine, pytest.raises(probe.ProbeError) as failed:
+        probe.probe_image("example/torch:1", "python3", engine=engine)
+    assert str(failed.value) == ("python3 in example/torch:1: python3 in a container of "
+                                 "example/torch:1 did not end within 1 s")
+    run, removed = log.read_text().splitlines()[1:]
+    container = f"kwf-{engine.run_id}-probe-"
+    assert run.startswith(f"run --rm --name {container}")
+    assert f"--label {OWNER_LABEL}=" in run and f"--label {RUN_LABEL}={engine.run_id}" in run
+    assert "--network none --entrypoint  example/torch:1 python3 -c" in run
+    assert removed.startswith(f"rm --force --volumes {container}")  # the hung probe's container
+
+
+def test_an_image_that_is_not_here_is_not_pulled_offline(tmp_path):
+    from factory.plan import probe
+    from factory.system.engine import Engine
+
+    docker, log = stand_in_docker(tmp_path, None, "exit 0")
+    with Engine(str(docker)) as engine, pytest.raises(probe.ProbeError) as failed:
+        probe.probe_image("example/torch:1", "python3", offline=True, engine=engine)
+    assert "the image is not here, and --offline does not pull it" in str(failed.value)
+    assert log.read_text().splitlines() == ["image inspect --format {{.Id}} example/torch:1"]
+    with Engine(str(docker)) as engine, pytest.raises(probe.ProbeError) as failed:
+        probe.probe_image("example/torch:1", "python3", engine=engine)
+    assert "the image is not here and cannot be pulled (docker pull failed (exit 1)" in \
+        str(failed.value)

@@ -55,10 +55,11 @@ from ..compile.objects import (
     unit_identity,
 )
 from ..compile.pool import CompilePool, TimeLimitReached
-from ..config.torches import InstalledTorch, ProbeError, probe_interpreter
+from ..config.torches import InstalledTorch
 from ..errors import BuildError
 from ..plan.cells import Cell
 from ..plan.costs import UnitCost, cost_key, estimated_seconds, unit_memory
+from ..plan.probe import ProbeError, probe_interpreter
 from ..process import Log, bounded_run, first_output_line, run
 from ..sources.tree import IGNORED_DIRS
 from ..toolchain import CommandPrefix, Toolchain, cxx_standard, host_compiler

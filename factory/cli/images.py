@@ -26,10 +26,10 @@ def add(commands: Any) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..build.options import BuildOptions
-    from ..build.runners.docker.engine import Engine
     from ..build.runners.docker.runner import DockerRunner
     from ..plan.load import plan_matrix
     from ..process import Log
+    from ..system.engine import Engine
 
     cache = cache_dir(args)
     plan = plan_matrix(args.matrix, cache, say_to(console, "yellow"), args.offline, args.locked,

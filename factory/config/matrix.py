@@ -6,7 +6,6 @@ import os
 import re
 import shutil
 import string
-from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import cast
 
@@ -54,9 +53,8 @@ from .model import (
 from .nodes import Node, load_yaml
 from .project import project_kind
 from .spec import PROJECT_KINDS, ProjectKind
-from .torches import ProbeError, probe_image, probe_interpreter
 
-__all__ = ["LABEL_FIELDS", "STABLE_LABEL_FIELDS", "load_matrix", "read_torches"]
+__all__ = ["LABEL_FIELDS", "STABLE_LABEL_FIELDS", "load_matrix"]
 
 LABEL_FIELDS = ("cuda", "torch", "cuda_major", "cuda_minor", "torch_major", "torch_minor")
 # A stable-ABI wheel's label names the torch it was built against and its CUDA major only.
@@ -683,40 +681,3 @@ def _check_label_template(node: Node, known: tuple[str, ...] = LABEL_FIELDS) -> 
         if name not in known:
             raise node.error(f"unknown placeholder '{{{name}}}' in the label "
                              f"(known: {', '.join('{' + f + '}' for f in known)})")
-
-
-def read_torches(matrix: Matrix, offline: bool = False) -> Matrix:
-    """The matrix with every installed torch read (its interpreter or image probed), each
-    checked against the matrix's CUDA versions."""
-    entries = []
-    for entry in matrix.torch:
-        if entry.python is None:
-            entries.append(entry)
-            continue
-        try:
-            if entry.image is not None:
-                installed = probe_image(entry.image, entry.python, offline=offline)
-            else:
-                installed = probe_interpreter(Path(entry.python))
-        except ProbeError as exc:
-            raise _entry_error(matrix, entry, str(exc)) from None
-        cudas = [major_minor(cuda.version) for cuda in matrix.cuda]
-        if installed.cuda_release not in cudas:
-            raise _entry_error(matrix, entry, (
-                f"{installed.describe()} is a CUDA {installed.cuda_release} build; add "
-                f"cuda: {{\"{installed.cuda_release}\": {{sms: [...]}}}} to the matrix "
-                f"(it lists {', '.join(str(cuda) for cuda in cudas)})"))
-        for other in entries:
-            if other.release == installed.release and \
-                    (other.installed.tag if other.installed else None) == installed.tag:
-                raise _entry_error(matrix, entry, (
-                    f"{installed.describe()} would make the same wheels as {other.describe()} "
-                    f"({other.key}): list torch {installed.release} once"))
-        entries.append(replace(entry, installed=installed))
-    return replace(matrix, torch=tuple(entries))
-
-
-def _entry_error(matrix: Matrix, entry: TorchEntry, message: str) -> ConfigError:
-    if entry.line is None:  # from the command line
-        return ConfigError(message, key=entry.key)
-    return ConfigError(message, file=matrix.path, line=entry.line, key=entry.key)

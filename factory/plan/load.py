@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import defaults
 from ..config import lockfile
-from ..config.matrix import load_matrix, read_torches
+from ..config.matrix import load_matrix
 from ..config.model import DependencyEntry, Matrix
 from ..config.project import project_kind, read_project
 from ..errors import ConfigError, SourceError, SourceRefused
@@ -16,6 +16,7 @@ from ..policy import dependency_release
 from ..sources.depends import Dependency, DependencyFetcher
 from ..sources.resolve import resolve_kernels
 from .cells import Kernel, Plan, dependency_names, make_plan, widened_notes
+from .probe import read_torches
 
 __all__ = ["fetch_dependencies", "plan_matrix", "resolve_matrix"]
 

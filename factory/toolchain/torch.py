@@ -19,8 +19,9 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from ..cache import exclusive
-from ..config.torches import InstalledTorch, ProbeError, probe_interpreter
+from ..config.torches import InstalledTorch
 from ..errors import BuildError
+from ..plan.probe import ProbeError, probe_interpreter
 from ..process import Log, first_output_line, run
 from ..uv import uv_bin, uv_env
 from ..versions import Version, compact, major_minor, parse_release

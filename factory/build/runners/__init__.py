@@ -16,9 +16,9 @@ from ...plan.cells import Cell, Plan
 from ...process import Log
 from ...prove.load import LoadReport
 from ...prove.tests import TestReport
+from ...system.engine import Engine
 from ..cell import Built, Compiling
 from ..options import BuildOptions
-from .docker.engine import Engine
 from .docker.image import builder_image
 from .docker.runner import DockerRunner, missing_base
 from .local import LocalRunner

@@ -38,6 +38,7 @@ from ....process import Log, first_error
 from ....prove.load import LoadReport, load_wheel
 from ....prove.tests import TestReport
 from ....sources.tree import source_files
+from ....system.engine import Engine, source_archive
 from ....toolchain import CommandPrefix
 from ....toolchain.python import manylinux_python
 from ....versions import major_minor
@@ -45,7 +46,6 @@ from ...cell import Built, Compiling, Container, build_cell
 from ...options import BuildOptions
 from ...pep517 import build_requirements
 from ..local import LocalRunner
-from .engine import Engine, source_archive
 from .image import BuilderImage, build_context, builder_image, slug
 from .inside import CONTROL
 
@@ -193,7 +193,7 @@ class DockerRunner:
                 ])
                 self._image_containers[image] = name
         owner = (NOBODY_ID, NOBODY_ID) if os.getuid() == 0 else None
-        return Container((self.engine.binary, "exec", "--user", build_user(), name), owner)
+        return Container(self.engine.exec_prefix(name, build_user()), owner)
 
     def load(self, cell: Cell, wheel: Path, modules: list[str], log: Log) -> LoadReport:
         """Loaded where it was built: on this machine, in a container of its torch image, or

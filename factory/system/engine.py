@@ -1,9 +1,11 @@
 """The container engine, driven through the docker command line.
 
-Every docker command the factory runs is a child process it keeps track of, so that stopping a
-build (Ctrl-C, a failed run) can end them all and remove every container it made. Containers
-carry labels naming the run and the process that owns it; a later run removes the containers
-of an owner that died without cleaning up (killed with SIGKILL, say).
+Every docker command the factory runs goes through here (builder images, build containers, the
+probes of images that bring their own torch) and is a child process it keeps track of, so that
+stopping a build (Ctrl-C, a failed run) can end them all and remove every container it made.
+Each command but a build's own stream has a time limit. Containers carry labels naming the run
+and the process that owns it; a later run removes the containers of an owner that died without
+cleaning up (killed with SIGKILL, say).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import io
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tarfile
@@ -23,8 +26,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .... import defaults
-from ....errors import BuildError
+from .. import defaults
+from ..errors import BuildError
 
 __all__ = ["OWNER_LABEL", "RUN_LABEL", "Engine", "source_archive"]
 
@@ -74,12 +77,18 @@ class Engine:
         return self.call(["version", "--format", "{{.Server.Version}}"]).strip()
 
     def has_image(self, name: str) -> bool:
-        return self.call(["image", "inspect", "--format", "{{.Id}}", name], check=False) != ""
+        return self.image_id(name) is not None
+
+    def image_id(self, name: str) -> str | None:
+        """The id of an image this daemon has, or None."""
+        found = self.call(["image", "inspect", "--format", "{{.Id}}", name], check=False,
+                          timeout=defaults.DOCKER_ANSWER_TIMEOUT).strip()
+        return found or None
 
     def pull(self, name: str) -> str | None:
         """Pull an image; the reason it failed, or None."""
         try:
-            self.call(["pull", "--quiet", name])
+            self.call(["pull", "--quiet", name], timeout=defaults.DOCKER_PULL_TIMEOUT)
         except BuildError as exc:
             return str(exc)
         return None
@@ -87,28 +96,59 @@ class Engine:
     # -- running ------------------------------------------------------------------------------
 
     def call(self, args: Sequence[str], *, stdin: bytes | None = None, check: bool = True,
-             what: str | None = None) -> str:
+             what: str | None = None, timeout: float = defaults.DOCKER_CALL_TIMEOUT) -> str:
         """Run one docker command to its end; its stdout (stderr is in the error)."""
-        out = self._run(args, stdin, check, what)
+        out = self._run(args, stdin, check, what, timeout)
         return "" if out is None else out.decode(errors="replace")
 
     def _run(self, args: Sequence[str], stdin: bytes | None, check: bool,
-             what: str | None) -> bytes | None:
+             what: str | None, timeout: float = defaults.DOCKER_CALL_TIMEOUT) -> bytes | None:
         """Run one docker command to its end; its raw stdout, or None when it failed and
         `check` is off."""
-        process = self._start(args, stdin=subprocess.PIPE if stdin is not None else None,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            out, err = process.communicate(stdin)
-        finally:
-            self._forget(process)
-        if process.returncode == 0:
+        status, out, err = self._exchange(args, stdin, timeout, what)
+        if status == 0:
             return out
         if not check:
             return None
         message = (err or out).decode(errors="replace").strip().splitlines()
-        raise BuildError(f"{what or 'docker ' + args[0]} failed (exit {process.returncode}): "
+        raise BuildError(f"{what or 'docker ' + args[0]} failed (exit {status}): "
                          f"{message[-1] if message else 'no output'}")
+
+    def _exchange(self, args: Sequence[str], stdin: bytes | None, timeout: float,
+                  what: str | None) -> tuple[int, bytes, bytes]:
+        """Run one docker command to its end, within `timeout` seconds: (status, stdout,
+        stderr). One that runs longer is killed, and that is an error."""
+        process = self._start(args, stdin=subprocess.PIPE if stdin is not None else None,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out, err = process.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # its session: whatever it started too
+            process.communicate()
+            raise BuildError(f"{what or 'docker ' + args[0]} did not end within "
+                             f"{timeout:.0f} s") from None
+        finally:
+            self._forget(process)
+        return process.returncode, out, err
+
+    def probe(self, image: str, argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
+        """Run a command in a new container of `image` (labelled, no network, no entrypoint,
+        removed when it ends or runs past `timeout` seconds): (status, stdout, stderr)."""
+        container = f"kwf-{self.run_id}-probe-{uuid.uuid4().hex[:8]}"
+        with self._lock:
+            self._containers.add(container)
+        try:
+            status, out, err = self._exchange(
+                ["run", "--rm", "--name", container, *self.labels(), "--network", "none",
+                 "--entrypoint", "", image, *argv], None, timeout,
+                f"{argv[0]} in a container of {image}")
+        except BuildError:
+            self._remove([container])
+            raise
+        finally:
+            with self._lock:
+                self._containers.discard(container)
+        return status, out.decode(errors="replace"), err.decode(errors="replace")
 
     def stream(self, args: Sequence[str], on_line: Callable[[str], None],
                stdin: bytes | None = None) -> int:
@@ -135,7 +175,11 @@ class Engine:
             if self._closed:
                 raise BuildError("the build was stopped")
             # A new session: Ctrl-C reaches the factory, which then stops these itself.
-            process = subprocess.Popen([self.binary, *args], start_new_session=True, **streams)
+            try:
+                process = subprocess.Popen([self.binary, *args], start_new_session=True,
+                                           **streams)
+            except OSError as exc:
+                raise BuildError(f"docker cannot be run ({exc})") from None
             self._children.add(process)
         return process
 
@@ -156,6 +200,11 @@ class Engine:
         self.call(["run", "--detach", "--name", container, *self.labels(), "--init", *options,
                    image, "sleep", "infinity"], what=f"starting container {container}")
         return container
+
+    def exec_prefix(self, container: str, user: str) -> tuple[str, ...]:
+        """What runs a command in one of this run's containers as `user`: for the compilers
+        the compile pool starts, times and stops itself (their container goes with close())."""
+        return (self.binary, "exec", "--user", user, container)
 
     def copy_in(self, container: str, folder: str, archive: bytes) -> None:
         """Unpack a tar archive into a folder of the container."""
