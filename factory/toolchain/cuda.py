@@ -3,7 +3,7 @@ one already installed on the machine (CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/l
 /usr/local/cuda, Debian's /usr/lib/cuda) whose nvcc is the cell's CUDA version; else PyPI's
 nvidia wheels installed into the cache, where NVIDIA publishes them (CUDA 13 and newer). A
 toolkit already there is never downloaded again; an image's own toolkit is read by its probe
-(config/torches.py)."""
+(plan/probe.py)."""
 
 from __future__ import annotations
 
