@@ -347,7 +347,7 @@ def test_of_the_compilers_waiting_the_longest_starts_first_whichever_cell_it_is_
     pool.release(first)
     for thread in threads:
         thread.join(5)
-    assert started == [600.0, 120.0, 30.0, 30.0] and pool.waiting == 0
+    assert started == [600.0, 120.0, 30.0, 30.0] and pool.in_line == 0
 
 
 def _one_core_taken() -> tuple[CompilePool, Grant]:
@@ -364,7 +364,7 @@ def _in_line(pool: CompilePool, unit: Callable[[float], None],
     for estimate in estimates:
         threads.append(threading.Thread(target=unit, args=(estimate,)))
         threads[-1].start()
-        while pool.waiting < len(threads):
+        while pool.in_line < len(threads):
             time.sleep(0.01)
     return threads
 
@@ -383,7 +383,7 @@ def test_a_compiler_stopped_while_waiting_leaves_the_line():
     (waiting,) = _in_line(pool, unit, [600.0])
     pool.stop()
     waiting.join(5)
-    assert outcome == ["stopped"] and pool.waiting == 0
+    assert outcome == ["stopped"] and pool.in_line == 0
     pool.release(first)
 
 

@@ -173,7 +173,7 @@ class CompilePool:
             self._condition.notify_all()
 
     @property
-    def waiting(self) -> int:
+    def in_line(self) -> int:
         """Compilers waiting in admit() now."""
         with self._condition:
             return len(self._queued)

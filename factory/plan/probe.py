@@ -136,7 +136,8 @@ def probe_interpreter(python: Path, require_cuda: bool = True) -> InstalledTorch
         raise ProbeError(f"{python} gave no answer within {PROBE_TIMEOUT} s") from None
     except (OSError, subprocess.SubprocessError) as exc:
         raise ProbeError(f"cannot run {python}: {exc}") from None
-    return _installed(str(python), _answer(done, str(python)), require_cuda)
+    return _installed(str(python), _answer(done.returncode, done.stdout, done.stderr,
+                                           str(python)), require_cuda)
 
 
 def probe_image(image: str, python: str, offline: bool = False,
@@ -148,21 +149,20 @@ def probe_image(image: str, python: str, offline: bool = False,
             return probe_image(image, python, offline, own)
     try:
         image_id = engine.image_id(image)
-        if image_id is None and offline:
-            raise ProbeError("the image is not here, and --offline does not pull it")
         if image_id is None:
+            if offline:
+                raise ProbeError("the image is not here, and --offline does not pull it")
             failure = engine.pull(image)
             if failure is not None:
                 raise ProbeError(f"the image is not here and cannot be pulled ({failure})")
             image_id = engine.image_id(image)
-        if image_id is None:
-            raise ProbeError("the image cannot be read after it was pulled")
+            if image_id is None:
+                raise ProbeError("the image cannot be read after it was pulled")
         status, out, err = engine.probe(image, [python, "-c", PROBE, "--toolkit"],
                                         PROBE_TIMEOUT)
     except BuildError as exc:
         raise ProbeError(f"{python} in {image}: {exc}") from None
-    done = subprocess.CompletedProcess([python], status, out, err)
-    answer = _answer(done, f"{python} in {image}")
+    answer = _answer(status, out, err, f"{python} in {image}")
     toolkit = answer.get("toolkit")
     if not toolkit:
         raise ProbeError(f"{image} has no CUDA toolkit (no bin/nvcc under CUDA_HOME, on PATH or "
@@ -178,13 +178,13 @@ def probe_image(image: str, python: str, offline: bool = False,
         compilers=tuple(sorted(answer.get("compilers", {}).items())))
 
 
-def _answer(done: subprocess.CompletedProcess[str], what: str) -> dict[str, Any]:
-    if done.returncode != 0:
-        lines = (done.stderr or done.stdout).strip().splitlines()
-        raise ProbeError(f"{what} failed (exit {done.returncode}): "
+def _answer(status: int, stdout: str, stderr: str, what: str) -> dict[str, Any]:
+    if status != 0:
+        lines = (stderr or stdout).strip().splitlines()
+        raise ProbeError(f"{what} failed (exit {status}): "
                          f"{lines[-1] if lines else 'no output'}")
     try:
-        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        answer = json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise ProbeError(f"{what} gave no answer (is it a Python interpreter?)") from None
     if not isinstance(answer, dict):

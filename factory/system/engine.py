@@ -102,7 +102,7 @@ class Engine:
         return "" if out is None else out.decode(errors="replace")
 
     def _run(self, args: Sequence[str], stdin: bytes | None, check: bool,
-             what: str | None, timeout: float = defaults.DOCKER_CALL_TIMEOUT) -> bytes | None:
+             what: str | None, timeout: float) -> bytes | None:
         """Run one docker command to its end; its raw stdout, or None when it failed and
         `check` is off."""
         status, out, err = self._exchange(args, stdin, timeout, what)
@@ -213,7 +213,8 @@ class Engine:
 
     def copy_out(self, container: str, path: str) -> tarfile.TarFile:
         """One file or folder of the container, as a tar archive."""
-        data = self._run(["cp", f"{container}:{path}", "-"], None, True, f"copying {path} out")
+        data = self._run(["cp", f"{container}:{path}", "-"], None, True, f"copying {path} out",
+                         defaults.DOCKER_CALL_TIMEOUT)
         assert data is not None  # with check on, a failed copy raises
         return tarfile.open(fileobj=io.BytesIO(data))
 
