@@ -1,10 +1,14 @@
 """Compiler and linker command lines of a cell, against a toolchain that is only paths: what
-each unit is compiled with, checked without running a compiler."""
+each unit is compiled with, checked without running a compiler (but for one unit that real
+nvcc compiles twice, to show its object does not change)."""
 
 from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,12 +17,13 @@ from packaging.version import Version
 from factory.compile.commands import compile_jobs, link_command
 from factory.plan.probe import probe_interpreter
 from factory.policy import nvcc_flags
+from factory.process import Log
 from factory.toolchain import Toolchain
-from factory.toolchain.cuda import CudaToolkit
+from factory.toolchain.cuda import CudaToolkit, provide_cuda
 from factory.toolchain.torch import TorchEnv
 
 from .test_codec import MATRIX
-from .test_matrix import plan_for
+from .test_matrix import demo_plan, plan_for
 
 TOOLCHAIN = Toolchain(
     CudaToolkit(Version("13.0.88"), Path("/cache/cuda/13.0/nvidia/cu13"), "pypi",
@@ -94,6 +99,51 @@ def test_units_get_the_flags_a_kernel_builder_build_gets(tmp_path):
     for argv in (scale, host):
         assert "-DUSE_C10D_NCCL" in argv and "-DUSE_DISTRIBUTED" in argv
     assert not set(flags) & set(host)
+
+
+def test_each_unit_seeds_the_compilers_names_with_its_own_path(tmp_path):
+    _, plain = jobs_by_source(tmp_path / "plain")
+    assert not any(arg.startswith("-frandom-seed") for arg in plain["scale/scale.cu"])
+    assert "-frandom-seed=offset/offset_host.cpp" in plain["offset/offset_host.cpp"]
+    cell = next(c for c in plan_for(tmp_path, MATRIX).cells if str(c.torch) == "2.11")
+    seeding = replace(TOOLCHAIN, cuda=replace(TOOLCHAIN.cuda, seeds=True))
+    seeds = {job.source: [arg for arg in job.command(1) if arg.startswith("-frandom-seed")]
+             for job in compile_jobs(cell, seeding, Path("/build"))}
+    assert seeds["scale/scale.cu"] == ["-frandom-seed=scale/scale.cu"]
+    assert len({tuple(found) for found in seeds.values()}) == len(seeds)  # one per unit
+
+
+UNNAMED = """
+#include <cuda/std/tuple>
+template <int N> __global__ void pair(int* out) {
+  auto both = cuda::std::make_tuple(N, 2);
+  cuda::std::ignore = both;
+  out[0] = cuda::std::get<1>(both);
+}
+template __global__ void pair<3>(int*);
+"""
+
+
+@pytest.mark.slow
+def test_a_unit_compiled_twice_gives_the_same_bytes(tmp_path, factory_cache):
+    """libcu++'s `ignore` lives in an unnamed namespace, which cudafe names after its own
+    process id unless the unit seeds it: two runs of one command gave two objects."""
+    cell = demo_plan(tmp_path / "plan").cells[0]
+    with open(tmp_path / "cuda.log", "w") as handle:
+        cuda = provide_cuda(Version("13.0"), None, factory_cache, Log(handle))
+    assert cuda.seeds
+    work = tmp_path / "work"
+    shutil.copytree(cell.source.root, work / "src")
+    (work / "src" / "k.cu").write_text(UNNAMED)
+    (job,) = [job for job in compile_jobs(cell, replace(TOOLCHAIN, cuda=cuda), work)
+              if job.source == "k.cu"]
+    made = []
+    for _ in range(2):
+        job.object.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(job.command(1), cwd=job.cwd, check=True, capture_output=True)
+        made.append(job.object.read_bytes())
+        job.object.unlink()
+    assert b"ignoreE" in made[0] and made[0] == made[1]
 
 
 def test_the_link_names_torch_and_the_cuda_runtime():

@@ -435,6 +435,9 @@ def test_an_image_with_its_own_torch_and_nvcc_builds_the_example(tmp_path, torch
     compiles = [line for line in log.splitlines() if re.match(r"\$ \S*docker exec ", line)]
     assert len(compiles) == 4  # three units and the link, all inside the image
     assert all("--workdir /tmp/kernel-wheel-factory/build/" in line for line in compiles)
+    # the image's nvcc takes a seed for its random names (its probe read nvcc's options)
+    cuda_units = [line for line in compiles if re.search(r"/nvcc -c \S+\.cu ", line)]
+    assert cuda_units and all("-frandom-seed=" in line for line in cuda_units), compiles
     # again: the objects come from the cache, keyed by the image's id for its own files
     again = run_factory("build", "matrix.yaml", "--out", tmp_path / "again", "--offline",
                         "--object-cache", tmp_path / "objects", cwd=tmp_path,

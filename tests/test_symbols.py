@@ -67,14 +67,20 @@ def test_comments_strings_and_macros(tmp_path):
 
 
 def test_includes_are_followed_inside_the_root_only(tmp_path):
-    write(tmp_path / "k/torch-ext/binding.cpp", '#include "binding.h"\n#include <torch/all.h>\n')
+    write(tmp_path / "k/torch-ext/binding.cpp",
+          '#include "binding.h"\n#include <torch/all.h>\n#  include <gen/dispatch.h>\n'
+          '#include <beside.h>\n')
     write(tmp_path / "k/torch-ext/binding.h", '#include "common/util.h"\n#include "../../x.h"\n')
+    write(tmp_path / "k/torch-ext/beside.h", "")  # an angled name is not looked up beside
     write(tmp_path / "k/csrc/common/util.h", "")
+    write(tmp_path / "k/csrc/gen/dispatch.h", '#include <gen/kernels.h>\n')
+    write(tmp_path / "k/csrc/gen/kernels.h", "")
     write(tmp_path / "x.h", "")
     files = with_includes([tmp_path / "k/torch-ext/binding.cpp"], tmp_path / "k",
                           [tmp_path / "k/csrc"])
     assert sorted(path.relative_to(tmp_path).as_posix() for path in files) == [
-        "k/csrc/common/util.h", "k/torch-ext/binding.cpp", "k/torch-ext/binding.h"]
+        "k/csrc/common/util.h", "k/csrc/gen/dispatch.h", "k/csrc/gen/kernels.h",
+        "k/torch-ext/binding.cpp", "k/torch-ext/binding.h"]
 
 
 def test_unreadable_and_oversized_files_have_no_symbols(tmp_path):

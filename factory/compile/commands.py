@@ -13,8 +13,9 @@ build of the kernel gets through CMake:
   torch's C++ ABI and Python's limited API 3.9;
 - -gencode for the archs the plan chose per section, PTX where it said so;
 - the torch environment and the toolkit mapped to fixed names in what the objects record
-  (-ffile-prefix-map), and a dependency file per unit (-MD) listing every file it read, which
-  the object cache keys the object with;
+  (-ffile-prefix-map), the compilers' random names seeded by the unit (-frandom-seed, where
+  nvcc takes it), and a dependency file per unit (-MD) listing every file it read, which the
+  object cache keys the object with;
 - one shared object `<namespace>.abi3.so` linked against torch and the CUDA runtime.
 """
 
@@ -156,12 +157,19 @@ def _prefix_maps(toolchain: Toolchain) -> list[str]:
             f"-ffile-prefix-map={toolchain.cuda.home}=/cuda"]
 
 
+def _seed(unit: Unit) -> str:
+    """The seed of the names a compiler would otherwise draw at random (cudafe's for unnamed
+    namespaces take its process id), one per unit as the compilers ask: its source's path in
+    the repo. nvcc hands it on to the host compiler."""
+    return f"-frandom-seed={unit.source}"
+
+
 def _cxx(cell: Cell, toolchain: Toolchain, unit: Unit, work: Path, obj: Path) -> list[str]:
     src_root = work / "src"
     return [
         toolchain.cxx, "-c", str(src_root / unit.source), "-o", str(obj),
         f"-std=gnu++{toolchain.cxx_std}", "-O3", "-DNDEBUG", "-fPIC", "-fno-gnu-unique",
-        *_prefix_maps(toolchain), *_defines(cell, toolchain),
+        _seed(unit), *_prefix_maps(toolchain), *_defines(cell, toolchain),
         *_includes(unit, toolchain, src_root), *unit.cxx_flags,
     ]
 
@@ -178,7 +186,7 @@ def _nvcc(cell: Cell, toolchain: Toolchain, unit: Unit, work: Path, obj: Path) -
         "-Xcompiler=-fPIC", "-Xcompiler=-fno-gnu-unique",
         # Intermediate files next to the object, named after it: in /tmp they get a random
         # name, which nvcc writes into the object. (--threads does not change the output.)
-        "--objdir-as-tempdir",
+        "--objdir-as-tempdir", *([_seed(unit)] if toolchain.cuda.seeds else []),
         *[f"-Xcompiler={flag}" for flag in _prefix_maps(toolchain)], *nvcc_flags(),
         *gencode_flags(unit.archs), *compression_flags(cell.compress, toolchain.cuda.version),
         *_defines(cell, toolchain),

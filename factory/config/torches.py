@@ -41,6 +41,7 @@ class InstalledTorch:
     toolkit_home: str | None = None  # an image's CUDA toolkit
     toolkit_version: str | None = None
     toolkit_lib: str | None = None
+    toolkit_seeds: bool = False  # whether its nvcc takes --frandom-seed
     compilers: tuple[tuple[str, str], ...] = ()  # an image's g++ commands and their versions
 
     @property

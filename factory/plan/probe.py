@@ -109,7 +109,13 @@ if "--toolkit" in sys.argv:
                     ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib",
                      "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu")]
             libs = [lib for lib in libs if glob.glob(os.path.join(lib, "libcudart.so*"))]
-            out["toolkit"] = {"home": home, "nvcc": text or "", "lib": libs[0] if libs else None}
+            try:
+                options = subprocess.run([os.path.join(home, "bin", "nvcc"), "--help"],
+                                         capture_output=True, text=True, timeout=60).stdout
+            except (OSError, subprocess.SubprocessError):
+                options = ""
+            out["toolkit"] = {"home": home, "nvcc": text or "", "lib": libs[0] if libs else None,
+                              "seeds": "--frandom-seed" in options}
             break
     compilers = {}
     for folder in os.environ.get("PATH", "").split(os.pathsep):
@@ -175,6 +181,7 @@ def probe_image(image: str, python: str, offline: bool = False,
     return replace(
         _installed(python, answer), image=image, image_id=image_id,
         toolkit_home=toolkit["home"], toolkit_version=found[1], toolkit_lib=toolkit["lib"],
+        toolkit_seeds=toolkit.get("seeds") is True,
         compilers=tuple(sorted(answer.get("compilers", {}).items())))
 
 

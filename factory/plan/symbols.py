@@ -33,7 +33,7 @@ _NOISE = re.compile(
     re.DOTALL | re.MULTILINE)
 _TOKEN = re.compile(r"[A-Za-z_]\w*|->|::|\S")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*\"([^\"\n]+)\"", re.MULTILINE)
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*(?:\"([^\"\n]+)\"|<([^>\n]+)>)", re.MULTILINE)
 # Words that may stand before a parenthesis at namespace scope without naming a function.
 _NOT_NAMES = frozenset({
     "alignas", "alignof", "decltype", "sizeof", "noexcept", "throw", "static_assert", "operator",
@@ -50,11 +50,12 @@ _MAX_FILES = 4000  # headers followed from one set of sources, at most
 @dataclass(frozen=True)
 class FileSymbols:
     """What one source file defines at namespace scope with external linkage, what it uses
-    inside bodies and macros, and the files it includes by quoted name."""
+    inside bodies and macros, and the files it includes by quoted and by angled name."""
 
     defines: frozenset[str]
     uses: frozenset[str]
     includes: tuple[str, ...]
+    angled: tuple[str, ...] = ()
 
 
 def file_symbols(path: Path) -> FileSymbols:
@@ -74,7 +75,9 @@ def _read(path: Path, _mtime: int, size: int) -> FileSymbols:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return FileSymbols(frozenset(), frozenset(), ())
-    includes = tuple(_INCLUDE.findall(text))
+    found = _INCLUDE.findall(text)
+    includes = tuple(quoted for quoted, _ in found if quoted)
+    angled = tuple(name for _, name in found if name)
     macros: set[str] = set()
 
     def blank(match: re.Match[str]) -> str:
@@ -86,7 +89,7 @@ def _read(path: Path, _mtime: int, size: int) -> FileSymbols:
 
     code = _NOISE.sub(blank, text)
     defines, uses = _scan(_TOKEN.findall(code))
-    return FileSymbols(frozenset(defines), frozenset(uses | macros), includes)
+    return FileSymbols(frozenset(defines), frozenset(uses | macros), includes, angled)
 
 
 def _scan(tokens: list[str]) -> tuple[set[str], set[str]]:
@@ -234,8 +237,9 @@ def _only_qualifiers(tokens: list[str]) -> bool:
 
 def with_includes(files: Iterable[Path], root: Path,
                   folders: Iterable[Path] = ()) -> list[Path]:
-    """The files and every file inside `root` they include by quoted name, found beside the
-    including file or in `folders`, each once."""
+    """The files and every file inside `root` they include, each once: by quoted name found
+    beside the including file or in `folders`, by angled name found in `folders` (a kernel's
+    include folders; the system's and its dependencies' headers are outside `root`)."""
     root = root.resolve()
     folders = [folder.resolve() for folder in folders]
     seen: dict[Path, None] = {}
@@ -245,8 +249,10 @@ def with_includes(files: Iterable[Path], root: Path,
         if path in seen or not path.is_relative_to(root) or not path.is_file():
             continue
         seen[path] = None
-        for name in file_symbols(path).includes:
-            for folder in (path.parent, *folders):
+        found = file_symbols(path)
+        for name, places in [*[(name, (path.parent, *folders)) for name in found.includes],
+                             *[(name, folders) for name in found.angled]]:
+            for folder in places:
                 candidate = (folder / name).resolve()
                 if candidate.is_relative_to(root) and candidate.is_file():
                     pending.append(candidate)

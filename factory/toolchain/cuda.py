@@ -24,8 +24,8 @@ from ..process import Log, run
 from ..uv import uv_bin, uv_env
 from ..versions import Version, major_minor, parse_release
 
-__all__ = ["PYPI_TOOLKIT", "CudaToolkit", "image_toolkit", "locate_cuda", "nvcc_version",
-           "provide_cuda"]
+__all__ = ["PYPI_TOOLKIT", "CudaToolkit", "image_toolkit", "locate_cuda", "nvcc_seeds",
+           "nvcc_version", "provide_cuda"]
 
 ToolkitOrigin = Literal["pypi", "installed", "image"]
 
@@ -45,6 +45,9 @@ class CudaToolkit:
     origin: ToolkitOrigin
     lib: Path  # the folder holding libcudart
     system_include: bool = False  # its headers are the system's own (/usr/include, Debian's)
+    # Whether nvcc takes --frandom-seed: without it, cudafe names the unnamed namespaces of a
+    # file (libcu++'s `ignore`, say) after its own process id, so no two runs give one object.
+    seeds: bool = False
 
     @property
     def nvcc(self) -> Path:
@@ -68,6 +71,15 @@ def nvcc_version(nvcc: Path) -> Version:
     if not match:
         raise BuildError(f"cannot read the version of {nvcc}")
     return parse_release(match.group(1))
+
+
+def nvcc_seeds(nvcc: Path) -> bool:
+    """Whether this nvcc lists --frandom-seed among its options."""
+    try:
+        return "--frandom-seed" in subprocess.run(
+            [str(nvcc), "--help"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def provide_cuda(version: Version, home: Path | None, cache: Path, log: Log,
@@ -105,7 +117,8 @@ def image_toolkit(installed: InstalledTorch) -> CudaToolkit:
     assert installed.toolkit_home and installed.toolkit_version and installed.toolkit_lib
     home = Path(installed.toolkit_home)  # the probe gives it with links resolved
     return CudaToolkit(parse_release(installed.toolkit_version), home, "image",
-                       Path(installed.toolkit_lib), home / "include" == SYSTEM_INCLUDE)
+                       Path(installed.toolkit_lib), home / "include" == SYSTEM_INCLUDE,
+                       installed.toolkit_seeds)
 
 
 def _installed(home: Path, wanted: Version) -> CudaToolkit:
@@ -116,7 +129,7 @@ def _installed(home: Path, wanted: Version) -> CudaToolkit:
     if major_minor(version) != major_minor(wanted):
         raise BuildError(f"{nvcc} is CUDA {version}, the matrix asks for CUDA {wanted}")
     return CudaToolkit(version, home, "installed", _runtime_folder(home),
-                       (home / "include").resolve() == SYSTEM_INCLUDE)
+                       (home / "include").resolve() == SYSTEM_INCLUDE, nvcc_seeds(nvcc))
 
 
 def _runtime_folder(home: Path) -> Path:
@@ -153,7 +166,8 @@ def _from_pypi(version: Version, cache: Path, log: Log, offline: bool) -> CudaTo
             _add_unversioned_links(home / "lib")
             marker.write_text(json.dumps({"home": str(home.relative_to(target))}))
         home = target / json.loads(marker.read_text())["home"]
-    return CudaToolkit(nvcc_version(home / "bin" / "nvcc"), home, "pypi", home / "lib")
+    nvcc = home / "bin" / "nvcc"
+    return CudaToolkit(nvcc_version(nvcc), home, "pypi", home / "lib", seeds=nvcc_seeds(nvcc))
 
 
 def _add_unversioned_links(lib: Path) -> None:
