@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from factory.build.run import CellResult
+from factory.cells.run import CellResult
 from factory.credentials import credential_in, mask_url, redact
 from factory.index.records import cell_outcomes
 from factory.process import Log
@@ -129,8 +129,8 @@ def test_a_librarys_warning_is_masked_too(tmp_path, capsys):
 def test_the_provenance_names_build_variables_but_records_no_value(monkeypatch):
     """A kernel's env: may hold a token; the wheel's provenance keeps its name and a hash, and
     `factory verify` takes the value from its own environment, checked against the hash."""
-    from factory.build.records import _without_values
-    from factory.build.verify import _with_env_values
+    from factory.cells.records import _without_values
+    from factory.cells.verify import _with_env_values
 
     cell = {"id": "relu-scale/cu130torch211/x86_64", "env": {"PRIVATE_MIRROR_TOKEN": SECRET,
                                                               "FORCE_BUILD": "TRUE"}}

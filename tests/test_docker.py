@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.build.runners.docker.image import slug
+from factory.cells.runners.docker.image import slug
 from factory.sources.tree import tree_digest
 
 from .conftest import (
@@ -298,7 +298,7 @@ def test_an_installed_factory_builds_the_same_image(tmp_path, factory_cache):
     from packaging.version import Version
     from uv import find_uv_bin
 
-    from factory.build.runners.docker.image import builder_image, requirements
+    from factory.cells.runners.docker.image import builder_image, requirements
 
     env = {**os.environ, "UV_CACHE_DIR": str(factory_cache / "uv")}
     def ignore(folder: str, names: list[str]) -> set[str]:
@@ -317,7 +317,7 @@ def test_an_installed_factory_builds_the_same_image(tmp_path, factory_cache):
     pins = write(tmp_path / "pins.txt", "\n".join(requirements()))
     subprocess.run([find_uv_bin(), "pip", "install", "--quiet", "--python", venv / "bin/python",
                     wheel, "-c", pins], check=True, env=env)
-    probe = ("from factory.build.runners.docker.image import builder_image, PACKAGE; "
+    probe = ("from factory.cells.runners.docker.image import builder_image, PACKAGE; "
              "from packaging.version import Version; "
              f"print(PACKAGE, builder_image(Version('13.0'), 'x86_64', {BASE!r}).name)")
     done = subprocess.run([venv / "bin/python", "-c", probe], capture_output=True, text=True,
@@ -373,7 +373,7 @@ def torch_image(bullseye_base, factory_cache) -> str:
         return TORCH_IMAGE
     from uv import find_uv_bin
 
-    from factory.build.runners.docker.image import host_certificates
+    from factory.cells.runners.docker.image import host_certificates
 
     (factory_cache / "uv").mkdir(parents=True, exist_ok=True)
     certificates = factory_cache / "test-tools" / "ca-certificates.crt"

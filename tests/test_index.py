@@ -494,7 +494,7 @@ def test_a_published_name_keeps_its_bytes_after_its_file_is_removed(index_out):
 
 
 def test_a_build_does_not_publish_other_bytes_under_a_removed_name(tmp_path):
-    from factory.build.run import _publish
+    from factory.cells.run import _publish
     from factory.errors import BuildError
 
     staged = make_wheel(tmp_path / "build" / "staging", "img2gray", "1.0.0+cu130torch211")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.build.run import cell_fingerprint
+from factory.cells.run import cell_fingerprint
 from factory.compile.generated import import_guard
 from factory.config.buildtoml import read_build_toml
 from factory.config.matrix import load_matrix

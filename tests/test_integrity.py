@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from pypi_simple import ProjectPage
 
-from factory.build import run as build_run
-from factory.build.cell import Compiling
-from factory.build.options import BuildOptions
+from factory.cells import run as build_run
+from factory.cells.job import Compiling
+from factory.cells.options import BuildOptions
 from factory.compile.pool import Budget, CompilePool
 from factory.config.matrix import load_matrix
 from factory.errors import BuildError

@@ -10,7 +10,7 @@ from .conftest import REPO
 FOUNDATION = {"errors", "defaults", "files", "safety", "credentials", "hub", "process", "cache",
               "layout", "versions", "uv", "units", "data", "system", "__init__"}
 STEPS = ["policy", "config", "sources", "plan", "toolchain", "compile", "wheel", "prove",
-         "build", "index", "publish", "doctor", "ui", "cli", "__main__"]
+         "cells", "index", "publish", "doctor", "ui", "cli", "__main__"]
 
 
 def rank(module: str) -> int:
@@ -53,3 +53,32 @@ def test_the_foundation_imports_no_step():
         for path in [module] if module.exists() else package:
             targets = imports_of(path)
             assert all(rank(target) == -1 for target in targets), (path.name, targets)
+
+
+def test_no_module_imports_itself_back():
+    """No circle of imports, counting those inside functions: a module that needs one made of
+    its own parts gets them from a kit both import (cells/job.py for the cell builders)."""
+    modules = {}
+    for path in sorted((REPO / "factory").rglob("*.py")):
+        parts = path.relative_to(REPO / "factory").with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path
+    graph = {name: sorted(target for target in imports_of(path) if target in modules
+                          and target != name and not name.startswith(f"{target}."))
+             for name, path in modules.items()}
+    circles = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = "open"
+        for target in graph[name]:
+            if state.get(target) == "open":
+                circles.append(" -> ".join([*trail[trail.index(target):], target]))
+            elif target not in state:
+                visit(target, [*trail, target])
+        state[name] = "done"
+
+    for name in modules:
+        if name not in state:
+            visit(name, [name])
+    assert circles == []

@@ -641,7 +641,7 @@ def test_a_matrixs_cost_book_is_read_below_the_machines_and_cuts_the_shards(tmp_
 
 
 def test_a_share_of_cached_units_and_at_least_one_imported_are_compiled_again():
-    from factory.build.cell import _to_check
+    from factory.cells.kernel_builder import _to_check
 
     local = {f"csrc/part{n}.cu": False for n in range(8)}
     assert _to_check(local, 0.0) == set()

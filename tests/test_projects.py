@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from factory.build.pep517 import c_compiler
+from factory.cells.pep517 import c_compiler
 from factory.config.project import project_kind, read_project, static_version
 from factory.errors import ConfigError
 from factory.wheel.assemble import relabelled

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.build.runners.docker.image import host_certificates
+from factory.cells.runners.docker.image import host_certificates
 from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import inspect_wheel
 

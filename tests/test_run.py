@@ -12,11 +12,11 @@ from typing import Any
 
 from rich.console import Console
 
-from factory.build.cell import Built, Compiling
-from factory.build.options import BuildOptions
-from factory.build.run import RunSettings, run_build
-from factory.build.runners import choose_runner
-from factory.build.runners.local import LocalRunner
+from factory.cells.job import Built, Compiling
+from factory.cells.options import BuildOptions
+from factory.cells.run import RunSettings, run_build
+from factory.cells.runners import choose_runner
+from factory.cells.runners.local import LocalRunner
 from factory.defaults import host_platform
 from factory.plan.cells import Cell
 from factory.process import Log

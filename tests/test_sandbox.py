@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from factory.build import sandbox
-from factory.build.sandbox import confined_command, confined_environment
+from factory.cells import sandbox
+from factory.cells.sandbox import confined_command, confined_environment
 from factory.errors import BuildError
 
 from .conftest import REPO

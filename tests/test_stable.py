@@ -9,8 +9,8 @@ import types
 import pytest
 from packaging.version import Version
 
-from factory.build.cell import cell_guard
-from factory.build.options import BuildOptions
+from factory.cells.job import cell_guard
+from factory.cells.options import BuildOptions
 from factory.compile.generated import import_guard
 from factory.defaults import STABLE_LABEL_TEMPLATE, host_platform
 from factory.plan.jobs import plan_jobs, select_job

@@ -8,7 +8,7 @@ from typing import cast
 import pytest
 from packaging.version import Version
 
-from factory.build.cell import check_host_runtime
+from factory.cells.job import check_host_runtime
 from factory.errors import BuildError
 from factory.process import Log
 from factory.toolchain import HostCompiler, Toolchain, host_compiler

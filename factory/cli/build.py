@@ -128,8 +128,8 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..build.options import BuildOptions, source_date_epoch, usable_build_root
-    from ..build.run import CellTests, RunSettings, run_build, test_cells
+    from ..cells.options import BuildOptions, source_date_epoch, usable_build_root
+    from ..cells.run import CellTests, RunSettings, run_build, test_cells
     from ..compile.objects import ObjectCache
     from ..compile.pool import machine_budget
     from ..index.records import cell_outcomes, published_names

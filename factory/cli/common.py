@@ -23,9 +23,9 @@ from ..errors import ConfigError
 from ..units import human_size, parse_duration, parse_size
 
 if TYPE_CHECKING:
-    from ..build.options import BuildOptions
-    from ..build.run import CellResult, CellTests
-    from ..build.runners import Runner
+    from ..cells.options import BuildOptions
+    from ..cells.run import CellResult, CellTests
+    from ..cells.runners import Runner
     from ..config.model import RunnerChoice, SizeLimit
     from ..index.update import IndexSummary
     from ..plan.cells import Plan
@@ -315,7 +315,7 @@ def matrix_runner(args: argparse.Namespace, plan: Plan, cache: Path, options: Bu
     """The runner --runner (else the matrix's runner: key, else the default) asks for, not yet
     entered; the choice and why are printed."""
     from .. import defaults
-    from ..build.runners import choose_runner
+    from ..cells.runners import choose_runner
 
     requested: RunnerChoice = args.runner or plan.matrix.runner or defaults.RUNNER
     runner, why = choose_runner(requested, plan, cache, options, plan.matrix.docker_base)

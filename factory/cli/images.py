@@ -25,8 +25,8 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..build.options import BuildOptions
-    from ..build.runners.docker.runner import DockerRunner
+    from ..cells.options import BuildOptions
+    from ..cells.runners.docker.runner import DockerRunner
     from ..plan.load import plan_matrix
     from ..process import Log
     from ..system.engine import Engine

@@ -51,8 +51,8 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..build.options import BuildOptions, source_date_epoch, usable_build_root
-    from ..build.run import test_cells
+    from ..cells.options import BuildOptions, source_date_epoch, usable_build_root
+    from ..cells.run import test_cells
     from ..index.records import load_manifest
     from ..index.update import update_index
     from ..layout import Layout

@@ -28,8 +28,8 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..build.options import usable_build_root
-    from ..build.verify import verify_wheel
+    from ..cells.options import usable_build_root
+    from ..cells.verify import verify_wheel
 
     wheel = wheel_paths([args.wheel])[0]
     build_root = usable_build_root(args.build_root) if args.build_root else None

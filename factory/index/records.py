@@ -29,7 +29,7 @@ from ..layout import Layout
 from ..wheel.read import WheelFile, read_wheel, torch_requirement
 
 if TYPE_CHECKING:  # the build's results, described here only as types
-    from ..build.run import CellResult, CellStatus
+    from ..cells.run import CellResult, CellStatus
     from ..plan.cells import Plan
 
 __all__ = ["MANIFEST_SCHEMA", "Catalogue", "CellOutcome", "FileRecord", "Manifest",

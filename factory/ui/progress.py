@@ -12,7 +12,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ..build.run import Activity, CellResult, CellStatus
+from ..cells.run import Activity, CellResult, CellStatus
 from ..plan.cells import SkippedCell
 
 __all__ = ["LiveReporter", "PlainReporter", "make_reporter", "print_summary"]

@@ -19,7 +19,8 @@ from ...prove.tests import TestReport, run_tests
 from ...toolchain import host_compiler
 from ...toolchain.cuda import locate_cuda
 from ...versions import Version
-from ..cell import Built, Compiling, build_cell, cell_torch
+from ..builders import build_cell
+from ..job import Built, Compiling, cell_torch
 from ..options import BuildOptions
 
 __all__ = ["LocalRunner"]

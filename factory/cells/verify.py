@@ -25,7 +25,8 @@ from ..sources.depends import DependencyFetcher
 from ..sources.resolve import Sources
 from ..sources.tree import GitState, SourceTree, resolve_path_source
 from ..wheel.read import WheelFile, read_wheel
-from .cell import Compiling, build_cell
+from .builders import build_cell
+from .job import Compiling
 from .options import BuildOptions, usable_build_root
 
 __all__ = ["Verdict", "verify_wheel"]

@@ -42,7 +42,8 @@ from ....system.engine import Engine, source_archive
 from ....toolchain import CommandPrefix
 from ....toolchain.python import manylinux_python
 from ....versions import major_minor
-from ...cell import Built, Compiling, Container, build_cell
+from ...builders import build_cell
+from ...job import Built, Compiling, Container
 from ...options import BuildOptions
 from ...pep517 import build_requirements
 from ..local import LocalRunner
@@ -438,7 +439,7 @@ class DockerRunner:
 
         status = self.engine.stream(
             ["exec", "--interactive", container, "python", "-m",
-             "factory.build.runners.docker.inside",
+             "factory.cells.runners.docker.inside",
              command], line, stdin=json.dumps(job).encode())
         if status == 0 and "result" in outcome:
             return outcome

@@ -1,5 +1,5 @@
 """The factory's side of a builder container, run by the docker runner as
-`python -m factory.build.runners.docker.inside prepare|build` with a JSON job on stdin.
+`python -m factory.cells.runners.docker.inside prepare|build` with a JSON job on stdin.
 
     prepare   make the torch environment a cell needs (and a PEP 517 project's build
               environment), in the mounted cache (network on)
@@ -38,7 +38,8 @@ from ....sources.depends import Dependency
 from ....sources.tree import SourceTree
 from ....toolchain.torch import provide_torch
 from ....versions import parse_release
-from ...cell import Compiling, build_cell
+from ...builders import build_cell
+from ...job import Compiling
 from ...options import BuildOptions
 from ...pep517 import provide_build_env
 
@@ -49,7 +50,7 @@ CONTROL = "::kernel-wheel-factory:: "
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in ("prepare", "build", "load", "test"):
-        sys.stderr.write("usage: python -m factory.build.runners.docker.inside "
+        sys.stderr.write("usage: python -m factory.cells.runners.docker.inside "
                          "prepare|build|load|test < job.json\n")
         return 2
     job = json.loads(sys.stdin.read())

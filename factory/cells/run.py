@@ -40,8 +40,8 @@ from ..prove.load import LoadReport, importable_modules, load_problems
 from ..prove.tests import TestReport
 from ..units import human_size
 from ..wheel.read import WheelFile
-from .cell import Built, Compiling, loadable
 from .checks import check_cell_wheel
+from .job import Built, Compiling, loadable
 from .runners import Runner
 
 __all__ = ["CellResult", "CellStatus", "CellTests", "Reporter", "RunSettings", "cell_fingerprint",

@@ -48,7 +48,7 @@ from ..wheel.assemble import compressed_tag, relabelled, write_wheel
 from ..wheel.fatbin import fatbin_entries
 from ..wheel.read import PROVENANCE_FILE
 from ..wheel.repair import repair
-from .cell import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
+from .job import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
 from .records import provenance_file
 from .sandbox import confined_command, confined_environment
 

@@ -17,7 +17,7 @@ from ...process import Log
 from ...prove.load import LoadReport
 from ...prove.tests import TestReport
 from ...system.engine import Engine
-from ..cell import Built, Compiling
+from ..job import Built, Compiling
 from ..options import BuildOptions
 from .docker.image import builder_image
 from .docker.runner import DockerRunner, missing_base

@@ -1,0 +1,73 @@
+"""Build one cell into one wheel, with the builder its kind of project calls for: a
+kernel-builder repo (kernel_builder.py) or a PEP 517 CUDA extension (pep517.py), peers that share
+the kit of job.py.
+
+Runs wherever a runner puts it (on the host, or inside a builder container for the docker
+runner); it reads only the cell, the cache and the build options, and leaves the wheel in
+`staging`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+from ..cache import exclusive
+from ..plan.cells import Cell
+from ..process import Log
+from . import kernel_builder
+from .job import Built, Compiling, Container, Job, Progress
+from .options import BuildOptions
+from .pep517 import build_project
+
+__all__ = ["PROJECT_BUILDERS", "build_cell"]
+
+
+def build_cell(cell: Cell, cache: Path, options: BuildOptions, staging: Path, log: Log,
+               compiling: Compiling, progress: Progress, prepared: bool = False,
+               container: Container | None = None) -> Built:
+    """Build the cell's wheel into `staging`. With `prepared`, the toolkit and torch
+    environment must be in the cache already, which is only read. A cell whose torch lives in
+    an image compiles in `container`, a container of that image that sees the cell's build
+    folder at the same path."""
+    work = options.build_root / cell.key
+    with exclusive(work):
+        _stop_leftover_compilers(work)
+        if work.exists():
+            shutil.rmtree(work)
+        built = PROJECT_BUILDERS[cell.spec.kind](
+            Job(cell, cache, options, work, log, compiling, progress, prepared, container))
+        if built.wheel is None:
+            return built
+        staging.mkdir(parents=True, exist_ok=True)
+        staged = staging / built.wheel.name
+        shutil.copyfile(built.wheel, staged)
+    return Built(staged, built.units, built.compiled, built.cached)
+
+
+def _stop_leftover_compilers(work: Path) -> None:
+    """Compilers a killed build of this cell left running: stopped before the folder is made
+    again, so that none of them writes into this build. Each compiler the factory starts leads
+    a session of its own and names a file of the folder on its command line; nothing else is
+    touched."""
+    folder = str(work).encode() + b"/"
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            session = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[3])
+            named = folder in (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if session == int(entry.name) and named:
+            try:
+                os.killpg(session, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+PROJECT_BUILDERS: dict[str, Callable[[Job], Built]] = {"kernel-builder": kernel_builder.build,
+                                                       "pep517": build_project}
