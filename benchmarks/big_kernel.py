@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from factory.files import file_sha256  # noqa: E402
+from factory.outputs.files import file_sha256  # noqa: E402
 
 GiB = 2**30
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -27,10 +27,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from factory.cache import default_cache_dir  # noqa: E402
 from factory.compile.generated import REGISTRATION_HEADER  # noqa: E402
 from factory.plan.load import plan_matrix  # noqa: E402
-from factory.process import Log  # noqa: E402
+from factory.system.cache import default_cache_dir  # noqa: E402
+from factory.system.process import Log  # noqa: E402
 from factory.toolchain.cuda import provide_cuda  # noqa: E402
 from factory.toolchain.torch import provide_torch  # noqa: E402
 

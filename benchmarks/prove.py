@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO))
 
 from gates_and_verify import timed  # noqa: E402  (run as a script: benchmarks/ is on the path)
 
-from factory.process import Log  # noqa: E402
 from factory.prove.load import load_wheel  # noqa: E402
+from factory.system.process import Log  # noqa: E402
 
 
 def main() -> None:

@@ -67,7 +67,7 @@ print(json.dumps(facts))
 
 
 def sizes(wheel: Path) -> None:
-    from factory.units import human_size
+    from factory.values.units import human_size
     from factory.wheel.inspect import inspect_wheel
 
     report = inspect_wheel(wheel)

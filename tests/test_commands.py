@@ -17,7 +17,7 @@ from packaging.version import Version
 from factory.compile.commands import compile_jobs, link_command
 from factory.plan.probe import probe_interpreter
 from factory.policy import nvcc_flags
-from factory.process import Log
+from factory.system.process import Log
 from factory.toolchain import Toolchain
 from factory.toolchain.cuda import CudaToolkit, provide_cuda
 from factory.toolchain.torch import TorchEnv

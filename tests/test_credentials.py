@@ -12,9 +12,9 @@ import logging
 import pytest
 
 from factory.cells.run import CellResult
-from factory.credentials import credential_in, mask_url, redact
 from factory.index.records import cell_outcomes
-from factory.process import Log
+from factory.system.process import Log
+from factory.trust.credentials import credential_in, mask_url, redact
 
 from .conftest import factory_main, write
 from .test_matrix import demo_plan

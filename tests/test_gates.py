@@ -20,7 +20,7 @@ import pytest
 from packaging.version import Version
 
 from factory.compile.commands import compression_flags
-from factory.process import Log
+from factory.system.process import Log
 from factory.toolchain.cuda import provide_cuda
 from factory.wheel.assemble import CoreMetadata, write_wheel
 from factory.wheel.fatbin import fatbin_sizes

@@ -24,9 +24,9 @@ from factory.cells.options import BuildOptions
 from factory.compile.pool import Budget, CompilePool
 from factory.config.matrix import load_matrix
 from factory.errors import BuildError
-from factory.files import file_sha256
 from factory.index.update import update_index
-from factory.layout import Layout
+from factory.outputs.files import file_sha256
+from factory.outputs.layout import Layout
 from factory.sources.tree import resolve_path_source
 
 from .conftest import make_kernel, run_factory, snapshot, write

@@ -47,7 +47,7 @@ from factory.plan.costs import (
     shard_of,
     unit_memory,
 )
-from factory.process import Log
+from factory.system.process import Log
 
 from .conftest import FIXTURES, write
 from .test_matrix import plan_for

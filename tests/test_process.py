@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.process import Log, OutputOverflow, bounded_run, streamed_run
+from factory.system.process import Log, OutputOverflow, bounded_run, streamed_run
 
 from .conftest import factory_main, make_kernel, write
 from .test_cli_errors import GOOD_KERNEL, GOOD_MATRIX, SOURCES

@@ -20,9 +20,9 @@ import pytest
 
 from factory import doctor
 from factory.compile.generated import import_guard
-from factory.process import Log
 from factory.prove.load import importable_modules, load_problems, load_wheel
 from factory.prove.tests import INJECT, PLUGIN, TestReport, _how_far, _report
+from factory.system.process import Log
 from factory.wheel.assemble import CoreMetadata, relabelled, write_wheel
 from factory.wheel.read import PROVENANCE_FILE
 

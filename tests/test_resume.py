@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.files import file_sha256
+from factory.outputs.files import file_sha256
 
 from .conftest import FIXTURES, cache_env, one_cell_matrix, run_factory, write
 

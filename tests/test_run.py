@@ -19,7 +19,7 @@ from factory.cells.runners import choose_runner
 from factory.cells.runners.local import LocalRunner
 from factory.defaults import host_platform
 from factory.plan.cells import Cell
-from factory.process import Log
+from factory.system.process import Log
 from factory.ui.progress import PlainReporter
 
 from .conftest import FIXTURES, make_kernel

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.units import human_size
+from factory.values.units import human_size
 from factory.wheel.assemble import CoreMetadata, write_wheel
 from factory.wheel.inspect import inspect_wheel
 

@@ -7,8 +7,8 @@ import pytest
 
 from factory.compile.commands import compression_flags
 from factory.config.model import SIZE_PRESETS, parse_size_limit
-from factory.units import human_size, parse_size
-from factory.versions import parse_release
+from factory.values.units import human_size, parse_size
+from factory.values.versions import parse_release
 
 from .test_matrix import kernel, plan_for
 

@@ -15,7 +15,7 @@ from factory.compile.generated import import_guard
 from factory.defaults import STABLE_LABEL_TEMPLATE, host_platform
 from factory.plan.jobs import plan_jobs, select_job
 from factory.plan.labels import render_label
-from factory.versions import parse_release
+from factory.values.versions import parse_release
 
 from .test_matrix import kernel as kernel_v4
 from .test_matrix import plan_for

@@ -10,7 +10,7 @@ from packaging.version import Version
 
 from factory.cells.job import check_host_runtime
 from factory.errors import BuildError
-from factory.process import Log
+from factory.system.process import Log
 from factory.toolchain import HostCompiler, Toolchain, host_compiler
 from factory.toolchain.cuda import CudaToolkit, provide_cuda
 from factory.toolchain.torch import TorchEnv

@@ -15,9 +15,9 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from ..cache import exclusive
 from ..plan.cells import Cell
-from ..process import Log
+from ..system.cache import exclusive
+from ..system.process import Log
 from . import kernel_builder
 from .job import Built, Compiling, Container, Job, Progress
 from .options import BuildOptions

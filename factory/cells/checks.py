@@ -9,8 +9,8 @@ from pathlib import Path
 from ..config.model import SizeLimit
 from ..errors import BuildError
 from ..plan.cells import Cell
-from ..process import Log
-from ..units import human_size
+from ..system.process import Log
+from ..values.units import human_size
 from ..wheel.fatbin import describe_code_size
 from ..wheel.gates import Expectation, check_wheel
 from ..wheel.inspect import WheelReport, inspect_wheel

@@ -31,13 +31,13 @@ from ..errors import BuildError
 from ..plan.cells import Cell
 from ..plan.costs import UnitCost
 from ..plan.probe import ProbeError, probe_interpreter
-from ..process import Log, bounded_run, first_output_line
 from ..sources.tree import IGNORED_DIRS
+from ..system.process import Log, bounded_run, first_output_line
 from ..toolchain import CommandPrefix, Toolchain, cxx_standard, host_compiler
 from ..toolchain.cuda import image_toolkit, provide_cuda
 from ..toolchain.python import find_python, manylinux_python
 from ..toolchain.torch import TorchEnv, installed_env, provide_torch
-from ..versions import major_minor
+from ..values.versions import major_minor
 from ..wheel.elf import read_linkage
 from .options import BuildOptions
 from .records import toolchain_facts

@@ -28,7 +28,7 @@ from ..compile.pool import TimeLimitReached
 from ..errors import BuildError
 from ..plan.cells import Cell
 from ..plan.costs import UnitCost, cost_key, estimated_seconds, unit_memory
-from ..process import Log, bounded_run, run
+from ..system.process import Log, bounded_run, run
 from ..toolchain import Toolchain
 from ..wheel.assemble import CoreMetadata, compressed_tag, write_wheel
 from ..wheel.read import PROVENANCE_FILE

@@ -36,14 +36,14 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from .. import defaults
-from ..cache import exclusive
 from ..compile.commands import compression_flags
 from ..config.nodes import load_toml
 from ..errors import BuildError, CommandFailed, ConfigError
-from ..process import Log
+from ..system.cache import exclusive
+from ..system.process import Log
 from ..toolchain import Toolchain
 from ..toolchain.torch import TorchEnv, env_beside_torch
-from ..versions import Version
+from ..values.versions import Version
 from ..wheel.assemble import compressed_tag, relabelled, write_wheel
 from ..wheel.fatbin import fatbin_entries
 from ..wheel.read import PROVENANCE_FILE

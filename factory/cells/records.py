@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..files import file_sha256
+from ..outputs.files import file_sha256
 from ..plan.cells import Cell
 from ..plan.codec import cell_record
-from ..process import first_output_line
+from ..system.process import first_output_line
 from ..wheel.fatbin import fatbin_sizes, summed
 from .options import BuildOptions
 

@@ -31,14 +31,14 @@ from ..compile.objects import ObjectCache
 from ..compile.pool import Budget, CompilePool, grace_for, machine_budget
 from ..config.model import SizeLimit
 from ..errors import BuildError, FactoryError
-from ..files import file_sha256, process_alive, write_atomic
-from ..layout import Layout, refuse_links
+from ..outputs.files import file_sha256, process_alive, write_atomic
+from ..outputs.layout import Layout, refuse_links
 from ..plan.cells import Cell, Plan, SkippedCell
 from ..plan.costs import COSTS_FOLDER, CostBook, UnitCost, known_costs, shard_of
-from ..process import Log
 from ..prove.load import LoadReport, importable_modules, load_problems
 from ..prove.tests import TestReport
-from ..units import human_size
+from ..system.process import Log
+from ..values.units import human_size
 from ..wheel.read import WheelFile
 from .checks import check_cell_wheel
 from .job import Built, Compiling, loadable

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError
-from ..process import bounded_run, foreign_environment
+from ..system.process import bounded_run, foreign_environment
 
 __all__ = ["confined_command", "confined_environment"]
 _REFUSED = ("a setup.py / pyproject project's build runs its own code; on this machine the "

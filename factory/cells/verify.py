@@ -20,10 +20,10 @@ from ..config.model import KernelEntry, SourceRequest
 from ..config.project import project_kind
 from ..errors import ConfigError
 from ..plan.codec import cell_from_record, recorded_spec
-from ..process import Log
 from ..sources.depends import DependencyFetcher
 from ..sources.resolve import Sources
 from ..sources.tree import GitState, SourceTree, resolve_path_source
+from ..system.process import Log
 from ..wheel.read import WheelFile, read_wheel
 from .builders import build_cell
 from .job import Compiling

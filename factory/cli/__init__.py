@@ -17,8 +17,8 @@ from types import FrameType, ModuleType
 from typing import NoReturn
 
 from .. import __version__
-from ..credentials import redact
 from ..errors import FactoryError, describe_os_error
+from ..trust.credentials import redact
 from . import (
     build,
     doctor,

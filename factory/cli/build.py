@@ -13,7 +13,7 @@ from rich.console import Console
 from .. import defaults
 from ..config.model import RUNNERS
 from ..errors import ConfigError
-from ..layout import refuse_links
+from ..outputs.layout import refuse_links
 from .common import (
     cache_dir,
     duration,

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 
 from rich.console import Console
 
-from ..cache import default_cache_dir
-from ..credentials import redact, refuse_credentials
 from ..errors import ConfigError
-from ..units import human_size, parse_duration, parse_size
+from ..system.cache import default_cache_dir
+from ..trust.credentials import redact, refuse_credentials
+from ..values.units import human_size, parse_duration, parse_size
 
 if TYPE_CHECKING:
     from ..cells.options import BuildOptions

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from .. import defaults
 from ..errors import ConfigError, FactoryError
-from ..process import OutputOverflow, bounded_run
+from ..system.process import OutputOverflow, bounded_run
 from .common import make_console, path_argument
 
 __all__ = ["add", "run"]

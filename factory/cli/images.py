@@ -28,8 +28,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..cells.options import BuildOptions
     from ..cells.runners.docker.runner import DockerRunner
     from ..plan.load import plan_matrix
-    from ..process import Log
     from ..system.engine import Engine
+    from ..system.process import Log
 
     cache = cache_dir(args)
     plan = plan_matrix(args.matrix, cache, say_to(console, "yellow"), args.offline, args.locked,

@@ -10,8 +10,8 @@ from typing import Any
 from rich.console import Console
 
 from .. import defaults
-from ..credentials import refuse_credentials
 from ..errors import ConfigError
+from ..trust.credentials import refuse_credentials
 from .common import path_argument, say_to
 
 __all__ = ["add", "run"]

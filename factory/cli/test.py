@@ -11,7 +11,7 @@ from rich.console import Console
 
 from .. import defaults
 from ..config.model import RUNNERS
-from ..layout import refuse_links
+from ..outputs.layout import refuse_links
 from .common import (
     cache_dir,
     matrix_options,
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..cells.run import test_cells
     from ..index.records import load_manifest
     from ..index.update import update_index
-    from ..layout import Layout
+    from ..outputs.layout import Layout
     from ..plan.load import plan_matrix
 
     out = writable_folder(args.out, "--out", must_exist=True)

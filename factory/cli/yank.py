@@ -9,7 +9,7 @@ from rich.console import Console
 
 from .. import defaults
 from ..errors import ConfigError
-from ..layout import Layout
+from ..outputs.layout import Layout
 from .common import path_argument, writable_folder
 
 __all__ = ["add", "run"]

@@ -31,7 +31,7 @@ from ..plan.cells import CUDA_SUFFIXES, CXX_SUFFIXES, Cell, Unit
 from ..policy import nvcc_flags
 from ..policy.capabilities import Capability
 from ..toolchain import Toolchain
-from ..versions import Version
+from ..values.versions import Version
 from .deps import dependency_includes, torch_includes
 
 __all__ = ["CompileJob", "compile_jobs", "compression_flags", "gencode_flags",

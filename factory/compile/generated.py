@@ -7,7 +7,7 @@ registers, whatever stale copy the repo committed.
 
 from __future__ import annotations
 
-from ..versions import Version
+from ..values.versions import Version
 
 __all__ = ["REGISTRATION_HEADER", "import_guard", "noarch_ops_module", "ops_module"]
 

@@ -55,14 +55,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import defaults
-from ..cache import exclusive
-from ..files import (
+from ..outputs.files import (
     copy_atomic,
     file_sha256,
     read_small_json,
     remove_abandoned_temporaries,
     write_atomic,
 )
+from ..system.cache import exclusive
 
 __all__ = ["DOCKER_PARTS", "ObjectCache", "ObjectStore", "evict", "merge_all",
            "compilers_identity", "names_namespace", "read_depfile", "store_parts", "unit_identity"]

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError
-from ..process import Log, log_result, not_found
+from ..system.process import Log, log_result, not_found
 
 __all__ = ["Budget", "CompilePool", "Finished", "Grant", "Stopped", "TimeLimitReached",
            "grace_for", "machine_budget"]

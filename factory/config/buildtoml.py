@@ -18,8 +18,8 @@ from typing import Any
 from ..errors import ConfigError
 from ..policy import dependency_releases
 from ..policy.capabilities import Capability, known_sms_text
-from ..safety import leaves_root
-from ..versions import Version, parse_release
+from ..trust.safety import leaves_root
+from ..values.versions import Version, parse_release
 from .flags import compiler_flags
 from .flake import check_inputs
 from .nodes import Node, load_toml

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import cast
 
 from ..errors import ConfigError
-from ..files import write_atomic
+from ..outputs.files import write_atomic
 from .model import SOURCE_KINDS, KernelEntry, SourceKind, SourceRequest
 from .nodes import Node, load_toml
 

@@ -13,7 +13,6 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion
 
 from .. import defaults
-from ..credentials import refuse_credentials
 from ..errors import ConfigError
 from ..policy import (
     CudaPolicy,
@@ -26,9 +25,10 @@ from ..policy import (
     torch_releases,
 )
 from ..policy.capabilities import Capability, check_supported
-from ..safety import leaves_root
-from ..units import parse_duration
-from ..versions import Version, major_minor, parse_release
+from ..trust.credentials import refuse_credentials
+from ..trust.safety import leaves_root
+from ..values.units import parse_duration
+from ..values.versions import Version, major_minor, parse_release
 from .model import (
     ALL_TESTS,
     COMPRESS_MODES,

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from .. import defaults
-from ..units import human_size, parse_size
-from ..versions import Version
+from ..values.units import human_size, parse_size
+from ..values.versions import Version
 from .spec import ProjectKind
 from .torches import InstalledTorch
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..policy.capabilities import Capability
-from ..versions import Version
+from ..values.versions import Version
 
 __all__ = ["BACKENDS", "BACKEND_PYTHON_DEPENDS", "GENERAL_PYTHON_DEPENDS", "PROJECT_KINDS",
            "Framework", "KernelSection", "KernelSpec", "NoarchSection", "ProjectKind",

@@ -17,7 +17,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..versions import Version, major_minor
+from ..values.versions import Version, major_minor
 
 __all__ = ["InstalledTorch", "build_tag", "is_release_build"]
 

@@ -27,8 +27,8 @@ from packaging.utils import canonicalize_name
 
 from .. import defaults
 from ..errors import ConfigError, IndexConflict, SourceError
-from ..files import copy_atomic, file_sha256
-from ..layout import Layout, refuse_links
+from ..outputs.files import copy_atomic, file_sha256
+from ..outputs.layout import Layout, refuse_links
 from .records import CellOutcome, Manifest, load_manifest
 from .remote import ListedFile, SimpleIndex, TooLarge, stream_sha256
 from .update import IndexSummary, update_index

@@ -22,10 +22,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 
 from ..config.torches import is_release_build
-from ..credentials import redact
 from ..errors import IndexConflict, WheelReadError
-from ..files import write_atomic
-from ..layout import Layout
+from ..outputs.files import write_atomic
+from ..outputs.layout import Layout
+from ..trust.credentials import redact
 from ..wheel.read import WheelFile, read_wheel, torch_requirement
 
 if TYPE_CHECKING:  # the build's results, described here only as types

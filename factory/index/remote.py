@@ -20,7 +20,7 @@ from urllib.parse import urljoin, urlsplit
 
 from .. import defaults
 from ..errors import FactoryError
-from ..units import human_size
+from ..values.units import human_size
 
 if TYPE_CHECKING:  # imported where used: a merge of folders needs neither (nor pydantic)
     import requests

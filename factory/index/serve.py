@@ -26,10 +26,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .. import defaults
-from ..credentials import redact
-from ..files import content_type
-from ..layout import PRIVATE_FOLDERS
-from ..safety import served_parts
+from ..outputs.files import content_type
+from ..outputs.layout import PRIVATE_FOLDERS
+from ..trust.credentials import redact
+from ..trust.safety import served_parts
 from .pages import HTML_CONTENT_TYPE, JSON_CONTENT_TYPE
 
 __all__ = ["IndexHandler", "IndexServer", "make_server", "negotiate"]

@@ -30,10 +30,10 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ..cache import exclusive
 from ..errors import ConfigError, WheelReadError
-from ..files import file_sha256, remove_abandoned_temporaries, write_atomic
-from ..layout import Layout, refuse_links
+from ..outputs.files import file_sha256, remove_abandoned_temporaries, write_atomic
+from ..outputs.layout import Layout, refuse_links
+from ..system.cache import exclusive
 from ..wheel.read import WheelFile
 from .browse import ASSETS, asset, browse_index, browse_project
 from .pages import project_html, project_json, root_html, root_json

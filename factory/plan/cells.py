@@ -38,7 +38,7 @@ from ..policy.capabilities import (
 )
 from ..sources.depends import Dependency
 from ..sources.tree import SourceTree
-from ..versions import Version, compact, major_minor
+from ..values.versions import Version, compact, major_minor
 from . import symbols
 from .labels import check_label, matrix_labels, render_label
 

@@ -20,7 +20,7 @@ from ..config.torches import InstalledTorch
 from ..errors import ConfigError
 from ..sources.depends import Dependency
 from ..sources.tree import SourceTree
-from ..versions import Version, parse_release
+from ..values.versions import Version, parse_release
 from .cells import Cell, make_cell, noarch_cell, skip_reason
 
 __all__ = ["cell_from_record", "cell_record", "recorded_spec"]

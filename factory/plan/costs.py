@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import defaults
-from ..cache import exclusive
-from ..files import read_small_json, write_atomic
+from ..outputs.files import read_small_json, write_atomic
+from ..system.cache import exclusive
 from .cells import Cell, Unit
 
 __all__ = ["COSTS_FOLDER", "CostBook", "UnitCost", "cell_seconds", "cost_key", "estimated_seconds",

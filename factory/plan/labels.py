@@ -7,7 +7,7 @@ import re
 
 from ..config.model import Matrix, TorchEntry
 from ..errors import ConfigError
-from ..versions import Version, compact, major_minor
+from ..values.versions import Version, compact, major_minor
 
 __all__ = ["check_label", "matrix_labels", "render_label", "torch_label"]
 

@@ -24,9 +24,9 @@ from packaging.version import InvalidVersion
 from ..config.model import Matrix, TorchEntry
 from ..config.torches import InstalledTorch
 from ..errors import BuildError, ConfigError
-from ..process import bounded_run
 from ..system.engine import Engine
-from ..versions import Version, major_minor
+from ..system.process import bounded_run
+from ..values.versions import Version, major_minor
 
 __all__ = ["PROBE", "ProbeError", "probe_image", "probe_interpreter", "read_torches"]
 

@@ -10,7 +10,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from ..versions import Version, major_minor, parse_release
+from ..values.versions import Version, major_minor, parse_release
 
 __all__ = ["CudaPolicy", "DependencyRelease", "TorchRelease", "cuda_policies", "cuda_policy",
            "cuda_releases", "dependency_release", "dependency_releases", "known_sms",

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal, cast
 
-from ..versions import Version, compact
+from ..values.versions import Version, compact
 from . import CudaPolicy, known_sms
 
 __all__ = ["Capability", "Variant", "check_supported", "known_sms_text", "loose_intersection",

@@ -28,7 +28,7 @@ from installer.destinations import SchemeDictionaryDestination
 from installer.sources import WheelFile as InstallerWheel
 
 from ..errors import BuildError
-from ..process import Log, OutputOverflow, bounded_run
+from ..system.process import Log, OutputOverflow, bounded_run
 from ..toolchain import CommandPrefix
 from ..wheel.elf import demangle_text
 

@@ -26,10 +26,10 @@ from packaging.utils import canonicalize_name
 
 from ..config.model import ALL_TESTS, TestSelection
 from ..errors import BuildError
-from ..files import read_small_json
-from ..process import Log, foreign_environment, run, streamed_run
+from ..outputs.files import read_small_json
+from ..system.process import Log, foreign_environment, run, streamed_run
+from ..system.uv import uv_bin, uv_env
 from ..toolchain.torch import TorchEnv, env_beside_torch
-from ..uv import uv_bin, uv_env
 from ..wheel.read import read_wheel
 
 __all__ = ["TEST_TOOLS", "TestReport", "run_tests", "test_requirements"]

@@ -30,10 +30,10 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from .. import defaults
 from ..errors import ConfigError, PublishError
-from ..files import file_sha256
 from ..index.records import load_manifest
 from ..index.remote import ListedFile, SimpleIndex, TooLarge, stream_sha256
-from ..layout import Layout
+from ..outputs.files import file_sha256
+from ..outputs.layout import Layout
 
 __all__ = ["RegistryReport", "index_url_for", "publish_to_registry"]
 

@@ -29,9 +29,9 @@ from typing import Any
 
 from .. import defaults
 from ..errors import ConfigError, PublishError
-from ..files import content_type, copy_atomic, file_sha256, remove_abandoned_temporaries
 from ..hub import hub_errors, parse_hf_target
-from ..layout import PRIVATE_FOLDERS, refuse_links
+from ..outputs.files import content_type, copy_atomic, file_sha256, remove_abandoned_temporaries
+from ..outputs.layout import PRIVATE_FOLDERS, refuse_links
 
 __all__ = ["StaticReport", "publish_static", "static_tree"]
 

@@ -34,10 +34,10 @@ from typing import Any
 from .. import defaults
 from ..config.model import DependencyEntry
 from ..errors import ConfigError, SourceError, SourceRefused
-from ..files import file_sha256
+from ..outputs.files import file_sha256
 from ..policy import DependencyRelease, dependency_release
-from ..process import first_error
-from ..uv import uv_bin, uv_env
+from ..system.process import first_error
+from ..system.uv import uv_bin, uv_env
 from .git import COMMIT_ID, GitFetcher
 from .store import TreeStore
 from .tree import scan_tree, source_files

@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cache import exclusive
 from ..errors import SourceError, SourceRefused
-from ..files import write_atomic
-from ..safety import link_target_inside, unsafe_name
+from ..outputs.files import write_atomic
+from ..system.cache import exclusive
+from ..trust.safety import link_target_inside, unsafe_name
 from .store import TreeStore
 
 __all__ = ["COMMIT_ID", "GitFetcher"]

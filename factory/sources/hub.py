@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SourceError, SourceRefused
-from ..files import write_atomic
 from ..hub import hub_errors
-from ..safety import is_inside, unsafe_name
+from ..outputs.files import write_atomic
+from ..trust.safety import is_inside, unsafe_name
 from .store import TreeStore
 
 __all__ = ["HubFetcher"]

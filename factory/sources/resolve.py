@@ -20,7 +20,7 @@ from ..config import lockfile
 from ..config.model import KernelEntry, Matrix, SourceRequest
 from ..config.project import project_kind, static_version
 from ..errors import ConfigError, SourceError, SourceRefused
-from ..files import ZIP_EPOCH
+from ..outputs.files import ZIP_EPOCH
 from .git import COMMIT_ID, GitFetcher
 from .hub import HubFetcher
 from .tree import GitState, SourceTree, resolve_path_source, scan_tree

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..files import write_atomic
+from ..outputs.files import write_atomic
 
 __all__ = ["TreeStore"]
 

@@ -18,8 +18,8 @@ from typing import Any, cast
 
 from ..config.model import SourceKind
 from ..errors import ConfigError
-from ..files import ZIP_EPOCH
-from ..safety import check_entry, unsafe_name
+from ..outputs.files import ZIP_EPOCH
+from ..trust.safety import check_entry, unsafe_name
 
 __all__ = ["IGNORED_DIRS", "GitState", "SourceTree", "resolve_path_source",
            "scan_tree", "source_files", "tree_digest"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..errors import BuildError
 from ..policy import cuda_policy, torch_release, torch_releases
 from ..sources.depends import Dependency
-from ..versions import Version
+from ..values.versions import Version
 from .cuda import CudaToolkit
 from .torch import TorchEnv
 

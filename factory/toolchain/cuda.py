@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..cache import exclusive
 from ..config.torches import InstalledTorch
 from ..errors import BuildError
 from ..policy import cuda_policy
-from ..process import Log, run
-from ..uv import uv_bin, uv_env
-from ..versions import Version, major_minor, parse_release
+from ..system.cache import exclusive
+from ..system.process import Log, run
+from ..system.uv import uv_bin, uv_env
+from ..values.versions import Version, major_minor, parse_release
 
 __all__ = ["PYPI_TOOLKIT", "CudaToolkit", "image_toolkit", "locate_cuda", "nvcc_seeds",
            "nvcc_version", "provide_cuda"]

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 from ..errors import BuildError
-from ..process import Log
-from ..uv import uv_bin, uv_env
-from ..versions import Version
+from ..system.process import Log
+from ..system.uv import uv_bin, uv_env
+from ..values.versions import Version
 
 __all__ = ["MANYLINUX_PYTHONS", "find_python", "manylinux_python"]
 

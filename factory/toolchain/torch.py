@@ -18,13 +18,13 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ..cache import exclusive
 from ..config.torches import InstalledTorch
 from ..errors import BuildError
 from ..plan.probe import ProbeError, probe_interpreter
-from ..process import Log, first_output_line, run
-from ..uv import uv_bin, uv_env
-from ..versions import Version, compact, major_minor, parse_release
+from ..system.cache import exclusive
+from ..system.process import Log, first_output_line, run
+from ..system.uv import uv_bin, uv_env
+from ..values.versions import Version, compact, major_minor, parse_release
 
 __all__ = ["TorchEnv", "env_beside_torch", "env_key", "installed_env", "provide_torch",
            "torch_requirement"]

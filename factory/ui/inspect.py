@@ -14,10 +14,10 @@ from rich.table import Table
 
 from ..errors import FactoryError
 from ..index.records import load_manifest
-from ..layout import Layout
-from ..process import Log
+from ..outputs.layout import Layout
 from ..prove.load import OpReport, importable_modules, load_problems, load_wheel
-from ..units import human_size
+from ..system.process import Log
+from ..values.units import human_size
 from ..wheel.expect import recorded_expectation
 from ..wheel.fatbin import describe_code_size
 from ..wheel.gates import check_wheel

@@ -22,7 +22,7 @@ from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from .. import __version__
-from ..files import ZIP_EPOCH
+from ..outputs.files import ZIP_EPOCH
 
 __all__ = ["CoreMetadata", "GivenMetadata", "compressed_tag", "dist_info_name", "relabelled",
            "wheel_filename", "wheel_name", "write_wheel"]

@@ -21,7 +21,7 @@ from typing import Literal, TypeVar
 from elftools.elf.elffile import ELFFile
 
 from ..errors import FatbinError
-from ..units import human_size
+from ..values.units import human_size
 
 __all__ = ["CodeSize", "FatbinEntry", "describe_code_size", "fatbin_entries", "fatbin_sizes",
            "parse_fatbin", "summed"]

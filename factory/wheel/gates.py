@@ -26,7 +26,7 @@ from pathlib import PurePosixPath
 from packaging.utils import canonicalize_name
 
 from ..config.model import SizeLimit
-from ..units import human_size
+from ..values.units import human_size
 from .inspect import WheelReport
 from .manylinux import GLIBC_LOADERS, system_libraries, tag_glibc
 from .repair import PROVIDED_BY_TORCH

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..errors import BuildError
-from ..process import Log, run
+from ..system.process import Log, run
 
 __all__ = ["PROVIDED_BY_TORCH", "repair"]
 

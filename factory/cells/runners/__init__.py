@@ -13,10 +13,10 @@ from typing import Any, Protocol
 from ...config.model import RunnerChoice
 from ...errors import ConfigError
 from ...plan.cells import Cell, Plan
-from ...process import Log
 from ...prove.load import LoadReport
 from ...prove.tests import TestReport
 from ...system.engine import Engine
+from ...system.process import Log
 from ..job import Built, Compiling
 from ..options import BuildOptions
 from .docker.image import builder_image

@@ -10,15 +10,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ...cache import exclusive
 from ...errors import BuildError
 from ...plan.cells import Cell
-from ...process import Log, first_output_line
 from ...prove.load import LoadReport, load_wheel
 from ...prove.tests import TestReport, run_tests
+from ...system.cache import exclusive
+from ...system.process import Log, first_output_line
 from ...toolchain import host_compiler
 from ...toolchain.cuda import locate_cuda
-from ...versions import Version
+from ...values.versions import Version
 from ..builders import build_cell
 from ..job import Built, Compiling, cell_torch
 from ..options import BuildOptions

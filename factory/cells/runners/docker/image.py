@@ -26,7 +26,7 @@ from packaging.requirements import Requirement
 from .... import __version__, defaults
 from ....policy import cuda_policy
 from ....toolchain.cuda import PYPI_TOOLKIT
-from ....versions import Version, major_minor
+from ....values.versions import Version, major_minor
 
 __all__ = ["PACKAGE", "BuilderImage", "build_context", "builder_image", "context_digest",
            "requirements", "slug"]

@@ -31,13 +31,13 @@ from ....config.model import TestSelection
 from ....errors import BuildError, FactoryError
 from ....plan.codec import cell_from_record, recorded_spec
 from ....plan.costs import UnitCost
-from ....process import Log
 from ....prove.load import load_wheel
 from ....prove.tests import run_tests
 from ....sources.depends import Dependency
 from ....sources.tree import SourceTree
+from ....system.process import Log
 from ....toolchain.torch import provide_torch
-from ....versions import parse_release
+from ....values.versions import parse_release
 from ...builders import build_cell
 from ...job import Compiling
 from ...options import BuildOptions

@@ -28,20 +28,20 @@ from types import TracebackType
 from typing import Any
 
 from .... import defaults
-from ....cache import exclusive
 from ....compile.objects import DOCKER_PARTS, ObjectStore
 from ....errors import BuildError
 from ....plan.cells import Cell
 from ....plan.codec import cell_record
 from ....plan.costs import UnitCost
-from ....process import Log, first_error
 from ....prove.load import LoadReport, load_wheel
 from ....prove.tests import TestReport
 from ....sources.tree import source_files
+from ....system.cache import exclusive
 from ....system.engine import Engine, source_archive
+from ....system.process import Log, first_error
 from ....toolchain import CommandPrefix
 from ....toolchain.python import manylinux_python
-from ....versions import major_minor
+from ....values.versions import major_minor
 from ...builders import build_cell
 from ...job import Built, Compiling, Container
 from ...options import BuildOptions

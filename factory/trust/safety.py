@@ -13,7 +13,7 @@ import posixpath
 import stat
 from pathlib import Path, PurePosixPath
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = [
     "check_entry",

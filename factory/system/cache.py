@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import defaults
+from .. import defaults
 
 __all__ = ["default_cache_dir", "exclusive"]
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TextIO
 
-from . import defaults
-from .credentials import passed_environment, redact
-from .errors import BuildError, CommandFailed
+from .. import defaults
+from ..errors import BuildError, CommandFailed
+from ..trust.credentials import passed_environment, redact
 
 __all__ = ["Log", "OutputOverflow", "bounded_run", "first_error", "first_output_line",
            "foreign_environment", "log_result", "not_found", "run", "streamed_run"]

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["MASK", "SAFE_KEYS", "credential_in", "mask_url", "passed_environment", "redact",
            "refuse_credentials", "secret_values"]
