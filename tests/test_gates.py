@@ -26,6 +26,7 @@ from factory.wheel.assemble import CoreMetadata, write_wheel
 from factory.wheel.fatbin import fatbin_sizes
 from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import inspect_wheel
+from factory.wheel.provenance import BuildFacts, KernelFacts, Provenance, SourceFacts
 from factory.wheel.repair import repair
 
 from .conftest import listed_by_cuobjdump, run_factory
@@ -285,8 +286,11 @@ def test_an_object_with_its_own_copy_of_libstdcxx_is_caught(builder):
         "statically, e.g. by a compiler wrapper's -static-libstdc++): a C++ exception torch "
         "throws through it crashes the process; link libstdc++.so.6 as torch does"]
     # with the provenance's toolchain, the gate names the compiler that linked it
-    named = replace(report, wheel=replace(report.wheel, provenance={"toolchain": {
-        "cxx": "/opt/wrap/c++ 13.2.0", "cxx_from": "$CXX"}}))
+    record = Provenance("0.1.0", KernelFacts("gatecheck", "1.0.0", "_gatecheck", "0" * 64),
+                        SourceFacts("path", "/src/gatecheck", "0" * 64), {"id": "cu130"},
+                        {"cxx": "/opt/wrap/c++ 13.2.0", "cxx_from": "$CXX"},
+                        BuildFacts("/tmp/kernel-wheel-factory/build", 0, "1970-01-01T00:00:00Z"))
+    named = replace(report, wheel=replace(report.wheel, provenance=record.to_json()))
     (problem,) = check_wheel(named, EXPECT)
     assert problem.endswith("link libstdc++.so.6 as torch does (it was linked by /opt/wrap/c++ "
                             "13.2.0 from $CXX; set CXX to a compiler that links "

@@ -249,7 +249,7 @@ def _issue(job: Job, toolchain: Toolchain, repaired: Path) -> Path:
         raise BuildError(f"the project's build named its wheel '{metadata.name}', the project "
                          f"is '{cell.spec.name}'")
     extra[PROVENANCE_FILE] = provenance_file(cell, job.options, build_facts(toolchain, work),
-                                             content, {"gpu_code_found": _gpu_code(content)})
+                                             content, _gpu_code(content))
     return write_wheel(content, work / "dist", metadata, compressed_tag(repaired.name),
                        purelib=False, epoch=job.options.epoch(cell), extra_dist_info=extra)
 

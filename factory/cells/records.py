@@ -17,6 +17,7 @@ import json
 import platform
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -27,45 +28,29 @@ from ..plan.cells import Cell
 from ..plan.codec import cell_record
 from ..system.process import first_output_line
 from ..wheel.fatbin import fatbin_sizes, summed
+from ..wheel.provenance import BuildFacts, GitFacts, KernelFacts, Provenance, SourceFacts
 from .options import BuildOptions
 
-__all__ = ["SCHEMA", "gpu_code_sizes", "kernel_metadata", "provenance_file", "provenance_record",
+__all__ = ["gpu_code_sizes", "kernel_metadata", "provenance_file", "provenance_record",
            "toolchain_facts"]
 
-SCHEMA = "kernel-wheel-factory/provenance/1"
-
-
 def provenance_record(cell: Cell, options: BuildOptions,
-                      toolchain: dict[str, str]) -> dict[str, Any]:
+                      toolchain: dict[str, str]) -> Provenance:
     epoch = options.epoch(cell)
     source = cell.source
-    record: dict[str, Any] = {
-        "schema": SCHEMA,
-        "factory": __version__,
-        "kernel": {
-            "name": cell.spec.name, "version": cell.version, "ops_namespace": cell.ops_namespace,
-            "build_toml_sha256": file_sha256(cell.spec.build_toml),
-        },
-        "source": {
-            "kind": source.kind, "location": source.location, "tree_sha256": source.digest,
-            "git": {"commit": source.git.commit, "dirty": source.git.dirty} if source.git else None,
-        },
-        "cell": _without_values(cell_record(cell)),
-        "toolchain": toolchain,
-        "build": {
-            "root": str(options.build_root), "source_date_epoch": epoch,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)),
-        },
-    }
-    if cell.spec.is_pep517:
-        record["kernel"]["project_file"] = cell.spec.build_toml.name
-    if source.kind != "path":
-        record["source"] |= {"revision": source.requested, "subdir": source.subdir}
-    if options.builder is not None:
-        record["build"]["builder"] = options.builder
-    if options.index_url is not None:
-        record["build"]["index_url"] = options.index_url
-    return record
+    fetched = source.kind != "path"
+    return Provenance(
+        __version__,
+        KernelFacts(cell.spec.name, cell.version, cell.ops_namespace,
+                    file_sha256(cell.spec.build_toml),
+                    cell.spec.build_toml.name if cell.spec.is_pep517 else None),
+        SourceFacts(source.kind, source.location, source.digest,
+                    GitFacts(source.git.commit, source.git.dirty) if source.git else None,
+                    source.requested if fetched else None, source.subdir if fetched else None),
+        _without_values(cell_record(cell)), toolchain,
+        BuildFacts(str(options.build_root), epoch,
+                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)),
+                   options.builder, options.index_url))
 
 
 def _without_values(record: dict[str, Any]) -> dict[str, Any]:
@@ -80,15 +65,16 @@ def _without_values(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def provenance_file(cell: Cell, options: BuildOptions, toolchain: dict[str, str],
-                    content: Path, extra: dict[str, Any] | None = None) -> bytes:
-    """provenance.json's bytes: the cell's record, with `extra` fields added, and the bytes of
-    each kind of GPU code the shared objects under `content` (the wheel's files) carry. A
-    cell of a record made before compression was a setting (and sizes were recorded) is
-    rebuilt without them, so that `factory verify` gives its bytes again."""
-    record = provenance_record(cell, options, toolchain) | (extra or {})
-    if cell.compress is not None:
-        record["gpu_code_sizes"] = gpu_code_sizes(content)
-    return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+                    content: Path, gpu_code_found: dict[str, list[str]] | None = None) -> bytes:
+    """provenance.json's bytes: the cell's record, with the GPU code a project that chose its
+    own archs was found to hold, and the bytes of each kind of GPU code the shared objects under
+    `content` (the wheel's files) carry. A cell of a record made before compression was a
+    setting (and sizes were recorded) is rebuilt without them, so that `factory verify` gives
+    its bytes again."""
+    record = replace(provenance_record(cell, options, toolchain),
+                     gpu_code_sizes=gpu_code_sizes(content) if cell.compress is not None
+                     else None, gpu_code_found=gpu_code_found)
+    return (json.dumps(record.to_json(), indent=2, sort_keys=True) + "\n").encode()
 
 
 def gpu_code_sizes(content: Path) -> dict[str, list[int]]:

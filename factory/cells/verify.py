@@ -24,6 +24,7 @@ from ..sources.depends import DependencyFetcher
 from ..sources.resolve import Sources
 from ..sources.tree import GitState, SourceTree, resolve_path_source
 from ..system.process import Log
+from ..wheel.provenance import Provenance, ProvenanceError
 from ..wheel.read import WheelFile, read_wheel
 from .builders import build_cell
 from .job import Compiling
@@ -74,28 +75,31 @@ def _with_env_values(cell: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
 def verify_wheel(wheel: Path, source: Path | None, cache: Path,
                  build_root: Path | None) -> Verdict:
     report = read_wheel(wheel)
-    record = report.provenance
-    if not record or "cell" not in record or "source" not in record:
+    if not report.provenance:
         raise ConfigError("has no provenance record (.dist-info/provenance.json): it was not "
                           "built by kernel-wheel-factory, so there is nothing to rebuild from",
                           file=wheel)
+    try:
+        record = Provenance.from_json(report.provenance)
+    except ProvenanceError as exc:
+        raise ConfigError(f"has a provenance record that cannot be rebuilt from: {exc}",
+                          file=wheel) from None
     tree = _source_tree(record, source, wheel, cache)
-    recorded_tree = record["source"]["tree_sha256"]
+    recorded_tree = record.source.tree_sha256
     if tree.digest != recorded_tree:
         return Verdict(wheel, None, report.sha256, None,
                        f"the source at {tree.root} is not the one the wheel was built from "
                        f"(its tree is {tree.digest[:12]}, the record's {recorded_tree[:12]})")
-    version = record["kernel"]["version"]
+    version = record.kernel.version
     fetcher = DependencyFetcher(cache)
-    cell_fields, missing = _with_env_values(record["cell"])
+    cell_fields, missing = _with_env_values(dict(record.cell))
     if missing:
         return Verdict(wheel, None, report.sha256, None, missing)
     cell = cell_from_record(cell_fields, recorded_spec(cell_fields, tree.root), tree,
                             version, wheel,
                             dependency=lambda item: fetcher.again(item, Path.cwd()))
-    options = BuildOptions(usable_build_root(build_root or Path(record["build"]["root"])),
-                           int(record["build"]["source_date_epoch"]),
-                           index_url=record["build"].get("index_url"))
+    options = BuildOptions(usable_build_root(build_root or Path(record.build.root)),
+                           record.build.source_date_epoch, index_url=record.build.index_url)
     work = cache / "verify" / cell.key
     if work.exists():
         shutil.rmtree(work)
@@ -111,39 +115,36 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
     actual = read_wheel(rebuilt)
     return Verdict(wheel, rebuilt, report.sha256, actual.sha256, None,
                    _differing_files(wheel, rebuilt) if actual.sha256 != report.sha256 else (),
-                   _differing_tools(report, actual), log_path, record["build"].get("builder"))
+                   _differing_tools(report, actual), log_path, record.build.builder)
 
 
-def _source_tree(record: dict[str, Any], source: Path | None, wheel: Path,
+def _source_tree(record: Provenance, source: Path | None, wheel: Path,
                  cache: Path) -> SourceTree:
     """The recorded source: fetched again by its commit (git, Hub), or found at --source or
     its recorded folder."""
-    recorded = record["source"]
-    kind = recorded.get("kind")
-    git = recorded.get("git")
-    if kind not in ("path", "git", "hub"):
-        raise ConfigError(f"the wheel records a source of unknown kind {kind!r}", file=wheel)
+    recorded = record.source
+    kind, git = recorded.kind, recorded.git
     if source is None and kind != "path":
-        location = recorded["location"]
+        if git is None:
+            raise ConfigError(f"the wheel records a {kind} source without its commit", file=wheel)
+        location = recorded.location
         folder = Path(location).resolve() if kind == "git" and Path(location).is_dir() else None
-        request = SourceRequest(kind, location, recorded.get("revision"), recorded.get("subdir"),
-                                folder)
-        entry = KernelEntry(request, record["kernel"]["version"], None)
-        return Sources(cache).resolve(entry, wheel, pin=git["commit"],
-                                      version=record["kernel"]["version"]).tree
-    root = (source or Path(recorded["location"])).resolve()
-    if project_kind(root, "pep517" if record["cell"].get("project") == "pep517"
+        request = SourceRequest(kind, location, recorded.revision, recorded.subdir, folder)
+        entry = KernelEntry(request, record.kernel.version, None)
+        return Sources(cache).resolve(entry, wheel, pin=git.commit,
+                                      version=record.kernel.version).tree
+    root = (source or Path(recorded.location)).resolve()
+    if project_kind(root, "pep517" if record.cell.get("project") == "pep517"
                     else "kernel-builder") is None:
-        raise ConfigError(f"the wheel's source '{recorded['location']}' is not at {root}; pass "
+        raise ConfigError(f"the wheel's source '{recorded.location}' is not at {root}; pass "
                           "--source DIR", file=wheel, key="--source")
     found = resolve_path_source(root)
     # Where the source was and its git state are taken from the record: once the tree digest
     # matches, they are true of this copy too, and the rebuilt record must say the same.
-    state = GitState(git["commit"], git["dirty"], int(record["build"]["source_date_epoch"])) \
-        if git else None
-    revision = found.revision if kind == "path" else git["commit"]
-    return SourceTree(found.root, revision, kind, recorded["location"], found.newest_mtime, state,
-                      found.digest, recorded.get("subdir"), recorded.get("revision"))
+    state = GitState(git.commit, git.dirty, record.build.source_date_epoch) if git else None
+    revision = found.revision if kind == "path" or git is None else git.commit
+    return SourceTree(found.root, revision, kind, recorded.location, found.newest_mtime, state,
+                      found.digest, recorded.subdir, recorded.revision)
 
 
 def _differing_files(first: Path, second: Path) -> tuple[str, ...]:
@@ -158,7 +159,7 @@ def _differing_files(first: Path, second: Path) -> tuple[str, ...]:
 
 
 def _differing_tools(recorded: WheelFile, rebuilt: WheelFile) -> tuple[str, ...]:
-    old = (recorded.provenance or {}).get("toolchain", {})
-    new = (rebuilt.provenance or {}).get("toolchain", {})
+    old = recorded.record.toolchain if recorded.record else {}
+    new = rebuilt.record.toolchain if rebuilt.record else {}
     return tuple(f"{name}: {old.get(name)} then, {new.get(name)} now"
                  for name in sorted(old.keys() | new.keys()) if old.get(name) != new.get(name))

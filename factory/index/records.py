@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -26,6 +26,7 @@ from ..errors import IndexConflict, WheelReadError
 from ..outputs.files import write_atomic
 from ..outputs.layout import Layout
 from ..trust.credentials import redact
+from ..wheel.provenance import Provenance
 from ..wheel.read import WheelFile, read_wheel, torch_requirement
 
 if TYPE_CHECKING:  # the build's results, described here only as types
@@ -187,9 +188,9 @@ def file_record(wheel: WheelFile, mtime_ns: int) -> FileRecord:
         label=wheel.label, sha256=wheel.sha256, size=wheel.size, mtime_ns=mtime_ns,
         metadata_sha256=hashlib.sha256(wheel.metadata).hexdigest(),
         requires_python=headers.get("Requires-Python"),
-        upload_time=_upload_time(wheel.provenance or {}, mtime_ns / 1e9),
+        upload_time=_upload_time(wheel.record, mtime_ns / 1e9),
         torch=torch_requirement(wheel.requires),
-        summary={**_summary(wheel.provenance or {}), "installed_size": wheel.installed_size},
+        summary={**_summary(wheel.record), "installed_size": wheel.installed_size},
     )
 
 
@@ -238,15 +239,14 @@ def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome
     return outcomes
 
 
-def _upload_time(provenance: dict[str, Any], mtime: float) -> str:
+def _upload_time(record: Provenance | None, mtime: float) -> str:
     """The wheel's own time (its build record's source time), so that indexes made from the
     same wheels anywhere agree; the file's time for wheels without a record."""
-    epoch = provenance.get("build", {}).get("source_date_epoch")
-    seconds = int(epoch) if isinstance(epoch, int) else int(mtime)
+    seconds = record.build.source_date_epoch if record else int(mtime)
     return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(seconds))
 
 
-def _torch_shown(cell: dict[str, Any]) -> Any:
+def _torch_shown(cell: Mapping[str, Any]) -> Any:
     """The torch a cell record names: major.minor, or the whole version of a build that no
     index publishes (its wheels fit that build only)."""
     installed = cell.get("installed_torch")
@@ -260,30 +260,28 @@ def _torch_shown(cell: dict[str, Any]) -> Any:
     return cell.get("torch")
 
 
-def _gpu_code(provenance: dict[str, Any], cell: dict[str, Any]) -> Any:
+def _gpu_code(record: Provenance) -> Any:
     """The GPU code a wheel holds: what the cell planned, or, for a project that compiles with
     its own arch list, what its shared objects were found to carry."""
-    found = provenance.get("gpu_code_found")
-    if isinstance(found, dict):
-        return sorted({str(code) for codes in found.values() if isinstance(codes, list)
-                       for code in codes})
-    return cell.get("gpu_code", [])
+    if record.gpu_code_found is not None:
+        return sorted({code for codes in record.gpu_code_found.values() for code in codes})
+    return record.cell.get("gpu_code", [])
 
 
-def _summary(provenance: dict[str, Any]) -> dict[str, Any]:
-    cell = provenance.get("cell") or {}
-    if not cell:
+def _summary(record: Provenance | None) -> dict[str, Any]:
+    cell = record.cell if record else {}
+    if record is None or not cell:
         return {}
     return {
         "cell": cell.get("id"), "torch": _torch_shown(cell), "cuda": cell.get("cuda"),
-        "sms": cell.get("sms", []), "gpu_code": _gpu_code(provenance, cell),
+        "sms": cell.get("sms", []), "gpu_code": _gpu_code(record),
         "platform": cell.get("platform"),
-        "source": dict((provenance.get("source") or {}).items()),
-        "toolchain": provenance.get("toolchain", {}), "factory": provenance.get("factory"),
-        "build_time": (provenance.get("build") or {}).get("time"),
+        "source": record.source.to_json(),
+        "toolchain": dict(record.toolchain), "factory": record.factory,
+        "build_time": record.build.time,
         **({"stable_abi": cell["stable_abi"]} if cell.get("stable_abi") else {}),
-        **({"gpu_code_sizes": provenance["gpu_code_sizes"]}
-           if isinstance(provenance.get("gpu_code_sizes"), dict) else {}),
+        **({"gpu_code_sizes": dict(record.gpu_code_sizes)}
+           if record.gpu_code_sizes is not None else {}),
     }
 
 

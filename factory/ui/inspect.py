@@ -22,6 +22,7 @@ from ..wheel.expect import recorded_expectation
 from ..wheel.fatbin import describe_code_size
 from ..wheel.gates import check_wheel
 from ..wheel.inspect import REPORT_SCHEMA, WheelReport
+from ..wheel.provenance import Provenance
 
 __all__ = ["WheelOps", "print_report", "report_json", "wheel_ops"]
 
@@ -114,7 +115,7 @@ def print_report(report: WheelReport, console: Console,
                           so.abi3.describe() if so.abi3 else "not an extension")
         console.print(table)
 
-    _print_provenance(report.provenance, console)
+    _print_provenance(report.record, report.provenance, console)
     problems = check_wheel(report, recorded_expectation(report))
     if ops is not None:
         _print_ops(ops, console)
@@ -151,29 +152,27 @@ def _names_torch(requirement: str) -> bool:
         return False
 
 
-def _print_provenance(record: dict[str, Any] | None, console: Console) -> None:
-    if not record:
-        console.print("provenance: none recorded")
+def _print_provenance(record: Provenance | None, raw: dict[str, Any] | None,
+                      console: Console) -> None:
+    if record is None:
+        console.print("provenance: none recorded" if not raw else
+                      "provenance: a record that is not of kernel-wheel-factory's schema")
         return
-    source = record.get("source", {})
-    cell = record.get("cell", {})
-    tools = record.get("toolchain", {})
-    build = record.get("build", {})
-    git = source.get("git")
-    git_text = (f", git {git['commit'][:12]}{' with uncommitted changes' if git['dirty'] else ''}"
+    source, cell, build = record.source, record.cell, record.build
+    git = source.git
+    git_text = (f", git {git.commit[:12]}{' with uncommitted changes' if git.dirty else ''}"
                 if git else "")
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column(overflow="fold")
-    where = f"{source.get('kind')} {source.get('location')}"
-    if source.get("subdir"):
-        where += f" ({source['subdir']})"
-    if source.get("revision"):
-        where += f" @ {source['revision']}"
-    grid.add_row("source", f"{where} (tree {str(source.get('tree_sha256'))[:12]}{git_text})")
-    kernel = record.get("kernel", {})
-    grid.add_row(kernel.get("project_file", "build.toml"),
-                 f"sha256 {kernel.get('build_toml_sha256')}")
+    where = f"{source.kind} {source.location}"
+    if source.subdir:
+        where += f" ({source.subdir})"
+    if source.revision:
+        where += f" @ {source.revision}"
+    grid.add_row("source", f"{where} (tree {source.tree_sha256[:12]}{git_text})")
+    grid.add_row(record.kernel.project_file or "build.toml",
+                 f"sha256 {record.kernel.build_toml_sha256}")
     if cell.get("torch"):
         python = f", CPython {cell['python']}" if cell.get("python") else ""
         stable = (f" (stable ABI {cell['stable_abi']}: serves torch{cell.get('torch_pin')})"
@@ -184,16 +183,14 @@ def _print_provenance(record: dict[str, Any] | None, console: Console) -> None:
                              f"{python}")
     else:
         grid.add_row("cell", str(cell.get("id")))
-    found = record.get("gpu_code_found")
-    if isinstance(found, dict):
-        for path, codes in found.items():
-            grid.add_row("GPU code", f"{path}: {' '.join(map(str, codes))} (as the project "
-                                     "compiled it)")
-    grid.add_row("toolchain", ", ".join(f"{name} {value}" for name, value in tools.items()))
-    grid.add_row("factory", str(record.get("factory")))
-    where = f"in {build.get('root')}"
-    if build.get("builder"):
-        where += f" of a {build['builder']} container"
-    grid.add_row("built", f"{build.get('time')} (source time), {where}")
+    for path, codes in (record.gpu_code_found or {}).items():
+        grid.add_row("GPU code", f"{path}: {' '.join(codes)} (as the project compiled it)")
+    grid.add_row("toolchain", ", ".join(f"{name} {value}"
+                                        for name, value in record.toolchain.items()))
+    grid.add_row("factory", record.factory)
+    where = f"in {build.root}"
+    if build.builder:
+        where += f" of a {build.builder} container"
+    grid.add_row("built", f"{build.time} (source time), {where}")
     console.print("provenance:")
     console.print(grid)

@@ -10,15 +10,15 @@ __all__ = ["recorded_expectation"]
 
 
 def recorded_expectation(report: WheelReport) -> Expectation:
-    record = report.provenance or {}
-    cell = record.get("cell") if isinstance(record.get("cell"), dict) else {}
+    record = report.record
     arch = next((so.arch for so in report.shared_objects if so.arch), None)
-    if not cell:
+    if record is None or not record.cell:
         return Expectation(report.name, report.version, None, None, None, arch)
+    cell = record.cell
     torch = cell.get("torch")
     cuda = cell.get("cuda")
     return Expectation(
-        record.get("kernel", {}).get("name", report.name), report.version,
+        record.kernel.name, report.version,
         cell.get("torch_pin") or (f"=={torch}.*" if torch else "any"),
         int(str(cuda).split(".")[0]) if cuda else None,
         frozenset(cell.get("gpu_code", [])), cell.get("platform") if torch else None,

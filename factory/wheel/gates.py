@@ -155,12 +155,12 @@ def _is_torch_library(name: str) -> bool:
 
 def _linked_by(report: WheelReport) -> str:
     """Which compiler the provenance says linked the wheel, and how to choose another."""
-    toolchain = (report.provenance or {}).get("toolchain")
-    compiler = toolchain.get("cxx") if isinstance(toolchain, dict) else None
-    if not isinstance(compiler, str):
+    toolchain = report.record.toolchain if report.record else {}
+    compiler = toolchain.get("cxx")
+    if compiler is None:
         return ""
-    origin = toolchain.get("cxx_from") if isinstance(toolchain, dict) else None
-    chosen = f" from {origin}" if isinstance(origin, str) else ""
+    origin = toolchain.get("cxx_from")
+    chosen = f" from {origin}" if origin is not None else ""
     return (f" (it was linked by {compiler}{chosen}; set CXX to a compiler that links "
             "libstdc++.so.6, e.g. CXX=/usr/bin/g++)")
 

@@ -32,6 +32,7 @@ from ..errors import FatbinError, NotAnElfFile, WheelReadError
 from .elf import demangle, is_elf, read_linkage
 from .fatbin import CodeSize, fatbin_sizes, summed
 from .manylinux import ARCHITECTURES, judge_object
+from .provenance import Provenance
 from .read import (
     WheelFile,
     dist_info_folder,
@@ -155,6 +156,10 @@ class WheelReport:
     @property
     def provenance(self) -> dict[str, Any] | None:
         return self.wheel.provenance
+
+    @property
+    def record(self) -> Provenance | None:
+        return self.wheel.record
 
     @property
     def tags(self) -> tuple[str, ...]:

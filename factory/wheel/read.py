@@ -23,6 +23,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from ..errors import WheelReadError
+from .provenance import Provenance
 
 __all__ = ["PROVENANCE_FILE", "WheelFile", "read_wheel", "torch_requirement"]
 
@@ -47,6 +48,12 @@ class WheelFile:
     @cached_property
     def headers(self) -> Message | None:
         return BytesParser().parsebytes(self.metadata) if self.metadata is not None else None
+
+    @cached_property
+    def record(self) -> Provenance | None:
+        """The provenance record, read by its codec; None for a wheel without one, or with
+        one not of the factory's schema."""
+        return Provenance.read(self.provenance)
 
     @property
     def requires(self) -> tuple[str, ...]:
