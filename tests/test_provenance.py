@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import string
+import zipfile
 
 import pytest
 from hypothesis import given
@@ -19,6 +20,8 @@ from factory.wheel.provenance import (
     ProvenanceError,
     SourceFacts,
 )
+
+from .conftest import factory_main, snapshot
 
 WRITTEN = {  # a record as a git-sourced kernel-builder build wrote it
     "schema": SCHEMA,
@@ -109,3 +112,22 @@ def test_every_record_survives_its_json(record):
     data = json.loads(json.dumps(record.to_json(), sort_keys=True))
     assert Provenance.from_json(data) == record
     assert Provenance.from_json(data).to_json() == data
+
+
+def test_verify_refuses_a_damaged_record_in_one_line(tmp_path, capsys):
+    damaged = json.loads(json.dumps(WRITTEN))
+    damaged["build"]["source_date_epoch"] = "yesterday"
+    wheel = tmp_path / "img2gray-1.0.0+cu130torch211-cp39-abi3-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("img2gray/__init__.py", "")
+        info = "img2gray-1.0.0+cu130torch211.dist-info"
+        archive.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: img2gray\n"
+                                             "Version: 1.0.0+cu130torch211\n")
+        archive.writestr(f"{info}/provenance.json", json.dumps(damaged))
+    before = snapshot(tmp_path)
+    refused = factory_main("verify", wheel, "--cache-dir", tmp_path / "cache", capsys=capsys)
+    assert refused.exit == 2, refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        f"error: {wheel}: has a provenance record that cannot be rebuilt from: "
+        "build.source_date_epoch is not a whole number"]
+    assert snapshot(tmp_path) == before
