@@ -22,7 +22,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -31,7 +31,7 @@ from ..compile.objects import ObjectCache
 from ..compile.pool import Budget, CompilePool, grace_for, machine_budget
 from ..config.model import SizeLimit
 from ..errors import BuildError, FactoryError
-from ..outputs.files import file_sha256, process_alive, write_atomic
+from ..outputs.files import file_sha256, process_alive
 from ..outputs.layout import Layout, refuse_links
 from ..plan.cells import Cell, Plan, SkippedCell
 from ..plan.costs import COSTS_FOLDER, CostBook, UnitCost, known_costs, shard_of
@@ -43,6 +43,7 @@ from ..wheel.read import WheelFile
 from .checks import check_cell_wheel
 from .job import Built, Compiling, loadable
 from .runners import Runner
+from .state import CellState
 
 __all__ = ["CellResult", "CellStatus", "CellTests", "Reporter", "RunSettings", "cell_fingerprint",
            "run_build", "test_cells"]
@@ -187,9 +188,9 @@ def test_cells(plan: Plan, out: Path, runner: Runner,
     results = []
     for cell in plan.cells:
         log_path = layout.logs / f"{cell.key}.tests.log"
-        state = _recorded_state(layout, cell)
-        wheel = layout.files / str(state.get("wheel", ""))
-        if not state.get("wheel") or not wheel.is_file():
+        state = CellState.read(layout.state_file(cell.key))
+        wheel = layout.files / (state.wheel if state else "")
+        if state is None or not wheel.is_file():
             results.append(CellTests(cell.id, None, None, "no wheel of this cell is published "
                                      f"in {out}: build it first", log_path))
             continue
@@ -207,7 +208,7 @@ def test_cells(plan: Plan, out: Path, runner: Runner,
                 results.append(CellTests(cell.id, wheel.name, None, str(exc), log_path))
                 continue
             log.write(f"\n{report.describe()}")
-        _write_json(layout.state_file(cell.key), {**state, "tests": report.to_json()})
+        replace(state, tests=report).write(layout.state_file(cell.key))
         results.append(CellTests(cell.id, wheel.name, report, None, log_path))
     return results
 
@@ -228,17 +229,15 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
     environment = {**runner.facts(cell), "build_root": str(runner.options.build_root),
                    "index_url": runner.options.index_url}
     fingerprint = cell_fingerprint(cell, environment, runner.name)
-    recorded = _recorded_state(layout, cell)
+    recorded = CellState.read(layout.state_file(cell.key))
     shard = compiling.only is not None
-    unchanged = None if shard else _unchanged_wheel(layout, recorded, fingerprint)
-    if unchanged is not None:
-        reporter.update(cell.id, "unchanged", unchanged)
-        return CellResult(cell.id, "unchanged", 0.0, wheel=unchanged,
-                          log=layout.log_file(cell.key),
-                          loaded=LoadReport.from_json(recorded.get("loaded")),
-                          tested=TestReport.from_json(recorded.get("tests")),
-                          sizes=((layout.files / unchanged).stat().st_size,
-                                 _int_or_none(recorded.get("installed_size"))))
+    if not shard and recorded is not None and _unchanged(layout, recorded, fingerprint):
+        reporter.update(cell.id, "unchanged", recorded.wheel)
+        return CellResult(cell.id, "unchanged", 0.0, wheel=recorded.wheel,
+                          log=layout.log_file(cell.key), loaded=recorded.loaded,
+                          tested=recorded.tests,
+                          sizes=((layout.files / recorded.wheel).stat().st_size,
+                                 recorded.installed_size))
 
     started = time.monotonic()
     log_path = layout.log_file(cell.key)
@@ -272,8 +271,8 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                     reporter.update(cell.id, "building", "testing")
                     tested = _test_gate(cell, runner, built.wheel, settings.require_gpu, log)
                 wheel = _publish(built.wheel, report.sha256, layout.files, settings.force,
-                                 recorded.get("sha256")
-                                 if recorded.get("wheel") == built.wheel.name else None,
+                                 recorded.sha256 if recorded is not None
+                                 and recorded.wheel == built.wheel.name else None,
                                  settings.published.get(built.wheel.name))
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -295,12 +294,8 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
         seconds = time.monotonic() - started
         log.write(f"\nbuilt {wheel.name} in {seconds:.1f} s ({built.compiled} unit(s) "
                   f"compiled, {built.cached} from the object cache)")
-    _write_json(layout.state_file(cell.key), {
-        "fingerprint": fingerprint, "wheel": wheel.name, "sha256": report.sha256,
-        "loaded": loaded.to_json() if loaded else None,
-        "tests": tested.to_json() if tested else None,
-        "installed_size": report.wheel.installed_size,
-    })
+    CellState(fingerprint, wheel.name, report.sha256, loaded, tested,
+              report.wheel.installed_size).write(layout.state_file(cell.key))
     reporter.update(cell.id, "built", wheel.name)
     return CellResult(cell.id, "built", seconds, wheel=wheel.name, log=log_path,
                       published=report.wheel, units=units, loaded=loaded, tested=tested,
@@ -378,26 +373,12 @@ def cell_fingerprint(cell: Cell, environment: dict[str, Any], runner: str) -> st
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
 
-def _recorded_state(layout: Layout, cell: Cell) -> dict[str, Any]:
-    """What the last build of this cell into this folder recorded (empty when nothing)."""
-    try:
-        state = json.loads(layout.state_file(cell.key).read_text())
-    except (OSError, ValueError):
-        return {}
-    return state if isinstance(state, dict) else {}
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _unchanged_wheel(layout: Layout, state: dict[str, Any], fingerprint: str) -> str | None:
-    if state.get("fingerprint") != fingerprint:
-        return None
-    wheel = layout.files / str(state.get("wheel", ""))
-    if not wheel.is_file() or file_sha256(wheel) != state.get("sha256"):
-        return None
-    return wheel.name
+def _unchanged(layout: Layout, state: CellState, fingerprint: str) -> bool:
+    """Whether the wheel the cell's last build published stands as it was, built from the
+    same inputs."""
+    wheel = layout.files / state.wheel
+    return state.fingerprint == fingerprint and wheel.is_file() and \
+        file_sha256(wheel) == state.sha256
 
 
 def _publish(staged: Path, sha256: str, files: Path, force: bool,
@@ -430,7 +411,3 @@ def _publish(staged: Path, sha256: str, files: Path, force: bool,
                 "immutable: raise the kernel's version in the matrix (or pass --force)")
     os.replace(staged, target)
     return target
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    write_atomic(path, json.dumps(data, indent=1, sort_keys=True))

@@ -1,0 +1,65 @@
+"""A cell's state in the output folder (`.factory/cells/<cell>.json`): the wheel its last build
+published (name and sha256), the fingerprint of everything that build depended on, its size
+once installed, and what proving it showed (loading it, the kernel's tests). The next build of
+the same inputs keeps that wheel, and `factory test` adds its report. One codec for every
+writer and reader of run.py.
+
+Format 1; a state written before the format was named has the same fields. A state that is not
+one (damaged, or of another format) reads as none, and the cell is built again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..outputs.files import write_atomic
+from ..prove.load import LoadReport
+from ..prove.tests import TestReport
+
+__all__ = ["STATE_FORMAT", "CellState"]
+
+STATE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class CellState:
+    fingerprint: str
+    wheel: str  # its file name in files/
+    sha256: str
+    loaded: LoadReport | None = None
+    tests: TestReport | None = None
+    installed_size: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": STATE_FORMAT, "fingerprint": self.fingerprint, "wheel": self.wheel,
+                "sha256": self.sha256,
+                "loaded": self.loaded.to_json() if self.loaded else None,
+                "tests": self.tests.to_json() if self.tests else None,
+                "installed_size": self.installed_size}
+
+    @classmethod
+    def from_json(cls, data: object) -> CellState | None:
+        if not isinstance(data, dict) or data.get("format", STATE_FORMAT) != STATE_FORMAT:
+            return None
+        fingerprint, wheel, sha256 = (data.get(key) for key in ("fingerprint", "wheel", "sha256"))
+        if not (isinstance(fingerprint, str) and isinstance(wheel, str)
+                and isinstance(sha256, str)):
+            return None
+        size = data.get("installed_size")
+        return cls(fingerprint, wheel, sha256, LoadReport.from_json(data.get("loaded")),
+                   TestReport.from_json(data.get("tests")),
+                   size if isinstance(size, int) and not isinstance(size, bool) else None)
+
+    @classmethod
+    def read(cls, path: Path) -> CellState | None:
+        """The state at `path`; None where there is none, or it cannot be read."""
+        try:
+            return cls.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            return None
+
+    def write(self, path: Path) -> None:
+        write_atomic(path, json.dumps(self.to_json(), indent=1, sort_keys=True))
