@@ -269,9 +269,9 @@ def _gpu_code(record: Provenance) -> Any:
 
 
 def _summary(record: Provenance | None) -> dict[str, Any]:
-    cell = record.cell if record else {}
-    if record is None or not cell:
+    if record is None or not record.cell:
         return {}
+    cell = record.cell
     return {
         "cell": cell.get("id"), "torch": _torch_shown(cell), "cuda": cell.get("cuda"),
         "sms": cell.get("sms", []), "gpu_code": _gpu_code(record),
