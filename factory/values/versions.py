@@ -10,7 +10,7 @@ from packaging.version import Version
 
 __all__ = ["Version", "compact", "major_minor", "parse_release"]
 
-_RELEASE = re.compile(r"\d+(\.\d+)*")
+_RELEASE = re.compile(r"[0-9]+(\.[0-9]+)*")  # ASCII digits only: \d also matches other scripts
 
 
 def parse_release(text: str) -> Version:
