@@ -16,8 +16,8 @@ and each estimate over the measured figure. A ratio within 1/1.5 .. 1.5 is the g
 
 benchmarks/costs/ holds books measured on the GPU machines (nvcc 13.0, torch 2.11, an sm_90
 cell, kernels-community 40d4194 unmodified, one thread per unit): sage-attention (all 13 units,
-16 cores), flash-attn2 (all 75 units, 32 cores) and natten (the 109 units of its sections
-but the Blackwell one, 32 cores). A matrix
+16 cores), flash-attn2 (all 75 units, 32 cores) and natten (all 159 units, its Blackwell
+section's among them, 32 cores). A matrix
 naming those kernels' folders with `torch: ["2.11"]` and `cuda: {"13.0": {sms: ["9.0"]}}`
 prints their rows; the same folder serves as a matrix's `costs:` book.
 """

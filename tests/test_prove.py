@@ -20,13 +20,13 @@ import pytest
 
 from factory import doctor
 from factory.compile.generated import import_guard
-from factory.prove.load import importable_modules, load_problems, load_wheel
+from factory.prove.load import LoadReport, importable_modules, load_problems, load_wheel
 from factory.prove.tests import INJECT, PLUGIN, TestReport, _how_far, _report
 from factory.system.process import Log
 from factory.wheel.assemble import CoreMetadata, relabelled, write_wheel
 from factory.wheel.read import PROVENANCE_FILE
 
-from .conftest import REPO, cache_env, factory_main, run_factory, write
+from .conftest import REPO, cache_env, factory_main, run_factory, venv_python, write
 
 # ---- pure parts ----------------------------------------------------------------------------
 
@@ -413,6 +413,62 @@ def test_torch_compile_readiness_agrees_with_fake_tensors(tmp_path, torch_venv):
     assert verdicts["with_fake"].keys == ("CPU", "Meta")
     assert load_problems(report) == ["import: the op kwf_ops::declared is declared, but no "
                                      "kernel of it is registered for any device"]
+
+
+OUTSIDE_MODULE = """
+    import torch
+
+    _own = torch.library.Library("kwf_outside", "DEF")
+    _own.define("declared(Tensor x) -> Tensor")
+    _own.define("with_cpu(Tensor x) -> Tensor")
+    _own.impl("with_cpu", lambda x: x, "CPU")
+    _lent = []
+
+    def declare(namespace):
+        library = torch.library.Library(namespace, "FRAGMENT")
+        library.define("helped(Tensor x) -> Tensor")
+        _lent.append(library)
+"""
+
+USER_PACKAGE = """
+    import torch
+    import kwf_outside_ops
+
+    lib = torch.library.Library("kwf_user", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CPU")
+    lib.define("sparse(Tensor x) -> Tensor")
+    lib.impl("sparse", lambda x: x, "SparseCsrCUDA")
+    kwf_outside_ops.declare("kwf_user")
+"""
+
+
+@pytest.mark.slow
+def test_ops_that_modules_outside_the_wheel_register_are_not_the_wheels(tmp_path, torch_venv):
+    """A kernel whose import loads other modules (natten loads torch's flex attention, which
+    registers Triton ops with no kernel here): what those modules register on their own is
+    reported apart and not judged; what the wheel makes them register for it stays its own. An
+    op with a kernel for one backend-specific key only (as torch's Triton sparse ops) has one."""
+    site = Path(venv_python(torch_venv, "-c", "import torch, os; "
+                            "print(os.path.dirname(os.path.dirname(torch.__file__)))").strip())
+    outside = write(site / "kwf_outside_ops.py", OUTSIDE_MODULE)
+    try:
+        wheel = make_wheel(tmp_path, "kwf_user", {"kwf_user/__init__.py": USER_PACKAGE},
+                           "py3-none-any")
+        with open(tmp_path / "load.log", "w") as handle:
+            report = load_wheel(wheel, ["kwf_user"], str(torch_venv / "bin/python"),
+                                tmp_path / "load", Log(handle))
+    finally:
+        outside.unlink()
+    assert report.imported == ("kwf_user",)
+    assert {op.name: op.keys for op in report.ops} == {
+        "kwf_user::helped": (), "kwf_user::sparse": ("SparseCsrCUDA",), "kwf_user::twice": ("CPU",)}
+    assert report.others == ("kwf_outside::declared", "kwf_outside::with_cpu")
+    assert load_problems(report) == ["import: the op kwf_user::helped is declared, but no "
+                                     "kernel of it is registered for any device"]
+    assert ("and 2 op(s) that modules from outside the wheel registered when it loaded them "
+            "(not the wheel's; namespaces kwf_outside)") in (tmp_path / "load.log").read_text()
+    assert LoadReport.from_json(report.to_json()) == report
 
 
 @pytest.mark.slow

@@ -65,10 +65,13 @@ class LoadReport:
     imported: tuple[str, ...]
     ops: tuple[OpReport, ...]
     error: str | None = None  # the first import that failed (the loader's message)
+    # ops the import registered from modules outside the wheel (torch's own, lazily loaded)
+    others: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"torch": self.torch, "imported": list(self.imported),
-                "ops": [op.to_json() for op in self.ops], "error": self.error}
+                "ops": [op.to_json() for op in self.ops], "error": self.error,
+                "others": list(self.others)}
 
     @classmethod
     def from_json(cls, data: Any) -> LoadReport | None:
@@ -77,7 +80,8 @@ class LoadReport:
             error = data.get("error")
             return cls(str(data["torch"]), tuple(data["imported"]),
                        tuple(OpReport.from_json(op) for op in data["ops"]),
-                       error["message"] if isinstance(error, dict) else error)
+                       error["message"] if isinstance(error, dict) else error,
+                       tuple(str(name) for name in data.get("others") or ()))
         except (TypeError, KeyError, ValueError, AttributeError):
             return None
 
@@ -148,6 +152,11 @@ def load_wheel(wheel: Path, modules: list[str], python: str, folder: Path, log: 
     for op in report.ops:
         log.write(f"   op {op.name}: kernels for {', '.join(op.keys) or 'no dispatch key'}; "
                   f"{'torch.compile can trace it' if op.fake else 'no fake implementation'}")
+    if report.others:
+        namespaces = sorted({name.split("::")[0] for name in report.others})
+        log.write(f"   and {len(report.others)} op(s) that modules from outside the wheel "
+                  f"registered when it loaded them (not the wheel's; namespaces "
+                  f"{', '.join(namespaces)})")
     return report
 
 

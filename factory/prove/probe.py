@@ -9,13 +9,22 @@ torch seen, the modules imported, the first import that failed (the loader's mes
 names load.py demangles), and every op the imports registered: its dispatch keys with a kernel,
 and whether torch.compile can trace it (a fake/meta implementation, or a composite kernel that
 needs none).
+
+A kernel's import may load modules from outside the wheel that register ops of their own (natten
+loads torch's flex attention, which loads torch._inductor and torch.sparse's Triton ops). Those
+ops are not the wheel's: the probe imports the same outside modules in a fresh interpreter
+(`probe.py --outside [--cuda] MODULE ...`), starting CUDA there too when the import started it
+(torch registers its Triton sparse ops as CUDA starts), and what that registers is reported
+apart ("others").
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import site
+import subprocess
 import sys
 import warnings
 from typing import Any
@@ -36,6 +45,7 @@ def main(argv: list[str]) -> int:
     report: dict[str, object] = {"torch": torch.__version__, "cuda": torch.version.cuda,
                                  "imported": [], "error": None, "ops": []}
     before = set(torch._C._dispatch_get_all_op_names())
+    known = set(sys.modules)
     for name in modules:
         try:
             importlib.import_module(name)
@@ -43,9 +53,58 @@ def main(argv: list[str]) -> int:
             report["error"] = {"module": name, "message": f"{type(exc).__name__}: {exc}"}
             break
         report["imported"].append(name)  # type: ignore[attr-defined]
-    added = sorted(set(torch._C._dispatch_get_all_op_names()) - before)
-    report["ops"] = [describe(torch, name) for name in added]
+    added = set(torch._C._dispatch_get_all_op_names()) - before
+    outside = [name for name, module in list(sys.modules.items())
+               if name not in known and module is not None and not _within(module, folder)]
+    cuda = torch.cuda.is_initialized()  # the import started CUDA: torch registers ops then
+    others = added & _registered_by(outside, cuda) if added and (outside or cuda) else set()
+    report["ops"] = [describe(torch, name) for name in sorted(added - others)]
+    report["others"] = sorted(others)
     sys.stdout.write("\n" + json.dumps(report) + "\n")
+    return 0
+
+
+def _within(module: Any, folder: str) -> bool:
+    """Whether a module was loaded from the wheel's folder."""
+    where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", [])), "")
+    return bool(where) and os.path.realpath(where).startswith(os.path.realpath(folder) + os.sep)
+
+
+def _registered_by(modules: list[str], cuda: bool) -> set[str]:
+    """The ops that importing `modules` (in this order, after torch, and starting CUDA when
+    `cuda`) registers in a fresh interpreter of this environment, without the wheel."""
+    argv = [sys.executable, "-I", "-B", __file__, "--outside", *(["--cuda"] if cuda else []),
+            *modules]
+    try:
+        completed = subprocess.run(argv,
+                                   capture_output=True, text=True, check=False, timeout=300)
+    except subprocess.TimeoutExpired:
+        return set()  # every op stays the wheel's: the gate judges them all
+    lines = completed.stdout.strip().splitlines()
+    try:
+        return set(json.loads(lines[-1])) if completed.returncode == 0 and lines else set()
+    except ValueError:
+        return set()
+
+
+def outside(modules: list[str]) -> int:
+    warnings.simplefilter("ignore")
+    import torch
+
+    before = set(torch._C._dispatch_get_all_op_names())
+    if modules[:1] == ["--cuda"]:
+        modules = modules[1:]
+        try:
+            torch.cuda.init()
+        except Exception:
+            pass  # no GPU here after all: what CUDA's start registers stays the wheel's
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            continue  # a module that needs the wheel's context: what it registers stays the wheel's
+    sys.stdout.write("\n" + json.dumps(sorted(set(torch._C._dispatch_get_all_op_names())
+                                               - before)) + "\n")
     return 0
 
 
@@ -59,10 +118,20 @@ def describe(torch: Any, qualified: str) -> dict[str, object]:
         getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-    keys = [key for key in KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key)]
+    keys = [key for key in (*KEYS, *sorted(set(torch._C.DispatchKey.__members__) - set(KEYS)))
+            if _has_kernel(torch, qualified, key)]
     fake = any(key in TRACEABLE for key in keys) or _python_fake(torch, f"{namespace}::{name}")
     return {"name": qualified, "resolves": error is None, "error": error, "keys": keys,
             "fake": fake}
+
+
+def _has_kernel(torch: Any, qualified: str, key: str) -> bool:
+    """Whether the op has a kernel of its own for `key` (an op may have only backend-specific
+    ones: torch registers its Triton sparse ops for SparseCsrCUDA alone)."""
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key))
+    except RuntimeError:  # a marker in the enum (StartOfDenseBackends...), not a key
+        return False
 
 
 def _python_fake(torch: Any, name: str) -> bool:
@@ -75,4 +144,4 @@ def _python_fake(torch: Any, name: str) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(outside(sys.argv[2:]) if sys.argv[1:2] == ["--outside"] else main(sys.argv[1:]))
