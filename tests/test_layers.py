@@ -10,7 +10,7 @@ from .conftest import REPO
 FOUNDATION = {"errors", "defaults", "hub", "data", "system", "trust", "outputs", "values",
               "__init__"}
 STEPS = ["policy", "config", "sources", "plan", "toolchain", "compile", "wheel", "prove",
-         "cells", "index", "publish", "doctor", "ui", "cli", "__main__"]
+         "cells", "index", "publish", "pipeline", "doctor", "ui", "cli", "__main__"]
 
 
 def rank(module: str) -> int:

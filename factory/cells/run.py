@@ -178,6 +178,12 @@ class CellTests:
     log: Path
     no_tests: bool = False  # the kernel has no tests/ folder: nothing to run, nothing failed
 
+    def failed(self, require_gpu: bool) -> bool:
+        """The tests failed or could not run, or, with `require_gpu`, ran without a GPU."""
+        if self.report is None:
+            return not self.no_tests
+        return not self.report.ok or (require_gpu and not self.report.gpus)
+
 
 def test_cells(plan: Plan, out: Path, runner: Runner,
                say: Callable[[str], None]) -> list[CellTests]:

@@ -19,6 +19,7 @@ from typing import NoReturn
 from .. import __version__
 from ..errors import FactoryError, describe_os_error
 from ..trust.credentials import redact
+from ..ui.console import make_console, say_error
 from . import (
     build,
     doctor,
@@ -33,7 +34,7 @@ from . import (
     verify,
     yank,
 )
-from .common import Parser, make_console, say_error
+from .common import Parser
 
 __all__ = ["DEBUG_VARIABLE", "entry_point", "main", "make_parser"]
 

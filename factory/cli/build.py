@@ -4,7 +4,6 @@ publish the wheels and bring the index up to date."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +19,13 @@ from .common import (
     fraction,
     index_url,
     matrix_options,
-    matrix_runner,
-    only_cells,
     path_argument,
     positive,
-    print_index,
-    print_served,
-    say_to,
     shard,
     site_limit_option,
     size,
     size_limit,
     test_options,
-    test_table,
     writable_folder,
 )
 
@@ -129,80 +122,35 @@ def add(commands: Any) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..cells.options import BuildOptions, source_date_epoch, usable_build_root
-    from ..cells.run import CellTests, RunSettings, run_build, test_cells
-    from ..compile.objects import ObjectCache
-    from ..compile.pool import machine_budget
-    from ..index.records import cell_outcomes, published_names
-    from ..index.update import update_index
-    from ..plan.costs import COSTS_FOLDER, CostBook
-    from ..plan.jobs import select_job, select_shard
-    from ..plan.load import plan_matrix
-    from ..ui.progress import make_reporter
+    from ..pipeline.build import BuildRequest, build_matrix
+    from ..ui.outcomes import show_index, show_served
+    from ..ui.voice import ConsoleVoice
 
     out = writable_folder(args.out, "--out")
     refuse_links(out)
     cache = cache_dir(args)
-    objects = writable_folder(args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER,
-                              "--object-cache")
-    imports = [_object_folder(folder) for folder in args.import_objects]
-    export = writable_folder(args.export_objects, "--export-objects") \
-        if args.export_objects else None
-    sliced = bool(args.job or args.shard)
-    plan = plan_matrix(args.matrix, cache, say_to(console, "yellow"), args.offline,
-                       args.locked, every_platform=sliced, torch_pythons=args.torch_python)
-    if args.job:
-        plan = select_job(plan, args.job, args.max_cells).on_host(defaults.host_platform())
-    elif args.shard:
-        plan = select_shard(plan, *args.shard).on_host(defaults.host_platform())
-    plan = only_cells(plan, args.only)
-    options = BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
-                           offline=args.offline, index_url=args.base_url,
-                           unconfined=args.unconfined)
-    runner = matrix_runner(args, plan, cache, options, console)
-    cached = ObjectCache(objects, args.object_cache_size)
-    for folder in imports:
-        taken, refused = cached.merge(folder)
-        costs = CostBook(objects / COSTS_FOLDER).merge(folder / COSTS_FOLDER)
-        console.print(f"objects: took in {taken} from {folder}"
-                      + (f", refused {refused} that failed their check" if refused else "")
-                      + (f"; {costs} unit cost(s) for the cost book" if costs else ""),
-                      markup=False, soft_wrap=True)
-    budget = machine_budget(args.jobs, args.memory)
-    console.print(f"compilers: {budget.describe()} for {args.cells} cell(s) at once; object "
-                  f"cache {objects}", markup=False, soft_wrap=True)
-    settings = RunSettings(cells=args.cells, budget=budget, objects=objects,
-                           object_cache_limit=args.object_cache_size,
-                           time_limit=args.time_limit, unit_shard=args.unit_shard,
-                           export_objects=export, force=args.force, test=args.test,
-                           require_gpu=args.require_gpu, verify_objects=args.verify_objects,
-                           published=published_names(out),
-                           max_wheel_size=args.max_wheel_size or plan.matrix.max_wheel_size)
-    tests_failed = 0
-    with runner:
-        results = run_build(plan, out, runner, make_reporter(console), settings)
-        if args.test and args.unit_shard is None:
-            # Built wheels were tested before they were published; a kept one never tested
-            # is tested now.
-            untested = {r.cell_id for r in results if r.status == "unchanged" and not r.tested}
-            tested = test_cells(replace(plan, cells=tuple(c for c in plan.cells
-                                                          if c.id in untested)),
-                                out, runner, say_to(console))
-            reports = {entry.cell_id: entry.report for entry in tested}
-            results = [replace(r, tested=reports.get(r.cell_id, r.tested)) for r in results]
-            shown = [CellTests(r.cell_id, r.wheel, r.tested,
-                               None if r.tested else "the kernel has no tests/ folder",
-                               r.log or out, no_tests=r.tested is None)
-                     for r in results if r.status == "built"]
-            tests_failed = test_table(console, shown + tested, args.require_gpu)
-    if args.unit_shard is not None:  # objects only: nothing to publish
-        return 1 if any(result.status == "failed" for result in results) else 0
-    print_served(console, plan, results)
-    summary = update_index(out, force=args.force, outcomes=cell_outcomes(plan, results),
-                           published={r.published.filename: r.published for r in results
-                                      if r.published is not None})
-    problems = print_index(console, out, summary, args.site_limit)
-    failed = any(result.status == "failed" for result in results)
-    return 1 if problems or failed or tests_failed else 0
+    request = BuildRequest(
+        matrix=args.matrix, out=out, cache=cache,
+        objects=writable_folder(args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER,
+                                "--object-cache"),
+        options=BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
+                             offline=args.offline, index_url=args.base_url,
+                             unconfined=args.unconfined),
+        offline=args.offline, locked=args.locked, torch_pythons=tuple(args.torch_python),
+        only=tuple(args.only), job=args.job, max_cells=args.max_cells, shard=args.shard,
+        runner=args.runner,
+        import_objects=tuple(_object_folder(folder) for folder in args.import_objects),
+        object_cache_size=args.object_cache_size, jobs=args.jobs, memory=args.memory,
+        cells=args.cells, time_limit=args.time_limit, unit_shard=args.unit_shard,
+        export_objects=writable_folder(args.export_objects, "--export-objects")
+        if args.export_objects else None,
+        force=args.force, test=args.test, require_gpu=args.require_gpu,
+        verify_objects=args.verify_objects, max_wheel_size=args.max_wheel_size)
+    outcome = build_matrix(request, ConsoleVoice(console))
+    if outcome.index is not None:
+        show_served(console, outcome.plan, outcome.results)
+        show_index(console, out, outcome.index, args.site_limit)
+    return outcome.status
 
 
 def _object_folder(path: Path) -> Path:

@@ -1,5 +1,6 @@
 """What the subcommands share: argparse that reports a bad argument as bad input, argument
-types, the source options, the consoles, and the index summary line.
+types and the options several commands take. Rendering lives in ui/, the work in pipeline/
+and the steps.
 
 The subcommand modules import the steps they run inside `run()`, not at the top: `factory`
 then starts without loading every library of every step (pydantic through pypi-simple, twine,
@@ -8,33 +9,21 @@ huggingface_hub), which most commands never touch."""
 from __future__ import annotations
 
 import argparse
-import io
 import os
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TextIO, cast
-
-from rich.console import Console
+from typing import TYPE_CHECKING, NoReturn
 
 from ..errors import ConfigError
 from ..system.cache import default_cache_dir
-from ..trust.credentials import redact, refuse_credentials
-from ..values.units import human_size, parse_duration, parse_size
+from ..trust.credentials import refuse_credentials
+from ..values.units import parse_duration, parse_size
 
 if TYPE_CHECKING:
-    from ..cells.options import BuildOptions
-    from ..cells.run import CellResult, CellTests
-    from ..cells.runners import Runner
-    from ..config.model import RunnerChoice, SizeLimit
-    from ..index.update import IndexSummary
-    from ..plan.cells import Plan
+    from ..config.model import SizeLimit
 
-__all__ = ["Parser", "cache_dir", "duration", "index_url", "make_console", "matrix_options",
-           "matrix_runner", "only_cells", "path_argument", "port", "positive", "print_index",
-           "print_served", "say_error", "say_to", "shard", "site_limit_option", "size",
-           "size_limit", "source_options", "test_options", "test_table", "wheel_paths",
-           "writable_folder"]
+__all__ = ["Parser", "cache_dir", "duration", "index_url", "matrix_options", "path_argument",
+           "port", "positive", "shard", "site_limit_option", "size", "size_limit",
+           "source_options", "test_options", "wheel_paths", "writable_folder"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -171,81 +160,6 @@ def cache_dir(args: argparse.Namespace) -> Path:
         raise ConfigError(f"cannot be used ({exc})", file=folder, key=key) from None
 
 
-class _Redacting(io.TextIOBase):
-    """A text stream that masks URL credentials and the environment's secrets in whatever is
-    written to it (credentials.redact): the console's file, so that nothing the factory
-    prints, tables included, shows a secret."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        self._stream.write(redact(text))
-        return len(text)
-
-    def flush(self) -> None:
-        self._stream.flush()
-
-    def isatty(self) -> bool:
-        return self._stream.isatty()
-
-    def fileno(self) -> int:
-        return self._stream.fileno()
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self._stream, "encoding", "utf-8")
-
-
-def make_console(stderr: bool) -> Console:
-    """Rich output, secrets masked; off a terminal (CI logs, pipes) wide enough that paths
-    stay on one line."""
-    stream = cast(TextIO, _Redacting(sys.stderr if stderr else sys.stdout))
-    console = Console(file=stream, highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(file=stream, highlight=False, width=160)
-    return console
-
-
-def say_to(console: Console, style: str | None = None) -> Callable[[str], None]:
-    """A function that prints one plain line (no markup) to `console`."""
-    def say(text: str) -> None:
-        console.print(text, style=style, markup=False, soft_wrap=True)
-    return say
-
-
-def say_error(console: Console, message: str) -> None:
-    """An error as one line, whatever the message holds: credentials masked, line breaks
-    folded."""
-    line = " ".join(redact(message).split())
-    console.print(f"error: {line}", markup=False, soft_wrap=True)
-
-
-def print_index(console: Console, out: Path, summary: IndexSummary,
-                site_limit: SizeLimit | None = None) -> int:
-    """The index summary line, a warning when the site nears `site_limit`, and one error line
-    for each file the index left out or put right; the exit status (1 when there was any)."""
-    console.print(f"index: {summary.wheels} wheel(s) of {summary.projects} project(s), "
-                  f"{human_size(summary.wheel_bytes)}, in {out}/simple/ and one index per cell "
-                  f"({', '.join(summary.labels) or 'none yet'}); {summary.pages_written} "
-                  f"page(s) written, {summary.pages_removed} removed", markup=False,
-                  soft_wrap=True)
-    errors = make_console(stderr=True)
-    if site_limit is not None and summary.wheel_bytes >= SITE_WARNING * site_limit.bytes:
-        share = summary.wheel_bytes / site_limit.bytes
-        errors.print(f"warning: {out} holds {human_size(summary.wheel_bytes)} of wheels, "
-                     f"{share:.0%} of {site_limit.describe()} for a published site; serve "
-                     "the wheels from elsewhere (release assets, a bucket) before it is full",
-                     markup=False, soft_wrap=True)
-    for problem in summary.problems:
-        say_error(errors, problem)
-    return 1 if summary.problems else 0
-
-
-# A site's size is warned of from this share of its host's limit on.
-SITE_WARNING = 0.8
-
-
 def size_limit(text: str) -> SizeLimit:
     """--max-wheel-size: a size or one of the hosts' presets."""
     from ..config.model import parse_size_limit
@@ -275,17 +189,6 @@ def _site_limit(text: str) -> SizeLimit | None:
         raise argparse.ArgumentTypeError(f"{exc}, or none") from None
 
 
-def print_served(console: Console, plan: Plan, results: list[CellResult]) -> None:
-    """One line per stable-ABI cell with a wheel: the cells whose indexes list it."""
-    kept = {result.cell_id for result in results if result.status in ("built", "unchanged")}
-    for cell in plan.cells:
-        served = plan.serves(cell.id)
-        if served and cell.id in kept:
-            console.print(f"{cell.id}: one stable-ABI wheel (torch{cell.torch_pin}) for the "
-                          f"cells {', '.join(s.label for s in served)}", markup=False,
-                          soft_wrap=True)
-
-
 def test_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--require-gpu", action="store_true",
                         help="fail when the kernel tests ran with no GPU (GPU tests are "
@@ -308,59 +211,6 @@ def index_url(text: str) -> str:
     except ConfigError as error:
         raise argparse.ArgumentTypeError(error.message) from None
     return url
-
-
-def matrix_runner(args: argparse.Namespace, plan: Plan, cache: Path, options: BuildOptions,
-                  console: Console) -> Runner:
-    """The runner --runner (else the matrix's runner: key, else the default) asks for, not yet
-    entered; the choice and why are printed."""
-    from .. import defaults
-    from ..cells.runners import choose_runner
-
-    requested: RunnerChoice = args.runner or plan.matrix.runner or defaults.RUNNER
-    runner, why = choose_runner(requested, plan, cache, options, plan.matrix.docker_base)
-    console.print(f"runner: {runner.name} ({why})", markup=False, soft_wrap=True)
-    return runner
-
-
-def only_cells(plan: Plan, patterns: list[str]) -> Plan:
-    """The plan's cells whose ids match one of `--only`'s globs (all without any)."""
-    if not patterns:
-        return plan
-    selected = plan.only(patterns)
-    if not selected.cells and not selected.skipped:
-        ids = ", ".join([c.id for c in plan.cells] + [s.id for s in plan.skipped])
-        raise ConfigError(f"{' '.join(patterns)!r} matches no cell (cells: {ids})",
-                          key="--only")
-    return selected
-
-
-def test_table(console: Console, tested: list[CellTests], require_gpu: bool) -> int:
-    """Each cell's test outcome, one row each; the exit status (1 when a cell's tests failed
-    or could not run, or, with `require_gpu`, ran without a GPU)."""
-    from rich.table import Table
-
-    table = Table(title="kernel tests", title_justify="left")
-    for column in ("cell", "tests", "log"):
-        table.add_column(column, overflow="fold")
-    status = 0
-    for entry in tested:
-        report = entry.report
-        if report is None and entry.no_tests:
-            table.add_row(entry.cell_id, f"[yellow]none: {entry.detail}[/yellow]", "")
-            continue
-        if report is None:
-            status = 1
-            table.add_row(entry.cell_id, f"[red]not run: {entry.detail}[/red]", str(entry.log))
-            continue
-        bad = not report.ok or (require_gpu and not report.gpus)
-        status |= bad
-        style = "red" if bad else "green"
-        table.add_row(entry.cell_id, f"[{style}]{report.describe()}[/{style}]", str(entry.log))
-    console.print(table)
-    if require_gpu and any(entry.report and not entry.report.gpus for entry in tested):
-        console.print("--require-gpu: some cells' tests ran with no GPU", markup=False)
-    return status
 
 
 def wheel_paths(paths: list[Path]) -> list[Path]:

@@ -13,7 +13,8 @@ from rich.console import Console
 from .. import defaults
 from ..errors import ConfigError, FactoryError
 from ..system.process import OutputOverflow, bounded_run
-from .common import make_console, path_argument
+from ..ui.console import make_console
+from .common import path_argument
 
 __all__ = ["add", "run"]
 

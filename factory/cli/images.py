@@ -10,7 +10,8 @@ from rich.console import Console
 
 from .. import defaults
 from ..errors import ConfigError
-from .common import cache_dir, matrix_options, say_to
+from ..ui.console import say_to
+from .common import cache_dir, matrix_options
 
 __all__ = ["add", "run"]
 

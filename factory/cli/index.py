@@ -11,7 +11,8 @@ from rich.console import Console
 from .. import defaults
 from ..errors import ConfigError
 from ..trust.credentials import refuse_credentials
-from .common import path_argument, print_index, site_limit_option, writable_folder
+from ..ui.outcomes import show_index
+from .common import path_argument, site_limit_option, writable_folder
 
 __all__ = ["add", "run"]
 
@@ -61,7 +62,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                                "a folder, or reached through a netrc file")
         sources: list[str | Path] = [source if is_url(source) else Path(source)
                                      for source in args.merge]
-        return print_index(console, out, merge_outputs(out, sources, force=args.force),
-                           args.site_limit)
-    return print_index(console, out, update_index(out, force=args.force, full=True),
-                       args.site_limit)
+        summary = merge_outputs(out, sources, force=args.force)
+    else:
+        summary = update_index(out, force=args.force, full=True)
+    show_index(console, out, summary, args.site_limit)
+    return 1 if summary.problems else 0

@@ -8,7 +8,8 @@ from typing import Any
 from rich.console import Console
 
 from ..errors import ConfigError
-from .common import cache_dir, matrix_options, say_to, writable_folder
+from ..ui.console import say_to
+from .common import cache_dir, matrix_options, writable_folder
 
 __all__ = ["add", "run"]
 

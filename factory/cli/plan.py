@@ -10,15 +10,8 @@ from typing import Any
 from rich.console import Console
 
 from .. import defaults
-from .common import (
-    cache_dir,
-    duration,
-    make_console,
-    matrix_options,
-    path_argument,
-    positive,
-    say_to,
-)
+from ..ui.console import make_console, say_to
+from .common import cache_dir, duration, matrix_options, path_argument, positive
 
 __all__ = ["add", "run"]
 

@@ -12,7 +12,8 @@ from rich.console import Console
 from .. import defaults
 from ..errors import ConfigError
 from ..trust.credentials import refuse_credentials
-from .common import path_argument, say_to
+from ..ui.console import say_to
+from .common import path_argument
 
 __all__ = ["add", "run"]
 

@@ -4,7 +4,6 @@ and record the outcome for the index's browse page."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
@@ -12,17 +11,7 @@ from rich.console import Console
 from .. import defaults
 from ..config.model import RUNNERS
 from ..outputs.layout import refuse_links
-from .common import (
-    cache_dir,
-    matrix_options,
-    matrix_runner,
-    only_cells,
-    path_argument,
-    say_to,
-    test_options,
-    test_table,
-    writable_folder,
-)
+from .common import cache_dir, matrix_options, path_argument, test_options, writable_folder
 
 __all__ = ["add", "run"]
 
@@ -52,30 +41,15 @@ def add(commands: Any) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..cells.options import BuildOptions, source_date_epoch, usable_build_root
-    from ..cells.run import test_cells
-    from ..index.records import load_manifest
-    from ..index.update import update_index
-    from ..outputs.layout import Layout
-    from ..plan.load import plan_matrix
+    from ..pipeline.test import TestRequest, run_kernel_tests
+    from ..ui.voice import ConsoleVoice
 
     out = writable_folder(args.out, "--out", must_exist=True)
     refuse_links(out)
-    cache = cache_dir(args)
-    plan = plan_matrix(args.matrix, cache, say_to(console, "yellow"), args.offline,
-                       args.locked, torch_pythons=args.torch_python)
-    plan = only_cells(plan, args.only)
-    options = BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
-                           offline=args.offline)
-    runner = matrix_runner(args, plan, cache, options, console)
-    with runner:
-        tested = test_cells(plan, out, runner, say_to(console))
-    status = test_table(console, tested, args.require_gpu)
-    layout = Layout(out)
-    if layout.manifest.is_file():
-        recorded = load_manifest(layout.manifest).cells
-        outcomes = [replace(recorded[entry.cell_id], tests=entry.report.to_json())
-                    for entry in tested if entry.report is not None and
-                    entry.cell_id in recorded and recorded[entry.cell_id].wheel == entry.wheel]
-        if outcomes:
-            update_index(out, outcomes=outcomes, published={})  # indexes no stray file
-    return status
+    request = TestRequest(
+        matrix=args.matrix, out=out, cache=cache_dir(args),
+        options=BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
+                             offline=args.offline),
+        offline=args.offline, locked=args.locked, torch_pythons=tuple(args.torch_python),
+        only=tuple(args.only), runner=args.runner, require_gpu=args.require_gpu)
+    return run_kernel_tests(request, ConsoleVoice(console))

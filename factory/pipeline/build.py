@@ -1,0 +1,160 @@
+"""`factory build`: from a request to cells built, kept wheels re-tested, the index brought up
+to date and an exit status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..cells.options import BuildOptions
+from ..cells.run import CellResult, CellTests, RunSettings, run_build, test_cells
+from ..cells.runners import Runner, choose_runner
+from ..compile.objects import ObjectCache
+from ..compile.pool import machine_budget
+from ..config.model import RunnerChoice, SizeLimit
+from ..defaults import RUNNER, host_platform
+from ..errors import ConfigError
+from ..index.records import cell_outcomes, published_names
+from ..index.update import IndexSummary, update_index
+from ..plan.cells import Plan
+from ..plan.costs import COSTS_FOLDER, CostBook
+from ..plan.jobs import select_job, select_shard
+from ..plan.load import plan_matrix
+from .voice import Voice, status_of_tests
+
+__all__ = ["BuildOutcome", "BuildRequest", "build_matrix", "choose", "selected_plan"]
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """What `factory build` was asked, every path and value already checked."""
+
+    matrix: Path
+    out: Path
+    cache: Path
+    objects: Path  # the object cache
+    options: BuildOptions
+    offline: bool = False
+    locked: bool = False
+    torch_pythons: tuple[Path, ...] = ()
+    only: tuple[str, ...] = ()  # globs of cell ids
+    job: str | None = None  # one job of `factory plan`
+    max_cells: int = 1  # cells per job, as `factory plan` was given
+    shard: tuple[int, int] | None = None  # a deterministic slice of the cells
+    runner: RunnerChoice | None = None  # None: the matrix's runner: key, else the default
+    import_objects: tuple[Path, ...] = ()
+    object_cache_size: int = 0
+    jobs: int | None = None  # compiler threads (None: this machine's CPUs)
+    memory: int | None = None  # bytes the compilers may take (None: from what is free)
+    cells: int = 1  # cells built at once
+    time_limit: float | None = None
+    unit_shard: tuple[int, int] | None = None
+    export_objects: Path | None = None
+    force: bool = False
+    test: bool = False
+    require_gpu: bool = False
+    verify_objects: float = 0.0
+    max_wheel_size: SizeLimit | None = None
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    plan: Plan
+    results: list[CellResult]
+    tested: list[CellTests]  # with --test: each built or kept cell's tests
+    index: IndexSummary | None  # None when the run published nothing (a unit shard)
+    status: int  # the exit status
+
+
+def selected_plan(request: BuildRequest, voice: Voice) -> Plan:
+    """The plan of the request's matrix, narrowed to its job, shard and --only globs."""
+    sliced = bool(request.job or request.shard)
+    plan = plan_matrix(request.matrix, request.cache, voice.warn, request.offline,
+                       request.locked, every_platform=sliced,
+                       torch_pythons=list(request.torch_pythons))
+    if request.job:
+        plan = select_job(plan, request.job, request.max_cells).on_host(host_platform())
+    elif request.shard:
+        plan = select_shard(plan, *request.shard).on_host(host_platform())
+    return only_cells(plan, request.only)
+
+
+def only_cells(plan: Plan, patterns: tuple[str, ...]) -> Plan:
+    """The plan's cells whose ids match one of `--only`'s globs (all without any)."""
+    if not patterns:
+        return plan
+    selected = plan.only(list(patterns))
+    if not selected.cells and not selected.skipped:
+        ids = ", ".join([c.id for c in plan.cells] + [s.id for s in plan.skipped])
+        raise ConfigError(f"{' '.join(patterns)!r} matches no cell (cells: {ids})",
+                          key="--only")
+    return selected
+
+
+def choose(requested: RunnerChoice | None, plan: Plan, cache: Path, options: BuildOptions,
+           voice: Voice) -> Runner:
+    """The runner asked for (else the matrix's runner: key, else the default), not yet
+    entered; the choice and why are noted."""
+    runner, why = choose_runner(requested or plan.matrix.runner or RUNNER, plan, cache, options,
+                                plan.matrix.docker_base)
+    voice.note(f"runner: {runner.name} ({why})")
+    return runner
+
+
+def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
+    plan = selected_plan(request, voice)
+    runner = choose(request.runner, plan, request.cache, request.options, voice)
+    _take_in(request, voice)
+    budget = machine_budget(request.jobs, request.memory)
+    voice.note(f"compilers: {budget.describe()} for {request.cells} cell(s) at once; object "
+               f"cache {request.objects}")
+    settings = RunSettings(cells=request.cells, budget=budget, objects=request.objects,
+                           object_cache_limit=request.object_cache_size,
+                           time_limit=request.time_limit, unit_shard=request.unit_shard,
+                           export_objects=request.export_objects, force=request.force,
+                           test=request.test, require_gpu=request.require_gpu,
+                           verify_objects=request.verify_objects,
+                           published=published_names(request.out),
+                           max_wheel_size=request.max_wheel_size or plan.matrix.max_wheel_size)
+    tested: list[CellTests] = []
+    with runner:
+        results = run_build(plan, request.out, runner, voice.reporter, settings)
+        if request.test and request.unit_shard is None:
+            results, tested = _test_kept(plan, request.out, runner, results, voice)
+            voice.tested(tested, request.require_gpu)
+    failed = int(any(result.status == "failed" for result in results))
+    if request.unit_shard is not None:  # objects only: nothing to publish
+        return BuildOutcome(plan, results, tested, None, failed)
+    summary = update_index(request.out, force=request.force,
+                           outcomes=cell_outcomes(plan, results),
+                           published={r.published.filename: r.published for r in results
+                                      if r.published is not None})
+    status = failed or status_of_tests(tested, request.require_gpu) or int(bool(summary.problems))
+    return BuildOutcome(plan, results, tested, summary, status)
+
+
+def _take_in(request: BuildRequest, voice: Voice) -> None:
+    """The objects (and unit costs) of each --import-objects folder, into the object cache."""
+    cached = ObjectCache(request.objects, request.object_cache_size)
+    for folder in request.import_objects:
+        taken, refused = cached.merge(folder)
+        costs = CostBook(request.objects / COSTS_FOLDER).merge(folder / COSTS_FOLDER)
+        voice.note(f"objects: took in {taken} from {folder}"
+                   + (f", refused {refused} that failed their check" if refused else "")
+                   + (f"; {costs} unit cost(s) for the cost book" if costs else ""))
+
+
+def _test_kept(plan: Plan, out: Path, runner: Runner, results: list[CellResult],
+               voice: Voice) -> tuple[list[CellResult], list[CellTests]]:
+    """Built wheels were tested before they were published; a kept one never tested is tested
+    now. The results with those reports, and every cell's tests as shown."""
+    untested = {r.cell_id for r in results if r.status == "unchanged" and not r.tested}
+    tested = test_cells(replace(plan, cells=tuple(c for c in plan.cells if c.id in untested)),
+                        out, runner, voice.note)
+    reports = {entry.cell_id: entry.report for entry in tested}
+    results = [replace(r, tested=reports.get(r.cell_id, r.tested)) for r in results]
+    shown = [CellTests(r.cell_id, r.wheel, r.tested,
+                       None if r.tested else "the kernel has no tests/ folder",
+                       r.log or out, no_tests=r.tested is None)
+             for r in results if r.status == "built"]
+    return results, shown + tested

@@ -1,0 +1,63 @@
+"""`factory test`: each cell's kernel tests against its published wheel, their counts recorded
+in the index, and an exit status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..cells.options import BuildOptions
+from ..cells.run import CellTests, test_cells
+from ..config.model import RunnerChoice
+from ..index.records import load_manifest
+from ..index.update import update_index
+from ..outputs.layout import Layout
+from ..plan.load import plan_matrix
+from .build import choose, only_cells
+from .voice import Voice, status_of_tests
+
+__all__ = ["TestRequest", "run_kernel_tests"]
+
+
+@dataclass(frozen=True)
+class TestRequest:
+    """What `factory test` was asked, every path and value already checked."""
+
+    __test__ = False  # not a test class, whatever pytest's collector thinks of the name
+
+    matrix: Path
+    out: Path  # an output folder a build wrote
+    cache: Path
+    options: BuildOptions
+    offline: bool = False
+    locked: bool = False
+    torch_pythons: tuple[Path, ...] = ()
+    only: tuple[str, ...] = ()
+    runner: RunnerChoice | None = None
+    require_gpu: bool = False
+
+
+def run_kernel_tests(request: TestRequest, voice: Voice) -> int:
+    """Run the tests; the exit status."""
+    plan = plan_matrix(request.matrix, request.cache, voice.warn, request.offline,
+                       request.locked, torch_pythons=list(request.torch_pythons))
+    plan = only_cells(plan, request.only)
+    runner = choose(request.runner, plan, request.cache, request.options, voice)
+    with runner:
+        tested = test_cells(plan, request.out, runner, voice.note)
+    voice.tested(tested, request.require_gpu)
+    _record(request.out, tested)
+    return status_of_tests(tested, request.require_gpu)
+
+
+def _record(out: Path, tested: list[CellTests]) -> None:
+    """The counts into the index's records of the cells whose wheel was tested."""
+    layout = Layout(out)
+    if not layout.manifest.is_file():
+        return
+    recorded = load_manifest(layout.manifest).cells
+    outcomes = [replace(recorded[entry.cell_id], tests=entry.report.to_json())
+                for entry in tested if entry.report is not None and
+                entry.cell_id in recorded and recorded[entry.cell_id].wheel == entry.wheel]
+    if outcomes:
+        update_index(out, outcomes=outcomes, published={})  # indexes no stray file
