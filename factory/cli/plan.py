@@ -4,7 +4,6 @@ unit shards of cells too long for one job."""
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from rich.console import Console
@@ -43,56 +42,15 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..plan.costs import COSTS_FOLDER, CostBook, cell_seconds, known_costs, shard_count
-    from ..plan.jobs import plan_jobs, unit_shards
-    from ..plan.load import plan_matrix
+    from ..pipeline.plan import PlanRequest, plan_fanout
+    from ..ui.plan import fanout_text
 
     cache = cache_dir(args)
-    plan = plan_matrix(args.matrix, cache, say_to(make_console(stderr=True), "yellow"),
-                       args.offline, args.locked, every_platform=True,
-                       torch_pythons=args.torch_python)
-    jobs = plan_jobs(plan, args.max_cells)
-    books = (CostBook(plan.matrix.costs) if plan.matrix.costs else None,
-             CostBook((args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER) / COSTS_FOLDER))
-    estimates: dict[str, float] = {}
-    units: dict[str, int] = {}
-    counts: dict[str, int] = {}
-    widened: dict[str, dict[str, str]] = {}
-    for cell in plan.cells:
-        if cell.cuda is None:
-            continue
-        estimates[cell.id] = cell_seconds(cell, known_costs(cell.spec.name, books))
-        units[cell.id] = sum(1 for unit in cell.units if unit.compiled)
-        widened[cell.id] = cell.widened
-        if args.split_after is not None:
-            counts[cell.id] = shard_count(estimates[cell.id], args.split_after, args.cores,
-                                          units[cell.id])
-    shards = unit_shards(plan, jobs, counts)
-    compact = (",", ":")
-    if args.format == "github":
-        text = json.dumps({"include": [
-            {**job.summary(), "shards": sum(s.job == job for s in shards)} for job in jobs]},
-            separators=compact)
-    elif args.format == "github-shards":
-        text = json.dumps({"include": [shard.summary() for shard in shards]},
-                          separators=compact)
-    else:
-        text = json.dumps({
-            "matrix": str(args.matrix), "max_cells": args.max_cells,
-            "jobs": [{**job.summary(), "cells": list(job.cells), "skipped": list(job.skipped),
-                      "split": {cell: counts[cell] for cell in job.cells
-                                if counts.get(cell, 1) > 1}} for job in jobs],
-            "shards": [shard.summary() for shard in shards],
-            "served": {cell.id: [served.id for served in plan.serves(cell.id)]
-                       for cell in plan.cells if plan.serves(cell.id)},
-            "cells": {cell: {"units": units[cell], "core_seconds": round(estimates[cell], 1),
-                             "shards": counts.get(cell, 1), "widened": widened[cell]}
-                      for cell in sorted(estimates)},
-            "skipped": {skipped.id: skipped.reason for skipped in plan.skipped},
-            **({"estimates": {"split_after": args.split_after, "cores": args.cores,
-                              "core_seconds": {cell: round(seconds, 1) for cell, seconds
-                                               in sorted(estimates.items())}}}
-               if args.split_after is not None else {}),
-        }, indent=1)
-    print(text)
+    request = PlanRequest(
+        matrix=args.matrix, cache=cache,
+        objects=args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER,
+        max_cells=args.max_cells, offline=args.offline, locked=args.locked,
+        torch_pythons=tuple(args.torch_python), split_after=args.split_after, cores=args.cores)
+    fanout = plan_fanout(request, say_to(make_console(stderr=True), "yellow"))
+    print(fanout_text(fanout, args.format))
     return 0

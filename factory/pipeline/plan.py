@@ -1,0 +1,69 @@
+"""`factory plan`: a matrix's cells as jobs for a CI fan-out, each CUDA cell's units and
+estimated cost, and the unit shards of cells too long for one job."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..plan.cells import Plan
+from ..plan.costs import COSTS_FOLDER, CostBook, cell_seconds, known_costs, shard_count
+from ..plan.jobs import Job, UnitShard, plan_jobs, unit_shards
+from ..plan.load import plan_matrix
+
+__all__ = ["CellCost", "FanOut", "PlanRequest", "plan_fanout"]
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What `factory plan` was asked, every path and value already checked."""
+
+    matrix: Path
+    cache: Path
+    objects: Path  # the object cache whose cost book earlier builds wrote
+    max_cells: int  # cells per job at most
+    offline: bool = False
+    locked: bool = False
+    torch_pythons: tuple[Path, ...] = ()
+    split_after: float | None = None  # seconds: a cell estimated longer is split into shards
+    cores: int = 1  # a build machine's cores, for split_after
+
+
+@dataclass(frozen=True)
+class CellCost:
+    """What compiling one CUDA cell takes, as far as the plan can tell."""
+
+    units: int  # units compiled (not generated or copied)
+    core_seconds: float  # their estimated cost
+    shards: int  # unit shard jobs it is split into (1: not split)
+    widened: dict[str, str]  # sections built beyond the cell's SMs, and why
+
+
+@dataclass(frozen=True)
+class FanOut:
+    request: PlanRequest
+    plan: Plan
+    jobs: list[Job]
+    shards: list[UnitShard]
+    costs: dict[str, CellCost]  # by cell id, CUDA cells only
+
+
+def plan_fanout(request: PlanRequest, warn: Callable[[str], None]) -> FanOut:
+    plan = plan_matrix(request.matrix, request.cache, warn, request.offline, request.locked,
+                       every_platform=True, torch_pythons=list(request.torch_pythons))
+    jobs = plan_jobs(plan, request.max_cells)
+    books = (CostBook(plan.matrix.costs) if plan.matrix.costs else None,
+             CostBook(request.objects / COSTS_FOLDER))
+    costs = {}
+    for cell in plan.cells:
+        if cell.cuda is None:
+            continue
+        seconds = cell_seconds(cell, known_costs(cell.spec.name, books))
+        units = sum(1 for unit in cell.units if unit.compiled)
+        shards = 1 if request.split_after is None else \
+            shard_count(seconds, request.split_after, request.cores, units)
+        costs[cell.id] = CellCost(units, seconds, shards, cell.widened)
+    counts = {cell: cost.shards for cell, cost in costs.items()
+              if request.split_after is not None}
+    return FanOut(request, plan, jobs, unit_shards(plan, jobs, counts), costs)
