@@ -1,0 +1,140 @@
+"""The browse page in a real browser: Debian's Chromium driven by playwright, on the example's
+index served by `factory serve`, at a phone's width."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from ..conftest import REPO, run_factory, serving
+from ..system import debian_package
+
+pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.network]
+
+ARTIFACTS = REPO / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def site(example_tested):
+    with serving(example_tested[0]) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=debian_package("chromium",
+                                                                             "chromium"),
+                                              args=["--no-sandbox", "--disable-gpu"])
+        yield chromium
+        chromium.close()
+
+
+def open_page(browser, url: str):
+    page = browser.new_page(viewport={"width": 390, "height": 844})  # a phone
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url)
+    page.wait_for_selector("body[data-ready=true]")
+    return page, errors
+
+
+def test_the_helper_gives_the_cell_index_command(browser, site):
+    page, errors = open_page(browser, site)
+    page.select_option("#package", "img2gray")
+    page.select_option("#torch", "2.11")
+    page.select_option("#cuda", "13.0")
+    expected = f"{site}cu130torch211/simple"
+    assert page.text_content("#pip-command") == f"pip install img2gray --extra-index-url {expected}"
+    assert page.text_content("#uv-command") == (
+        f"uv pip install img2gray --extra-index-url {expected}")
+    assert "img2gray 1.0.0+cu130torch211" in page.text_content("#status")
+    assert page.evaluate("location.hash") == "#package=img2gray&torch=2.11&cuda=13.0"
+    # The coverage grid: the built cell opens the wheel's facts.
+    page.wait_for_selector("td.built button")
+    page.click("td.built button")
+    details = page.text_content(".wheel")
+    assert "sm_90" in details and "==2.11.*" in details and ">=3.9" in details
+    assert " installed)" in details and " inflated)" in details, details  # sizes, per SM too
+    assert "examples/img2gray" in details and "nvcc 13.0" in details
+    proof = page.text_content(".proof")
+    assert "8 passed, 0 failed, 6 skipped with no GPU (GPU tests skipped)" in proof, proof
+    assert "::img2gray (CPU, CUDA, Meta): torch.compile ready" in proof, proof
+    # Nothing wider than the phone's screen.
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "browse-page.png"), full_page=True)
+    assert (ARTIFACTS / "browse-page.png").stat().st_size > 10_000
+    assert errors == []
+
+
+def test_deep_links_and_pasted_versions(browser, site):
+    page, errors = open_page(browser, site + "#package=img2gray&torch=2.11&cuda=13.0")
+    assert page.input_value("#torch") == "2.11" and page.input_value("#cuda") == "13.0"
+    assert page.text_content("#pip-command").endswith("/cu130torch211/simple")
+    page.click("#detect summary")
+    page.fill("#paste", "2.13.0+cpu None")
+    assert "need a CUDA build of torch" in page.text_content("#paste-result")
+    page.fill("#paste", "2.11.0+cu130 13.0")
+    assert page.text_content("#paste-result") == "Found torch 2.11 with CUDA 13.0."
+    assert errors == []
+
+
+def test_what_the_index_records_is_shown_as_text_never_run(browser, example_tested, tmp_path):
+    """The browse page takes every value of its data as text: markup in a cell's recorded
+    test choice, op name or reason (a hostile matrix or kernel could put it there) is shown,
+    never parsed, and nothing runs; the chosen tests are shown beside the counts."""
+    out = shutil.copytree(example_tested[0], tmp_path / "index", symlinks=True)
+    manifest_path = out / ".factory" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    hostile = '<img src=x onerror="window.pwned=1">'
+    for cell in manifest["cells"].values():
+        if cell.get("tests"):
+            cell["tests"]["selection"] = f"test_a.py -k '{hostile}'"
+            cell["ops"][0]["name"] = f"img2gray::{hostile}"
+    manifest_path.write_text(json.dumps(manifest))
+    assert run_factory("index", "--out", out).exit == 0
+    with serving(out) as url:
+        page, errors = open_page(browser, url + "#package=img2gray&torch=2.11&cuda=13.0")
+        page.wait_for_selector("td.built button")
+        page.click("td.built button")
+        proof = page.text_content(".proof")
+        assert f"6 skipped with no GPU (GPU tests skipped) (chosen: test_a.py -k '{hostile}')" \
+            in proof, proof
+        assert f"img2gray::{hostile}" in proof
+        assert page.locator("img").count() == 0
+        assert page.evaluate("window.pwned") is None
+        assert errors == []
+
+
+@pytest.fixture(scope="module")
+def stable_site(stable_build):
+    with serving(stable_build[0]) as url:
+        yield url
+
+
+def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser, stable_site):
+    """One wheel in three cells: each cell says so, the wheel names the cells it serves, and
+    the helper gives the index of the chosen torch."""
+    page, errors = open_page(browser, stable_site + "#package=stable-kernel&torch=2.13&cuda=13.0")
+    assert page.text_content("#pip-command") == (
+        f"pip install stable-kernel --extra-index-url {stable_site}cu130torch213/simple")
+    assert page.text_content("#status") == (
+        "stable-kernel 1.0.0+cu13.stable.torch2.11, a stable-ABI wheel for torch >=2.11, "
+        "serves torch 2.13 with CUDA 13.0:")
+    page.wait_for_selector("td.built.stable button")
+    cells = page.query_selector_all("td.built.stable")
+    assert [cell.text_content() for cell in cells] == [
+        f"builtcu130torch21{minor}, stable-ABI wheel" for minor in (3, 2, 1)]
+    cells[0].query_selector("button").click()
+    details = page.text_content(".wheel")
+    assert "built against torch's stable ABI 2.11: one wheel for torch >=2.11" in details
+    assert ("serves" "torch 2.11 with CUDA 13.0 (cu130torch211), torch 2.12 with CUDA 13.0 "
+            "(cu130torch212), torch 2.13 with CUDA 13.0 (cu130torch213)") in details, details
+    assert "stable-kernel/cu13.stable.torch2.11/x86_64, the stable-ABI build" in \
+        page.text_content(".proof")
+    assert errors == []

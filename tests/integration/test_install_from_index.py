@@ -1,0 +1,84 @@
+"""Real pip and real uv install the example from `factory serve`, each into a fresh virtual
+environment that already holds torch 2.11, through the cell's own index URL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..conftest import serving
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+
+@pytest.fixture(scope="module")
+def served(example_build, tmp_path_factory):
+    """`factory serve` on the example's output folder; its request log in a file."""
+    out, _ = example_build
+    log = tmp_path_factory.mktemp("serve") / "requests.log"
+    with open(log, "w") as handle, serving(out, stderr=handle) as url:
+        yield url, log
+
+
+def uv(*args, cache: Path, **kwargs) -> subprocess.CompletedProcess:
+    from uv import find_uv_bin
+
+    env = {**os.environ, "UV_CACHE_DIR": str(cache / "uv")}
+    return subprocess.run([find_uv_bin(), *[str(a) for a in args]], capture_output=True,
+                          text=True, env=env, **kwargs)
+
+
+def torch_venv_at(path: Path, cache: Path, seed: bool) -> Path:
+    made = uv("venv", "--quiet", *(["--seed"] if seed else []), "--python", sys.executable, path,
+              cache=cache)
+    assert made.returncode == 0, made.stderr
+    installed = uv("pip", "install", "--quiet", "--python", path / "bin" / "python",
+                   "torch==2.11.*", cache=cache)
+    assert installed.returncode == 0, installed.stderr
+    return path
+
+
+def freeze(venv: Path, cache: Path) -> set[str]:
+    listed = uv("pip", "freeze", "--python", venv / "bin" / "python", cache=cache)
+    assert listed.returncode == 0, listed.stderr
+    return set(listed.stdout.split())
+
+
+def metadata_requests(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines()
+            if "GET /files/img2gray-1.0.0%2Bcu130torch211-" in line and ".whl.metadata " in line]
+
+
+def test_pip_installs_the_cell_wheel_and_leaves_torch_alone(served, tmp_path, factory_cache):
+    url, log = served
+    venv = torch_venv_at(tmp_path / "pip-venv", factory_cache, seed=True)
+    before = freeze(venv, factory_cache)
+    done = subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "img2gray",
+                           "--extra-index-url", f"{url}cu130torch211/simple"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = freeze(venv, factory_cache)
+    assert after - before == {"img2gray==1.0.0+cu130torch211"}
+    assert before - after == set()  # torch and its CUDA libraries untouched
+    assert metadata_requests(log), log.read_text()
+
+
+def test_uv_installs_the_cell_wheel_and_leaves_torch_alone(served, tmp_path, factory_cache):
+    url, log = served
+    venv = torch_venv_at(tmp_path / "uv-venv", factory_cache, seed=False)
+    before = freeze(venv, factory_cache)
+    requests_before = len(metadata_requests(log))
+    done = uv("pip", "install", "--no-cache", "--python", venv / "bin" / "python", "img2gray",
+              "--extra-index-url", f"{url}cu130torch211/simple", cache=factory_cache)
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = freeze(venv, factory_cache)
+    assert after - before == {"img2gray==1.0.0+cu130torch211"}
+    assert before - after == set()
+    assert len(metadata_requests(log)) > requests_before, log.read_text()
+    json_pages = [line for line in log.read_text().splitlines()
+                  if "GET /cu130torch211/simple/img2gray/ " in line]
+    assert json_pages

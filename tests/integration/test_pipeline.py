@@ -1,0 +1,62 @@
+"""The pipeline: what a command does from a request to an exit status, speaking through a voice
+and printing nothing itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from factory.cells.options import BuildOptions
+from factory.cells.run import CellTests
+from factory.errors import ConfigError
+from factory.pipeline.build import only_cells
+from factory.pipeline.test import TestRequest, run_kernel_tests
+from factory.plan.load import plan_matrix
+
+from ..conftest import REPO
+
+
+class RecordingVoice:
+    """A voice that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.warnings: list[str] = []
+        self.shown: list[tuple[list[CellTests], bool]] = []
+        self.reporter = None
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)
+
+    def tested(self, entries: list[CellTests], require_gpu: bool) -> None:
+        self.shown.append((entries, require_gpu))
+
+
+def test_factory_test_speaks_through_its_voice_and_prints_nothing(tmp_path, capsys):
+    """A cell with no published wheel: its tests cannot run, the voice is told so (and which
+    runner and why), the exit status is 1, and nothing reaches stdout or stderr."""
+    out = tmp_path / "out"
+    out.mkdir()
+    voice = RecordingVoice()
+    request = TestRequest(matrix=REPO / "matrix.yaml", out=out, cache=tmp_path / "cache",
+                          options=BuildOptions(tmp_path / "build", None), runner="local")
+    assert run_kernel_tests(request, voice) == 1
+    assert voice.notes == ["runner: local (asked for)"]
+    ((entries, require_gpu),) = voice.shown
+    assert require_gpu is False
+    (entry,) = entries
+    assert entry.cell_id == "img2gray/cu130torch211/x86_64" and entry.report is None
+    assert entry.detail.startswith("no wheel of this cell is published")
+    assert capsys.readouterr() == ("", "")
+
+
+def test_only_globs_that_match_no_cell_name_the_cells(tmp_path):
+    plan = plan_matrix(REPO / "matrix.yaml", tmp_path / "cache", lambda text: None)
+    assert only_cells(plan, ()) is plan
+    assert [cell.id for cell in only_cells(plan, ("img2gray/*",)).cells] == \
+        ["img2gray/cu130torch211/x86_64"]
+    with pytest.raises(ConfigError) as raised:
+        only_cells(plan, ("nope/*",))
+    assert str(raised.value).startswith("--only: 'nope/*' matches no cell (cells: img2gray/")

@@ -1,0 +1,75 @@
+"""Commands whose output the factory reads whole (probes of an interpreter or an image the user
+named, the import gate, doctor in another interpreter) are bounded: a program that floods its
+output or hangs is killed with its children, and the factory says so in one line. A long
+command whose output streams into a log (a kernel's tests) is bounded in time the same way."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from factory.system.process import Log, OutputOverflow, bounded_run, streamed_run
+
+from ..conftest import factory_main, make_kernel, write
+from ..unit.test_cli_errors import GOOD_KERNEL, GOOD_MATRIX, SOURCES
+
+
+def test_a_flood_is_cut_at_the_limit():
+    started = time.monotonic()
+    with pytest.raises(OutputOverflow, match="printed more than 65536 bytes"):
+        bounded_run(["yes"], 30, limit=1 << 16)
+    assert time.monotonic() - started < 10
+
+
+def test_a_hung_command_is_killed_with_its_children(tmp_path):
+    marker = tmp_path / "child.pid"
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        bounded_run(["sh", "-c", f"sleep 300 & echo $! > {marker}; wait"], 1)
+    assert time.monotonic() - started < 10
+    child = int(marker.read_text())
+    time.sleep(0.2)
+    assert not Path(f"/proc/{child}").exists() or \
+        Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+
+
+def test_a_streamed_command_is_logged_line_by_line_and_killed_at_its_time(tmp_path):
+    marker = tmp_path / "child.pid"
+    with open(tmp_path / "log", "w") as handle:
+        log = Log(handle)
+        status = streamed_run(["sh", "-c", "echo one; echo two >&2; exit 4"], log, 30)
+        started = time.monotonic()
+        with pytest.raises(subprocess.TimeoutExpired):
+            # the child holds the output open after its parent is gone
+            streamed_run(["sh", "-c", f"echo started; sleep 300 & echo $! > {marker}; wait"],
+                         log, 1)
+    assert status == 4
+    assert time.monotonic() - started < 10
+    assert (tmp_path / "log").read_text() == "one\ntwo\nstarted\n"
+    child = int(marker.read_text())
+    time.sleep(0.2)
+    assert not Path(f"/proc/{child}").exists() or \
+        Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+
+
+def test_what_a_command_says_comes_back_whole():
+    done = bounded_run([sys.executable, "-c", "import sys; print('out'); print('err', "
+                        "file=sys.stderr); sys.exit(3)"], 30)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+
+
+def test_a_torch_python_that_floods_is_one_line(tmp_path, capsys):
+    flood = write(tmp_path / "python", "#!/bin/sh\nexec yes 'torch 2.11'\n")
+    flood.chmod(0o755)
+    make_kernel(tmp_path / "demo", GOOD_KERNEL, SOURCES, package="demo")
+    matrix = write(tmp_path / "matrix.yaml", GOOD_MATRIX)
+    started = time.monotonic()
+    result = factory_main("plan", matrix, "--torch-python", flood, "--cache-dir",
+                          tmp_path / "cache", capsys=capsys)
+    assert time.monotonic() - started < 30
+    assert result.exit in (1, 2) and len(result.stderr.strip().splitlines()) == 1
+    assert "printed more than" in result.stderr

@@ -1,0 +1,285 @@
+"""The shipped PEP 517 example (examples/relu-scale, a setup.py CUDAExtension with a pybind11
+module) built in builder containers for two CPythons, installed from its cell's index into
+fresh environments of each and tested with its own tests; its wheels held to the gates; a
+project that downloads during its build stopped by the missing network."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from factory.cells.runners.docker.image import host_certificates
+from factory.wheel.gates import Expectation, check_wheel
+from factory.wheel.inspect import inspect_wheel
+
+from ..conftest import REPO, cache_env, read_dist_info, run_factory, write
+from ..integration.test_docker import BASE, bullseye_base  # noqa: F401  (a fixture
+from ..system import debian_package
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+PROJECT = REPO / "examples" / "relu-scale"
+PYTHONS = ("3.11", "3.13")  # the CPythons of the offline base (Debian's sources have no 3.12)
+LABEL = "cu130torch211"
+
+
+def project_matrix(folder: Path, project: Path, pythons: tuple[str, ...] = PYTHONS,
+                   env: str = "") -> Path:
+    return write(folder / "matrix.yaml", f"""
+        kernels:
+          - path: {project}
+            {env}
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+        python: {json.dumps(list(pythons))}
+        runner: docker
+        docker: {{base: {BASE}}}
+    """)
+
+
+@pytest.fixture(scope="module")
+def project_build(tmp_path_factory, factory_cache, bullseye_base):
+    folder = tmp_path_factory.mktemp("relu-scale")
+    project_matrix(folder, PROJECT)
+    result = run_factory("build", "matrix.yaml", "--out", folder / "index", cwd=folder,
+                         env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    return folder / "index", result
+
+
+def wheel_of(index: Path, python: str) -> Path:
+    tag = "cp" + python.replace(".", "")
+    (wheel,) = (index / "files").glob(f"relu_scale-1.0.0+{LABEL}-{tag}-{tag}-manylinux_*.whl")
+    return wheel
+
+
+def test_one_labelled_wheel_per_cpython(project_build):
+    index, result = project_build
+    assert sorted(path.name for path in (index / "files").glob("*.whl")) == [
+        wheel_of(index, python).name for python in PYTHONS]
+    for python in PYTHONS:
+        assert re.search(rf"relu-scale/{LABEL}/x86_64/cp{python.replace('.', '')} +│ built",
+                         result.stdout), result.stdout
+        wheel = wheel_of(index, python)
+        metadata = read_dist_info(wheel, "METADATA")
+        assert "Version: 1.0.0+cu130torch211\n" in metadata
+        assert re.findall(r"^Requires-Dist: .*$", metadata, re.M) == [
+            "Requires-Dist: torch==2.11.*"]
+        provenance = json.loads(read_dist_info(wheel, "provenance.json"))
+        assert provenance["cell"]["python"] == python and provenance["cell"]["per_python"]
+        tag = python.replace(".", "")
+        assert provenance["gpu_code_found"] == {
+            f"relu_scale/_C.cpython-{tag}-x86_64-linux-gnu.so": ["compute_90", "sm_90"]}
+    page = (index / LABEL / "simple" / "relu-scale" / "index.html").read_text()
+    for python in PYTHONS:
+        assert wheel_of(index, python).name.replace("+", "%2B") in page
+
+
+def test_each_wheel_installs_from_its_cell_index_and_passes_the_projects_tests(
+        project_build, factory_cache, tmp_path):
+    """In a container of the base, each CPython gets a fresh environment, torch 2.11 from
+    PyPI and relu-scale from the served cell index (uv: the cell index is asked first)."""
+    index, _ = project_build
+    from uv import find_uv_bin
+    certificates = tmp_path / "ca-certificates.crt"  # the host's, a TLS proxy's included
+    certificates.write_bytes(host_certificates())
+
+    with subprocess.Popen([sys.executable, "-m", "factory", "serve", str(index), "--port", "0"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as server:
+        try:
+            line = server.stdout.readline()
+            url = line.split(" at ", 1)[1].split()[0]
+            for python in PYTHONS:
+                tag = "cp" + python.replace(".", "")
+                script = (
+                    f"uv venv --quiet --python /opt/python/{tag}-{tag}/bin/python /tmp/env && "
+                    "uv pip install --quiet --python /tmp/env/bin/python torch==2.11.* pytest "
+                    f"relu-scale --extra-index-url {url}{LABEL}/simple && "
+                    "/tmp/env/bin/python -c 'import relu_scale, sys; "
+                    "print(relu_scale.__file__)' && cp -r /project-tests /tmp/tests && "
+                    "/tmp/env/bin/python -m pytest -q -p no:cacheprovider /tmp/tests")
+                done = subprocess.run(
+                    ["docker", "run", "--rm", "--network", "host",
+                     "--mount", f"type=bind,source={find_uv_bin()},target=/usr/local/bin/uv,"
+                                "readonly",
+                     "--mount", f"type=bind,source={factory_cache / 'uv'},target=/uv-cache",
+                     "--mount", f"type=bind,source={PROJECT / 'tests'},target=/project-tests,"
+                                "readonly",
+                     "--mount", f"type=bind,source={certificates},target=/host-ca.crt,readonly",
+                     "--env", "SSL_CERT_FILE=/host-ca.crt",
+                     "--env", "UV_CACHE_DIR=/uv-cache", "--env", "UV_LINK_MODE=copy",
+                     BASE, "sh", "-c", script], capture_output=True, text=True)
+                assert done.returncode == 0, done.stdout + done.stderr
+                assert f"/tmp/env/lib/python{python}/site-packages/relu_scale/" in done.stdout
+                assert re.search(r"^6 passed, 1 skipped", done.stdout, re.M), done.stdout
+        finally:
+            server.terminate()
+
+
+def test_the_import_guard_refuses_another_torch_before_the_extension_loads(project_build,
+                                                                          tmp_path):
+    """The guard is imported first by the package's __init__.py: with a torch 2.10 (a stand-in
+    module: the guard only reads its versions) the import stops with the cell's index named,
+    before the extension, which would fail with an undefined symbol, is loaded."""
+    index, _ = project_build
+    with zipfile.ZipFile(wheel_of(index, "3.11")) as archive:
+        archive.extractall(tmp_path / "site")
+        init = archive.read("relu_scale/__init__.py").decode()
+    assert init.splitlines()[1] == \
+        "from . import _kernel_wheel_factory_guard  # noqa: F401  (kernel-wheel-factory)"
+    write(tmp_path / "site" / "torch" / "__init__.py", """
+        __version__ = "2.10.0+cu130"
+        class version:
+            cuda = "13.0"
+    """)
+    done = subprocess.run([sys.executable, "-c", "import relu_scale"], cwd=tmp_path,
+                          env={"PYTHONPATH": str(tmp_path / "site")}, capture_output=True,
+                          text=True)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "ImportError: relu-scale 1.0.0+cu130torch211 was built for torch 2.11 with CUDA 13, "
+        "but this environment has torch 2.10.0+cu130 with CUDA 13.0. Install the relu-scale "
+        "wheel built for it, from the 'cu130torch210' index (.../cu130torch210/simple), or "
+        "install torch 2.11 with CUDA 13.")
+
+
+def doctored(wheel: Path, target: Path) -> Path:
+    """The wheel with a library named like torch's libc10 inside (a copy of its own extension
+    will do) and its torch pin taken out."""
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(target, "w") as out:
+        extension = next(name for name in source.namelist() if name.endswith(".so"))
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.endswith(".dist-info/METADATA"):
+                data = data.replace(b"Requires-Dist: torch==2.11.*\n", b"")
+            out.writestr(info, data)
+        out.writestr("relu_scale.libs/libc10-0a1b2c3d.so", source.read(extension))
+    return target
+
+
+def test_the_gates_hold_such_wheels_and_catch_a_doctored_one(project_build, tmp_path):
+    index, _ = project_build
+    wheel = wheel_of(index, "3.11")
+    expect = Expectation("relu-scale", f"1.0.0+{LABEL}", "==2.11.*", 13, frozenset({"sm_90"}),
+                         "x86_64", gpu_covers=True)
+    report = inspect_wheel(wheel)
+    assert not report.is_abi3 and all(tag.startswith("cp311-cp311-manylinux_")
+                                      for tag in report.tags), report.tags
+    assert check_wheel(report, expect) == []
+    problems = check_wheel(inspect_wheel(doctored(wheel, tmp_path / wheel.name)), expect)
+    assert "the torch requirement is missing, the cell's torch is torch==2.11.*" in problems
+    assert any(problem.startswith("libraries: the wheel bundles relu_scale.libs/libc10-0a1b2c3d"
+                                  ".so") for problem in problems), problems
+    missing = check_wheel(report, replace(expect, gpu_code=frozenset({"sm_90", "sm_100"})))
+    assert len(missing) == 1 and "has no SASS for sm_100" in missing[0], missing
+
+
+def test_a_build_that_downloads_fails_for_want_of_a_network(tmp_path, factory_cache,
+                                                             bullseye_base):
+    """Like real setup.py files that fetch a prebuilt wheel unless told to build: the build
+    container has no network, and the message says what to set; env: reaches the build."""
+    project = shutil.copytree(PROJECT, tmp_path / "downloads", ignore=shutil.ignore_patterns(
+        "tests"))
+    setup = project / "setup.py"
+    setup.write_text(
+        "import os, urllib.request\n"
+        "url = os.environ['RELU_SCALE_WHEELS'] + '/relu_scale-1.0.0-cp311-cp311-linux.whl'\n"
+        "print('Guessing wheel URL:', url)\n"
+        "urllib.request.urlretrieve(url, 'prebuilt.whl')\n" + setup.read_text())
+    project_matrix(tmp_path, project, ("3.11",),
+                   env='env: {RELU_SCALE_WHEELS: "https://github.com/example/releases"}')
+    result = run_factory("build", "matrix.yaml", "--out", tmp_path / "index", cwd=tmp_path,
+                         env=cache_env(factory_cache))
+    assert result.exit == 1
+    assert "the project's build tried to reach the network, and builds have no network" in \
+        result.stdout, result.stdout
+    assert "under the kernel's env: in the matrix" in result.stdout
+    log = (tmp_path / "index" / "logs" / f"relu-scale-{LABEL}-x86_64-cp311.log").read_text()
+    assert "Guessing wheel URL: https://github.com/example/releases/relu_scale-1.0.0" in log
+    assert "Temporary failure in name resolution" in log or "Network is unreachable" in log
+    assert list((tmp_path / "index" / "files").glob("*.whl")) == []
+
+
+def test_a_local_build_is_reproduced_byte_for_byte_by_verify(tmp_path, factory_cache):
+    """Built on this machine, then rebuilt from its provenance by `factory verify` (in another
+    folder, by the same build step): the same bytes."""
+    debian_package("bubblewrap", "bwrap")  # the build on this machine runs under it
+    write(tmp_path / "matrix.yaml", f"""
+        kernels: [{{path: {PROJECT}}}]
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+        python: ["{sys.version_info.major}.{sys.version_info.minor}"]
+        runner: local
+    """)
+    env = cache_env(factory_cache)
+    result = run_factory("build", "matrix.yaml", "--out", tmp_path / "out", cwd=tmp_path,
+                         env=env)
+    assert result.exit == 0, result.stdout + result.stderr
+    (wheel,) = (tmp_path / "out" / "files").glob("*.whl")
+    verified = run_factory("verify", wheel, "--source", PROJECT, cwd=tmp_path, env=env)
+    assert verified.exit == 0, verified.stdout + verified.stderr
+    assert "verified: the rebuilt wheel is byte-identical" in verified.stdout
+
+
+HOSTILE_PROLOGUE = """\
+import os as _os, pathlib as _pathlib
+print("hostile: planted", _os.environ.get("KWF_PLANTED_TOKEN", "absent"))
+for _target in {targets!r}:
+    try:
+        _pathlib.Path(_target).write_text("hostile")
+        print("hostile: wrote", _target)
+    except OSError as _exc:
+        print("hostile: blocked", _target, _exc.strerror)
+"""
+
+
+def test_a_hostile_setup_py_on_this_machine_reads_no_secret_and_writes_nothing_outside(
+        tmp_path, factory_cache):
+    """The setup.py that once printed TWINE_PASSWORD into its log, wrote into the home folder
+    and the factory's cache and dropped a wheel into files/: on the local runner it now runs
+    confined (bubblewrap), sees an allow-listed environment, and only its own wheel is
+    published."""
+    debian_package("bubblewrap", "bwrap")
+    project = shutil.copytree(PROJECT, tmp_path / "hostile", ignore=shutil.ignore_patterns(
+        "tests"))
+    out = tmp_path / "out"
+    targets = [str(REPO / ".kernel-wheel-factory-hostile"),
+               str(factory_cache / "hostile-was-here"),
+               str(out / "files" / "evil-6.6.6+cu130torch211-py3-none-any.whl")]
+    setup = project / "setup.py"
+    setup.write_text(HOSTILE_PROLOGUE.format(targets=targets) + setup.read_text())
+    write(tmp_path / "matrix.yaml", f"""
+        kernels: [{{path: {project}}}]
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+        python: ["{sys.version_info.major}.{sys.version_info.minor}"]
+        runner: local
+    """)
+    secrets = {"KWF_PLANTED_TOKEN": "planted-s3cret-value", "TWINE_PASSWORD": "twine-s3cret",
+               "HF_TOKEN": "hf_s3cretvalue"}
+    result = run_factory("build", "matrix.yaml", "--out", out, cwd=tmp_path,
+                         env={**cache_env(factory_cache), **secrets})
+    assert result.exit == 0, result.stdout + result.stderr
+    (log,) = (out / "logs").glob("relu-scale-*.log")
+    text = log.read_text()
+    assert "hostile: planted absent" in text
+    for target in targets:
+        assert not Path(target).exists(), target
+    assert f"hostile: blocked {targets[0]} Read-only file system" in text
+    assert [wheel.name.split("-")[0] for wheel in (out / "files").glob("*.whl")] == \
+        ["relu_scale"]
+    published = b"".join(path.read_bytes() for path in out.rglob("*") if path.is_file())
+    for wheel in out.rglob("*.whl"):  # its members are compressed: read them as they unpack
+        with zipfile.ZipFile(wheel) as archive:
+            published += b"".join(archive.read(name) for name in archive.namelist())
+    for value in secrets.values():
+        assert value not in result.stdout + result.stderr + text
+        assert value.encode() not in published

@@ -1,0 +1,94 @@
+"""A run of cells: a bug in one cell fails that cell alone, with its traceback in the cell's
+log, and the others still build and publish. A pure-Python kernel builds here without a
+compiler; the compiled kernel's runner has a bug."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+
+from factory.cells.job import Built, Compiling
+from factory.cells.options import BuildOptions
+from factory.cells.run import RunSettings, run_build
+from factory.cells.runners import choose_runner
+from factory.cells.runners.local import LocalRunner
+from factory.defaults import host_platform
+from factory.plan.cells import Cell
+from factory.system.process import Log
+from factory.ui.progress import PlainReporter
+
+from ..conftest import FIXTURES, make_kernel
+from ..unit.test_matrix import KERNEL, demo_plan, plan_for
+
+
+class BrokenForCompiledCells:
+    """The local runner, with a bug that strikes only compiled cells."""
+
+    name = "local"
+
+    def __init__(self, runner: LocalRunner) -> None:
+        self.runner = runner
+        self.options = runner.options
+
+    def __enter__(self) -> BrokenForCompiledCells:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        pass
+
+    def facts(self, cell: Cell) -> dict[str, Any]:
+        return self.runner.facts(cell)
+
+    def build(self, cell: Cell, staging: Path, log: Log, compiling: Compiling,
+              progress: Callable[[str], None]) -> Built:
+        if cell.cuda is not None:
+            return {}["not a key"]  # a bug: a KeyError nobody meant to raise
+        return self.runner.build(cell, staging, log, compiling, progress)
+
+
+def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path):
+    make_kernel(tmp_path / "demo", KERNEL.format(name="demo", backends='["cuda"]',
+                                                 torch_bounds="", caps="", cuda_bounds=""),
+                {"b.cpp": "", "k.cu": ""}, package="demo")
+    plan = plan_for(tmp_path, f"""
+        kernels:
+          - {{path: demo, version: 1.0.0}}
+          - {{path: {FIXTURES / "noarch-kernel"}, version: 2.0.0}}
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+    """)
+    options = BuildOptions(tmp_path / "build", 1767225600)
+    runner = BrokenForCompiledCells(LocalRunner(tmp_path / "cache", options))
+    console = Console(file=io.StringIO(), width=200)
+    with runner:
+        results = run_build(plan, tmp_path / "out", runner, PlainReporter(console),
+                            RunSettings(cells=2))
+    outcome = {result.cell_id: result for result in results}
+    broken = outcome[f"demo/cu130torch211/{host_platform()}"]
+    assert (broken.status, broken.detail) == ("failed", "internal error: KeyError('not a key')")
+    log = broken.log.read_text()
+    assert "Traceback (most recent call last)" in log and "KeyError: 'not a key'" in log
+    assert "FAILED: internal error: KeyError('not a key')" in log
+    built = outcome["noarch-kernel/noarch"]
+    assert built.status == "built" and built.published is not None
+    assert built.published.filename == "noarch_kernel-2.0.0-py3-none-any.whl"
+    assert (tmp_path / "out" / "files" / built.published.filename).is_file()
+
+
+def test_auto_says_what_building_on_this_machine_means_when_docker_is_not_there(tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
+    plan = demo_plan(tmp_path)
+    runner, why = choose_runner("auto", plan, tmp_path / "cache",
+                                BuildOptions(tmp_path / "build", 0), None)
+    assert isinstance(runner, LocalRunner)
+    assert why.startswith("no docker daemon answers (")
+    assert why.endswith("; so everything runs on this machine, outside containers: a setup.py "
+                        "project's build under bubblewrap, kernels' own tests with no file "
+                        "system sandbox (--runner docker keeps both in one)")

@@ -1,0 +1,331 @@
+"""The package index: pages to the standards, incremental and atomic updates, immutability, yank
+and `factory serve`, on small real wheels written by the factory's own wheel writer."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urljoin
+
+import pytest
+from pypi_simple import ProjectPage
+
+from factory.index.serve import negotiate
+from factory.index.update import update_index
+from factory.wheel.assemble import CoreMetadata, write_wheel
+from factory.wheel.read import read_wheel
+
+EPOCH = 1767225600
+
+
+def make_wheel(files: Path, name: str, version: str, tag: str = "cp39-abi3-linux_x86_64",
+               requires_python: str = ">=3.9", payload: str = "") -> Path:
+    """A small valid wheel, as the factory writes them."""
+    content = files.parent.parent / "wheel-content" / f"{name}-{version}"
+    package = content / name.replace("-", "_")
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text(f"VERSION = {version!r}\n{payload}")
+    metadata = CoreMetadata(name, version, f"{name} test wheel", requires_python,
+                            ("torch",), "MIT", None)
+    return write_wheel(content, files, metadata, tag, False, EPOCH)
+
+
+class Links(HTMLParser):
+    """Every <a> of a page, and the repository-version meta tag."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.anchors: list[dict[str, str | None]] = []
+        self.meta: dict[str, str | None] = {}
+        self.texts: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self.anchors.append(dict(attrs))
+        if tag == "meta":
+            attributes = dict(attrs)
+            self.meta[attributes.get("name") or ""] = attributes.get("content")
+
+    def handle_data(self, data):
+        if self.anchors and data.strip():
+            self.texts.append(data.strip())
+
+
+def parse(path: Path) -> Links:
+    links = Links()
+    links.feed(path.read_text())
+    return links
+
+
+def check_page_links(out: Path, page: Path) -> list[str]:
+    """Each file an HTML project page links: present, with the sha256 the link names, and its
+    .metadata with the hash the data attributes name."""
+    problems = []
+    base = "file://" + str(page.parent) + "/"
+    for anchor in parse(page).anchors:
+        url, _, fragment = anchor["href"].partition("#sha256=")
+        target = Path(unquote(urljoin(base, url).removeprefix("file://")))
+        if not target.is_file():
+            problems.append(f"{page}: links missing {target}")
+            continue
+        if hashlib.sha256(target.read_bytes()).hexdigest() != fragment:
+            problems.append(f"{page}: hash of {target.name} does not match")
+        metadata = target.with_name(target.name + ".metadata")
+        expected = anchor.get("data-core-metadata", "").removeprefix("sha256=")
+        if not metadata.is_file() or hashlib.sha256(metadata.read_bytes()).hexdigest() != expected:
+            problems.append(f"{page}: metadata of {target.name} missing or wrong")
+    return problems
+
+
+def check_json_links(page: Path) -> list[str]:
+    problems = []
+    for entry in json.loads(page.read_text())["files"]:
+        target = Path(unquote(urljoin("file://" + str(page.parent) + "/", entry["url"])
+                              .removeprefix("file://")))
+        if not target.is_file():
+            problems.append(f"{page}: links missing {target}")
+        elif hashlib.sha256(target.read_bytes()).hexdigest() != entry["hashes"]["sha256"]:
+            problems.append(f"{page}: hash of {target.name} does not match")
+    return problems
+
+
+def index_problems(out: Path) -> list[str]:
+    """What a reader could trip over: a page that does not parse, a link to a missing file or
+    one with the wrong hash, a root page linking a project whose pages are not there."""
+    problems = []
+    for page in out.rglob("index.*"):
+        if page.parent == out or page.parent.name == "simple" or page.suffix not in (
+                ".html", ".json") or ".factory" in page.parts:
+            continue
+        try:
+            problems += (check_page_links(out, page) if page.suffix == ".html"
+                         else check_json_links(page))
+        except (OSError, ValueError, KeyError) as exc:
+            problems.append(f"{page}: {exc!r}")
+    for root in out.rglob("simple/index.html"):
+        for anchor in parse(root).anchors:
+            for name in ("index.html", "index.json"):
+                if not (root.parent / unquote(anchor["href"]) / name).is_file():
+                    problems.append(f"{root} links {anchor['href']}, which has no {name}")
+    return problems
+
+
+def small_index_files(out: Path) -> Path:
+    """files/ of a small index: two cells of one kernel, a kernel of one cell, a pure-Python
+    kernel."""
+    files = out / "files"
+    files.mkdir(parents=True)
+    make_wheel(files, "img2gray", "1.0.0+cu130torch211")
+    make_wheel(files, "img2gray", "1.0.0+cu130torch212")
+    make_wheel(files, "Tiny_RMS", "0.2.0+cu130torch211", requires_python=">=3.9,<4")
+    make_wheel(files, "noarch-kernel", "2.0.0", tag="py3-none-any")
+    return out
+
+
+@pytest.fixture
+def index_out(tmp_path) -> Path:
+    return small_index_files(tmp_path / "index")
+
+
+def test_layout_and_what_each_index_holds(index_out):
+    summary = update_index(index_out)
+    assert summary.wheels == 4 and summary.labels == ("cu130torch211", "cu130torch212")
+    assert summary.projects == 3
+
+    def files_of(index: str, project: str) -> list[str]:
+        return sorted(parse(index_out / index / project / "index.html").texts)
+
+    assert files_of("cu130torch211/simple", "img2gray") == [
+        "img2gray-1.0.0+cu130torch211-cp39-abi3-linux_x86_64.whl"]
+    assert files_of("cu130torch212/simple", "img2gray") == [
+        "img2gray-1.0.0+cu130torch212-cp39-abi3-linux_x86_64.whl"]
+    # noarch wheels appear in every cell's index; Tiny_RMS only where it was built.
+    assert files_of("cu130torch212/simple", "noarch-kernel") == [
+        "noarch_kernel-2.0.0-py3-none-any.whl"]
+    assert not (index_out / "cu130torch212" / "simple" / "tiny-rms").exists()
+    assert len(files_of("simple", "img2gray")) == 2
+    root = parse(index_out / "cu130torch211" / "simple" / "index.html")
+    assert [(a["href"], t) for a, t in zip(root.anchors, root.texts, strict=True)] == [
+        ("img2gray/", "img2gray"), ("noarch-kernel/", "noarch-kernel"), ("tiny-rms/", "Tiny_RMS")]
+    assert index_problems(index_out) == []
+
+
+def test_html_pages_follow_the_standards(index_out):
+    update_index(index_out)
+    page = index_out / "cu130torch211" / "simple" / "tiny-rms" / "index.html"
+    links = parse(page)
+    assert links.meta == {"pypi:repository-version": "1.1"}
+    (anchor,) = links.anchors
+    wheel = index_out / "files" / "tiny_rms-0.2.0+cu130torch211-cp39-abi3-linux_x86_64.whl"
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    metadata = hashlib.sha256((index_out / "files" / (wheel.name + ".metadata")).read_bytes())
+    assert anchor == {
+        "href": "../../../files/tiny_rms-0.2.0%2Bcu130torch211-cp39-abi3-linux_x86_64.whl"
+                f"#sha256={digest}",
+        "data-requires-python": ">=3.9,<4",
+        "data-dist-info-metadata": f"sha256={metadata.hexdigest()}",
+        "data-core-metadata": f"sha256={metadata.hexdigest()}",
+    }
+    assert "&lt;4" in page.read_text() and "<4" not in page.read_text().split("<a ")[1][:300]
+    with open(index_out / "files" / (wheel.name + ".metadata"), "rb") as handle:
+        assert handle.read() == _wheel_metadata(wheel)
+    # pypi-simple, as a client library reads it.
+    parsed = ProjectPage.from_html("tiny-rms", page.read_bytes(), base_url="https://host/x/")
+    (package,) = parsed.packages
+    assert package.filename == wheel.name and package.version == "0.2.0+cu130torch211"
+    assert package.digests == {"sha256": digest} and package.requires_python == ">=3.9,<4"
+    assert package.has_metadata and parsed.repository_version == "1.1"
+
+
+def _wheel_metadata(wheel: Path) -> bytes:
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        return archive.read(name)
+
+
+def test_json_pages_follow_pep_691_and_700(index_out):
+    update_index(index_out)
+    page = json.loads((index_out / "cu130torch211" / "simple" / "img2gray" / "index.json")
+                      .read_text())
+    assert set(page) == {"meta", "name", "versions", "files"}
+    assert page["meta"] == {"api-version": "1.1"} and page["name"] == "img2gray"
+    assert page["versions"] == ["1.0.0+cu130torch211"]
+    (entry,) = page["files"]
+    wheel = index_out / "files" / entry["filename"]
+    assert entry["url"] == \
+        "../../../files/img2gray-1.0.0%2Bcu130torch211-cp39-abi3-linux_x86_64.whl"
+    assert entry["hashes"] == {"sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}
+    assert entry["requires-python"] == ">=3.9"
+    metadata = hashlib.sha256(_wheel_metadata(wheel)).hexdigest()
+    assert entry["core-metadata"] == entry["dist-info-metadata"] == {"sha256": metadata}
+    assert entry["yanked"] is False and entry["size"] == wheel.stat().st_size
+    assert entry["upload-time"] == time.strftime("%Y-%m-%dT%H:%M:%S.000000Z",
+                                                 time.gmtime(wheel.stat().st_mtime))
+    root = json.loads((index_out / "simple" / "index.json").read_text())
+    assert root == {"meta": {"api-version": "1.1"}, "projects": [
+        {"name": "img2gray"}, {"name": "noarch-kernel"}, {"name": "Tiny_RMS"}]}
+    parsed = ProjectPage.from_json_data(page, base_url="https://host/cu130torch211/simple/img2gray/")
+    assert parsed.packages[0].url == ("https://host/files/img2gray-1.0.0%2Bcu130torch211-cp39-"
+                                      "abi3-linux_x86_64.whl")
+
+
+def test_adding_a_wheel_rewrites_only_the_pages_it_touches(index_out):
+    update_index(index_out)
+    before = {p: p.stat().st_mtime_ns for p in index_out.rglob("index.*")
+              if ".factory" not in p.parts}
+    time.sleep(0.01)
+    make_wheel(index_out / "files", "img2gray", "1.0.1+cu130torch212")
+    summary = update_index(index_out)
+    changed = sorted(str(p.relative_to(index_out)) for p, m in before.items()
+                     if p.stat().st_mtime_ns != m)
+    assert changed == ["cu130torch212/simple/img2gray/index.html",
+                       "cu130torch212/simple/img2gray/index.json",
+                       "simple/img2gray/index.html", "simple/img2gray/index.json"]
+    # ... and the browse page's data: the package's file, and the list (its latest version).
+    assert summary.pages_written == 6
+    assert update_index(index_out).pages_written == 0  # nothing new: nothing written
+
+
+def test_removed_wheels_leave_the_pages(index_out):
+    update_index(index_out)
+    for wheel in (index_out / "files").glob("tiny_rms-*"):
+        wheel.unlink()
+    summary = update_index(index_out)
+    assert not (index_out / "cu130torch211" / "simple" / "tiny-rms").exists()
+    assert not (index_out / "simple" / "tiny-rms").exists() and summary.pages_removed == 2
+    for wheel in (index_out / "files").glob("img2gray-1.0.0+cu130torch212-*"):
+        wheel.unlink()
+    update_index(index_out)
+    assert not (index_out / "cu130torch212").exists()
+    assert index_problems(index_out) == []
+
+
+def test_content_negotiation():
+    json_type = "application/vnd.pypi.simple.v1+json"
+    pip = f"{json_type}, application/vnd.pypi.simple.v1+html; q=0.1, text/html; q=0.01"
+    assert negotiate(pip) == ("index.json", json_type)
+    assert negotiate(None) == ("index.html", "text/html; charset=utf-8")
+    assert negotiate("*/*") == ("index.html", "text/html; charset=utf-8")
+    assert negotiate("text/html,application/xhtml+xml,*/*;q=0.8")[0] == "index.html"
+    assert negotiate("application/vnd.pypi.simple.latest+json") == ("index.json", json_type)
+    assert negotiate("application/vnd.pypi.simple.v1+html") == (
+        "index.html", "application/vnd.pypi.simple.v1+html")
+    assert negotiate(f"{json_type};q=0, text/html")[0] == "index.html"
+    assert negotiate("application/json")[0] == "index.html"  # pip refuses plain JSON anyway
+
+
+def test_a_builds_update_reads_only_what_it_published(index_out):
+    """`factory build` hands on the wheels it published, as its gates read them; the others are
+    taken from the manifest unread. `factory index` checks every file again."""
+    update_index(index_out)
+    wheel = next((index_out / "files").glob("img2gray-1.0.0+cu130torch211-*.whl"))
+    wheel.write_bytes(wheel.read_bytes() + b"\0")  # changed in place, behind the index's back
+    added = make_wheel(index_out / "files", "img2gray", "1.0.1+cu130torch211")
+    summary = update_index(index_out, published={added.name: read_wheel(added)})
+    assert summary.wheels == 5
+    html = (index_out / "cu130torch211" / "simple" / "img2gray" / "index.html").read_text()
+    assert added.name.replace("+", "%2B") in html
+    checked = update_index(index_out, full=True)
+    assert len(checked.problems) == 1 and "changed after it was published" in checked.problems[0]
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first-build", "later-build"])
+def test_a_wheel_no_build_published_is_never_indexed_by_a_build(tmp_path, first):
+    """A project's build (or anything else) that drops a wheel into files/ gets nothing
+    published by a build's update, not even when every cell failed (nothing published) or the
+    index is new; `factory index`, run by hand, indexes what was put there by hand."""
+    out = tmp_path / "out"
+    files = out / "files"
+    files.mkdir(parents=True)
+    if not first:
+        make_wheel(files, "img2gray", "1.0.0+cu130torch211")
+        update_index(out)
+    stray = make_wheel(files, "evil", "6.6.6+cu130torch211")
+    summary = update_index(out, published={})
+    assert (summary.wheels, summary.projects) == ((0, 0) if first else (1, 1))
+    assert any(str(stray) in problem and "no build published it" in problem
+               for problem in summary.problems)
+    assert "evil" not in (out / "simple" / "index.html").read_text()
+    assert update_index(out, full=True).wheels == (1 if first else 2)  # `factory index`
+
+
+def test_a_published_name_keeps_its_bytes_after_its_file_is_removed(index_out):
+    """Removing a published wheel and indexing again must not free its name for other bytes:
+    pip caches by name, and a mirror that took the first bytes would never see the second."""
+    update_index(index_out)
+    wheel = next((index_out / "files").glob("img2gray-1.0.0+cu130torch211-*.whl"))
+    published = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    wheel.unlink()
+    (index_out / "files" / (wheel.name + ".metadata")).unlink()
+    update_index(index_out, full=True)
+    manifest = json.loads((index_out / ".factory" / "manifest.json").read_text())
+    assert manifest["withdrawn"] == {wheel.name: published}
+    other = make_wheel(index_out / "files", "img2gray", "1.0.0+cu130torch211",
+                       payload="EVIL = True\n")
+    assert other.name == wheel.name
+    summary = update_index(index_out, full=True)
+    assert summary.wheels == 3
+    (problem,) = summary.problems
+    assert f"{other}: this name was published with sha256 {published[:12]}" in problem
+    assert update_index(index_out, full=True, force=True).wheels == 4  # said outright
+    manifest = json.loads((index_out / ".factory" / "manifest.json").read_text())
+    assert "withdrawn" not in manifest
+
+
+def test_a_build_does_not_publish_other_bytes_under_a_removed_name(tmp_path):
+    from factory.cells.run import _publish
+    from factory.errors import BuildError
+
+    staged = make_wheel(tmp_path / "build" / "staging", "img2gray", "1.0.0+cu130torch211")
+    files = tmp_path / "files"
+    files.mkdir()
+    digest = hashlib.sha256(staged.read_bytes()).hexdigest()
+    with pytest.raises(BuildError, match="was published with sha256 0123456789ab and its file "
+                                         "removed since"):
+        _publish(staged, digest, files, False, None, once="0123456789ab" + "0" * 52)
+    assert _publish(staged, digest, files, False, None, once=digest) == files / staged.name

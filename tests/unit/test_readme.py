@@ -1,0 +1,43 @@
+"""README.md tells a new user two command lines; CI must run the second one, as written."""
+
+from __future__ import annotations
+
+import re
+
+from ..conftest import REPO
+
+
+def readme_commands() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    setup = text.split("## Set up and try it", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.+?)\n```", setup)[:2]
+
+
+def test_readme_gives_a_build_line_and_a_test_line():
+    build, test = readme_commands()
+    assert build.endswith("factory build matrix.yaml")
+    assert "pytest" in test
+
+
+def test_ci_runs_the_readme_test_command():
+    _, test = readme_commands()
+    script = (REPO / ".ci" / "run").read_text().splitlines()
+    assert test in script
+
+
+def test_every_promise_names_tests_that_exist():
+    """Each promise of README.md names the tests that hold it; each named test is there."""
+    text = (REPO / "README.md").read_text()
+    promises = text.split("## Promises, and the tests that hold them", 1)[1].split("\n## ")[0]
+    items = [item for item in promises.split("\n- ") if item.strip()]
+    assert len(items) >= 6
+    for item in items:
+        named = re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?`|`::(\w+)`", item)
+        assert named, item[:60]
+        current = None
+        for path, test, bare in named:
+            current = path or current
+            source = (REPO / current).read_text()
+            for name in (test, bare):
+                if name:
+                    assert re.search(rf"^def {name}\(", source, re.MULTILINE), (current, name)

