@@ -11,11 +11,10 @@ and whether torch.compile can trace it (a fake/meta implementation, or a composi
 needs none).
 
 A kernel's import may load modules from outside the wheel that register ops of their own (natten
-loads torch's flex attention, which loads torch._inductor and torch.sparse's Triton ops). Those
-ops are not the wheel's: the probe imports the same outside modules in a fresh interpreter
-(`probe.py --outside [--cuda] MODULE ...`), starting CUDA there too when the import started it
-(torch registers its Triton sparse ops as CUDA starts), and what that registers is reported
-apart ("others").
+loads torch's flex attention, which loads torch._inductor), and may start CUDA (torch registers
+its Triton sparse ops then). Those ops are not the wheel's: the probe imports the same outside
+modules in a fresh interpreter (`probe.py --outside [--cuda] MODULE ...`), starting CUDA there
+too when the import started it, and what that registers is reported apart ("others").
 """
 
 from __future__ import annotations
@@ -76,8 +75,8 @@ def _registered_by(modules: list[str], cuda: bool) -> set[str]:
     argv = [sys.executable, "-I", "-B", __file__, "--outside", *(["--cuda"] if cuda else []),
             *modules]
     try:
-        completed = subprocess.run(argv,
-                                   capture_output=True, text=True, check=False, timeout=300)
+        completed = subprocess.run(argv, capture_output=True, text=True, check=False,
+                                   timeout=300)
     except subprocess.TimeoutExpired:
         return set()  # every op stays the wheel's: the gate judges them all
     lines = completed.stdout.strip().splitlines()
