@@ -27,11 +27,11 @@ LABEL_TEMPLATE = "cu{cuda}torch{torch}"
 
 STABLE_LABEL_TEMPLATE = "cu{cuda_major}.stable.torch{torch_major}.{torch_minor}"
 """The label of a stable-ABI kernel's wheel: the CUDA major it serves and the torch it was
-built against (activation-0.1.0+cu13.stable.torch2.11). README, "Stable-ABI kernels", says why
+built against (activation-0.1.0+cu13.stable.torch2.11). docs/concepts/stable-abi.md says why
 it sorts below every per-torch label."""
 
 COMPRESS: Literal["size"] = "size"
-"""How the GPU code nvcc embeds is compressed: smallest (README, "Wheel sizes", has the
+"""How the GPU code nvcc embeds is compressed: smallest (docs/concepts/wheel-sizes.md has the
 figures and the driver each mode needs)."""
 
 PTX_FOR_NEWEST_SM = True

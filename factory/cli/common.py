@@ -9,7 +9,10 @@ huggingface_hub), which most commands never touch."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -27,10 +30,51 @@ __all__ = ["Parser", "cache_dir", "duration", "index_url", "matrix_options", "pa
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a bad argument is one line and exit status 2 (not a usage dump)."""
+    """argparse, but a bad argument is one line and exit status 2 (not a usage dump), and a
+    mistyped option or command gets the nearest right one. argparse suggests nothing before
+    Python 3.14 and then only among a choice's values, so the matching is done here."""
 
     def error(self, message: str) -> NoReturn:
-        raise ConfigError(f"{message} (see '{self.prog} --help')")
+        raise ConfigError(f"{message}{_suggestion(self, message)} (see '{self.prog} --help')")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Options no parser knew are judged by the subcommand's parser, which knows what
+        the user meant to give (the top parser knows only its own two options)."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        command = _command_parser(self, parsed)
+        if extras and command is not None:
+            command.error("unrecognized arguments: " + " ".join(extras))
+        return parsed, extras
+
+
+def _command_parser(parser: argparse.ArgumentParser,
+                    parsed: argparse.Namespace) -> argparse.ArgumentParser | None:
+    for action in parser._actions:  # argparse keeps its subcommands nowhere public
+        if isinstance(action, argparse._SubParsersAction) and action.dest in vars(parsed):
+            chosen = action.choices.get(getattr(parsed, action.dest))
+            return chosen if isinstance(chosen, argparse.ArgumentParser) else None
+    return None
+
+
+def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
+    """'; did you mean --runner?' for the words of an argparse error that are near a real
+    option string, command or value; empty when none is near."""
+    if message.startswith("unrecognized arguments: "):
+        known = [name for action in parser._actions for name in action.option_strings]
+        words = [word.split("=", 1)[0] for word in message.split(": ", 1)[1].split()
+                 if word.startswith("-")]
+    elif (wrong := re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)):
+        known = [choice.strip(" '") for choice in wrong.group(2).split(",")]
+        words = [wrong.group(1)]
+    else:
+        return ""
+    # the dashes every option shares would make any two options look alike
+    bare = {name.lstrip("-"): name for name in known}
+    near = [bare[match] for word in words
+            for match in difflib.get_close_matches(word.lstrip("-"), bare, n=1, cutoff=0.7)]
+    return f"; did you mean {' '.join(dict.fromkeys(near))}?" if near else ""
 
 
 def path_argument(text: str) -> Path:

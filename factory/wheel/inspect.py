@@ -4,7 +4,8 @@ symbols allow and whether it keeps to Python's limited API; and the factory's re
 
 A wheel is read, unzipped and hashed once (read.py): the report the gates judge holds the
 WheelFile of that read, so a build hands its wheel's facts on instead of reading it again.
-`WheelReport.to_json()` is the stable form `factory inspect --json` prints (see README).
+`WheelReport.to_json()` is the stable form `factory inspect --json` prints (see
+docs/reference/commands.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a release must survive: links out of the output folder, stray and damaged files, files
 tampered with behind the index's back, a moved matrix, an empty yank reason, and runs killed
-half-way. Each test names the promise of README.md it holds."""
+half-way. Each test names the promise of docs/promises.md it holds."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_a_build_toml_cannot_make_the_compiler_write_outside(tmp_path):
 
 
 def test_credentials_are_refused_and_never_printed(tmp_path):
-    """README: credentials are never printed. A URL that carries one is refused (exit 2) and
+    """Promise: credentials are never printed. A URL that carries one is refused (exit 2) and
     shown masked, in every place a URL is taken."""
     out = small_index_files(tmp_path / "index")
     update_index(out)
@@ -141,7 +141,7 @@ def test_stray_files_are_reported_and_the_other_wheels_indexed(tmp_path):
 
 
 def test_tampering_is_seen(tmp_path):
-    """README: published files are immutable. A wheel changed in place with its size and mtime
+    """Promise: published files are immutable. A wheel changed in place with its size and mtime
     kept passes a plain `factory index` unread, but `factory index --verify` hashes every file
     and reports it; an edited .metadata is reported and written again from the wheel; a
     damaged published wheel keeps its published record and is named."""

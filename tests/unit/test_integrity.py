@@ -1,6 +1,6 @@
 """What a release must survive: links out of the output folder, stray and damaged files, files
 tampered with behind the index's back, a moved matrix, an empty yank reason, and runs killed
-half-way. Each test names the promise of README.md it holds."""
+half-way. Each test names the promise of docs/promises.md it holds."""
 
 from __future__ import annotations
 
