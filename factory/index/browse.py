@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 from .. import __version__
 from .records import CellOutcome, FileRecord, Manifest, cell_catalogue, served_cells
 
-ASSETS = ("index.html", "browse.css", "browse.js")
+ASSETS = ("index.html", "browse.css", "browse.js", "favicon.svg")
 
 
 def asset(name: str) -> bytes:

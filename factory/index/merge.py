@@ -56,10 +56,12 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
     digests: dict[str, str] = {}
     outcomes: dict[str, CellOutcome] = {}
     yanks: dict[str, str] = {}
+    entered: dict[str, str] = {}  # wheel name -> the earliest time an index took it in
     folders: list[Path] = []
     present: dict[str, str] = {}  # wheel name -> sha256 of the target's copy
 
-    def offer(name: str, digest: str, origin: Path | ListedFile, where: str) -> None:
+    def offer(name: str, digest: str, origin: Path | ListedFile, where: str,
+              uploaded: str | None) -> None:
         known = digests.get(name)
         if known is None and (target.files / name).is_file():
             known = present[name] = file_sha256(target.files / name)
@@ -68,6 +70,8 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
                                 f"as {known[:12]}); published files are immutable, so the "
                                 "merge stops before writing anything")
         digests[name] = digest
+        if uploaded is not None:
+            entered[name] = min(uploaded, entered.get(name, uploaded))
         if not isinstance(origins.get(name), Path):  # bytes at hand beat a download
             origins[name] = origin
 
@@ -81,7 +85,8 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
                 _download_all(session, unhashed, Path(scratch), downloaded)
                 for name, entry in listed.items():
                     digest = entry.sha256 or file_sha256(downloaded[name])
-                    offer(name, digest, downloaded.get(name, entry), str(source))
+                    offer(name, digest, downloaded.get(name, entry), str(source),
+                          entry.upload_time)
                     if entry.yanked is not None:
                         yanks[name] = entry.yanked
                 continue
@@ -93,9 +98,12 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
             if folder.resolve() == out.resolve():
                 raise ConfigError("is the output folder itself", file=folder, key="--merge")
             folders.append(folder)
+            manifest = load_manifest(layout.manifest)
             for wheel in sorted(layout.files.glob("*.whl")) if layout.files.is_dir() else []:
-                offer(wheel.name, file_sha256(wheel), wheel, str(wheel))
-            for name, outcome in load_manifest(layout.manifest).cells.items():
+                known = manifest.files.get(wheel.name)
+                offer(wheel.name, file_sha256(wheel), wheel, str(wheel),
+                      known.upload_time if known is not None else None)
+            for name, outcome in manifest.cells.items():
                 old = outcomes.get(name)
                 if old is None or _RANK.get(outcome.status, 0) >= _RANK.get(old.status, 0):
                     outcomes[name] = outcome
@@ -121,14 +129,19 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
                 destination.mkdir(parents=True, exist_ok=True)
                 copy_atomic(path, destination / path.name)
 
-    def keep_yanks(manifest: Manifest) -> None:
+    def keep_history(manifest: Manifest) -> None:
+        """Yanks stay yanked, and each wheel keeps the time it first entered an index."""
         for name, reason in yanks.items():
             record = manifest.files.get(name)
             if record is not None and record.yanked is None:
                 manifest.files[name] = record._replace(yanked=reason)
+        for name, uploaded in entered.items():
+            record = manifest.files.get(name)
+            if record is not None and uploaded < record.upload_time:
+                manifest.files[name] = record._replace(upload_time=uploaded)
 
     return update_index(out, force=force, outcomes=outcomes.values(), full=True,
-                        change=keep_yanks)
+                        change=keep_history)
 
 
 def read_published_index(root: str, session: requests.Session) -> dict[str, ListedFile]:

@@ -1,9 +1,10 @@
 """What the index knows of each published file, kept in <out>/.factory/manifest.json.
 
 The manifest is the index's memory: a record per file in files/ (hashes, size, METADATA facts,
-upload time, yank), and the outcome of each matrix cell (built, skipped with its reason, failed)
-for the browse page. Pages are rendered from it alone, so regenerating an index of thousands of
-wheels reads no wheel twice: a file is read again only when its size or mtime changed.
+the time it entered the index, yank), and the outcome of each matrix cell (built, skipped with
+its reason, failed) for the browse page. Pages are rendered from it alone, so regenerating an
+index of thousands of wheels reads no wheel twice: a file is read again only when its size or
+mtime changed.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ if TYPE_CHECKING:  # the build's results, described here only as types
     from ..plan.cells import Plan
 
 __all__ = ["MANIFEST_SCHEMA", "Catalogue", "CellOutcome", "FileRecord", "Manifest",
-           "cell_catalogue", "cell_outcomes", "file_record", "load_manifest", "metadata_bytes",
+           "cell_catalogue", "cell_outcomes", "file_record", "index_time", "load_manifest",
+           "metadata_bytes",
            "published_names", "read_file_record", "save_manifest", "served_cells"]
 
 MANIFEST_SCHEMA = "kernel-wheel-factory/manifest/1"
@@ -54,7 +56,7 @@ class FileRecord(NamedTuple):
     mtime_ns: int
     metadata_sha256: str
     requires_python: str | None
-    upload_time: str  # 2026-11-22T04:24:46.000000Z
+    upload_time: str  # when it entered the index (PEP 700): 2026-11-22T04:24:46.000000Z
     yanked: str | None = None  # the reason, when yanked
     torch: str | None = None  # the torch requirement's specifier
     # from provenance: cell, GPU code, toolchain (a named tuple's default, never mutated)
@@ -188,7 +190,7 @@ def file_record(wheel: WheelFile, mtime_ns: int) -> FileRecord:
         label=wheel.label, sha256=wheel.sha256, size=wheel.size, mtime_ns=mtime_ns,
         metadata_sha256=hashlib.sha256(wheel.metadata).hexdigest(),
         requires_python=headers.get("Requires-Python"),
-        upload_time=_upload_time(wheel.record, mtime_ns / 1e9),
+        upload_time=index_time(mtime_ns / 1e9),
         torch=torch_requirement(wheel.requires),
         summary={**_summary(wheel.record), "installed_size": wheel.installed_size},
     )
@@ -239,11 +241,11 @@ def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome
     return outcomes
 
 
-def _upload_time(record: Provenance | None, mtime: float) -> str:
-    """The wheel's own time (its build record's source time), so that indexes made from the
-    same wheels anywhere agree; the file's time for wheels without a record."""
-    seconds = record.build.source_date_epoch if record else int(mtime)
-    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(seconds))
+def index_time(seconds: float) -> str:
+    """A time as the pages write it (PEP 700's upload-time, UTC). A wheel's is the time its
+    file was put in files/, when the index first saw it; the index keeps it from then on, and
+    a merge carries it over from where the wheel was first indexed."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(int(seconds)))
 
 
 def _torch_shown(cell: Mapping[str, Any]) -> Any:

@@ -21,6 +21,7 @@ from urllib.parse import urljoin, urlsplit
 from .. import defaults
 from ..errors import FactoryError
 from ..values.units import human_size
+from .records import index_time
 
 if TYPE_CHECKING:  # imported where used: a merge of folders needs neither (nor pydantic)
     import requests
@@ -40,6 +41,7 @@ class ListedFile:
     url: str  # absolute, without the hash fragment
     sha256: str | None  # lowercase hex; None when the page lists no sha256
     yanked: str | None  # the reason ("yanked" when none is given); None when not yanked
+    upload_time: str | None = None  # PEP 700's, as the index's pages write it; None: not given
 
 
 class SimpleIndex:
@@ -133,8 +135,10 @@ class SimpleIndex:
         for package in page.packages:
             sha256 = package.digests.get("sha256")
             yanked = (package.yanked_reason or "yanked") if package.is_yanked else None
-            files[package.filename] = ListedFile(package.filename, package.url,
-                                                 sha256.lower() if sha256 else None, yanked)
+            uploaded = package.upload_time
+            files[package.filename] = ListedFile(
+                package.filename, package.url, sha256.lower() if sha256 else None, yanked,
+                index_time(uploaded.timestamp()) if uploaded is not None else None)
         return files
 
 

@@ -3,7 +3,7 @@
     <out>/files/<wheel> and <wheel>.metadata    immutable, written first
     <out>/<label>/simple/[<project>/]            one PEP 503/691 index per cell (e.g. cu130torch211)
     <out>/simple/[<project>/]                    every wheel
-    <out>/index.html, browse.css, browse.js      the browse page, which reads
+    <out>/index.html, browse.css, browse.js      the browse page (and its favicon.svg), which reads
     <out>/browse.json, browse/<project>.json     packages, coverage and wheel facts
 
 Readers never see a half-written page or a link to a missing file, even if the process is
@@ -286,7 +286,7 @@ class _Scan:
                     f"{record.sha256[:12]}); published files are immutable: restore it, or pass "
                     "--force to publish the new bytes under the same name")
                 return known
-            record = record._replace(yanked=known.yanked)
+            record = record._replace(yanked=known.yanked, upload_time=known.upload_time)
         self._check_metadata(path, record, fresh.metadata if fresh is not None else None)
         return record
 

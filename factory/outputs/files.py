@@ -32,6 +32,7 @@ CONTENT_TYPES = {
     ".json": "application/json",
     ".css": "text/css",
     ".js": "text/javascript",
+    ".svg": "image/svg+xml",
 }
 
 

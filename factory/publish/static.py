@@ -6,7 +6,7 @@ The tree goes out in four waves, each finished before the next starts:
     1. files/            the wheels and their .metadata files (immutable)
     2. project pages     <label>/simple/<project>/, simple/<project>/, browse/<project>.json
     3. root pages        <label>/simple/index.*, simple/index.*
-    4. the browse page   index.html, browse.json, browse.css, browse.js
+    4. the browse page   index.html, browse.json, browse.css, browse.js, favicon.svg
 
 A file the target already holds with the same bytes is not sent again. A wheel or metadata file
 it holds with other bytes stops the publish before anything is sent: published files are

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 
 import pytest
+
+from factory.wheel.read import read_wheel
 
 from ..conftest import REPO, run_factory, serving
 from ..system import debian_package
@@ -38,49 +41,90 @@ def open_page(browser, url: str):
     page = browser.new_page(viewport={"width": 390, "height": 844})  # a phone
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    # every request the page makes is answered (the favicon too): no 404 in its console
+    page.on("response", lambda response: response.status >= 400 and errors.append(
+        f"{response.status} {response.url}"))
     page.goto(url)
     page.wait_for_selector("body[data-ready=true]")
     return page, errors
 
 
-def test_the_helper_gives_the_cell_index_command(browser, site):
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    assert (ARTIFACTS / f"{name}.png").stat().st_size > 10_000
+
+
+def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser, site,
+                                                                      example_tested):
     page, errors = open_page(browser, site)
     page.select_option("#package", "img2gray")
     page.select_option("#torch", "2.11")
     page.select_option("#cuda", "13.0")
-    expected = f"{site}cu130torch211/simple"
+    expected = f"{site}cu130torch211/simple/"
     assert page.text_content("#pip-command") == f"pip install img2gray --extra-index-url {expected}"
-    assert page.text_content("#uv-command") == (
-        f"uv pip install img2gray --extra-index-url {expected}")
+    # uv's form is the one doctor prints
+    assert page.text_content("#uv-command") == f"uv pip install img2gray --index {expected}"
     assert "img2gray 1.0.0+cu130torch211" in page.text_content("#status")
     assert page.evaluate("location.hash") == "#package=img2gray&torch=2.11&cuda=13.0"
-    # The coverage grid: the built cell opens the wheel's facts.
-    page.wait_for_selector("td.built button")
-    page.click("td.built button")
-    details = page.text_content(".wheel")
+    # The chosen cell's facts are shown with its commands: no click needed.
+    page.wait_for_selector("#facts .wheel")
+    details = page.text_content("#facts .wheel")
     assert "sm_90" in details and "==2.11.*" in details and ">=3.9" in details
     assert " installed)" in details and " inflated)" in details, details  # sizes, per SM too
     assert "examples/img2gray" in details and "nvcc 13.0" in details
-    proof = page.text_content(".proof")
+    # sizes in binary units, as the factory prints them everywhere
+    assert "KiB" in details and " kB" not in details and " MB" not in details, details
+    # uploaded: when the wheel entered the index (its file's time in files/), not its source's
+    (wheel,) = (example_tested[0] / "files").glob("*.whl")
+    entered = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(wheel.stat().st_mtime))
+    assert f"uploaded{entered}" in details, details
+    built = read_wheel(wheel).record
+    assert built is not None and entered != time.strftime(
+        "%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(built.build.source_date_epoch))
+    proof = page.text_content("#facts .proof")
     assert "8 passed, 0 failed, 6 skipped with no GPU (GPU tests skipped)" in proof, proof
     assert "::img2gray (CPU, CUDA, Meta): torch.compile ready" in proof, proof
+    # The grid marks the chosen cell; its button chooses it too.
+    page.wait_for_selector("td.built.selected button")
+    page.click("td.built button")
+    assert page.text_content("#pip-command").endswith("/cu130torch211/simple/")
     # Nothing wider than the phone's screen.
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "browse-page.png"), full_page=True)
-    assert (ARTIFACTS / "browse-page.png").stat().st_size > 10_000
+    shot(page, "browse-page")
+    favicon = page.request.get(f"{site}favicon.svg")
+    assert favicon.status == 200 and favicon.headers["content-type"] == "image/svg+xml"
+    assert page.evaluate("document.querySelector('link[rel=icon]').href") == f"{site}favicon.svg"
     assert errors == []
 
 
-def test_deep_links_and_pasted_versions(browser, site):
+def test_a_deep_link_selects_and_shows_and_detect_clears_what_no_longer_applies(browser, site):
     page, errors = open_page(browser, site + "#package=img2gray&torch=2.11&cuda=13.0")
     assert page.input_value("#torch") == "2.11" and page.input_value("#cuda") == "13.0"
-    assert page.text_content("#pip-command").endswith("/cu130torch211/simple")
+    assert page.text_content("#pip-command").endswith("/cu130torch211/simple/")
+    # the link shows: the wheel's facts, the package's card open, its cell marked
+    page.wait_for_selector("#facts .proof")
+    assert "torch 2.11, CUDA 13.0" in page.text_content("#facts h3")
+    assert page.evaluate("document.getElementById('pkg-img2gray').open")
+    page.wait_for_selector("#pkg-img2gray td.selected[aria-current=true]")
+    shot(page, "browse-deep-link")
     page.click("#detect summary")
-    page.fill("#paste", "2.13.0+cpu None")
-    assert "need a CUDA build of torch" in page.text_content("#paste-result")
     page.fill("#paste", "2.11.0+cu130 13.0")
     assert page.text_content("#paste-result") == "Found torch 2.11 with CUDA 13.0."
+    # a torch with no index here: the commands and facts of the earlier choice go
+    page.fill("#paste", "2.12.0+cu130 13.0")
+    assert "no index here for that pair yet" in page.text_content("#paste-result")
+    assert page.text_content("#pip-command") == "" and page.text_content("#uv-command") == ""
+    assert page.text_content("#status") == "No index here for torch 2.12 with CUDA 13.0."
+    assert page.locator("#facts *").count() == 0
+    assert page.locator("td.selected").count() == 0
+    shot(page, "browse-detect-none")
+    page.fill("#paste", "2.13.0+cpu None")
+    assert "need a CUDA build of torch" in page.text_content("#paste-result")
+    assert page.text_content("#pip-command") == ""
+    page.fill("#paste", "2.11.0+cu130 13.0")
+    page.wait_for_selector("#facts .wheel")
+    assert page.text_content("#pip-command").endswith("/cu130torch211/simple/")
     assert errors == []
 
 
@@ -100,9 +144,8 @@ def test_what_the_index_records_is_shown_as_text_never_run(browser, example_test
     assert run_factory("index", "--out", out).exit == 0
     with serving(out) as url:
         page, errors = open_page(browser, url + "#package=img2gray&torch=2.11&cuda=13.0")
-        page.wait_for_selector("td.built button")
-        page.click("td.built button")
-        proof = page.text_content(".proof")
+        page.wait_for_selector("#facts .proof")
+        proof = page.text_content("#facts .proof")
         assert f"6 skipped with no GPU (GPU tests skipped) (chosen: test_a.py -k '{hostile}')" \
             in proof, proof
         assert f"img2gray::{hostile}" in proof
@@ -122,7 +165,7 @@ def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser, stable_site):
     the helper gives the index of the chosen torch."""
     page, errors = open_page(browser, stable_site + "#package=stable-kernel&torch=2.13&cuda=13.0")
     assert page.text_content("#pip-command") == (
-        f"pip install stable-kernel --extra-index-url {stable_site}cu130torch213/simple")
+        f"pip install stable-kernel --extra-index-url {stable_site}cu130torch213/simple/")
     assert page.text_content("#status") == (
         "stable-kernel 1.0.0+cu13.stable.torch2.11, a stable-ABI wheel for torch >=2.11, "
         "serves torch 2.13 with CUDA 13.0:")
@@ -131,10 +174,10 @@ def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser, stable_site):
     assert [cell.text_content() for cell in cells] == [
         f"builtcu130torch21{minor}, stable-ABI wheel" for minor in (3, 2, 1)]
     cells[0].query_selector("button").click()
-    details = page.text_content(".wheel")
+    details = page.text_content("#facts .wheel")
     assert "built against torch's stable ABI 2.11: one wheel for torch >=2.11" in details
     assert ("serves" "torch 2.11 with CUDA 13.0 (cu130torch211), torch 2.12 with CUDA 13.0 "
             "(cu130torch212), torch 2.13 with CUDA 13.0 (cu130torch213)") in details, details
     assert "stable-kernel/cu13.stable.torch2.11/x86_64, the stable-ABI build" in \
-        page.text_content(".proof")
+        page.text_content("#facts .proof")
     assert errors == []

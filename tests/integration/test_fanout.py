@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -124,11 +125,21 @@ def test_two_shards_merge_into_the_index_of_one_run(tmp_path, factory_cache):
     build("single")
 
     def published(folder: str) -> dict:
-        return {name: data for name, data in snapshot(tmp_path / folder).items()
+        """The published tree, each wheel's upload time (when it entered an index) left out."""
+        return {name: re.sub(rb'"upload(-|_)time": ?"[^"]*"', b"", data) if data else data
+                for name, data in snapshot(tmp_path / folder).items()
                 if not name.startswith((".factory", "logs"))}
+
+    def uploaded(folder: str) -> dict[str, str]:
+        return {entry["filename"]: entry["upload-time"]
+                for page in (tmp_path / folder).glob("simple/*/index.json")
+                for entry in json.loads(page.read_text())["files"]}
 
     single = published("single")
     assert published("merged") == single
+    # each wheel keeps the time it entered its shard's index, not the merge's
+    assert uploaded("merged") == {**uploaded("shard1"), **uploaded("shard2")}
+    assert len(uploaded("merged")) == 2
     assert "cu128torch211" in (tmp_path / "single" / "browse" / "img2gray.json").read_text()
     assert sorted(p.name for p in (tmp_path / "merged" / "logs").iterdir()) == sorted(
         p.name for p in (tmp_path / "single" / "logs").iterdir())

@@ -421,9 +421,10 @@ def test_merge_keeps_what_a_published_site_holds(served_site, tmp_path):
                       .read_text())
     assert [f["yanked"] for f in page["files"]] == ["broken on torch 2.11"]
     assert index_problems(tmp_path / "merged") == []
-    # the pages of what was there before are the same, byte for byte (the HTML form: these
-    # test wheels have no build record, so their JSON upload times are the files' own)
-    for name in ("cu130torch212/simple/img2gray/index.html", "simple/tiny-rms/index.html"):
+    # the pages of what was there before are the same, byte for byte, upload times too: each
+    # wheel keeps the time it entered the published index
+    for name in ("cu130torch212/simple/img2gray/index.html", "simple/tiny-rms/index.html",
+                 "cu130torch212/simple/img2gray/index.json", "simple/tiny-rms/index.json"):
         assert (tmp_path / "merged" / name).read_bytes() == (site / name).read_bytes()
 
     tampered = tampered_copy(job, tmp_path / "tampered")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -186,6 +187,28 @@ def _wheel_metadata(wheel: Path) -> bytes:
     with zipfile.ZipFile(wheel) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
         return archive.read(name)
+
+
+def test_a_wheel_keeps_the_time_it_entered_the_index(index_out):
+    """PEP 700's upload-time is when the index took the wheel in (its file's time then), and
+    stays so: a later touch of the file, or the index made again, does not move it."""
+    wheel = next((index_out / "files").glob("img2gray-1.0.0+cu130torch211-*.whl"))
+    os.utime(wheel, (1_790_000_000, 1_790_000_000))
+    update_index(index_out)
+    page = index_out / "cu130torch211" / "simple" / "img2gray" / "index.json"
+
+    def upload_time() -> str:
+        return json.loads(page.read_text())["files"][0]["upload-time"]
+
+    assert upload_time() == "2026-09-21T14:13:20.000000Z"
+    os.utime(wheel, (1_800_000_000, 1_800_000_000))
+    update_index(index_out)
+    update_index(index_out, full=True)
+    assert upload_time() == "2026-09-21T14:13:20.000000Z"
+    browse = json.loads((index_out / "browse" / "img2gray.json").read_text())
+    times = {wheel["filename"]: wheel["upload_time"] for release in browse["versions"]
+             for wheel in release["anywhere"]}
+    assert times[wheel.name] == "2026-09-21T14:13:20.000000Z"
 
 
 def test_json_pages_follow_pep_691_and_700(index_out):

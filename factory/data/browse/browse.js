@@ -74,6 +74,7 @@ function defaultsFor(pkg) {
 }
 
 async function choose(selection) {
+  $("paste-result").textContent = "";
   const packages = state.data.packages.map((p) => p.project);
   state.package = fillSelect($("package"), packages, selection.package || state.package);
   const pkg = state.package ? await loadProject(state.package) : null;
@@ -93,6 +94,7 @@ function renderCommands() {
   if (!pkg) {
     status.textContent = "This index holds no package yet.";
     pip.textContent = uv.textContent = "";
+    $("facts").replaceChildren();
     return;
   }
   const noarch = pkg.versions.find((r) => r.anywhere.length);
@@ -101,11 +103,10 @@ function renderCommands() {
   if (!label && !noarch) {
     status.className = "bad";
     const why = cell ? `${cell.status}${cell.detail ? ": " + cell.detail : ""}` : "not built";
-    status.textContent = `No ${pkg.name} wheel for torch ${state.torch} with CUDA ${state.cuda} (${why}).`;
-    pip.textContent = uv.textContent = "";
+    clearCommands(`No ${pkg.name} wheel for torch ${state.torch} with CUDA ${state.cuda} (${why}).`);
     return;
   }
-  const url = label ? `${baseUrl()}${label}/simple` : `${baseUrl()}simple`;
+  const url = label ? `${baseUrl()}${label}/simple/` : `${baseUrl()}simple/`;
   const wheel = label && cell.wheels && cell.wheels.length ? cell.wheels[0] : null;
   const version = wheel ? wheel.version : label ? `${(release || noarch).version}+${label}` : noarch.version;
   status.textContent = wheel && wheel.stable_abi
@@ -114,7 +115,47 @@ function renderCommands() {
       ? `${pkg.name} ${version}, built for torch ${state.torch} and CUDA ${state.cuda}:`
       : `${pkg.name} ${version} is pure Python and works with any torch:`;
   pip.textContent = `pip install ${pkg.project} --extra-index-url ${url}`;
-  uv.textContent = `uv pip install ${pkg.project} --extra-index-url ${url}`;
+  uv.textContent = `uv pip install ${pkg.project} --index ${url}`;
+  showFacts(release, cell, noarch);
+}
+
+function clearCommands(message) {
+  // What no longer applies goes: the commands and facts of an earlier choice.
+  $("status").className = "bad";
+  $("status").textContent = message;
+  $("pip-command").textContent = $("uv-command").textContent = "";
+  $("facts").replaceChildren();
+  markSelected();
+}
+
+function showFacts(release, cell, noarch) {
+  // The facts of the chosen cell's wheel, shown with its commands: what proved it and what it is.
+  const facts = $("facts");
+  if (cell && cell.status === "built") {
+    facts.replaceChildren(el("h3", {}, `This wheel: torch ${cell.torch}, CUDA ${cell.cuda}`),
+      cellProof(cell), ...(cell.wheels || []).map((w) => wheelDetails(w, release)));
+  } else if (noarch) {
+    facts.replaceChildren(el("h3", {}, "This wheel: any torch"),
+      ...noarch.anywhere.map((w) => wheelDetails(w, noarch)));
+  } else {
+    facts.replaceChildren();
+  }
+  markSelected();
+}
+
+function markSelected() {
+  // The grid cell of the current choice is marked, in whichever package card shows it.
+  for (const td of document.querySelectorAll("td.selected")) {
+    td.classList.remove("selected");
+    td.removeAttribute("aria-current");
+  }
+  if (!$("pip-command").textContent) return;
+  const card = document.getElementById(`pkg-${state.package}`);
+  const td = card && card.querySelector(`td[data-torch="${CSS.escape(state.torch || "")}"][data-cuda="${CSS.escape(state.cuda || "")}"]`);
+  if (td) {
+    td.classList.add("selected");
+    td.setAttribute("aria-current", "true");
+  }
 }
 
 function readPaste() {
@@ -132,26 +173,28 @@ function readPaste() {
   const torch = `${match[1]}.${match[2]}`;
   if (match[3] === "None") {
     result.textContent = `torch ${torch} without CUDA: these wheels need a CUDA build of torch.`;
+    clearCommands(`No wheel here for torch ${torch} without CUDA.`);
     return;
   }
   const known = state.data.torch.includes(torch) && state.data.cuda.includes(match[3]);
   result.textContent = known
     ? `Found torch ${torch} with CUDA ${match[3]}.`
     : `torch ${torch} with CUDA ${match[3]}: no index here for that pair yet.`;
-  if (known) choose({ package: state.package, torch, cuda: match[3] }).then(() => {
+  if (!known) {
+    clearCommands(`No index here for torch ${torch} with CUDA ${match[3]}.`);
+    return;
+  }
+  choose({ package: state.package, torch, cuda: match[3] }).then(() => {
     result.textContent = `Found torch ${torch} with CUDA ${match[3]}.`;
   });
 }
 
 function formatSize(bytes) {
-  const units = ["B", "kB", "MB", "GB"];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1000 && unit < units.length - 1) {
-    value /= 1000;
-    unit += 1;
+  // Binary units, as the factory prints sizes everywhere else (40.6 KiB, 33.2 MiB, 912 bytes).
+  for (const [unit, size] of [["TiB", 2 ** 40], ["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]]) {
+    if (bytes >= size) return `${(bytes / size).toFixed(1)} ${unit}`;
   }
-  return `${value.toFixed(unit ? 1 : 0)} ${units[unit]}`;
+  return `${bytes} bytes`;
 }
 
 function gpuCode(wheel) {
@@ -226,7 +269,7 @@ function cellProof(cell) {
   return el("div", { class: "proof" }, list);
 }
 
-function grid(pkg, release, details) {
+function grid(pkg, release) {
   const torches = [...new Set(release.cells.map((c) => c.torch))];
   const cudas = [...new Set(release.cells.map((c) => c.cuda))];
   torches.sort((a, b) => state.data.torch.indexOf(a) - state.data.torch.indexOf(b));
@@ -236,19 +279,19 @@ function grid(pkg, release, details) {
   const rows = torches.map((torch) => el("tr", {}, el("th", { scope: "row" }, torch),
     ...cudas.map((cuda) => {
       const cell = release.cells.find((c) => c.torch === torch && c.cuda === cuda);
-      if (!cell) return el("td", { class: "none" }, "—");
+      const where = { "data-torch": torch, "data-cuda": cuda };
+      if (!cell) return el("td", { class: "none", ...where }, "—");
       if (cell.status === "built") {
         const open = () => {
-          details.replaceChildren(cellProof(cell), ...(cell.wheels || []).map((w) => wheelDetails(w, release)));
-          choose({ package: pkg.project, torch, cuda });
+          choose({ package: pkg.project, torch, cuda }).then(() => $("helper").scrollIntoView());
         };
         const stable = (cell.wheels || []).some((w) => w.stable_abi);
-        return el("td", { class: stable ? "built stable" : "built" },
+        return el("td", { class: stable ? "built stable" : "built", ...where },
           el("button", { type: "button", class: "cell", onclick: open,
-                         "aria-label": `${pkg.name} for torch ${torch}, CUDA ${cuda}` }, "built"),
+                         "aria-label": `${pkg.name} for torch ${torch}, CUDA ${cuda}: install command and facts` }, "built"),
           el("small", {}, stable ? `${cell.label}, stable-ABI wheel` : cell.label));
       }
-      return el("td", { class: cell.status }, cell.status, el("small", {}, cell.detail || ""));
+      return el("td", { class: cell.status, ...where }, cell.status, el("small", {}, cell.detail || ""));
     })));
   return el("div", { class: "grid-wrap" },
     el("table", { class: "grid" }, el("thead", {}, head), el("tbody", {}, ...rows)));
@@ -277,11 +320,11 @@ function drawPackage(pkg, body) {
   const content = el("div");
   const draw = () => {
     const release = pkg.versions.find((r) => r.version === versionSelect.value);
-    const details = el("div");
     const parts = [];
-    if (release.cells.length) parts.push(grid(pkg, release, details));
+    if (release.cells.length) parts.push(grid(pkg, release));
     for (const wheel of release.anywhere) parts.push(wheelDetails(wheel, release));
-    content.replaceChildren(...parts, details);
+    content.replaceChildren(...parts);
+    markSelected();
   };
   versionSelect.addEventListener("change", draw);
   body.replaceChildren(el("label", { class: "version" }, "version ", versionSelect), content);
@@ -318,7 +361,7 @@ async function main() {
       package: $("package").value, torch: $("torch").value, cuda: $("cuda").value }));
   }
   $("paste").addEventListener("input", readPaste);
-  window.addEventListener("hashchange", () => choose(readHash()));
+  window.addEventListener("hashchange", () => choose(readHash()).then(() => openPackage(state.package)));
   copyButtons();
   await choose(readHash());
   if (state.package) openPackage(state.package);
