@@ -286,3 +286,27 @@ def run_example(venv: Path, wheel: Path, tmp_path: Path) -> dict:
                           "location": img2gray.__file__}))
     """)
     return json.loads(venv_python(venv, str(script), cwd=tmp_path).splitlines()[-1])
+
+
+# Where the suite's time goes, per file (setup, call and teardown; a session fixture counts
+# where it is first used): the slowest files after the run, and all of them in
+# test-artifacts/test-times.json, to compare runs.
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _FILE_SECONDS:
+        return
+    ranked = sorted(_FILE_SECONDS.items(), key=lambda item: -item[1])
+    terminalreporter.write_sep("-", "slowest test files")
+    for path, seconds in ranked[:10]:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {path}")
+    folder = REPO / "test-artifacts"
+    folder.mkdir(exist_ok=True)
+    (folder / "test-times.json").write_text(json.dumps(
+        {path: round(seconds, 1) for path, seconds in ranked}, indent=1) + "\n")
