@@ -154,6 +154,9 @@ def _file_record(row: list[Any]) -> FileRecord:
             record.filename.startswith(".") or not (
                 record.label is None or _LABEL.fullmatch(record.label)):
         raise ValueError(row)
+    # a time is published as it is (and merged by comparing the text): only the one form
+    if not isinstance(record.upload_time, str) or not _TIME.fullmatch(record.upload_time):
+        raise ValueError(row)
     return record
 
 
@@ -167,6 +170,7 @@ def _cell_outcome(fields: dict[str, Any]) -> CellOutcome:
 
 _PROJECT = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
 _LABEL = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
 def _public(text: str | None) -> str | None:

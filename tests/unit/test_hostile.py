@@ -572,6 +572,10 @@ CASES: dict[str, Case] = {
         "index", expected="is damaged (a record of the wrong shape)", exit=1,
         setup=lambda p: _edit_manifest(p, lambda data: data["files"][0].__setitem__(
             1, "../../../escaped"))),
+    "manifest with markup for a time": command(
+        "index", expected="is damaged (a record of the wrong shape)", exit=1,
+        setup=lambda p: _edit_manifest(p, lambda data: data["files"][0].__setitem__(
+            data["file_fields"].index("upload_time"), "<script>alert(1)</script>"))),
     "manifest cells of the wrong shape": command(
         "yank", "img2gray", "1.0.0", "--reason", "r", expected="is damaged", exit=1,
         setup=lambda p: _edit_manifest(p, lambda data: data.__setitem__("cells", {"x": [1]}))),
