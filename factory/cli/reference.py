@@ -60,12 +60,6 @@ def _metavar(action: argparse.Action) -> str:
 
 
 def _expanded_help(action: argparse.Action, prog: str) -> str:
-    """The help with its %(default)s-style fields filled, as argparse fills them."""
-    text = action.help or ""
-    if "%" not in text:
-        return text
-    fields = {key: value for key, value in vars(action).items() if value is not argparse.SUPPRESS}
-    fields["prog"] = prog
-    if action.choices is not None:
-        fields["choices"] = ", ".join(str(choice) for choice in action.choices)
-    return text % fields
+    """The help with its %(default)s-style fields filled by argparse's own expansion (what
+    --help prints), which it offers only on its formatter."""
+    return argparse.HelpFormatter(prog)._expand_help(action) if action.help else ""
