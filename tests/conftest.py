@@ -290,13 +290,16 @@ def run_example(venv: Path, wheel: Path, tmp_path: Path) -> dict:
 
 # Where the suite's time goes, per file (setup, call and teardown; a session fixture counts
 # where it is first used): the slowest files after the run, and all of them in
-# test-artifacts/test-times.json, to compare runs.
+# test-artifacts/test-times.json, to compare runs; each test's setup and call in
+# test-artifacts/test-times-by-test.json, to see where a file's time goes.
 _FILE_SECONDS: dict[str, float] = {}
+_TEST_SECONDS: dict[str, dict[str, float]] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     path = report.nodeid.split("::", 1)[0]
     _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+    _TEST_SECONDS.setdefault(report.nodeid, {})[report.when] = round(report.duration, 1)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -310,3 +313,5 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     folder.mkdir(exist_ok=True)
     (folder / "test-times.json").write_text(json.dumps(
         {path: round(seconds, 1) for path, seconds in ranked}, indent=1) + "\n")
+    (folder / "test-times-by-test.json").write_text(json.dumps(dict(sorted(
+        _TEST_SECONDS.items(), key=lambda item: -sum(item[1].values()))), indent=1) + "\n")

@@ -208,27 +208,6 @@ def test_a_build_that_downloads_fails_for_want_of_a_network(tmp_path, factory_ca
     assert list((tmp_path / "index" / "files").glob("*.whl")) == []
 
 
-def test_a_local_build_is_reproduced_byte_for_byte_by_verify(tmp_path, factory_cache):
-    """Built on this machine, then rebuilt from its provenance by `factory verify` (in another
-    folder, by the same build step): the same bytes."""
-    debian_package("bubblewrap", "bwrap")  # the build on this machine runs under it
-    write(tmp_path / "matrix.yaml", f"""
-        kernels: [{{path: {PROJECT}}}]
-        torch: ["2.11"]
-        cuda: {{"13.0": {{sms: ["9.0"]}}}}
-        python: ["{sys.version_info.major}.{sys.version_info.minor}"]
-        runner: local
-    """)
-    env = cache_env(factory_cache)
-    result = run_factory("build", "matrix.yaml", "--out", tmp_path / "out", cwd=tmp_path,
-                         env=env)
-    assert result.exit == 0, result.stdout + result.stderr
-    (wheel,) = (tmp_path / "out" / "files").glob("*.whl")
-    verified = run_factory("verify", wheel, "--source", PROJECT, cwd=tmp_path, env=env)
-    assert verified.exit == 0, verified.stdout + verified.stderr
-    assert "verified: the rebuilt wheel is byte-identical" in verified.stdout
-
-
 HOSTILE_PROLOGUE = """\
 import os as _os, pathlib as _pathlib
 print("hostile: planted", _os.environ.get("KWF_PLANTED_TOKEN", "absent"))
@@ -241,33 +220,43 @@ for _target in {targets!r}:
 """
 
 
-def test_a_hostile_setup_py_on_this_machine_reads_no_secret_and_writes_nothing_outside(
-        tmp_path, factory_cache):
-    """The setup.py that once printed TWINE_PASSWORD into its log, wrote into the home folder
-    and the factory's cache and dropped a wheel into files/: on the local runner it now runs
-    confined (bubblewrap), sees an allow-listed environment, and only its own wheel is
-    published."""
+SECRETS = {"KWF_PLANTED_TOKEN": "planted-s3cret-value", "TWINE_PASSWORD": "twine-s3cret",
+           "HF_TOKEN": "hf_s3cretvalue"}
+
+
+@pytest.fixture(scope="module")
+def hostile_build(tmp_path_factory, factory_cache):
+    """The example with a setup.py that once printed TWINE_PASSWORD into its log, wrote into
+    the home folder and the factory's cache and dropped a wheel into files/, built on this
+    machine (the local runner, under bubblewrap) with secrets in the factory's environment."""
     debian_package("bubblewrap", "bwrap")
-    project = shutil.copytree(PROJECT, tmp_path / "hostile", ignore=shutil.ignore_patterns(
+    folder = tmp_path_factory.mktemp("hostile-local")
+    project = shutil.copytree(PROJECT, folder / "hostile", ignore=shutil.ignore_patterns(
         "tests"))
-    out = tmp_path / "out"
+    out = folder / "out"
     targets = [str(REPO / ".kernel-wheel-factory-hostile"),
                str(factory_cache / "hostile-was-here"),
                str(out / "files" / "evil-6.6.6+cu130torch211-py3-none-any.whl")]
     setup = project / "setup.py"
     setup.write_text(HOSTILE_PROLOGUE.format(targets=targets) + setup.read_text())
-    write(tmp_path / "matrix.yaml", f"""
+    write(folder / "matrix.yaml", f"""
         kernels: [{{path: {project}}}]
         torch: ["2.11"]
         cuda: {{"13.0": {{sms: ["9.0"]}}}}
         python: ["{sys.version_info.major}.{sys.version_info.minor}"]
         runner: local
     """)
-    secrets = {"KWF_PLANTED_TOKEN": "planted-s3cret-value", "TWINE_PASSWORD": "twine-s3cret",
-               "HF_TOKEN": "hf_s3cretvalue"}
-    result = run_factory("build", "matrix.yaml", "--out", out, cwd=tmp_path,
-                         env={**cache_env(factory_cache), **secrets})
+    result = run_factory("build", "matrix.yaml", "--out", out, cwd=folder,
+                         env={**cache_env(factory_cache), **SECRETS})
     assert result.exit == 0, result.stdout + result.stderr
+    return project, out, targets, result
+
+
+def test_a_hostile_setup_py_on_this_machine_reads_no_secret_and_writes_nothing_outside(
+        hostile_build):
+    """It runs confined, sees an allow-listed environment, and only its own wheel is
+    published."""
+    _, out, targets, result = hostile_build
     (log,) = (out / "logs").glob("relu-scale-*.log")
     text = log.read_text()
     assert "hostile: planted absent" in text
@@ -280,6 +269,20 @@ def test_a_hostile_setup_py_on_this_machine_reads_no_secret_and_writes_nothing_o
     for wheel in out.rglob("*.whl"):  # its members are compressed: read them as they unpack
         with zipfile.ZipFile(wheel) as archive:
             published += b"".join(archive.read(name) for name in archive.namelist())
-    for value in secrets.values():
+    for value in SECRETS.values():
         assert value not in result.stdout + result.stderr + text
         assert value.encode() not in published
+
+
+def test_a_local_build_is_reproduced_byte_for_byte_by_verify(hostile_build, factory_cache,
+                                                             tmp_path):
+    """The wheel built on this machine above, rebuilt from its provenance by `factory verify`
+    (in another folder, by the same confined build step, the hostile setup.py run again):
+    the same bytes."""
+    project, out, targets, _ = hostile_build
+    (wheel,) = (out / "files").glob("*.whl")
+    verified = run_factory("verify", wheel, "--source", project, cwd=tmp_path,
+                           env=cache_env(factory_cache))
+    assert verified.exit == 0, verified.stdout + verified.stderr
+    assert "verified: the rebuilt wheel is byte-identical" in verified.stdout
+    assert not any(Path(target).exists() for target in targets)

@@ -1,6 +1,8 @@
 // The module's entry point: checks its input, then runs the CPU loop or the CUDA kernel.
 #include "relu_scale.h"
 
+#include <torch/extension.h>
+
 #include <algorithm>
 
 namespace {

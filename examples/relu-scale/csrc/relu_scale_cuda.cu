@@ -19,7 +19,7 @@ __global__ void relu_scale_kernel(const scalar_t *__restrict__ x, scalar_t *__re
 
 }  // namespace
 
-void relu_scale_cuda(const torch::Tensor &x, double scale, torch::Tensor &out) {
+void relu_scale_cuda(const at::Tensor &x, double scale, at::Tensor &out) {
   const at::cuda::CUDAGuard guard(x.device());
   const int64_t n = x.numel();
   if (n == 0) {
