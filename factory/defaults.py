@@ -105,6 +105,13 @@ SERVE_PORT = 8000
 PARALLEL_TRANSFERS = 8
 """Downloads of a merge, uploads to S3, at once."""
 
+WORKFLOW_REPOSITORY = "kernel-wheel-factory/kernel-wheel-factory"
+"""The GitHub repository of the factory's action and reusable workflow, as the workflow
+`factory init --github` writes names it (with the tag of this version)."""
+
+NEWEST_TORCHES = 2
+"""How many of the newest torch releases `factory init` covers."""
+
 # -- time-outs, in seconds ---------------------------------------------------------------------
 
 DOCKER_ANSWER_TIMEOUT = 20

@@ -25,6 +25,7 @@ from . import (
     doctor,
     images,
     index,
+    init,
     inspect,
     lock,
     plan,
@@ -43,7 +44,7 @@ DEBUG_VARIABLE = "KERNEL_WHEEL_FACTORY_DEBUG"
 COMMANDS: dict[str, ModuleType] = {
     "build": build, "images": images, "plan": plan, "lock": lock, "index": index,
     "yank": yank, "publish": publish, "serve": serve, "inspect": inspect, "verify": verify,
-    "test": test, "doctor": doctor,
+    "test": test, "doctor": doctor, "init": init,
 }
 
 

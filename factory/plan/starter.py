@@ -1,0 +1,215 @@
+"""`factory init`: a first matrix.yaml for a kernel repo, from what the repo declares.
+
+The matrix covers the newest torch releases the factory knows that the kernel accepts (its
+torch minver/maxver, the release its stable ABI needs), the CUDA version of each release's
+PyPI build, and for each CUDA version its default SMs that the kernel's cuda-capabilities
+serve. The text is written here rather than dumped by a YAML library: the file is for people
+to read and edit, and every choice carries a comment saying where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__, defaults
+from ..config.project import project_kind, read_project
+from ..config.spec import KernelSpec
+from ..errors import ConfigError
+from ..policy import TorchRelease, cuda_policy, torch_release, torch_releases
+from ..policy.capabilities import Capability, loose_intersection
+from ..values.versions import Version
+
+__all__ = ["Proposal", "propose", "read_kernel", "relative", "render_matrix",
+           "render_workflow"]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What `factory init` proposes for one kernel."""
+
+    spec: KernelSpec
+    torches: tuple[Version, ...]  # newest first
+    cudas: tuple[tuple[Version, tuple[Version, ...], tuple[Version, ...]], ...]
+    # (CUDA version, its SMs for this kernel, the torch releases PyPI builds with it)
+    dropped: tuple[str, ...]  # CUDA versions left out, each with the reason
+
+    @property
+    def excluded(self) -> list[tuple[Version, Version]]:
+        """(torch, CUDA) pairs PyPI has no torch for: left out rather than skipped."""
+        return [(torch, cuda) for torch in self.torches for cuda, _, torches in self.cudas
+                if torch not in torches]
+
+
+def read_kernel(root: Path) -> KernelSpec:
+    """The spec of the kernel repo in `root`; one line when it is not one."""
+    if not root.is_dir():
+        raise ConfigError("is not a folder", file=root)
+    kind = project_kind(root)
+    if kind is None:
+        raise ConfigError("is not a kernel repo: it has no build.toml, setup.py or "
+                          "pyproject.toml", file=root)
+    spec = read_project(root, kind)
+    if spec.framework == "torch" and "cuda" not in spec.backends and not spec.is_pep517:
+        raise ConfigError(f"declares no CUDA backend (backends: {', '.join(spec.backends)}); "
+                          "the factory builds CUDA kernels", file=spec.build_toml)
+    return spec
+
+
+def _declared(spec: KernelSpec) -> list[Capability] | None:
+    """Every capability the kernel's CUDA sections declare; None when one declares none
+    (that section is built for every SM of a cell)."""
+    found: list[Capability] = []
+    for section in spec.kernels:
+        if section.backend != "cuda":
+            continue
+        if section.cuda_capabilities is None:
+            return None
+        found.extend(section.cuda_capabilities)
+    if spec.noarch is not None:
+        return list(spec.noarch.cuda_capabilities) or None
+    return found or None
+
+
+def _accepts(spec: KernelSpec, torch: Version) -> bool:
+    section = spec.torch
+    if section is None:
+        return True
+    if section.minver is not None and torch < section.minver:
+        return False
+    if section.maxver is not None and torch > section.maxver:
+        return False
+    stable = section.stable_abi_for("cuda")
+    return stable is None or torch >= stable
+
+
+def _chosen_torches(spec: KernelSpec, newest: int,
+                    named: tuple[Version, ...]) -> list[TorchRelease]:
+    releases = sorted(torch_releases().values(), key=lambda release: release.version,
+                      reverse=True)
+    known = ", ".join(str(release.version) for release in releases)
+    for version in named:
+        if torch_release(version) is None:
+            raise ConfigError(f"--torch {version}: not a torch release the factory knows "
+                              f"({known})")
+    if named:
+        refused = [version for version in named if not _accepts(spec, version)]
+        if refused:
+            raise ConfigError(f"{spec.name} does not accept torch "
+                              f"{', '.join(map(str, refused))} (its build.toml's torch "
+                              "versions or stable ABI rule it out)", file=spec.build_toml)
+        return [release for release in releases if release.version in named]
+    chosen = [release for release in releases if _accepts(spec, release.version)][:newest]
+    if not chosen:
+        raise ConfigError(f"{spec.name} accepts none of the torch releases the factory knows "
+                          f"({known})", file=spec.build_toml)
+    return chosen
+
+
+def propose(spec: KernelSpec, newest: int = defaults.NEWEST_TORCHES,
+            torches: tuple[Version, ...] = (), sms: tuple[Version, ...] = ()) -> Proposal:
+    """The newest `newest` torch releases the kernel accepts (or the `torches` named) and the
+    CUDA cells for them: each CUDA version's default SMs (or the `sms` named that it can
+    compile) that the kernel's capabilities serve."""
+    chosen = _chosen_torches(spec, newest, torches)
+    declared = _declared(spec)
+    by_cuda: dict[Version, list[Version]] = {}
+    for release in chosen:
+        by_cuda.setdefault(release.pypi_cuda, []).append(release.version)
+    cudas, dropped = [], []
+    for cuda, versions in sorted(by_cuda.items(), reverse=True):
+        policy = cuda_policy(cuda)
+        assert policy is not None  # torch.toml names only CUDA versions cuda.toml knows
+        if (spec.cuda_minver is not None and cuda < spec.cuda_minver) or \
+                (spec.cuda_maxver is not None and cuda > spec.cuda_maxver):
+            dropped.append(f"CUDA {cuda}: outside the kernel's CUDA versions")
+            continue
+        wanted = [sm for sm in policy.sms if sm in sms] if sms else list(policy.default)
+        served = tuple(sm for sm in wanted
+                       if declared is None or loose_intersection(declared, [sm]))
+        if not served:
+            which = "none of the SMs named" if sms else "none of its default SMs"
+            dropped.append(f"CUDA {cuda}: {which} is one it can compile for and the "
+                           "kernel's cuda-capabilities serve")
+            continue
+        cudas.append((cuda, served, tuple(versions)))
+    if not cudas:
+        raise ConfigError(f"{spec.name}: no CUDA version fits ({'; '.join(dropped)})",
+                          file=spec.build_toml)
+    kept = {torch for _, _, versions in cudas for torch in versions}
+    return Proposal(spec, tuple(release.version for release in chosen
+                                if release.version in kept), tuple(cudas), tuple(dropped))
+
+
+def _list(items: tuple[Version, ...] | list[str]) -> str:
+    return json.dumps([str(item) for item in items])
+
+
+def render_matrix(proposal: Proposal, kernel_path: str,
+                  pythons: tuple[Version, ...] = ()) -> str:
+    """matrix.yaml's text for the proposal; `kernel_path` is relative to the matrix's folder,
+    `pythons` the CPythons of a per-Python project (default: the factory's list)."""
+    spec = proposal.spec
+    kind = "setup.py/pyproject.toml project" if spec.is_pep517 else \
+        f"kernel-builder repo, build.toml dialect {spec.dialect}"
+    lines = [f"# {spec.name}: written by `factory init` (kernel-wheel-factory {__version__}) "
+             f"from its {kind}.",
+             "# `factory plan` lists the cells; `factory build` builds them. Edit freely.",
+             "kernels:",
+             f"  - path: {json.dumps(kernel_path)}"]
+    if spec.is_pep517 and spec.static_version is not None:
+        lines.append(f"    # version: {spec.static_version} (read from the project's files)")
+    else:
+        lines.append("    version: 0.1.0          # the wheels' version (or tag the repo "
+                     "vX.Y.Z and drop this)")
+    lines += ["", f"torch: {_list(proposal.torches)}   # torch releases the kernel accepts "
+                  "(PyPI's builds)", ""]
+    if spec.is_pep517 and not spec.limited_api:
+        lines += [f"python: {_list(pythons)}   # a wheel for each CPython" if pythons else
+                  "# python: [\"3.11\", \"3.12\", \"3.13\"]   # a wheel per CPython "
+                  "(default: the Python the factory runs on)", ""]
+    lines.append("cuda:")
+    for cuda, sms, torches in proposal.cudas:
+        builds = " and ".join(str(torch) for torch in torches)
+        lines += [f"  \"{cuda}\":                      # PyPI's torch {builds} is built "
+                  f"with it",
+                  f"    sms: {_list(sms)}"]
+    for reason in proposal.dropped:
+        lines.append(f"  # left out: {reason}")
+    if proposal.excluded:
+        lines += ["", "exclude:                       # PyPI has no torch for these pairs "
+                  "(add torch-index under cuda: to build them)"]
+        lines += [f"  - {{torch: \"{torch}\", cuda: \"{cuda}\"}}"
+                  for torch, cuda in proposal.excluded]
+    if spec.torch is not None and spec.torch.stable_abi_for("cuda") is not None:
+        lines += ["", "# The kernel declares torch's stable ABI: each CUDA version gets one "
+                  "wheel that serves",
+                  "# every torch release from the one it names (see stable-label)."]
+    return "\n".join(lines) + "\n"
+
+
+def render_workflow(matrix: str, reference: str) -> str:
+    """A caller of the factory's reusable workflow for the matrix at `matrix` (relative to
+    the repo root): wheels on every push to main, every Monday, and on demand."""
+    return f"""\
+# Wheels for every cell of {matrix}, published to GitHub Pages (written by `factory init`).
+name: wheels
+on:
+  push:
+    branches: [main]
+  schedule:
+    - cron: "17 4 * * 1"
+  workflow_dispatch:
+permissions: {{contents: read, pages: write, id-token: write}}
+jobs:
+  wheels:
+    uses: {defaults.WORKFLOW_REPOSITORY}/.github/workflows/kernel-wheels.yml@{reference}
+    with:
+      matrix: {matrix}
+"""
+
+
+def relative(path: Path, start: Path) -> str:
+    return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()

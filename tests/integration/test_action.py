@@ -1,0 +1,99 @@
+"""Adopting the factory in one step: `factory init` writes a kernel repo's matrix.yaml and a
+caller of the reusable workflow; actionlint accepts the caller, and the reusable workflow's jobs
+(plan, build, merge, Pages) run here, as GitHub would run them, build the example into a
+site; the composite action (action.yml) installs the factory into a fresh environment, builds
+a setup.py project's init-written matrix and publishes the index.
+
+Builds use the local runner (`--runner local`): the docker runner's manylinux base images come
+from a registry this machine cannot reach (tests/integration/test_docker.py covers it)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from factory import __version__
+from factory.defaults import WORKFLOW_REPOSITORY
+
+from ..conftest import REPO, run_factory
+from ..workflow_local import Run, runner_env
+from .test_workflows import actionlint, lint  # noqa: F401  (actionlint: a fixture)
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+GITHUB = {"repository_owner": "owner", "repository": "owner/kernels", "ref_name": "main",
+          "ref": "refs/heads/main", "run_id": "7", "run_attempt": "1",
+          "event": {"repository": {"name": "kernels", "default_branch": "main"}}}
+CLOSED = "http://127.0.0.1:9/"  # the site's URL: nothing answers, as before a first deploy
+
+
+def kernel_repo(tmp_path: Path, example: str, *init: str) -> tuple[Path, str]:
+    repo = shutil.copytree(REPO / "examples" / example, tmp_path / "repo")
+    result = run_factory("init", *init, cwd=repo)
+    assert result.exit == 0, result.stdout + result.stderr
+    return repo, result.stdout
+
+
+def test_init_writes_a_caller_actionlint_accepts_whose_workflow_builds_the_example(
+        tmp_path, factory_cache, actionlint):
+    repo, said = kernel_repo(tmp_path, "img2gray", "--torch", "2.11", "--sms", "9.0",
+                             "--github")
+    assert said.splitlines()[0] == "wrote matrix.yaml: img2gray, torch 2.11, 1 cell(s)"
+    caller = repo / ".github" / "workflows" / "wheels.yml"
+    lines = [line for line in caller.read_text().splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    assert len(lines) <= 15, lines
+    assert lint(actionlint, caller) == []
+    (job,) = yaml.safe_load(caller.read_text())["jobs"].values()
+    assert job["uses"] == (f"{WORKFLOW_REPOSITORY}/.github/workflows/kernel-wheels.yml"
+                           f"@v{__version__}")
+    assert job["with"] == {"matrix": "matrix.yaml"}
+
+    run = Run(repo, tmp_path / "runner", runner_env(
+        f"{Path(sys.executable).parent}:/usr/bin:/bin", factory_cache, tmp_path / "home"),
+        GITHUB)
+    run.scratch.mkdir()
+    results = run.workflow(REPO / ".github" / "workflows" / "kernel-wheels.yml",
+                           {**job["with"], "build-args": "--runner local", "site-url": CLOSED})
+    assert results == {"plan": "success", "compile": "skipped", "build": "success",
+                       "merge": "success", "deploy": "success", "registry": "skipped",
+                       "mirror": "skipped"}
+    site = run.artifacts["github-pages"]
+    (wheel,) = (site / "files").glob("img2gray-0.1.0+cu130torch211-cp39-abi3-manylinux_*.whl")
+    page = (site / "cu130torch211" / "simple" / "img2gray" / "index.html").read_text()
+    assert wheel.name.replace("+", "%2B") in page
+    assert (site / "index.html").is_file()  # the browse page
+    assert not (site / "logs").exists()  # the merge's private records stay out of the site
+
+
+def test_the_action_installs_the_factory_builds_an_init_matrix_and_publishes(
+        tmp_path, factory_cache):
+    """A setup.py project: init writes its matrix for this machine's CPython; the action's
+    steps install the factory from the action's folder into a fresh environment (standing for
+    setup-python's), build, and publish to a folder."""
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    repo, _ = kernel_repo(tmp_path, "relu-scale", "--torch", "2.11", "--sms", "9.0",
+                          "--python", python)
+    assert f'python: ["{python}"]' in (repo / "matrix.yaml").read_text()
+    environment = tmp_path / "python"
+    subprocess.run([sys.executable, "-m", "venv", str(environment)], check=True)
+    run = Run(repo, tmp_path / "runner", runner_env(
+        f"{environment / 'bin'}:/usr/bin:/bin", factory_cache, tmp_path / "home"), GITHUB,
+        actions={})
+    run.scratch.mkdir()
+    workspace = tmp_path / "workspace"
+    shutil.copytree(repo, workspace)
+    run.action(REPO / "action.yml", {"args": "--runner local", "publish-to": str(
+        tmp_path / "site")}, workspace)
+    assert (environment / "bin" / "factory").is_file()
+    tag = "cp" + python.replace(".", "")
+    (wheel,) = (workspace / "index" / "files").glob(
+        f"relu_scale-1.0.0+cu130torch211-{tag}-{tag}-manylinux_*.whl")
+    assert (tmp_path / "site" / "files" / wheel.name).read_bytes() == wheel.read_bytes()
+    assert (tmp_path / "site" / "cu130torch211" / "simple" / "relu-scale" /
+            "index.html").is_file()
