@@ -19,6 +19,8 @@ from .common import (
     fraction,
     index_url,
     matrix_options,
+    new_index,
+    new_option,
     path_argument,
     positive,
     shard,
@@ -36,6 +38,7 @@ def add(commands: Any) -> None:
     build = commands.add_parser("build", help="build the wheels of a matrix.yaml",
                                 description="Build every cell of MATRIX into <out>/files.")
     matrix_options(build, help="the matrix.yaml to build")
+    new_option(build)
     build.add_argument("--out", type=path_argument, default=defaults.OUT,
                        help=f"output folder (default: {defaults.OUT})")
     build.add_argument("--only", action="append", metavar="PATTERN", default=[],
@@ -137,8 +140,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                              offline=args.offline, index_url=args.base_url,
                              unconfined=args.unconfined),
         offline=args.offline, locked=args.locked, torch_pythons=tuple(args.torch_python),
-        only=tuple(args.only), job=args.job, max_cells=args.max_cells, shard=args.shard,
-        runner=args.runner,
+        only=tuple(args.only), new=new_index(args), job=args.job, max_cells=args.max_cells,
+        shard=args.shard, runner=args.runner,
         import_objects=tuple(_object_folder(folder) for folder in args.import_objects),
         object_cache_size=args.object_cache_size, jobs=args.jobs, memory=args.memory,
         cells=args.cells, time_limit=args.time_limit, unit_shard=args.unit_shard,

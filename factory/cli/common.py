@@ -180,6 +180,29 @@ def matrix_options(parser: argparse.ArgumentParser, help: str, lockable: bool = 
                                  "instead of the matrix's torch list (repeatable)")
 
 
+def new_index(args: argparse.Namespace) -> str | None:
+    """--new's index, checked: no credential in a URL, no URL when nothing may be fetched."""
+    from ..index.merge import is_url
+    from ..trust.credentials import refuse_credentials
+
+    if args.new is None:
+        return None
+    if is_url(args.new):
+        refuse_credentials(args.new, key="--new", instead="a private index is compared from "
+                           "a folder, or reached through a netrc file")
+        if args.offline:
+            raise ConfigError("a URL cannot be read with --offline; give an output folder",
+                              key="--new")
+    return str(args.new)
+
+
+def new_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--new", metavar="INDEX",
+                        help="leave out the cells whose wheel this index already has: a "
+                             "published index's URL (where its simple/ is) or an output folder; "
+                             "`factory plan` and `factory build --job` must be given the same")
+
+
 def source_options(parser: argparse.ArgumentParser, lockable: bool = True) -> None:
     if lockable:
         parser.add_argument("--locked", action="store_true",

@@ -10,7 +10,15 @@ from rich.console import Console
 
 from .. import defaults
 from ..ui.console import make_console, say_to
-from .common import cache_dir, duration, matrix_options, path_argument, positive
+from .common import (
+    cache_dir,
+    duration,
+    matrix_options,
+    new_index,
+    new_option,
+    path_argument,
+    positive,
+)
 
 __all__ = ["add", "run"]
 
@@ -23,6 +31,7 @@ def add(commands: Any) -> None:
                     "line a workflow's strategy.matrix takes. `factory build MATRIX --job ID` "
                     "builds one.")
     matrix_options(plan, help="the matrix.yaml")
+    new_option(plan)
     plan.add_argument("--format", choices=("json", "github", "github-shards"), default="json",
                       help="json (everything), github (the jobs, as one strategy.matrix line) "
                            "or github-shards (the unit shard jobs, likewise)")
@@ -50,7 +59,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         matrix=args.matrix, cache=cache,
         objects=args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER,
         max_cells=args.max_cells, offline=args.offline, locked=args.locked,
-        torch_pythons=tuple(args.torch_python), split_after=args.split_after, cores=args.cores)
+        torch_pythons=tuple(args.torch_python), split_after=args.split_after, cores=args.cores,
+        new=new_index(args))
     fanout = plan_fanout(request, say_to(make_console(stderr=True), "yellow"))
     print(fanout_text(fanout, args.format))
     return 0

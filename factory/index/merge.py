@@ -81,6 +81,7 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
         for source in sources:
             if is_url(source):
                 listed = read_published_index(str(source), session)
+                assert listed is not None  # a missing root is refused with --merge named
                 unhashed = [entry for entry in listed.values() if entry.sha256 is None]
                 _download_all(session, unhashed, Path(scratch), downloaded)
                 for name, entry in listed.items():
@@ -144,15 +145,19 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
                         change=keep_history)
 
 
-def read_published_index(root: str, session: requests.Session) -> dict[str, ListedFile]:
-    """The wheels a published index lists (every project of its simple/ root), by name."""
+def read_published_index(root: str, session: requests.Session,
+                         key: str | None = "--merge") -> dict[str, ListedFile] | None:
+    """The wheels a published index lists (every project of its simple/ root), by name; None
+    when it has no simple/ root (a 404) and `key` is None, else that is refused."""
     base = root if root.endswith("/") else root + "/"
     index = SimpleIndex(base + "simple/", session, timeout=defaults.DOWNLOAD_TIMEOUT,
                         failure=SourceError)
     projects = index.project_names()
     if projects is None:
+        if key is None:
+            return None
         raise ConfigError(f"{root} has no simple index ({index.url} answers HTTP 404)",
-                          key="--merge")
+                          key=key)
     found: dict[str, ListedFile] = {}
     for project in projects:
         page = f"{index.url}{canonicalize_name(project)}/"

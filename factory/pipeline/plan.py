@@ -7,12 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..index.new import listed_wheels, unpublished
 from ..plan.cells import Plan
 from ..plan.costs import COSTS_FOLDER, CostBook, cell_seconds, known_costs, shard_count
 from ..plan.jobs import Job, UnitShard, plan_jobs, unit_shards
 from ..plan.load import plan_matrix
 
-__all__ = ["CellCost", "FanOut", "PlanRequest", "plan_fanout"]
+__all__ = ["CellCost", "FanOut", "PlanRequest", "new_cells", "plan_fanout"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class PlanRequest:
     torch_pythons: tuple[Path, ...] = ()
     split_after: float | None = None  # seconds: a cell estimated longer is split into shards
     cores: int = 1  # a build machine's cores, for split_after
+    new: str | None = None  # an index whose cells are left out (--new)
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,19 @@ class FanOut:
     costs: dict[str, CellCost]  # by cell id, CUDA cells only
 
 
+def new_cells(plan: Plan, index: str | None, say: Callable[[str], None]) -> Plan:
+    """The plan without the cells whose wheels `index` has (all of it when None)."""
+    if index is None:
+        return plan
+    kept, present = unpublished(plan, listed_wheels(index))
+    say(f"--new: {len(present)} cell(s) already in {index}, {len(kept.cells)} to build")
+    return kept
+
+
 def plan_fanout(request: PlanRequest, warn: Callable[[str], None]) -> FanOut:
     plan = plan_matrix(request.matrix, request.cache, warn, request.offline, request.locked,
                        every_platform=True, torch_pythons=list(request.torch_pythons))
+    plan = new_cells(plan, request.new, warn)
     jobs = plan_jobs(plan, request.max_cells)
     books = (CostBook(plan.matrix.costs) if plan.matrix.costs else None,
              CostBook(request.objects / COSTS_FOLDER))

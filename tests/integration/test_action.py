@@ -9,9 +9,11 @@ from a registry this machine cannot reach (tests/integration/test_docker.py cove
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,17 @@ GITHUB = {"repository_owner": "owner", "repository": "owner/kernels", "ref_name"
           "ref": "refs/heads/main", "run_id": "7", "run_attempt": "1",
           "event": {"repository": {"name": "kernels", "default_branch": "main"}}}
 CLOSED = "http://127.0.0.1:9/"  # the site's URL: nothing answers, as before a first deploy
+
+
+@contextlib.contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """`factory serve` on the folder, at the URL it prints."""
+    with subprocess.Popen([sys.executable, "-m", "factory", "serve", str(folder), "--port", "0"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as server:
+        try:
+            yield server.stdout.readline().split(" at ", 1)[1].split()[0]
+        finally:
+            server.terminate()
 
 
 def kernel_repo(tmp_path: Path, example: str, *init: str) -> tuple[Path, str]:
@@ -69,6 +82,28 @@ def test_init_writes_a_caller_actionlint_accepts_whose_workflow_builds_the_examp
     assert wheel.name.replace("+", "%2B") in page
     assert (site / "index.html").is_file()  # the browse page
     assert not (site / "logs").exists()  # the merge's private records stay out of the site
+
+    # A second kernel joins the matrix; the site is up: only its cell is planned and built,
+    # and the merge keeps what the site published.
+    shutil.copytree(REPO / "tests" / "fixtures" / "noarch-kernel", repo / "noarch-kernel")
+    matrix = yaml.safe_load((repo / "matrix.yaml").read_text())
+    matrix["kernels"].append({"path": "noarch-kernel", "version": "2.0.0"})
+    (repo / "matrix.yaml").write_text(yaml.safe_dump(matrix))
+    with served(site) as url:
+        again = Run(repo, tmp_path / "again", run.env, GITHUB)
+        again.scratch.mkdir()
+        results = again.workflow(REPO / ".github" / "workflows" / "kernel-wheels.yml",
+                                 {**job["with"], "build-args": "--runner local",
+                                  "site-url": url})
+    assert results["build"] == results["merge"] == results["deploy"] == "success"
+    assert f"--new: 1 cell(s) already in {url}, 1 to build" in "".join(again.logs)
+    (built,) = [folder for name, folder in again.artifacts.items() if name.startswith("job-")]
+    assert [path.name for path in (built / "files").glob("*.whl")] == [
+        "noarch_kernel-2.0.0-py3-none-any.whl"]
+    published = again.artifacts["github-pages"] / "files"
+    assert sorted(path.name for path in published.glob("*.whl")) == sorted(
+        [wheel.name, "noarch_kernel-2.0.0-py3-none-any.whl"])
+    assert (published / wheel.name).read_bytes() == wheel.read_bytes()
 
 
 def test_the_action_installs_the_factory_builds_an_init_matrix_and_publishes(

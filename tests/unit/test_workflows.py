@@ -22,15 +22,16 @@ from ..conftest import REPO
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 ACTION = REPO / "action.yml"
 # Values for env entries that GitHub fills in from expressions at run time.
-RUNTIME_VALUES = {"MAX_CELLS": "8", "JOB": "cu130-x86_64-1",
-                  "CELL": "img2gray/cu130torch211/x86_64", "SHARD": "2/3",
+RUNTIME_VALUES = {"MAX_CELLS": "8", "NEW": "https://owner.github.io/kernels/",
+                  "JOB": "cu130-x86_64-1", "CELL": "img2gray/cu130torch211/x86_64", "SHARD": "2/3",
                   "REGISTRY_URL": "https://registry.example.org/", "TWINE_USERNAME": "ci",
                   "TWINE_PASSWORD": "secret", "SITE": "https://owner.github.io/kernels/",
                   "STATIC_TARGET": "s3://kernel-wheels/index", "PUBLISH_TO": "s3://kernels/index"}
 ARRAYS = {"locked": ["--locked"], "previous": ["https://owner.github.io/kernels/"],
           "split": ["--split-after", "4h"],
           "imports": ["--import-objects", "shards/objects-cu130-x86_64-1-a-1of3/"],
-          "options": ["--locked", "--time-limit", "5h"], "extra": ["--jobs", "2"]}
+          "options": ["--locked", "--time-limit", "5h"], "extra": ["--jobs", "2"],
+          "new": ["--new", "https://owner.github.io/kernels/"]}
 INPUT = re.compile(r"\$\{\{ inputs\.([\w-]+) \}\}")
 
 

@@ -1,0 +1,64 @@
+"""Which cells of a plan an index does not have yet (`--new INDEX`): a scheduled run builds
+only the cells a new torch, CUDA or kernel version brings, and the merge keeps the rest.
+
+A cell is there when the index lists a wheel of its distribution with its exact version (the
+local label included) for its platform, and for a per-Python cell its CPython; a yanked wheel
+counts (published files are immutable: the same name cannot be built again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version as PackagingVersion
+
+from ..errors import ConfigError
+from ..outputs.layout import Layout
+from ..plan.cells import Cell, Plan
+from .merge import is_url, read_published_index
+
+__all__ = ["listed_wheels", "unpublished"]
+
+
+def listed_wheels(where: str) -> list[str]:
+    """The wheel names the index at `where` lists: a published index's URL (none when it has
+    no simple/ root yet), or a factory output folder."""
+    if is_url(where):
+        import requests
+
+        with requests.Session() as session:
+            return list(read_published_index(where, session, key=None) or ())
+    layout = Layout(Path(where))
+    if not layout.files.is_dir() and not layout.manifest.is_file():
+        raise ConfigError("is neither an index URL (http:// or https://) nor a factory output "
+                          "folder", file=Path(where), key="--new")
+    return sorted(path.name for path in layout.files.glob("*.whl")) \
+        if layout.files.is_dir() else []
+
+
+Listed = tuple[str, PackagingVersion, str, str]  # name, version, interpreter tag, platform tag
+
+
+def _has(cell: Cell, wheels: set[Listed]) -> bool:
+    name = canonicalize_name(cell.spec.name)
+    version = PackagingVersion(cell.wheel_version)
+    platform = "any" if cell.label is None else cell.platform
+    return any(listed[:2] == (name, version) and listed[3].endswith(platform) and
+               (not cell.per_python or listed[2] == cell.python_tag) for listed in wheels)
+
+
+def unpublished(plan: Plan, wheel_names: Iterable[str]) -> tuple[Plan, list[str]]:
+    """The plan without the cells the index already has (skipped cells stay, with their
+    reasons), and the ids of the cells left out."""
+    wheels: set[Listed] = set()
+    for filename in wheel_names:
+        try:
+            name, version, _, tags = parse_wheel_filename(filename)
+        except InvalidWheelFilename:
+            continue  # not one of the factory's: it names no cell
+        wheels.update((name, version, tag.interpreter, tag.platform) for tag in tags)
+    present = [cell.id for cell in plan.cells if _has(cell, wheels)]
+    kept = {cell.id for cell in plan.cells} - set(present)
+    return plan.select(kept | {skipped.id for skipped in plan.skipped}), present
