@@ -109,6 +109,9 @@ WORKFLOW_REPOSITORY = "kernel-wheel-factory/kernel-wheel-factory"
 """The GitHub repository of the factory's action and reusable workflow, as the workflow
 `factory init --github` writes names it (with the tag of this version)."""
 
+TORCH_INDEX = "https://pypi.org/simple/"
+"""Where `torch: {latest: N}` finds torch releases."""
+
 NEWEST_TORCHES = 2
 """How many of the newest torch releases `factory init` covers."""
 

@@ -20,13 +20,21 @@ def add(commands: Any) -> None:
         description="Resolve every kernel source of MATRIX (git and Hub revs to commits, each "
                     "tree to its sha256, each wheel version) and every C++ dependency its "
                     "kernels name (a commit, or a wheel's or folder's sha256) and write them to "
-                    "the lock file beside it (matrix.lock for matrix.yaml); `factory build "
-                    "--locked` then builds exactly those.")
+                    "the lock file beside it (matrix.lock for matrix.yaml), with the torch "
+                    "releases `torch: {latest: N}` stands for; `factory build --locked` then "
+                    "builds exactly those.")
     matrix_options(lock, help="the matrix.yaml", lockable=False, plans=False)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..config.lockfile import Locked, LockedDependency, lock_path, render, write
+    from ..config.lockfile import (
+        Locked,
+        LockedDependency,
+        LockedTorch,
+        lock_path,
+        render,
+        write,
+    )
     from ..plan.cells import check_unique_names
     from ..plan.load import fetch_dependencies, resolve_matrix
 
@@ -54,7 +62,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
         dependencies.append(LockedDependency(found.name, found.kind, found.location,
                                              found.requested, found.revision))
         console.print(f"{found.describe()}", markup=False, soft_wrap=True)
+    torches = []
+    latest = matrix.torch_latest
+    for release in matrix.resolved if latest is not None else ():
+        assert latest is not None
+        torches.append(LockedTorch(str(release.release), release.version, str(release.cuda),
+                                   latest.index, latest.pre))
+        console.print(f"torch {release.release}: {release.version} (CUDA {release.cuda}) on "
+                      f"{latest.index}", markup=False, soft_wrap=True)
     path = lock_path(matrix.path)
-    changed = write(path, render(matrix.path, entries, dependencies))
+    changed = write(path, render(matrix.path, entries, dependencies, torches))
     console.print(f"{'wrote' if changed else 'unchanged:'} {path}", markup=False, soft_wrap=True)
     return 0

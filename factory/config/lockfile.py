@@ -8,17 +8,19 @@ A plain `factory build` never writes it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 from ..errors import ConfigError
 from ..outputs.files import write_atomic
-from .model import SOURCE_KINDS, KernelEntry, SourceKind, SourceRequest
+from ..values.versions import Version
+from .model import SOURCE_KINDS, KernelEntry, ResolvedTorch, SourceKind, SourceRequest
 from .nodes import Node, load_toml
 
-__all__ = ["Locked", "LockedDependency", "lock_path", "pin_for", "read", "read_dependencies",
-           "render", "unused", "write"]
+__all__ = ["Locked", "LockedDependency", "LockedTorch", "lock_path", "pin_for", "read",
+           "read_dependencies", "read_torches", "render", "unused", "write"]
 
 LOCK_VERSION = 1
 _HEADER = """\
@@ -59,18 +61,37 @@ class LockedDependency:
     line: int | None = None
 
 
+@dataclass(frozen=True)
+class LockedTorch:
+    """One torch release `torch: {latest: N}` resolved to, on the index it was read from."""
+
+    release: str  # major.minor
+    version: str
+    cuda: str  # the CUDA major.minor of the index's build
+    index: str
+    pre: bool = False  # resolved with release candidates
+    line: int | None = None
+
+    @property
+    def resolved(self) -> ResolvedTorch:
+        return ResolvedTorch(Version(self.release), self.version, Version(self.cuda))
+
+
 def lock_path(matrix: Path) -> Path:
     return matrix.with_suffix(".lock")
 
 
 def render(matrix: Path, entries: list[Locked],
-           dependencies: list[LockedDependency] | None = None) -> str:
+           dependencies: list[LockedDependency] | None = None,
+           torches: list[LockedTorch] | None = None) -> str:
     lines = [_HEADER.format(matrix=matrix.name), f"lock-version = {LOCK_VERSION}"]
     tables: list[tuple[str, object, tuple[str, ...]]] = [
         ("kernel", entry, ("name", "kind", "location", "subdir", "requested", "commit", "tree",
                            "version")) for entry in entries]
     tables += [("dependency", entry, ("name", "kind", "location", "requested", "revision"))
                for entry in dependencies or []]
+    tables += [("torch", entry, ("release", "version", "cuda", "index", "pre"))
+               for entry in torches or []]
     for table, entry, keys in tables:
         lines += ["", f"[[{table}]]"]
         for key in keys:
@@ -90,7 +111,7 @@ def write(path: Path, text: str) -> bool:
 
 def _tables(path: Path, name: str) -> list[Node]:
     """The lock's [[name]] tables, once its lock-version is one this factory reads."""
-    top = load_toml(path).table(["lock-version", "kernel", "dependency"],
+    top = load_toml(path).table(["lock-version", "kernel", "dependency", "torch"],
                                 required=["lock-version"])
     if top["lock-version"].int() != LOCK_VERSION:
         raise top["lock-version"].error(f"this factory reads lock-version {LOCK_VERSION}; "
@@ -129,6 +150,21 @@ def read_dependencies(path: Path) -> dict[str, LockedDependency]:
         found[text["name"]] = LockedDependency(text["name"], text["kind"], text["location"],
                                                text.get("requested"), text["revision"],
                                                node.line)
+    return found
+
+
+def read_torches(path: Path) -> list[LockedTorch]:
+    """The torch releases the lock pins `torch: {latest: N}` to, newest first."""
+    found = []
+    for node in _tables(path, "torch"):
+        fields = node.table(["release", "version", "cuda", "index", "pre"],
+                            required=["release", "version", "cuda", "index"])
+        text = {key: value.nonempty_str() for key, value in fields.items() if key != "pre"}
+        for key in ("release", "cuda"):
+            if not re.fullmatch(r"\d+\.\d+", text[key]):
+                raise fields[key].error(f"expected major.minor, got '{text[key]}'")
+        found.append(LockedTorch(text["release"], text["version"], text["cuda"], text["index"],
+                                 fields["pre"].bool() if "pre" in fields else False, node.line))
     return found
 
 

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import string
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import cast
 
@@ -21,6 +22,7 @@ from ..policy import (
     cuda_releases,
     dependency_release,
     dependency_releases,
+    known_sms,
     torch_release,
     torch_releases,
 )
@@ -40,8 +42,11 @@ from .model import (
     DependencyEntry,
     DependencyKind,
     Exclude,
+    FollowCuda,
     KernelEntry,
+    LatestTorch,
     Matrix,
+    ResolvedTorch,
     RunnerChoice,
     SizeLimit,
     SourceKind,
@@ -54,7 +59,7 @@ from .nodes import Node, load_yaml
 from .project import project_kind
 from .spec import PROJECT_KINDS, ProjectKind
 
-__all__ = ["LABEL_FIELDS", "STABLE_LABEL_FIELDS", "load_matrix"]
+__all__ = ["LABEL_FIELDS", "STABLE_LABEL_FIELDS", "load_matrix", "with_resolved_torches"]
 
 LABEL_FIELDS = ("cuda", "torch", "cuda_major", "cuda_minor", "torch_major", "torch_minor")
 # A stable-ABI wheel's label names the torch it was built against and its CUDA major only.
@@ -73,12 +78,19 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
                       "max-wheel-size", "costs"],
                      required=["kernels", "torch", "cuda"])
     base = path.parent
+    latest = _latest(top["torch"]) if isinstance(top["torch"].value, dict) and \
+        not torch_pythons else None
+    follow = _follow(top["cuda"]) if isinstance(top["cuda"].value, dict) and \
+        "follow" in top["cuda"].value else None
+    if follow is not None and torch_pythons:
+        raise ConfigError("cuda: {follow: torch} takes the CUDA versions of torch releases; "
+                          "with --torch-python list the CUDA versions", key="--torch-python")
     matrix = Matrix(
         path=path,
         kernels=_kernels(top["kernels"], base),
         torch=(_command_line_torches(torch_pythons) if torch_pythons
-               else _torch_entries(top["torch"], base)),
-        cuda=_cuda_entries(top["cuda"], base),
+               else () if latest else _torch_entries(top["torch"], base)),
+        cuda=() if follow else _cuda_entries(top["cuda"], base),
         platforms=_platforms(top.get("platforms")),
         label=top["label"].nonempty_str() if "label" in top else defaults.LABEL_TEMPLATE,
         label_line=top["label"].line if "label" in top else None,
@@ -94,7 +106,10 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         max_wheel_size=(_size_limit(top["max-wheel-size"]) if "max-wheel-size" in top
                         else None),
         costs=_costs_folder(top["costs"], base) if "costs" in top else None,
+        torch_latest=latest, cuda_follow=follow,
     )
+    if follow is not None and latest is None:
+        matrix = with_resolved_torches(matrix, _known_builds(matrix, top["cuda"]))
     if "label" in top:
         _check_label_template(top["label"])
     if "stable-label" in top:
@@ -403,6 +418,101 @@ def _version(node: Node) -> Version:
         return parse_release(node.scalar_text())
     except ValueError as exc:
         raise node.error(str(exc)) from None
+
+
+MAX_LATEST = 20  # more torch releases than any matrix builds
+
+
+def _latest(node: Node) -> LatestTorch:
+    """torch: {latest: N, pre: false, index: URL}."""
+    fields = node.table(["latest", "pre", "index"], required=["latest"])
+    count = fields["latest"].int()
+    if not 1 <= count <= MAX_LATEST:
+        raise fields["latest"].error(f"give how many of the newest torch releases to build, "
+                                     f"1 to {MAX_LATEST}")
+    index = defaults.TORCH_INDEX
+    if "index" in fields:
+        index = fields["index"].nonempty_str()
+        _refuse_credentials(fields["index"], index, "a netrc file gives them to the factory")
+        if not re.match(r"https?://", index):
+            raise fields["index"].error(f"'{index}' is not an index URL (http:// or https://)")
+    return LatestTorch(count, fields["pre"].bool() if "pre" in fields else False, index,
+                       node.line)
+
+
+def _follow(node: Node) -> FollowCuda:
+    """cuda: {follow: torch, sms: [...], ptx: true}."""
+    fields = node.table(["follow", "sms", "ptx"], required=["follow"])
+    if fields["follow"].str() != "torch":
+        raise fields["follow"].error("the only thing CUDA versions can follow is torch "
+                                     "(follow: torch)")
+    sms = None
+    if "sms" in fields:
+        sms = []
+        for item in _nonempty_list(fields["sms"]):
+            text = item.scalar_text()
+            try:
+                capability = Capability.parse(text)
+            except ValueError as exc:
+                raise item.error(str(exc)) from None
+            if capability.variant or capability.ptx or not capability.is_known:
+                raise item.error(f"'{text}' is not an SM like 9.0 (known: "
+                                 f"{', '.join(str(sm) for sm in known_sms())})")
+            sms.append(capability.base)
+    return FollowCuda(tuple(sms) if sms is not None else None,
+                      fields["ptx"].bool() if "ptx" in fields else defaults.PTX_FOR_NEWEST_SM,
+                      node.line)
+
+
+def _known_builds(matrix: Matrix, node: Node) -> list[ResolvedTorch]:
+    """The PyPI builds of the matrix's listed torch releases, as the factory knows them."""
+    found = []
+    for entry in matrix.torch:
+        release = torch_release(entry.version) if entry.version is not None else None
+        if entry.python is not None or release is None:
+            raise node.error(f"follow: torch needs the CUDA version of {entry.describe()}, "
+                             "which the factory does not know; list the CUDA versions")
+        found.append(ResolvedTorch(release.version, str(release.version), release.pypi_cuda))
+    return found
+
+
+def with_resolved_torches(matrix: Matrix, resolved: list[ResolvedTorch]) -> Matrix:
+    """The matrix with `torch: {latest: N}` and `cuda: {follow: torch}` filled in: the
+    resolved releases as its torch list; with follow, each build's CUDA version as the CUDA
+    list, each torch paired with its own only. Without follow, a release the factory does
+    not know is kept from the CUDA versions its index has no build for."""
+    torch = matrix.torch
+    if matrix.torch_latest is not None:
+        torch = tuple(TorchEntry(found.release, line=matrix.torch_latest.line,
+                                 key="torch.latest") for found in resolved)
+    cuda, excludes = matrix.cuda, list(matrix.excludes)
+    follow = matrix.cuda_follow
+    if follow is not None:
+        entries = []
+        for version in sorted({found.cuda for found in resolved}, reverse=True):
+            policy = cuda_policy(version)
+            if policy is None or version not in cuda_releases():
+                users = ", ".join(str(found.release) for found in resolved
+                                  if found.cuda == version)
+                raise ConfigError(f"torch {users} is built with CUDA {version}, which this "
+                                  "factory does not know", file=matrix.path, line=follow.line,
+                                  key="cuda.follow")
+            sms = policy.default if follow.sms is None else \
+                tuple(sm for sm in follow.sms if sm in policy.sms)
+            if not sms:
+                raise ConfigError(f"CUDA {version} compiles none of cuda.sms", file=matrix.path,
+                                  line=follow.line, key="cuda.sms")
+            entries.append(CudaEntry(version, sms, follow.ptx, None, None, follow.line))
+        cuda = tuple(entries)
+    for found in resolved:
+        for entry in cuda:
+            other = major_minor(entry.version) != found.cuda
+            unknown = torch_release(found.release) is None and entry.torch_index is None
+            if other and (follow is not None or unknown):
+                excludes.append(Exclude(None, found.release, major_minor(entry.version), None,
+                                        None))
+    return replace(matrix, torch=torch, cuda=cuda, excludes=tuple(excludes),
+                   resolved=tuple(resolved))
 
 
 def _torch_entries(node: Node, base: Path) -> tuple[TorchEntry, ...]:

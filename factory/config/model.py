@@ -17,7 +17,7 @@ __all__ = ["ALL_TESTS", "COMPRESS_MODES", "DEPENDENCY_KINDS", "PLATFORMS", "RUNN
            "SITE_PRESETS", "SIZE_PRESETS", "SOURCE_KINDS", "CompressMode", "CudaEntry",
            "DependencyEntry", "DependencyKind", "Exclude", "KernelEntry", "Matrix", "RunnerChoice",
            "SizeLimit", "SourceKind", "SourceRequest", "TestSelection", "TorchEntry",
-           "parse_size_limit"]
+           "FollowCuda", "LatestTorch", "ResolvedTorch", "parse_size_limit"]
 
 SourceKind = Literal["path", "git", "hub"]
 DependencyKind = Literal["pypi", "git", "path", "wheel"]
@@ -143,6 +143,37 @@ class KernelEntry:
 
 
 @dataclass(frozen=True)
+class LatestTorch:
+    """torch: {latest: N}: the N newest torch releases a package index lists, resolved by
+    `factory lock` (and by a build that is neither --locked nor --offline)."""
+
+    count: int
+    pre: bool  # release candidates count
+    index: str  # a simple index (PyPI's by default)
+    line: int | None
+
+
+@dataclass(frozen=True)
+class FollowCuda:
+    """cuda: {follow: torch}: the CUDA version of each torch's build on its index, for that
+    torch only."""
+
+    sms: tuple[Version, ...] | None  # None: each CUDA version's default list
+    ptx: bool
+    line: int | None
+
+
+@dataclass(frozen=True)
+class ResolvedTorch:
+    """A torch release as the index lists it: its newest version and the CUDA it is built
+    with."""
+
+    release: Version  # major.minor
+    version: str  # 2.15.1
+    cuda: Version  # major.minor
+
+
+@dataclass(frozen=True)
 class TorchEntry:
     """One torch of the matrix: a release, installed from a package index into an environment
     the factory makes, or a torch already installed, in an interpreter of this machine
@@ -234,6 +265,9 @@ class Matrix:
     compress: CompressMode = defaults.COMPRESS  # how the GPU code of every kernel is compressed
     max_wheel_size: SizeLimit | None = None  # the size gate's limit per wheel
     costs: Path | None = None  # a cost book that travels with the matrix (read, never written)
+    torch_latest: LatestTorch | None = None  # torch: {latest: N}, until resolved
+    cuda_follow: FollowCuda | None = None  # cuda: {follow: torch}
+    resolved: tuple[ResolvedTorch, ...] = ()  # what torch: {latest: N} was resolved to
 
     def dependency(self, name: str) -> DependencyEntry | None:
         return next((entry for entry in self.depends if entry.name == name), None)

@@ -338,7 +338,7 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
         planner.skipped += no_sm
 
     for index, exclude in enumerate(matrix.excludes):
-        if index not in planner.used_excludes:
+        if index not in planner.used_excludes and exclude.line is not None:  # not cuda.follow's
             raise ConfigError("this exclude entry matches no cell of the matrix",
                               file=matrix.path, line=exclude.line, key=f"exclude[{index}]")
     return Plan(matrix, tuple(planner.cells), tuple(planner.skipped), tuple(planner.served))

@@ -8,17 +8,18 @@ from pathlib import Path
 
 from .. import defaults
 from ..config import lockfile
-from ..config.matrix import load_matrix
-from ..config.model import DependencyEntry, Matrix
+from ..config.matrix import load_matrix, with_resolved_torches
+from ..config.model import DependencyEntry, Matrix, ResolvedTorch
 from ..config.project import project_kind, read_project
 from ..errors import ConfigError, SourceError, SourceRefused
 from ..policy import dependency_release
 from ..sources.depends import Dependency, DependencyFetcher
 from ..sources.resolve import resolve_kernels
+from ..sources.torches import newest_torches
 from .cells import Kernel, Plan, dependency_names, make_plan, widened_notes
 from .probe import read_torches
 
-__all__ = ["fetch_dependencies", "plan_matrix", "resolve_matrix"]
+__all__ = ["fetch_dependencies", "latest_torches", "plan_matrix", "resolve_matrix"]
 
 
 def resolve_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
@@ -27,6 +28,8 @@ def resolve_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
     """The validated matrix and its kernels: each source fetched, each build.toml read (its
     warnings said). Installed torches are not read yet (plan_matrix reads them)."""
     matrix = load_matrix(matrix_path, torch_pythons)
+    if matrix.torch_latest is not None:
+        matrix = with_resolved_torches(matrix, latest_torches(matrix, offline, locked, say))
     kernels = []
     for found in resolve_kernels(matrix, cache, offline=offline, locked=locked, say=say):
         kind = project_kind(found.tree.root, found.entry.kind)
@@ -45,6 +48,34 @@ def resolve_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
         assert found.version is not None  # resolve_kernels refuses a kernel without one
         kernels.append(Kernel(found.entry, found.tree, spec, found.version))
     return matrix, kernels
+
+
+def latest_torches(matrix: Matrix, offline: bool, locked: bool,
+                   say: Callable[[str], None]) -> list[ResolvedTorch]:
+    """What `torch: {latest: N}` stands for: the lock's releases with --locked or --offline,
+    else the index's newest (a lock that differs is noted)."""
+    latest = matrix.torch_latest
+    assert latest is not None
+    path = lockfile.lock_path(matrix.path)
+    pinned = []
+    if path.is_file():
+        try:
+            pinned = [entry.resolved for entry in lockfile.read_torches(path)
+                      if entry.index == latest.index and entry.pre == latest.pre]
+        except ConfigError:
+            if locked or offline:
+                raise
+    if locked or offline:
+        if len(pinned) != latest.count:
+            raise ConfigError(f"the lock pins no {latest.count} torch release(s) of "
+                              f"{latest.index}; run `factory lock {matrix.path.name}`",
+                              file=matrix.path, line=latest.line, key="torch.latest")
+        return pinned
+    found = newest_torches(latest, say)
+    if pinned and pinned != found:
+        say(f"note: {path.name} pins torch {', '.join(entry.version for entry in pinned)}; "
+            f"`factory lock {matrix.path.name}` takes the index's newest")
+    return found
 
 
 def plan_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],

@@ -1,0 +1,143 @@
+"""Never fall behind torch: `torch: {latest: N}` resolves against a torch index (a stand-in served
+here, with torch-like releases, one newer than the factory knows and a release candidate),
+`cuda: {follow: torch}` takes each release's CUDA from its wheel's metadata, `factory lock` pins
+both and --locked / --offline build what it pins, and `factory plan --new SITE` lists only the
+cells the served site lacks."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from ..conftest import REPO, run_factory, write
+
+WHEEL = "torch-{version}-cp311-cp311-{platform}.whl"
+
+
+def torch_index(root: Path, releases: dict[str, str | None]) -> None:
+    """simple/torch/: a wheel of each version (the files themselves are never fetched), with
+    a PEP 658 metadata file pinning `cuda-toolkit` to the given version (None: no metadata),
+    and a macOS wheel beside each that pins nothing."""
+    links = []
+    for version, cuda in releases.items():
+        for platform in ("manylinux_2_28_x86_64", "macosx_11_0_arm64"):
+            name = WHEEL.format(version=version, platform=platform)
+            attributes = ""
+            if cuda is not None and "linux" in platform:
+                metadata = (f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n"
+                            "Requires-Dist: filelock\nRequires-Dist: cuda-toolkit[cudart,nvrtc]"
+                            f"=={cuda}; platform_system == \"Linux\"\n").encode()
+                write(root / "simple" / "torch" / f"{name}.metadata", metadata.decode())
+                digest = hashlib.sha256(metadata).hexdigest()
+                attributes = f' data-core-metadata="sha256={digest}"'
+            links.append(f'<a href="{name}#sha256={"0" * 64}"{attributes}>{name}</a>')
+    write(root / "simple" / "torch" / "index.html",
+          "<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+
+
+@contextlib.contextmanager
+def served(root: Path) -> Iterator[str]:
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def cells(matrix: Path, *arguments: str | Path) -> tuple[list[str], str]:
+    result = run_factory("plan", matrix, *arguments)
+    assert result.exit == 0, result.stdout + result.stderr
+    return sorted(json.loads(result.stdout)["cells"]), result.stderr
+
+
+def test_latest_resolves_locks_and_plan_new_lists_the_missing_cells(tmp_path):
+    root = tmp_path / "served"
+    torch_index(root, {"2.13.0": "13.0.2", "2.14.0": "13.0.1", "2.14.1": "13.0.2",
+                       "2.16.0": "13.2.1", "2.17.0rc1": "13.3.0"})
+    with served(root) as url:
+        matrix = write(tmp_path / "matrix.yaml", f"""
+            kernels: [{{path: {REPO / "examples" / "img2gray"}, version: 1.0.0}}]
+            torch: {{latest: 2, index: "{url}simple/"}}
+            cuda: {{follow: torch, sms: ["9.0"]}}
+        """)
+        both = ["img2gray/cu130torch214/x86_64", "img2gray/cu132torch216/x86_64"]
+        found, said = cells(matrix)
+        assert found == both  # 2.16 is newer than the factory knows; 13.2 from its metadata
+        assert f"torch: latest 2 on {url}simple/: 2.16.0 (CUDA 13.2), 2.14.1 (CUDA 13.0)" in said
+
+        refused = run_factory("plan", matrix, "--locked")
+        assert refused.exit == 2
+        assert refused.stderr.startswith(f"error: {matrix}:2: torch.latest: the lock pins no 2 "
+                                         f"torch release(s) of {url}simple/; run `factory lock "
+                                         "matrix.yaml`"), refused.stderr
+        locked = run_factory("lock", matrix)
+        assert locked.exit == 0, locked.stderr
+        assert f"torch 2.16: 2.16.0 (CUDA 13.2) on {url}simple/" in locked.stdout
+        lock = (tmp_path / "matrix.lock").read_text()
+        assert '[[torch]]\nrelease = "2.16"\nversion = "2.16.0"\ncuda = "13.2"' in lock
+
+        # 2.17 is released: a plain plan takes it (and says the lock differs); the lock holds
+        torch_index(root, {"2.14.1": "13.0.2", "2.16.0": "13.2.1", "2.17.0": "13.3.0"})
+        found, said = cells(matrix)
+        assert found == ["img2gray/cu132torch216/x86_64", "img2gray/cu133torch217/x86_64"]
+        assert "note: matrix.lock pins torch 2.16.0, 2.14.1; `factory lock matrix.yaml` takes " \
+               "the index's newest" in said
+        assert cells(matrix, "--locked")[0] == both
+        assert cells(matrix, "--offline")[0] == both
+
+        # release candidates only when asked for
+        torch_index(root, {"2.16.0": "13.2.1", "2.17.0": "13.3.0", "2.18.0rc2": "13.3.0"})
+        write(matrix, matrix.read_text().replace("latest: 2,", "latest: 2, pre: true,"))
+        assert cells(matrix)[0] == ["img2gray/cu133torch217/x86_64",
+                                    "img2gray/cu133torch218/x86_64"]
+
+        # a site that has the 2.17 cell: --new leaves it out
+        wheel = "img2gray-1.0.0+cu133torch217-cp39-abi3-manylinux_2_28_x86_64.whl"
+        write(root / "site" / "simple" / "index.html", '<a href="img2gray/">img2gray</a>\n')
+        write(root / "site" / "simple" / "img2gray" / "index.html",
+              f'<a href="../../files/{wheel}#sha256={"1" * 64}">{wheel}</a>\n')
+        found, said = cells(matrix, "--new", f"{url}site/")
+        assert found == ["img2gray/cu133torch218/x86_64"]
+        assert f"--new: 1 cell(s) already in {url}site/, 1 to build" in said
+
+
+def test_follow_with_listed_releases_pairs_each_with_its_pypi_cuda(tmp_path):
+    matrix = write(tmp_path / "matrix.yaml", f"""
+        kernels: [{{path: {REPO / "examples" / "img2gray"}, version: 1.0.0}}]
+        torch: ["2.10", "2.11"]
+        cuda: {{follow: torch, sms: ["9.0"]}}
+    """)
+    assert cells(matrix)[0] == ["img2gray/cu128torch210/x86_64", "img2gray/cu130torch211/x86_64"]
+
+
+def test_latest_and_follow_refuse_bad_input(tmp_path):
+    for torch, cuda, message in [
+            ("{latest: 0}", '{"13.0": {}}', "torch.latest: give how many of the newest torch "
+                                             "releases to build, 1 to 20"),
+            ('{latest: 2, index: "https://u:p@example.org/simple/"}', '{"13.0": {}}',
+             "torch.index: 'https://***@example.org/simple/' holds a password"),
+            ("{latest: 2, newest: 1}", '{"13.0": {}}', "torch.newest: unknown key"),
+            ('["2.11"]', "{follow: cuda}", "cuda.follow: the only thing CUDA versions can follow"),
+            ('["2.11"]', '{follow: torch, sms: ["9.0a"]}', "cuda.sms[0]: '9.0a' is not an SM"),
+    ]:
+        matrix = write(tmp_path / "matrix.yaml", f"""
+            kernels: [{{path: {REPO / "examples" / "img2gray"}, version: 1.0.0}}]
+            torch: {torch}
+            cuda: {cuda}
+        """)
+        result = run_factory("plan", matrix)
+        assert result.exit == 2, result.stderr
+        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, \
+            result.stderr
+        assert "u:p" not in result.stderr
