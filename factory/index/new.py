@@ -38,27 +38,30 @@ def listed_wheels(where: str) -> list[str]:
         if layout.files.is_dir() else []
 
 
-Listed = tuple[str, PackagingVersion, str, str]  # name, version, interpreter tag, platform tag
+# (name, version) -> the (interpreter, platform) tags of the wheels listed for it
+Listed = dict[tuple[str, PackagingVersion], set[tuple[str, str]]]
 
 
-def _has(cell: Cell, wheels: set[Listed]) -> bool:
-    name = canonicalize_name(cell.spec.name)
-    version = PackagingVersion(cell.wheel_version)
+def _has(cell: Cell, wheels: Listed) -> bool:
+    tags = wheels.get((canonicalize_name(cell.spec.name), PackagingVersion(cell.wheel_version)),
+                      set())
     platform = "any" if cell.label is None else cell.platform
-    return any(listed[:2] == (name, version) and listed[3].endswith(platform) and
-               (not cell.per_python or listed[2] == cell.python_tag) for listed in wheels)
+    return any(listed.endswith(platform) and
+               (not cell.per_python or interpreter == cell.python_tag)
+               for interpreter, listed in tags)
 
 
 def unpublished(plan: Plan, wheel_names: Iterable[str]) -> tuple[Plan, list[str]]:
     """The plan without the cells the index already has (skipped cells stay, with their
     reasons), and the ids of the cells left out."""
-    wheels: set[Listed] = set()
+    wheels: Listed = {}
     for filename in wheel_names:
         try:
             name, version, _, tags = parse_wheel_filename(filename)
         except InvalidWheelFilename:
             continue  # not one of the factory's: it names no cell
-        wheels.update((name, version, tag.interpreter, tag.platform) for tag in tags)
+        wheels.setdefault((name, version), set()).update(
+            (tag.interpreter, tag.platform) for tag in tags)
     present = [cell.id for cell in plan.cells if _has(cell, wheels)]
     kept = {cell.id for cell in plan.cells} - set(present)
     return plan.select(kept | {skipped.id for skipped in plan.skipped}), present
