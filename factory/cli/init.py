@@ -49,6 +49,9 @@ def add(commands: Any) -> None:
     init.add_argument("--sms", type=_versions, default=(), metavar="SMS",
                       help="only these SMs, comma-separated (9.0,10.0), instead of each CUDA "
                            "version's default list")
+    init.add_argument("--follow", action="store_true",
+                      help="follow torch releases instead of listing them: torch: {latest: N} "
+                           "and cuda: {follow: torch}, resolved by `factory lock`")
     init.add_argument("--python", type=_versions, default=(), metavar="VERSIONS",
                       help="the CPythons of a setup.py project's per-Python wheels, "
                            "comma-separated (default: the Python the factory runs on)")
@@ -78,7 +81,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     workflow = _target(matrix.parent / WORKFLOW, args.force, "--github") if args.github \
         else None
     proposal = propose(spec, args.newest, args.torch, args.sms)
-    texts = {matrix: render_matrix(proposal, relative(args.path, matrix.parent), args.python)}
+    texts = {matrix: render_matrix(proposal, relative(args.path, matrix.parent), args.python,
+                                   args.follow)}
     if workflow is not None:
         texts[workflow] = render_workflow(relative(matrix, matrix.parent), f"v{__version__}")
     for path, text in texts.items():  # all made before any is written

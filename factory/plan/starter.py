@@ -148,9 +148,11 @@ def _list(items: tuple[Version, ...] | list[str]) -> str:
 
 
 def render_matrix(proposal: Proposal, kernel_path: str,
-                  pythons: tuple[Version, ...] = ()) -> str:
+                  pythons: tuple[Version, ...] = (), follow: bool = False) -> str:
     """matrix.yaml's text for the proposal; `kernel_path` is relative to the matrix's folder,
-    `pythons` the CPythons of a per-Python project (default: the factory's list)."""
+    `pythons` the CPythons of a per-Python project (default: the factory's list). With
+    `follow`, the torch releases and CUDA versions are not listed but followed: the newest
+    releases on PyPI, each with its build's CUDA version (the proposal's SMs for all)."""
     spec = proposal.spec
     kind = "setup.py/pyproject.toml project" if spec.is_pep517 else \
         f"kernel-builder repo, build.toml dialect {spec.dialect}"
@@ -164,15 +166,24 @@ def render_matrix(proposal: Proposal, kernel_path: str,
     else:
         lines.append("    version: 0.1.0          # the wheels' version (or tag the repo "
                      "vX.Y.Z and drop this)")
-    lines += ["", f"torch: {_list(proposal.torches)}   # torch releases the kernel accepts "
-                  "(PyPI's builds)", ""]
+    torches = ", ".join(map(str, proposal.torches))
+    lines += ["", f"torch: {{latest: {len(proposal.torches)}}}   # the newest torch releases on "
+                  f"PyPI, pinned by `factory lock` (now {torches})" if follow else
+              f"torch: {_list(proposal.torches)}   # torch releases the kernel accepts "
+              "(PyPI's builds)", ""]
     if spec.is_pep517 and not spec.limited_api:
         lines += [f"python: {_list(pythons)}   # a wheel for each CPython" if pythons else
                   "# python: [\"3.11\", \"3.12\", \"3.13\"]   # a wheel per CPython "
                   "(default: the Python the factory runs on)", ""]
+    if follow:
+        every = tuple(sorted({sm for _, listed, _ in proposal.cudas for sm in listed}))
+        cudas = ", ".join(str(cuda) for cuda, _, _ in proposal.cudas)
+        lines.append(f"cuda: {{follow: torch, sms: {_list(every)}}}   # each torch with its "
+                     f"PyPI build's CUDA (now {cudas})")
+        return _stable_note(lines, spec)
     lines.append("cuda:")
-    for cuda, sms, torches in proposal.cudas:
-        builds = " and ".join(str(torch) for torch in torches)
+    for cuda, sms, built in proposal.cudas:
+        builds = " and ".join(str(torch) for torch in built)
         lines += [f"  \"{cuda}\":                      # PyPI's torch {builds} is built "
                   f"with it",
                   f"    sms: {_list(sms)}"]
@@ -183,6 +194,10 @@ def render_matrix(proposal: Proposal, kernel_path: str,
                   "(add torch-index under cuda: to build them)"]
         lines += [f"  - {{torch: \"{torch}\", cuda: \"{cuda}\"}}"
                   for torch, cuda in proposal.excluded]
+    return _stable_note(lines, spec)
+
+
+def _stable_note(lines: list[str], spec: KernelSpec) -> str:
     if spec.torch is not None and spec.torch.stable_abi_for("cuda") is not None:
         lines += ["", "# The kernel declares torch's stable ABI: each CUDA version gets one "
                   "wheel that serves",

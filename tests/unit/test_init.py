@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from factory.config.matrix import load_matrix
 from factory.plan.starter import propose, read_kernel
 from factory.policy import cuda_policy, torch_releases
 from factory.values.versions import Version
@@ -117,3 +118,16 @@ def test_bad_input_gets_one_line_and_nothing_is_written(tmp_path, capsys, monkey
     assert result.stderr.startswith(f"error: {message}"), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert snapshot(tmp_path) == before
+
+
+def test_follow_writes_latest_and_follow_that_the_matrix_reader_takes(tmp_path, capsys):
+    repo = kernel(tmp_path, capabilities='cuda-capabilities = ["8.0", "9.0"]')
+    result = factory_main("init", repo, "--follow", "--newest", "3", capsys=capsys)
+    assert result.exit == 0, result.stderr
+    matrix = load_matrix(repo / "matrix.yaml")
+    assert matrix.torch_latest is not None and matrix.torch_latest.count == 3
+    assert matrix.torch_latest.index == "https://pypi.org/simple/"
+    assert matrix.cuda_follow is not None and matrix.torch == () and matrix.cuda == ()
+    served = {sm for cuda, sms, _ in propose(read_kernel(repo), 3).cudas for sm in sms}
+    assert set(matrix.cuda_follow.sms or ()) == served
+    assert {sm.major for sm in served} == {8, 9}
