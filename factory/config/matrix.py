@@ -79,7 +79,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
                      required=["kernels", "torch", "cuda"])
     base = path.parent
     latest = _latest(top["torch"]) if isinstance(top["torch"].value, dict) and \
-        not torch_pythons else None
+        "latest" in top["torch"].value and not torch_pythons else None
     follow = _follow(top["cuda"]) if isinstance(top["cuda"].value, dict) and \
         "follow" in top["cuda"].value else None
     if follow is not None and torch_pythons:
