@@ -44,8 +44,9 @@ from .labels import check_label, matrix_labels, render_label
 
 __all__ = ["CUDA_SUFFIXES", "CXX_SUFFIXES", "HEADER_SUFFIXES", "Cell", "Kernel", "Plan",
            "SectionPlan", "ServedCell", "SkippedCell", "Unit", "check_unique_names",
-           "dependency_names", "make_cell", "make_plan", "noarch_cell", "skip_reason",
-           "stable_pin", "widened_notes"]
+           "cuda_bounds_reason", "dependency_names", "make_cell", "make_plan", "noarch_cell",
+           "skip_reason", "stable_abi_reason", "stable_pin", "torch_bounds_reason",
+           "widened_notes"]
 
 CUDA_SUFFIXES = frozenset({".cu"})
 CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".c++", ".c"})
@@ -712,18 +713,35 @@ def _kernel_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry) -> str | N
     """Why the kernel has no wheel for this torch and CUDA, built or served."""
     if "cuda" not in spec.backends:
         return f"the kernel has no CUDA backend (backends: {', '.join(spec.backends)})"
+    return torch_bounds_reason(spec, torch) or cuda_bounds_reason(spec, cuda.version) or \
+        stable_abi_reason(spec, torch)
+
+
+def torch_bounds_reason(spec: KernelSpec, torch: Version) -> str | None:
+    """Why the kernel's torch minver/maxver rule this torch out, or None."""
     bounds = spec.torch
     torch_mm = major_minor(torch)
-    cuda_mm = major_minor(cuda.version)
     if bounds and bounds.minver and torch_mm < major_minor(bounds.minver):
         return f"torch {torch_mm} is below the kernel's torch minver {bounds.minver}"
     if bounds and bounds.maxver and torch_mm > major_minor(bounds.maxver):
         return f"torch {torch_mm} is above the kernel's torch maxver {bounds.maxver}"
+    return None
+
+
+def cuda_bounds_reason(spec: KernelSpec, cuda: Version) -> str | None:
+    """Why the kernel's CUDA minver/maxver rule this CUDA version out, or None."""
+    cuda_mm = major_minor(cuda)
     if spec.cuda_minver and cuda_mm < major_minor(spec.cuda_minver):
         return f"CUDA {cuda_mm} is below the kernel's CUDA minver {spec.cuda_minver}"
     if spec.cuda_maxver and cuda_mm > major_minor(spec.cuda_maxver):
         return f"CUDA {cuda_mm} is above the kernel's CUDA maxver {spec.cuda_maxver}"
-    stable = bounds.stable_abi_for("cuda") if bounds else None
+    return None
+
+
+def stable_abi_reason(spec: KernelSpec, torch: Version) -> str | None:
+    """Why a torch older than the stable ABI the kernel targets has no wheel, or None."""
+    stable = spec.torch.stable_abi_for("cuda") if spec.torch else None
+    torch_mm = major_minor(torch)
     if stable and torch_mm < major_minor(stable):
         return f"the kernel targets torch's stable ABI {stable}, newer than torch {torch_mm}"
     return None

@@ -21,6 +21,7 @@ from ..errors import ConfigError
 from ..policy import TorchRelease, cuda_policy, torch_release, torch_releases
 from ..policy.capabilities import Capability, loose_intersection
 from ..values.versions import Version
+from .cells import cuda_bounds_reason, stable_abi_reason, torch_bounds_reason
 
 __all__ = ["Proposal", "propose", "read_kernel", "relative", "render_matrix",
            "render_workflow"]
@@ -73,16 +74,9 @@ def _declared(spec: KernelSpec) -> list[Capability] | None:
     return found or None
 
 
-def _accepts(spec: KernelSpec, torch: Version) -> bool:
-    section = spec.torch
-    if section is None:
-        return True
-    if section.minver is not None and torch < section.minver:
-        return False
-    if section.maxver is not None and torch > section.maxver:
-        return False
-    stable = section.stable_abi_for("cuda")
-    return stable is None or torch >= stable
+def _refusal(spec: KernelSpec, torch: Version) -> str | None:
+    """Why the kernel has no wheel for this torch, by the planner's own rules."""
+    return torch_bounds_reason(spec, torch) or stable_abi_reason(spec, torch)
 
 
 def _chosen_torches(spec: KernelSpec, newest: int,
@@ -95,13 +89,14 @@ def _chosen_torches(spec: KernelSpec, newest: int,
             raise ConfigError(f"--torch {version}: not a torch release the factory knows "
                               f"({known})")
     if named:
-        refused = [version for version in named if not _accepts(spec, version)]
-        if refused:
-            raise ConfigError(f"{spec.name} does not accept torch "
-                              f"{', '.join(map(str, refused))} (its build.toml's torch "
-                              "versions or stable ABI rule it out)", file=spec.build_toml)
+        for version in named:
+            reason = _refusal(spec, version)
+            if reason is not None:
+                raise ConfigError(f"{spec.name} does not accept torch {version}: {reason}",
+                                  file=spec.build_toml)
         return [release for release in releases if release.version in named]
-    chosen = [release for release in releases if _accepts(spec, release.version)][:newest]
+    chosen = [release for release in releases if _refusal(spec, release.version) is None]
+    chosen = chosen[:newest]
     if not chosen:
         raise ConfigError(f"{spec.name} accepts none of the torch releases the factory knows "
                           f"({known})", file=spec.build_toml)
@@ -122,9 +117,9 @@ def propose(spec: KernelSpec, newest: int = defaults.NEWEST_TORCHES,
     for cuda, versions in sorted(by_cuda.items(), reverse=True):
         policy = cuda_policy(cuda)
         assert policy is not None  # torch.toml names only CUDA versions cuda.toml knows
-        if (spec.cuda_minver is not None and cuda < spec.cuda_minver) or \
-                (spec.cuda_maxver is not None and cuda > spec.cuda_maxver):
-            dropped.append(f"CUDA {cuda}: outside the kernel's CUDA versions")
+        reason = cuda_bounds_reason(spec, cuda)
+        if reason is not None:
+            dropped.append(f"CUDA {cuda}: {reason}")
             continue
         wanted = [sm for sm in policy.sms if sm in sms] if sms else list(policy.default)
         served = tuple(sm for sm in wanted
