@@ -112,6 +112,16 @@ WORKFLOW_REPOSITORY = "kernel-wheel-factory/kernel-wheel-factory"
 TORCH_INDEX = "https://pypi.org/simple/"
 """Where `torch: {latest: N}` finds torch releases."""
 
+NAME_INDEX = "https://pypi.org/simple/"
+"""The public index whose projects a kernel's distribution name must not clash with (name-clash:
+in matrix.yaml); NAME_INDEX_VARIABLE replaces it (an organisation's mirror), `off` turns the
+check off."""
+
+NAME_INDEX_VARIABLE = "KERNEL_WHEEL_FACTORY_NAME_INDEX"
+
+NAME_CHECK_TTL = 24 * 3600
+"""How long, in seconds, an answer of the public index about a name is kept in the cache."""
+
 NEWEST_TORCHES = 2
 """How many of the newest torch releases `factory init` covers."""
 

@@ -393,9 +393,13 @@ def _fit(root: str, name: str, wheel: dict[str, Any], cell: dict[str, Any] | Non
     label = (cell or {}).get("label") or wheel.get("label")
     index = f"{root}{label}/simple/" if label else f"{root}simple/"
     wanted = shlex.quote(f"{name}=={pin}" if pin else name)
+    # pip pinned to the wheel's labelled version: PyPI refuses local versions, so a project
+    # of the same name there cannot answer it; uv asks the --index first and stops there
+    version = str(wheel["filename"]).split("-")[1]
+    exact = shlex.quote(f"{name}=={version}") if "+" in version else wanted
     return {"wheel": wheel["filename"], "label": label, "index": index,
             "cuda": cell.get("cuda") if cell else None, "pinned": pin,
-            "pip": f"pip install {wanted} --extra-index-url {shlex.quote(index)}",
+            "pip": f"pip install {exact} --extra-index-url {shlex.quote(index)}",
             "uv": f"uv pip install {wanted} --index {shlex.quote(index)}"}
 
 

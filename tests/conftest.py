@@ -11,9 +11,11 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,9 @@ TEST_CACHE = tests_cache_dir()
 # Set before any test runs, so every factory a test starts (in a subprocess or in-process)
 # that is not given a cache of its own uses the tests' cache, not the user's.
 os.environ["KERNEL_WHEEL_FACTORY_CACHE"] = str(TEST_CACHE)
+# Likewise no factory a test starts looks the wheels' names up on PyPI (its answers change);
+# the tests of that check give it an index served from the test.
+os.environ["KERNEL_WHEEL_FACTORY_NAME_INDEX"] = "off"
 
 
 @pytest.fixture(scope="session")
@@ -148,6 +153,31 @@ def serving(out: Path, stderr: Any = subprocess.DEVNULL) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait()
+
+
+@contextlib.contextmanager
+def static_server(root: Path, log: list[str] | None = None) -> Iterator[str]:
+    """The files under `root` served over HTTP on a free port (a stand-in index): its URL,
+    ending in /. Each request's path is appended to `log`."""
+    class Handler(SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def log_request(self, *args: Any) -> None:
+            if log is not None:
+                log.append(self.path)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope="session")

@@ -22,11 +22,11 @@ def cell_expectation(cell: Cell, max_size: SizeLimit | None = None) -> Expectati
     """What the cell's wheel must be: its name and labelled version, its torch pin, its CUDA
     major, the GPU code the plan promises, and at most `max_size` bytes."""
     if cell.torch is None or cell.cuda is None:
-        return Expectation(cell.spec.name, cell.wheel_version, "any", None, frozenset(), None,
+        return Expectation(cell.distribution, cell.wheel_version, "any", None, frozenset(), None,
                            max_size=max_size)
     stable = cell.stable_abi
     return Expectation(
-        cell.spec.name, cell.wheel_version, cell.torch_pin,
+        cell.distribution, cell.wheel_version, cell.torch_pin,
         cell.cuda.version.major, cell.gpu_code, cell.platform, gpu_covers=cell.spec.is_pep517,
         stable_abi=str(stable) if stable is not None else None, max_size=max_size,
     )

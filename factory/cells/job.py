@@ -266,7 +266,7 @@ def cell_guard(cell: Cell, options: BuildOptions) -> str:
     maxver = cell.spec.torch.maxver if cell.spec.torch else None
     stable = None if cell.stable_abi is None else \
         (torch, major_minor(maxver) if maxver else None)
-    return import_guard(cell.spec.name, cell.wheel_version, str(torch),
+    return import_guard(cell.distribution, cell.wheel_version, str(torch),
                         str(major_minor(cell.cuda.version)),
                         cell.label_template or cell.label or "",
                         exact=cell.installed.version if cell.installed and cell.installed.exact

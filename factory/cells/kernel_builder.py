@@ -399,7 +399,8 @@ def _metadata(cell: Cell) -> CoreMetadata:
                    f"{cell.cuda.version} (SM {sms}), built by kernel-wheel-factory")
         requires = (f"torch{cell.torch_pin}", *spec.requirements("cuda"))
     return CoreMetadata(
-        name=spec.name, version=cell.wheel_version, summary=summary, requires_python=">=3.9",
+        name=cell.distribution, version=cell.wheel_version, summary=summary,
+        requires_python=">=3.9",
         requires=tuple(dict.fromkeys(requires)), license=spec.license,
         readme=readme.read_text(encoding="utf-8", errors="replace") if readme.is_file() else None,
     )

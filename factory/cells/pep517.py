@@ -242,12 +242,13 @@ def _issue(job: Job, toolchain: Toolchain, repaired: Path) -> Path:
     if cell.guard:
         _guard_packages(job, content)
     try:
-        metadata = relabelled(metadata_bytes, cell.wheel_version, f"torch{cell.torch_pin}")
+        metadata = relabelled(metadata_bytes, cell.wheel_version, f"torch{cell.torch_pin}",
+                              name=cell.dist_name)
     except (UnicodeDecodeError, ValueError) as exc:
         raise BuildError(f"the METADATA of {repaired.name} cannot be re-issued ({exc})") from None
-    if canonicalize_name(metadata.name) != canonicalize_name(cell.spec.name):
-        raise BuildError(f"the project's build named its wheel '{metadata.name}', the project "
-                         f"is '{cell.spec.name}'")
+    if canonicalize_name(metadata.project) != canonicalize_name(cell.spec.name):
+        raise BuildError(f"the project's build named its wheel '{metadata.project}', the "
+                         f"project is '{cell.spec.name}'")
     extra[PROVENANCE_FILE] = provenance_file(cell, job.options, build_facts(toolchain, work),
                                              content, _gpu_code(content))
     return write_wheel(content, work / "dist", metadata, compressed_tag(repaired.name),

@@ -23,6 +23,7 @@ from ..values.units import parse_duration, parse_size
 
 if TYPE_CHECKING:
     from ..config.model import SizeLimit
+    from ..plan.select import Selection
 
 __all__ = ["Parser", "cache_dir", "duration", "index_url", "matrix_options", "path_argument",
            "port", "positive", "shard", "site_limit_option", "size", "size_limit",
@@ -201,6 +202,18 @@ def new_option(parser: argparse.ArgumentParser) -> None:
                         help="leave out the cells whose wheel this index already has: a "
                              "published index's URL (where its simple/ is) or an output folder; "
                              "`factory plan` and `factory build --job` must be given the same")
+    parser.add_argument("--select", action="append", default=[], metavar="FIELD=GLOB,...",
+                        help="only the cells with these fields (kernel, torch, cuda, python, "
+                             "platform), e.g. kernel=img2gray,torch=2.11,cuda=13.0 (repeatable: "
+                             "any of them); applied before the cells are split into jobs, so "
+                             "`factory plan` and `factory build --job` must be given the same")
+
+
+def selections(args: argparse.Namespace) -> tuple[Selection, ...]:
+    """--select's selections, checked."""
+    from ..plan.select import parse_selection
+
+    return tuple(parse_selection(text) for text in args.select)
 
 
 def source_options(parser: argparse.ArgumentParser, lockable: bool = True) -> None:

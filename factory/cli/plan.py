@@ -18,6 +18,7 @@ from .common import (
     new_option,
     path_argument,
     positive,
+    selections,
 )
 
 __all__ = ["add", "run"]
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         objects=args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER,
         max_cells=args.max_cells, offline=args.offline, locked=args.locked,
         torch_pythons=tuple(args.torch_python), split_after=args.split_after, cores=args.cores,
-        new=new_index(args))
+        new=new_index(args), select=selections(args))
     fanout = plan_fanout(request, say_to(make_console(stderr=True), "yellow"))
     print(fanout_text(fanout, args.format))
     return 0

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
 
 from .. import defaults
-from ..errors import ConfigError
+from ..config.model import CLASH_POLICIES, NameCheck
+from ..errors import ConfigError, PublishError
 from ..trust.credentials import refuse_credentials
 from ..ui.console import say_to
-from .common import path_argument
+from .common import cache_dir, path_argument
 
 __all__ = ["add", "run"]
 
@@ -45,6 +47,11 @@ def add(commands: Any) -> None:
                          help="the registry's simple index, when it is not <upload URL>/simple/")
     publish.add_argument("--dry-run", action="store_true",
                          help="say what would be sent, send nothing")
+    publish.add_argument("--name-clash", choices=CLASH_POLICIES, default="warn",
+                         help="what a wheel named like a project of PyPI (or of "
+                         f"${defaults.NAME_INDEX_VARIABLE}) gets: a warning with the install "
+                         "commands that still reach this index's wheel (default), a refusal "
+                         "that sends nothing, or no check")
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -59,6 +66,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             refuse_credentials(url, key=key, instead=CREDENTIALS_HINT)
     if not args.folder.is_dir():
         raise ConfigError("no such folder", file=args.folder)
+    _check_names(args, say)
     if args.to is not None:
         if args.index_url is not None:
             raise ConfigError("only applies to a registry, not with --to", key="--index-url")
@@ -73,3 +81,21 @@ def run(args: argparse.Namespace, console: Console) -> int:
         f", {len(registry.skipped)} already there"
         + (f", {len(registry.yanked)} yanked left out" if registry.yanked else ""))
     return 0
+
+
+def _check_names(args: argparse.Namespace, say: Callable[[str], None]) -> None:
+    """The name-clash guard on the wheels of the folder, before anything is sent."""
+    from packaging.version import Version
+
+    from ..pipeline.names import check_names
+    from ..publish.registry import local_wheels
+
+    if args.name_clash == "ignore" or not (args.folder / "files").is_dir():
+        return
+    newest: dict[str, str] = {}
+    for wheel in local_wheels(args.folder)[0]:
+        if wheel.project not in newest or \
+                Version(wheel.version) > Version(newest[wheel.project]):
+            newest[wheel.project] = wheel.version
+    check_names(newest, NameCheck(args.name_clash), cache_dir(args), False, say,
+                lambda text: PublishError(f"{text}; nothing was sent"))

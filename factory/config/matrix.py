@@ -33,10 +33,12 @@ from ..values.units import parse_duration
 from ..values.versions import Version, major_minor, parse_release
 from .model import (
     ALL_TESTS,
+    CLASH_POLICIES,
     COMPRESS_MODES,
     DEPENDENCY_KINDS,
     PLATFORMS,
     RUNNERS,
+    ClashPolicy,
     CompressMode,
     CudaEntry,
     DependencyEntry,
@@ -46,6 +48,7 @@ from .model import (
     KernelEntry,
     LatestTorch,
     Matrix,
+    NameCheck,
     ResolvedTorch,
     RunnerChoice,
     SizeLimit,
@@ -53,6 +56,8 @@ from .model import (
     SourceRequest,
     TestSelection,
     TorchEntry,
+    distribution_name,
+    is_project_name,
     parse_size_limit,
 )
 from .nodes import Node, load_yaml
@@ -75,7 +80,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         raise root.error("expected a table of settings at the top of the file")
     top = root.table(["kernels", "torch", "cuda", "python", "platforms", "label",
                       "stable-label", "exclude", "runner", "docker", "depends", "compress",
-                      "max-wheel-size", "costs"],
+                      "max-wheel-size", "costs", "dist-name", "name-clash"],
                      required=["kernels", "torch", "cuda"])
     base = path.parent
     latest = _latest(top["torch"]) if isinstance(top["torch"].value, dict) and \
@@ -107,6 +112,8 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
                         else None),
         costs=_costs_folder(top["costs"], base) if "costs" in top else None,
         torch_latest=latest, cuda_follow=follow,
+        dist_name=_dist_name(top["dist-name"]) if "dist-name" in top else None,
+        name_clash=_name_check(top["name-clash"]) if "name-clash" in top else NameCheck(),
     )
     if follow is not None and latest is None:
         matrix = with_resolved_torches(matrix, _known_builds(matrix, top["cuda"]))
@@ -124,7 +131,7 @@ def _nonempty_list(node: Node) -> list[Node]:
     return items
 
 
-_ENTRY_KEYS = ("version", "kind", "env", "guard", "compress", "tests")
+_ENTRY_KEYS = ("version", "kind", "env", "guard", "compress", "tests", "dist-name")
 _KERNEL_KEYS: dict[SourceKind, tuple[str, ...]] = {
     "path": ("path", *_ENTRY_KEYS),
     "git": ("git", "rev", "subdir", *_ENTRY_KEYS),
@@ -164,9 +171,45 @@ def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
                                         "guard; guard: false is for PEP 517 projects")
         compress = _compress(fields["compress"]) if "compress" in fields else None
         tests = _tests(fields["tests"]) if "tests" in fields else ALL_TESTS
+        dist_name = _dist_name(fields["dist-name"]) if "dist-name" in fields else None
         entries.append(KernelEntry(source, version, item.line, index, stated, env, guard,
-                                   compress, tests))
+                                   compress, tests, dist_name))
     return tuple(entries)
+
+
+def _dist_name(node: Node) -> str:
+    """dist-name: a distribution name, or a template of one with {name} standing for the
+    kernel's (kwf-{name}); it names the wheel, never the package it imports."""
+    template = node.nonempty_str()
+    if any(name != "name" or spec or conversion
+           for name, spec, conversion in _placeholders(node, template, "name")):
+        raise node.error("the only placeholder is {name}, the kernel's own name "
+                         "(e.g. kwf-{name})")
+    if not is_project_name(distribution_name(template, "a")):
+        raise node.error(f"'{template}' does not give a distribution name: letters, digits, "
+                         "'.', '_' and '-', starting and ending with a letter or digit")
+    return template
+
+
+def _name_check(node: Node) -> NameCheck:
+    """name-clash: warn | refuse | ignore, or {policy: ..., index: URL}."""
+    if not isinstance(node.value, dict):
+        return NameCheck(cast(ClashPolicy, _choice(node, CLASH_POLICIES, "name-clash policy")),
+                         None, node.line)
+    fields = node.table(["policy", "index"])
+    policy = cast(ClashPolicy, _choice(fields["policy"], CLASH_POLICIES, "name-clash policy")) \
+        if "policy" in fields else NameCheck.policy
+    index = _index_url(fields["index"]) if "index" in fields else None
+    return NameCheck(policy, index, node.line)
+
+
+def _index_url(node: Node) -> str:
+    """A simple index's URL, without credentials."""
+    index = node.nonempty_str()
+    _refuse_credentials(node, index, "a netrc file gives them to the factory")
+    if not re.match(r"https?://", index):
+        raise node.error(f"'{index}' is not an index URL (http:// or https://)")
+    return index
 
 
 def _tests(node: Node) -> TestSelection:
@@ -430,12 +473,7 @@ def _latest(node: Node) -> LatestTorch:
     if not 1 <= count <= MAX_LATEST:
         raise fields["latest"].error(f"give how many of the newest torch releases to build, "
                                      f"1 to {MAX_LATEST}")
-    index = defaults.TORCH_INDEX
-    if "index" in fields:
-        index = fields["index"].nonempty_str()
-        _refuse_credentials(fields["index"], index, "a netrc file gives them to the factory")
-        if not re.match(r"https?://", index):
-            raise fields["index"].error(f"'{index}' is not an index URL (http:// or https://)")
+    index = _index_url(fields["index"]) if "index" in fields else defaults.TORCH_INDEX
     return LatestTorch(count, fields["pre"].bool() if "pre" in fields else False, index,
                        node.line)
 
@@ -770,13 +808,18 @@ def _image_reference(node: Node, hint: str, template: bool = True) -> str:
 MAX_LABEL_TEMPLATE = 64
 
 
+def _placeholders(node: Node, template: str, what: str) -> list[tuple[str, str, str | None]]:
+    """A template's {placeholders}: (name, format spec, conversion) each."""
+    try:
+        return [(name, spec or "", conversion) for _, name, spec, conversion
+                in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        raise node.error(f"invalid {what} template: {exc}") from None
+
+
 def _check_label_template(node: Node, known: tuple[str, ...] = LABEL_FIELDS) -> None:
     template = node.str()
-    try:
-        parsed = [(name, spec, conversion) for _, name, spec, conversion
-                  in string.Formatter().parse(template) if name is not None]
-    except ValueError as exc:
-        raise node.error(f"invalid label template: {exc}") from None
+    parsed = _placeholders(node, template, "label")
     if len(template) > MAX_LABEL_TEMPLATE:
         raise node.error(f"the label template is {len(template)} characters long; at most "
                          f"{MAX_LABEL_TEMPLATE}")

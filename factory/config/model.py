@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,11 +14,12 @@ from ..values.versions import Version
 from .spec import ProjectKind
 from .torches import InstalledTorch
 
-__all__ = ["ALL_TESTS", "COMPRESS_MODES", "DEPENDENCY_KINDS", "PLATFORMS", "RUNNERS",
-           "SITE_PRESETS", "SIZE_PRESETS", "SOURCE_KINDS", "CompressMode", "CudaEntry",
-           "DependencyEntry", "DependencyKind", "Exclude", "KernelEntry", "Matrix", "RunnerChoice",
-           "SizeLimit", "SourceKind", "SourceRequest", "TestSelection", "TorchEntry",
-           "FollowCuda", "LatestTorch", "ResolvedTorch", "parse_size_limit"]
+__all__ = ["ALL_TESTS", "CLASH_POLICIES", "COMPRESS_MODES", "DEPENDENCY_KINDS", "PLATFORMS",
+           "RUNNERS", "SITE_PRESETS", "SIZE_PRESETS", "SOURCE_KINDS", "ClashPolicy",
+           "CompressMode", "CudaEntry", "DependencyEntry", "DependencyKind", "Exclude",
+           "FollowCuda", "KernelEntry", "LatestTorch", "Matrix", "NameCheck", "ResolvedTorch",
+           "RunnerChoice", "SizeLimit", "SourceKind", "SourceRequest", "TestSelection",
+           "TorchEntry", "distribution_name", "is_project_name", "parse_size_limit"]
 
 SourceKind = Literal["path", "git", "hub"]
 DependencyKind = Literal["pypi", "git", "path", "wheel"]
@@ -30,6 +32,34 @@ RUNNERS: tuple[str, ...] = get_args(RunnerChoice)
 # How nvcc compresses the GPU code it embeds (compile/commands.py compression_flags).
 CompressMode = Literal["size", "balance", "speed", "none"]
 COMPRESS_MODES: tuple[str, ...] = get_args(CompressMode)
+# What a kernel named like a project of the public index gets (config/matrix.py name-clash:).
+ClashPolicy = Literal["warn", "refuse", "ignore"]
+CLASH_POLICIES: tuple[str, ...] = get_args(ClashPolicy)
+
+
+_PROJECT_NAME = re.compile(r"[A-Z0-9]([A-Z0-9._-]*[A-Z0-9])?", re.IGNORECASE)
+
+
+def distribution_name(template: str | None, name: str) -> str:
+    """A kernel's distribution name: the dist-name template with {name} the kernel's own
+    (kwf-{name} gives kwf-img2gray); the kernel's name without one."""
+    return name if template is None else template.format(name=name)
+
+
+def is_project_name(text: str) -> bool:
+    """A valid distribution name (the core metadata's Name rule)."""
+    return _PROJECT_NAME.fullmatch(text) is not None
+
+
+@dataclass(frozen=True)
+class NameCheck:
+    """name-clash: how `factory plan` and `factory publish` treat a distribution name that the
+    public index (PyPI, or the index given) also has: pip given --extra-index-url takes the
+    higher version from either index, so one of the two wheels shadows the other."""
+
+    policy: ClashPolicy = "warn"
+    index: str | None = None  # None: $KERNEL_WHEEL_FACTORY_NAME_INDEX, else PyPI's
+    line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +166,7 @@ class KernelEntry:
     guard: bool = True  # a PEP 517 project's packages get the factory's import guard
     compress: CompressMode | None = None  # its GPU code's compression; None: the matrix's
     tests: TestSelection = ALL_TESTS  # which of its own tests prove a wheel
+    dist_name: str | None = None  # its distribution's name template; None: the matrix's
 
     @property
     def key(self) -> str:
@@ -268,6 +299,8 @@ class Matrix:
     torch_latest: LatestTorch | None = None  # torch: {latest: N}, until resolved
     cuda_follow: FollowCuda | None = None  # cuda: {follow: torch}
     resolved: tuple[ResolvedTorch, ...] = ()  # what torch: {latest: N} was resolved to
+    dist_name: str | None = None  # the distributions' name template ({name}); None: the kernel's
+    name_clash: NameCheck = NameCheck()
 
     def dependency(self, name: str) -> DependencyEntry | None:
         return next((entry for entry in self.depends if entry.name == name), None)

@@ -43,7 +43,7 @@ Listed = dict[tuple[str, PackagingVersion], set[tuple[str, str]]]
 
 
 def _has(cell: Cell, wheels: Listed) -> bool:
-    tags = wheels.get((canonicalize_name(cell.spec.name), PackagingVersion(cell.wheel_version)),
+    tags = wheels.get((canonicalize_name(cell.distribution), PackagingVersion(cell.wheel_version)),
                       set())
     platform = "any" if cell.label is None else cell.platform
     return any(listed.endswith(platform) and

@@ -221,7 +221,7 @@ def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome
     for cell in plan.cells:
         result = by_id[cell.id]
         outcomes.append(CellOutcome(
-            cell.id, cell.spec.name, cell.version, cell.torch_shown,
+            cell.id, cell.distribution, cell.version, cell.torch_shown,
             str(cell.cuda.version) if cell.cuda else None, cell.label, result.status,
             _public(result.detail), result.wheel,
             [op.to_json() for op in result.loaded.ops] if result.loaded else None,
@@ -231,12 +231,12 @@ def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome
         builder = by_id[served.by]
         detail = f"served by the stable-ABI wheel of {served.by}"
         outcomes.append(CellOutcome(
-            served.id, served.id.split("/")[0], served.version, str(served.torch),
-            str(served.cuda), served.label, builder.status,
+            served.id, plan.distribution(served.id.split("/")[0]), served.version,
+            str(served.torch), str(served.cuda), served.label, builder.status,
             _public(f"{detail}: {builder.detail}" if builder.detail else detail), builder.wheel,
             served_by=served.by))
     for skipped in plan.skipped:
-        kernel = skipped.id.split("/")[0]
+        kernel = plan.distribution(skipped.id.split("/")[0])
         outcomes.append(CellOutcome(
             skipped.id, kernel, skipped.version or "",
             str(skipped.torch) if skipped.torch else None,

@@ -20,6 +20,7 @@ from ..plan.cells import Plan
 from ..plan.costs import COSTS_FOLDER, CostBook
 from ..plan.jobs import select_job, select_shard
 from ..plan.load import plan_matrix
+from ..plan.select import Selection, select_cells
 from .plan import new_cells
 from .voice import Voice, status_of_tests
 
@@ -40,6 +41,7 @@ class BuildRequest:
     torch_pythons: tuple[Path, ...] = ()
     only: tuple[str, ...] = ()  # globs of cell ids
     new: str | None = None  # an index whose cells are left out (--new)
+    select: tuple[Selection, ...] = ()  # --select: the cells a request names
     job: str | None = None  # one job of `factory plan`
     max_cells: int = 1  # cells per job, as `factory plan` was given
     shard: tuple[int, int] | None = None  # a deterministic slice of the cells
@@ -74,7 +76,7 @@ def selected_plan(request: BuildRequest, voice: Voice) -> Plan:
     plan = plan_matrix(request.matrix, request.cache, voice.warn, request.offline,
                        request.locked, every_platform=sliced,
                        torch_pythons=list(request.torch_pythons))
-    plan = new_cells(plan, request.new, voice.note)
+    plan = new_cells(select_cells(plan, list(request.select)), request.new, voice.note)
     if request.job:
         plan = select_job(plan, request.job, request.max_cells).on_host(host_platform())
     elif request.shard:

@@ -12,6 +12,8 @@ from ..plan.cells import Plan
 from ..plan.costs import COSTS_FOLDER, CostBook, cell_seconds, known_costs, shard_count
 from ..plan.jobs import Job, UnitShard, plan_jobs, unit_shards
 from ..plan.load import plan_matrix
+from ..plan.select import Selection, select_cells
+from .names import check_plan_names
 
 __all__ = ["CellCost", "FanOut", "PlanRequest", "new_cells", "plan_fanout"]
 
@@ -30,6 +32,7 @@ class PlanRequest:
     split_after: float | None = None  # seconds: a cell estimated longer is split into shards
     cores: int = 1  # a build machine's cores, for split_after
     new: str | None = None  # an index whose cells are left out (--new)
+    select: tuple[Selection, ...] = ()  # --select: the cells a request names
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,8 @@ def new_cells(plan: Plan, index: str | None, say: Callable[[str], None]) -> Plan
 def plan_fanout(request: PlanRequest, warn: Callable[[str], None]) -> FanOut:
     plan = plan_matrix(request.matrix, request.cache, warn, request.offline, request.locked,
                        every_platform=True, torch_pythons=list(request.torch_pythons))
-    plan = new_cells(plan, request.new, warn)
+    check_plan_names(plan, request.cache, request.offline, warn)
+    plan = new_cells(select_cells(plan, list(request.select)), request.new, warn)
     jobs = plan_jobs(plan, request.max_cells)
     books = (CostBook(plan.matrix.costs) if plan.matrix.costs else None,
              CostBook(request.objects / COSTS_FOLDER))

@@ -11,9 +11,10 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
+from packaging.utils import canonicalize_name
 from packaging.version import Version as PackagingVersion
 
 from .. import defaults
@@ -25,6 +26,8 @@ from ..config.model import (
     Matrix,
     TestSelection,
     TorchEntry,
+    distribution_name,
+    is_project_name,
 )
 from ..config.spec import KernelSection, KernelSpec
 from ..config.torches import InstalledTorch
@@ -127,6 +130,13 @@ class Cell:
     guard: bool = True  # a PEP 517 project's packages get the import guard
     compress: CompressMode | None = None  # its GPU code's compression (None: nvcc's default)
     tests: TestSelection = ALL_TESTS  # which of the kernel's own tests prove the wheel
+    dist_name: str | None = None  # the wheel's distribution name, where dist-name renames it
+
+    @property
+    def distribution(self) -> str:
+        """The name the wheel is published under: the kernel's, or what dist-name makes of it
+        (the package it imports keeps the kernel's name)."""
+        return self.dist_name or self.spec.name
 
     @property
     def id(self) -> str:
@@ -278,6 +288,11 @@ class Plan:
     cells: tuple[Cell, ...]
     skipped: tuple[SkippedCell, ...]
     served: tuple[ServedCell, ...] = ()  # go with the cell that builds their wheel
+    renamed: tuple[tuple[str, str], ...] = ()  # (kernel, distribution) where dist-name renames
+
+    def distribution(self, kernel: str) -> str:
+        """The distribution name of a kernel of the plan."""
+        return dict(self.renamed).get(kernel, kernel)
 
     def only(self, patterns: list[str]) -> Plan:
         """The cells whose id matches one of the glob patterns (e.g. 'img2gray/*torch211*'); a
@@ -297,7 +312,7 @@ class Plan:
         gone = {c.id for c in foreign}
         return Plan(self.matrix, tuple(c for c in self.cells if c not in foreign),
                     self.skipped + tuple(skipped),
-                    tuple(s for s in self.served if s.by not in gone))
+                    tuple(s for s in self.served if s.by not in gone), self.renamed)
 
     def select(self, ids: set[str]) -> Plan:
         """The cells (built or skipped) whose id is in `ids`."""
@@ -306,7 +321,7 @@ class Plan:
     def _keeping(self, cells: set[str], skipped: set[str]) -> Plan:
         return Plan(self.matrix, tuple(c for c in self.cells if c.id in cells),
                     tuple(s for s in self.skipped if s.id in skipped),
-                    tuple(s for s in self.served if s.by in cells))
+                    tuple(s for s in self.served if s.by in cells), self.renamed)
 
     def serves(self, cell_id: str) -> tuple[ServedCell, ...]:
         """The cells whose index lists the wheel of cell `cell_id` besides its own."""
@@ -319,17 +334,20 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
     keeps every platform's cells (a CI plan, whose jobs run on several kinds of machine).
     `dependencies` are the fetched C++ dependencies of every kernel (dependency_names)."""
     check_unique_names(matrix, kernels)
+    renamed = distributions(matrix, kernels)
     planner = _Planner(matrix, host, dependencies)
     for kernel in kernels:
         spec = kernel.spec
+        first = len(planner.cells)
         if spec.framework == "tvm-ffi":
             raise ConfigError("tvm-ffi kernels are not supported; the factory builds torch "
                               "extensions ([torch] or [torch-noarch])", file=spec.build_toml,
                               key="tvm-ffi")
         if spec.is_noarch:
             if not _excluded(matrix, spec.name, None, None, "any", planner.used_excludes):
-                planner.cells.append(noarch_cell(spec, kernel.source, kernel.version,
-                                                 kernel.entry.tests))
+                planner.cells.append(replace(
+                    noarch_cell(spec, kernel.source, kernel.version, kernel.entry.tests),
+                    dist_name=renamed.get(spec.name)))
             continue
         built, passed_over = len(planner.cells), len(planner.skipped)
         no_sm = planner.stable(kernel) if _targets_stable_abi(spec) else planner.per_torch(kernel)
@@ -337,12 +355,39 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
         if no_sm and len(planner.cells) == built and len(planner.skipped) == passed_over:
             raise _no_cell_error(matrix, spec)
         planner.skipped += no_sm
+        if spec.name in renamed:
+            planner.cells[first:] = [replace(cell, dist_name=renamed[spec.name])
+                                     for cell in planner.cells[first:]]
 
     for index, exclude in enumerate(matrix.excludes):
         if index not in planner.used_excludes and exclude.line is not None:  # not cuda.follow's
             raise ConfigError("this exclude entry matches no cell of the matrix",
                               file=matrix.path, line=exclude.line, key=f"exclude[{index}]")
-    return Plan(matrix, tuple(planner.cells), tuple(planner.skipped), tuple(planner.served))
+    return Plan(matrix, tuple(planner.cells), tuple(planner.skipped), tuple(planner.served),
+                tuple(sorted(renamed.items())))
+
+
+def distributions(matrix: Matrix, kernels: list[Kernel]) -> dict[str, str]:
+    """The kernels whose dist-name (their own, else the matrix's) renames their distribution,
+    with the name it gives; two kernels may not end up with one name."""
+    renamed: dict[str, str] = {}
+    owners: dict[str, KernelEntry] = {}
+    for kernel in kernels:
+        template = kernel.entry.dist_name or matrix.dist_name
+        name = distribution_name(template, kernel.spec.name)
+        if not is_project_name(name):  # only a kernel name the template cannot take
+            raise ConfigError(f"dist-name gives '{name}' for {kernel.spec.name}, which is not a "
+                              "distribution name", file=matrix.path, line=kernel.entry.line,
+                              key=f"{kernel.entry.key}.dist-name")
+        other = owners.get(canonicalize_name(name))
+        if other is not None:
+            raise ConfigError(f"{kernel.entry.key} and {other.key} would both be published as "
+                              f"'{name}': give one of them a dist-name of its own",
+                              file=matrix.path, line=kernel.entry.line, key="dist-name")
+        owners[canonicalize_name(name)] = kernel.entry
+        if name != kernel.spec.name:
+            renamed[kernel.spec.name] = name
+    return renamed
 
 
 def _targets_stable_abi(spec: KernelSpec) -> bool:

@@ -9,11 +9,12 @@ constructor the planner uses, so both sides agree on every SM and section.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
 from .. import defaults
-from ..config.model import COMPRESS_MODES, CompressMode, CudaEntry
+from ..config.model import COMPRESS_MODES, CompressMode, CudaEntry, is_project_name
 from ..config.project import read_project
 from ..config.spec import KernelSpec
 from ..config.torches import InstalledTorch
@@ -39,6 +40,7 @@ def cell_record(cell: Cell) -> dict[str, Any]:
         "platform": cell.platform,
         "gpu_code": sorted(cell.gpu_code),
         **({"compress": cell.compress} if cell.compress else {}),
+        **({"distribution": cell.dist_name} if cell.dist_name else {}),
         **({"stable_abi": str(cell.stable_abi), "torch_pin": cell.torch_pin}
            if cell.stable_abi is not None else {}),
         **({"installed_torch": cell.installed.to_json()} if cell.installed else {}),
@@ -92,6 +94,12 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
                          record["label"], record.get("label_template") or defaults.LABEL_TEMPLATE,
                          installed, dependencies, python, per_python, env,
                          record.get("guard") is not False, _compress(record, origin))
+    renamed = record.get("distribution")
+    if renamed is not None:
+        if not isinstance(renamed, str) or not is_project_name(renamed):
+            raise ConfigError(f"the cell record's distribution {renamed!r} is not a "
+                              "distribution name", file=origin)
+        cell = replace(cell, dist_name=renamed)
     if cell.id != record.get("id"):
         raise ConfigError(f"cell {record.get('id')} cannot be made from this source (it gives "
                           f"{cell.id})", file=origin)

@@ -211,7 +211,8 @@ on:
     branches: [main]
   schedule:
     - cron: "17 4 * * 1"
-  workflow_dispatch:
+  workflow_dispatch:  # the run form builds the cell these name (blank: any)
+    inputs: {{kernel: {{}}, torch: {{}}, cuda: {{}}, python: {{}}}}
 permissions: {{contents: read, pages: write, id-token: write}}
 jobs:
   wheels:

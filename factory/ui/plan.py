@@ -37,6 +37,7 @@ def fanout_text(fanout: FanOut, format: PlanFormat) -> str:
                          "shards": cost.shards, "widened": cost.widened}
                   for cell, cost in sorted(costs.items())},
         "skipped": {skipped.id: skipped.reason for skipped in plan.skipped},
+        **({"distributions": dict(plan.renamed)} if plan.renamed else {}),
         **({"estimates": {"split_after": request.split_after, "cores": request.cores,
                           "core_seconds": {cell: round(cost.core_seconds, 1)
                                            for cell, cost in sorted(costs.items())}}}

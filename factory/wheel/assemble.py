@@ -68,17 +68,19 @@ class GivenMetadata:
     name: str
     version: str
     data: bytes
+    project: str = ""  # the name the build backend gave, where `name` renames it
 
     def render(self) -> bytes:
         Metadata.from_email(self.data, validate=True)
         return self.data
 
 
-def relabelled(data: bytes, version: str, torch: str) -> GivenMetadata:
+def relabelled(data: bytes, version: str, torch: str, name: str | None = None) -> GivenMetadata:
     """A build backend's METADATA with the factory's version and torch pin: Version replaced,
     every unconditional torch requirement replaced by `torch` (e.g. torch==2.11.*), the rest
-    (description, classifiers, other requirements, markers) kept as written. Written here
-    because packaging reads core metadata but has no writer that keeps a document as it is."""
+    (description, classifiers, other requirements, markers) kept as written; with `name`, the
+    Name too (dist-name). Written here because packaging reads core metadata but has no writer
+    that keeps a document as it is."""
     text = data.decode("utf-8")
     head, blank, body = text.partition("\n\n")
     fields: list[list[str]] = []  # each field with its continuation lines
@@ -88,12 +90,14 @@ def relabelled(data: bytes, version: str, torch: str) -> GivenMetadata:
         elif line:
             fields.append([line])
     kept: list[list[str]] = []
-    name = None
+    project = None
     for field in fields:
         key, _, value = field[0].partition(":")
         key, value = key.strip().lower(), value.strip()
         if key == "name":
-            name = value
+            project = value
+            if name is not None:
+                field = [f"Name: {name}"]
         if key == "version":
             field = [f"Version: {version}"]
         elif key == "requires-dist" and _unconditional_torch(value):
@@ -103,11 +107,11 @@ def relabelled(data: bytes, version: str, torch: str) -> GivenMetadata:
                  if field[0].lower().startswith(("requires-dist:", "requires-python:",
                                                  "version:"))), default=len(kept))
     kept.insert(where, [f"Requires-Dist: {torch}"])
-    if name is None:
+    if project is None:
         raise ValueError("METADATA has no Name")
     rendered = "\n".join(line for field in kept for line in field)
     rendered += "\n\n" + body if blank else "\n"
-    return GivenMetadata(name, version, rendered.encode())
+    return GivenMetadata(name or project, version, rendered.encode(), project)
 
 
 def _unconditional_torch(requirement: str) -> bool:

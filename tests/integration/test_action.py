@@ -89,12 +89,25 @@ def test_init_writes_a_caller_actionlint_accepts_whose_workflow_builds_the_examp
     matrix = yaml.safe_load((repo / "matrix.yaml").read_text())
     matrix["kernels"].append({"path": "noarch-kernel", "version": "2.0.0"})
     (repo / "matrix.yaml").write_text(yaml.safe_dump(matrix))
-    with served(site) as url:
-        again = Run(repo, tmp_path / "again", run.env, GITHUB)
-        again.scratch.mkdir()
-        results = again.workflow(REPO / ".github" / "workflows" / "kernel-wheels.yml",
-                                 {**job["with"], "build-args": "--runner local",
-                                  "site-url": url})
+    # First a request from the run form for the cell the site has: the new kernel is left
+    # out, and nothing is built.
+    dispatch = {**GITHUB, "event_name": "workflow_dispatch", "event": {
+        **GITHUB["event"], "inputs": {"kernel": "img2gray", "torch": "2.11", "cuda": "",
+                                      "python": ""}}}
+
+    def run_again(name: str, github: dict) -> tuple[Run, dict[str, str], str]:
+        """The workflow run once more, with the site served."""
+        with served(site) as url:
+            again = Run(repo, tmp_path / name, run.env, github)
+            again.scratch.mkdir()
+            return again, again.workflow(
+                REPO / ".github" / "workflows" / "kernel-wheels.yml",
+                {**job["with"], "build-args": "--runner local", "site-url": url}), url
+
+    request, results, url = run_again("request", dispatch)
+    assert results["plan"] == "success" and results["build"] == results["merge"] == "skipped"
+    assert f"--new: 1 cell(s) already in {url}, 0 to build" in "".join(request.logs)
+    again, results, url = run_again("again", GITHUB)
     assert results["build"] == results["merge"] == results["deploy"] == "success"
     assert f"--new: 1 cell(s) already in {url}, 1 to build" in "".join(again.logs)
     (built,) = [folder for name, folder in again.artifacts.items() if name.startswith("job-")]

@@ -62,7 +62,9 @@ def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser, si
     page.select_option("#torch", "2.11")
     page.select_option("#cuda", "13.0")
     expected = f"{site}cu130torch211/simple/"
-    assert page.text_content("#pip-command") == f"pip install img2gray --extra-index-url {expected}"
+    # pinned to the labelled version, which no project of PyPI can have
+    assert page.text_content("#pip-command") == \
+        f"pip install img2gray==1.0.0+cu130torch211 --extra-index-url {expected}"
     # uv's form is the one doctor prints
     assert page.text_content("#uv-command") == f"uv pip install img2gray --index {expected}"
     assert "img2gray 1.0.0+cu130torch211" in page.text_content("#status")
@@ -154,6 +156,44 @@ def test_what_the_index_records_is_shown_as_text_never_run(browser, example_test
         assert errors == []
 
 
+def test_every_missing_cell_says_why(browser, example_tested, tmp_path):
+    """A cell the build skipped gives its reason, a failed one its error, and a torch x CUDA
+    pair the matrix never listed says it was not requested, in the grid and in the helper."""
+    out = shutil.copytree(example_tested[0], tmp_path / "index", symlinks=True)
+    manifest_path = out / ".factory" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    built = manifest["cells"]["img2gray/cu130torch211/x86_64"]
+    for label, torch, cuda, status, detail in (
+            ("cu130torch212", "2.12", "13.0", "skipped", "the kernel's torch maxver is 2.11"),
+            ("cu128torch211", "2.11", "12.8", "failed", "nvcc: out of memory")):
+        cell = f"img2gray/{label}/x86_64"
+        manifest["cells"][cell] = {**built, "cell": cell, "label": label, "torch": torch,
+                                   "cuda": cuda, "status": status, "detail": detail,
+                                   "wheel": None, "ops": None, "tests": None}
+    manifest_path.write_text(json.dumps(manifest))
+    assert run_factory("index", "--out", out).exit == 0
+    with serving(out) as url:
+        page, errors = open_page(browser, url + "#package=img2gray&torch=2.12&cuda=12.8")
+        page.wait_for_selector("td.none")
+        cells = {(td.get_attribute("data-torch"), td.get_attribute("data-cuda")):
+                 (td.text_content(), td.query_selector("small").text_content())
+                 for td in page.query_selector_all("table.grid td")}
+        assert cells == {("2.11", "13.0"): ("builtcu130torch211", "cu130torch211"),
+                         ("2.11", "12.8"): ("failednvcc: out of memory", "nvcc: out of memory"),
+                         ("2.12", "13.0"): ("skippedthe kernel's torch maxver is 2.11",
+                                            "the kernel's torch maxver is 2.11"),
+                         ("2.12", "12.8"): ("not requestednot in the matrix",
+                                            "not in the matrix")}, cells
+        assert page.text_content("#status") == (
+            "No img2gray wheel for torch 2.12 with CUDA 12.8 (not requested: the matrix has "
+            "no such cell; its maintainers can add it, or build it on request).")
+        page.select_option("#cuda", "13.0")
+        assert "(skipped: the kernel's torch maxver is 2.11)" in page.text_content("#status")
+        assert page.text_content("#pip-command") == ""
+        shot(page, "browse-missing-cells")
+        assert errors == []
+
+
 @pytest.fixture(scope="module")
 def stable_site(stable_build):
     with serving(stable_build[0]) as url:
@@ -165,7 +205,8 @@ def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser, stable_site):
     the helper gives the index of the chosen torch."""
     page, errors = open_page(browser, stable_site + "#package=stable-kernel&torch=2.13&cuda=13.0")
     assert page.text_content("#pip-command") == (
-        f"pip install stable-kernel --extra-index-url {stable_site}cu130torch213/simple/")
+        f"pip install stable-kernel==1.0.0+cu13.stable.torch2.11 --extra-index-url "
+        f"{stable_site}cu130torch213/simple/")
     assert page.text_content("#status") == (
         "stable-kernel 1.0.0+cu13.stable.torch2.11, a stable-ABI wheel for torch >=2.11, "
         "serves torch 2.13 with CUDA 13.0:")

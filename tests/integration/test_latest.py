@@ -6,16 +6,12 @@ cells the served site lacks."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import hashlib
 import json
-import threading
-from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from ..conftest import REPO, run_factory, write
+from ..conftest import static_server as served
 
 WHEEL = "torch-{version}-cp311-cp311-{platform}.whl"
 
@@ -39,20 +35,6 @@ def torch_index(root: Path, releases: dict[str, str | None]) -> None:
             links.append(f'<a href="{name}#sha256={"0" * 64}"{attributes}>{name}</a>')
     write(root / "simple" / "torch" / "index.html",
           "<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
-
-
-@contextlib.contextmanager
-def served(root: Path) -> Iterator[str]:
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def cells(matrix: Path, *arguments: str | Path) -> tuple[list[str], str]:

@@ -507,7 +507,8 @@ def test_doctor_picks_the_cell_of_the_installed_torch(three_cells, torch_venv, f
     assert done.returncode == 0, done.stdout + done.stderr
     index = f"{three_cells}cu130torch211/simple/"
     assert "torch      2.11.0+cu130, CUDA 13.0, cxx11 ABI" in done.stdout
-    assert f"  pip install img2gray --extra-index-url {index}\n" in done.stdout
+    assert f"  pip install img2gray==1.0.0+cu130torch211 --extra-index-url {index}\n" \
+        in done.stdout
     assert f"  uv pip install img2gray --index {index}\n" in done.stdout
     report = json.loads(served_doctor(three_cells, torch_venv / "bin/python", three_cells,
                                       "--json").stdout)

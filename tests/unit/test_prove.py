@@ -128,14 +128,20 @@ def test_doctor_pins_an_older_release_when_the_newest_cannot_run_here(tmp_path, 
         {"version": "1.0.0", "cells": [{**cell, "wheels": [fits]}], "anywhere": []}]}))
     (result,) = doctor.diagnose(tmp_path.as_uri() + "/", "img2gray", GPU_FACTS)
     root = tmp_path.as_uri() + "/"
-    assert result["fits"]["pip"] == ("pip install img2gray==1.0.0 --extra-index-url "
-                                     f"{root}cu130torch211/simple/")
+    # pip is pinned to the labelled version (no project of PyPI can answer it), uv to the
+    # release (it asks --index first)
+    assert result["fits"]["pip"] == ("pip install img2gray==1.0.0+cu130torch211 "
+                                     f"--extra-index-url {root}cu130torch211/simple/")
+    assert result["fits"]["uv"] == \
+        f"uv pip install img2gray==1.0.0 --index {root}cu130torch211/simple/"
     (miss,) = result["misses"]
     assert miss["version"] == "1.1.0" and miss["reasons"] == [
         "it holds no code for the NVIDIA H100 80GB HBM3 (SM 9.0): it has sm_80"]
     no_gpu = {**GPU_FACTS, "driver": None}
     (newest,) = doctor.diagnose(root, None, no_gpu)
-    assert newest["fits"]["pip"].startswith("pip install img2gray --extra-index-url")
+    assert newest["fits"]["pip"].startswith(
+        "pip install img2gray==1.1.0+cu130torch211 --extra-index-url")
+    assert newest["fits"]["uv"].startswith("uv pip install img2gray --index")
 
 
 GOOD_RELEASE = {"version": "1.0.0", "cells": [{"torch": "2.11", "cuda": "13.0",
@@ -197,7 +203,9 @@ def test_doctor_composes_its_commands_itself_and_quotes_what_it_was_given(tmp_pa
     url = f"file://{tmp_path}/a&b/"  # the URL as the user gave it: `&` would end a command
     (result,) = doctor.diagnose(url, "img2gray", GPU_FACTS)
     index = f"{url}cu130torch211/simple/"
-    assert result["fits"]["pip"] == f"pip install img2gray --extra-index-url '{index}'"
+    assert result["fits"]["pip"] == \
+        f"pip install img2gray==1.0.0+cu130torch211 --extra-index-url '{index}'"
+    assert result["fits"]["uv"] == f"uv pip install img2gray --index '{index}'"
     deep = crafted_index(tmp_path / "deep", json.loads("[" * 100 + "]" * 100))
     assert doctor.main([deep]) == 1 and len(capsys.readouterr().err.splitlines()) == 1
 

@@ -31,7 +31,8 @@ ARRAYS = {"locked": ["--locked"], "previous": ["https://owner.github.io/kernels/
           "split": ["--split-after", "4h"],
           "imports": ["--import-objects", "shards/objects-cu130-x86_64-1-a-1of3/"],
           "options": ["--locked", "--time-limit", "5h"], "extra": ["--jobs", "2"],
-          "new": ["--new", "https://owner.github.io/kernels/"]}
+          "new": ["--new", "https://owner.github.io/kernels/"],
+          "pick": ["--select", "kernel=img2gray,torch=2.11,cuda=*,python=*"]}
 INPUT = re.compile(r"\$\{\{ inputs\.([\w-]+) \}\}")
 
 
@@ -94,3 +95,28 @@ def test_every_factory_command_in_the_workflows_parses():
     assert ["plan", "matrix.yaml"] in seen and ["build", "matrix.yaml"] in seen
     assert ["index", "--merge"] in seen
     assert ["publish", "--to"] in seen and ["publish", "--repository-url"] in seen
+
+
+def test_a_run_form_request_becomes_one_selection_for_every_job():
+    """The reusable workflow's SELECT: the `select` input, else a run form's kernel, torch,
+    cuda and python (blank: any), else nothing; plan, compile and build jobs all pass it."""
+    from ..workflow_local import evaluate
+
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "kernel-wheels.yml").read_text())
+    expression = re.fullmatch(r"\$\{\{(.*)\}\}", workflow["env"]["SELECT"].strip())[1]
+
+    def select(event: str, given: str = "", **form: str) -> str:
+        return evaluate(expression, {"inputs": {"select": given}, "github": {
+            "event_name": event, "event": {"inputs": form}}})
+
+    assert select("workflow_dispatch", kernel="img2gray", torch="2.11", cuda="",
+                  python="") == "kernel=img2gray,torch=2.11,cuda=*,python=*"
+    assert select("workflow_dispatch") == "kernel=*,torch=*,cuda=*,python=*"
+    assert select("push") == "" and select("schedule") == ""
+    assert select("push", "torch=2.12") == "torch=2.12"
+    scripts = [step["run"] for job in workflow["jobs"].values() for step in job["steps"]
+               if "factory plan" in step.get("run", "") or "factory build" in step.get("run", "")]
+    assert len(scripts) == 3
+    for script in scripts:
+        calls = re.findall(r"factory (?:plan|build) [^\n]*", script)
+        assert calls and all('"${pick[@]}"' in call for call in calls), script

@@ -85,6 +85,9 @@ async function choose(selection) {
   renderCommands();
 }
 
+// Why a torch x CUDA pair without a record has no wheel: the build was never asked for it.
+const NOT_REQUESTED = "the matrix has no such cell; its maintainers can add it, or build it on request";
+
 function renderCommands() {
   const status = $("status");
   const pip = $("pip-command");
@@ -102,7 +105,7 @@ function renderCommands() {
   const label = cell && cell.status === "built" ? cell.label : null;
   if (!label && !noarch) {
     status.className = "bad";
-    const why = cell ? `${cell.status}${cell.detail ? ": " + cell.detail : ""}` : "not built";
+    const why = cell ? `${cell.status}${cell.detail ? ": " + cell.detail : ""}` : `not requested: ${NOT_REQUESTED}`;
     clearCommands(`No ${pkg.name} wheel for torch ${state.torch} with CUDA ${state.cuda} (${why}).`);
     return;
   }
@@ -114,7 +117,10 @@ function renderCommands() {
     : label
       ? `${pkg.name} ${version}, built for torch ${state.torch} and CUDA ${state.cuda}:`
       : `${pkg.name} ${version} is pure Python and works with any torch:`;
-  pip.textContent = `pip install ${pkg.project} --extra-index-url ${url}`;
+  // pinned to the labelled version: PyPI refuses local versions, so no project of the same
+  // name there can answer it (uv stops at the first index with the package anyway)
+  const pinned = version.includes("+") ? `${pkg.project}==${version}` : pkg.project;
+  pip.textContent = `pip install ${pinned} --extra-index-url ${url}`;
   uv.textContent = `uv pip install ${pkg.project} --index ${url}`;
   showFacts(release, cell, noarch);
 }
@@ -280,7 +286,7 @@ function grid(pkg, release) {
     ...cudas.map((cuda) => {
       const cell = release.cells.find((c) => c.torch === torch && c.cuda === cuda);
       const where = { "data-torch": torch, "data-cuda": cuda };
-      if (!cell) return el("td", { class: "none", ...where }, "—");
+      if (!cell) return el("td", { class: "none", ...where }, "not requested", el("small", {}, "not in the matrix"));
       if (cell.status === "built") {
         const open = () => {
           choose({ package: pkg.project, torch, cuda }).then(() => $("helper").scrollIntoView());
