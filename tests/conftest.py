@@ -15,7 +15,7 @@ import threading
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +170,14 @@ def static_server(root: Path, log: list[str] | None = None) -> Iterator[str]:
             if log is not None:
                 log.append(self.path)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with http_server(Handler) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A server of `handler` on a free port, in a thread of this process: its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

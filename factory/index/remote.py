@@ -20,6 +20,7 @@ from urllib.parse import urljoin, urlsplit
 
 from .. import defaults
 from ..errors import FactoryError
+from ..sources.simple import shown
 from ..values.units import human_size
 from .records import index_time
 
@@ -82,7 +83,7 @@ class SimpleIndex:
                     response.status_code = 404
                     break
         except requests.RequestException as exc:
-            raise self.failure(f"cannot reach {self.url}: {_reason(exc)}") from None
+            raise self.failure(f"cannot reach {self.url}: {shown(exc)}") from None
         if response.status_code != 404 and not response.ok:
             if self.http_error is not None:
                 raise self.http_error(response)
@@ -115,7 +116,7 @@ class SimpleIndex:
         try:
             return list(IndexPage.from_response(response).projects)
         except Exception as exc:  # pypi-simple's content-type, version and schema errors
-            raise self.failure(f"{self.url} is not a simple index page ({_reason(exc)})") \
+            raise self.failure(f"{self.url} is not a simple index page ({shown(exc)})") \
                 from None
 
     def project_files(self, project: str) -> dict[str, ListedFile]:
@@ -129,7 +130,7 @@ class SimpleIndex:
         try:
             page = ProjectPage.from_response(response, project)
         except Exception as exc:  # pypi-simple's content-type, version and schema errors
-            raise self.failure(f"{page_url} is not a simple project page ({_reason(exc)})") \
+            raise self.failure(f"{page_url} is not a simple project page ({shown(exc)})") \
                 from None
         files = {}
         for package in page.packages:
@@ -166,7 +167,3 @@ def stream_sha256(response: requests.Response, into: Path | None = None) -> str:
                 handle.write(block)
     return digest.hexdigest()
 
-
-def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:300] if text else type(exc).__name__

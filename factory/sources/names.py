@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 from .. import defaults
 from ..errors import SourceError
 from ..outputs.files import write_atomic
+from .simple import read_failures, shown
 
 __all__ = ["NAMES_FOLDER", "TakenName", "taken_names"]
 
@@ -80,9 +81,9 @@ def _ask(index: str, projects: list[str], now: float) -> dict[str, dict[str, Any
                     continue
                 answers[project] = {"checked": now, "exists": True,
                                     "newest": _newest(p.version for p in page.packages)}
-    except requests.RequestException as exc:
+    except read_failures() as exc:
         raise SourceError(f"cannot read {index} to check the wheels' names: "
-                          f"{type(exc).__name__}: {exc}") from None
+                          f"{type(exc).__name__}: {shown(exc)}") from None
     return answers
 
 

@@ -23,6 +23,7 @@ from ..config.model import LatestTorch, ResolvedTorch
 from ..errors import SourceError
 from ..policy import torch_release
 from ..values.versions import Version
+from .simple import read_failures, shown
 
 if TYPE_CHECKING:  # imported where used: only a matrix with torch: {latest: N} reads an index
     from pypi_simple import DistributionPackage, PyPISimple
@@ -91,9 +92,9 @@ def newest_torches(latest: LatestTorch, say: Callable[[str], None]) -> list[Reso
                 version, packages = newest[release]
                 found.append(ResolvedTorch(release, str(version),
                                            _cuda(index, release, version, packages, latest)))
-    except requests.RequestException as exc:
+    except read_failures() as exc:
         raise SourceError(f"cannot read the torch releases of {latest.index}: "
-                          f"{type(exc).__name__}: {exc}") from None
+                          f"{type(exc).__name__}: {shown(exc)}") from None
     say(f"torch: latest {latest.count} on {latest.index}: " + ", ".join(
         f"{found.version} (CUDA {found.cuda})" for found in found))
     return found

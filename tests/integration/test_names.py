@@ -7,11 +7,14 @@ and the commands doctor and the browse page give install the factory's with real
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
 import subprocess
 import zipfile
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.request import urlopen
 
@@ -20,6 +23,7 @@ import pytest
 from ..conftest import (
     EXAMPLE,
     cache_env,
+    http_server,
     one_cell_matrix,
     run_factory,
     serving,
@@ -28,6 +32,7 @@ from ..conftest import (
 )
 
 OTHER = "img2gray-9.9.9-py3-none-any.whl"
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
 
 def other_project(root: Path) -> None:
@@ -123,6 +128,53 @@ def test_an_index_that_cannot_be_read_warns_or_refuses(tmp_path):
         " ".join(warned.stderr.split()) and "the names are not checked" in warned.stderr
     refused = plan(example_matrix(tmp_path, "name-clash: refuse"), tmp_path / "c", gone)
     assert refused.exit == 1 and len(refused.stderr.strip().splitlines()) == 1
+
+
+@contextlib.contextmanager
+def answering(content_type: str, body: bytes) -> Iterator[str]:
+    """A server that answers every request with this (an index gone wrong): its URL."""
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with http_server(Handler) as url:
+        yield f"{url}simple/"
+
+
+@pytest.mark.parametrize("content_type, body, said", [
+    ("image/png", b"\x89PNG", "UnsupportedContentTypeError"),
+    (JSON_TYPE, b'{"meta": {"api-version": "9.0"}, "name": "img2gray", "files": []}',
+     "UnsupportedRepoVersionError"),
+    (JSON_TYPE, b"{not json", "JSONDecodeError"),
+])
+def test_an_index_that_answers_nonsense_is_one_line(tmp_path, content_type, body, said):
+    """Whatever the name index sends, the plan warns (or, refusing, fails) in one line; the
+    same for a torch index of torch: {latest: N}."""
+    with answering(content_type, body) as url:
+        warned = plan(example_matrix(tmp_path), tmp_path / "c", url)
+        refused = plan(example_matrix(tmp_path, "name-clash: refuse"), tmp_path / "c", url)
+        latest = write(tmp_path / "latest.yaml", f"""
+            kernels:
+              - path: {EXAMPLE}
+                version: 1.0.0
+            torch: {{latest: 1, index: "{url}"}}
+            cuda: {{follow: torch}}
+        """)
+        torches = plan(latest, tmp_path / "c", "off")
+    assert warned.exit == 0 and f"warning: cannot read {url} to check the wheels' names: " \
+        f"{said}" in warned.stderr, warned.stderr
+    for result, expected in ((refused, f"cannot read {url} to check the wheels' names: {said}"),
+                             (torches, f"cannot read the torch releases of {url}: {said}")):
+        assert result.exit == 1, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("error: ") and expected in line, line
 
 
 def test_dist_name_renames_the_distributions_and_two_may_not_share_one(pypi, tmp_path):
