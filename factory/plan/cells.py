@@ -338,16 +338,14 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
     planner = _Planner(matrix, host, dependencies)
     for kernel in kernels:
         spec = kernel.spec
-        first = len(planner.cells)
         if spec.framework == "tvm-ffi":
             raise ConfigError("tvm-ffi kernels are not supported; the factory builds torch "
                               "extensions ([torch] or [torch-noarch])", file=spec.build_toml,
                               key="tvm-ffi")
         if spec.is_noarch:
             if not _excluded(matrix, spec.name, None, None, "any", planner.used_excludes):
-                planner.cells.append(replace(
-                    noarch_cell(spec, kernel.source, kernel.version, kernel.entry.tests),
-                    dist_name=renamed.get(spec.name)))
+                planner.cells.append(noarch_cell(spec, kernel.source, kernel.version,
+                                                 kernel.entry.tests))
             continue
         built, passed_over = len(planner.cells), len(planner.skipped)
         no_sm = planner.stable(kernel) if _targets_stable_abi(spec) else planner.per_torch(kernel)
@@ -355,15 +353,14 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
         if no_sm and len(planner.cells) == built and len(planner.skipped) == passed_over:
             raise _no_cell_error(matrix, spec)
         planner.skipped += no_sm
-        if spec.name in renamed:
-            planner.cells[first:] = [replace(cell, dist_name=renamed[spec.name])
-                                     for cell in planner.cells[first:]]
 
     for index, exclude in enumerate(matrix.excludes):
         if index not in planner.used_excludes and exclude.line is not None:  # not cuda.follow's
             raise ConfigError("this exclude entry matches no cell of the matrix",
                               file=matrix.path, line=exclude.line, key=f"exclude[{index}]")
-    return Plan(matrix, tuple(planner.cells), tuple(planner.skipped), tuple(planner.served),
+    cells = tuple(replace(cell, dist_name=renamed[cell.spec.name])
+                  if cell.spec.name in renamed else cell for cell in planner.cells)
+    return Plan(matrix, cells, tuple(planner.skipped), tuple(planner.served),
                 tuple(sorted(renamed.items())))
 
 
