@@ -246,6 +246,9 @@ _FILENAME = re.compile(r"[A-Za-z0-9._+!-]{1,250}\.whl")
 _SPECIFIER = re.compile(r"any|[0-9A-Za-z.*,<>=!~+]{1,100}")
 _CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
 _CODE = re.compile(r"(?:sm|compute)_[0-9]{2,3}[af]?")
+_VARIANT_FILENAME = re.compile(r"[A-Za-z0-9._!-]{1,250}\.whl")
+_VARIANT_INDEX = re.compile(r"variants/torch[0-9]{2,6}/simple/")
+_VARIANT_LABEL = re.compile(r"[0-9a-z_.]{1,64}")
 
 
 def _shown(value: Any) -> str:
@@ -288,13 +291,24 @@ def _clean_wheel(raw: Any) -> dict[str, Any]:
             "yanked": wheel.get("yanked")}
 
 
+def _clean_variant(raw: Any) -> dict[str, Any]:
+    """A cell's wheel again as a variant wheel (PEP 825), listed in a variants index."""
+    variant = _table(_table(raw, "a variant wheel").get("variant"), "a variant")
+    return {"filename": _checked(raw.get("filename"), _VARIANT_FILENAME,
+                                 "a variant wheel file name"),
+            "label": _checked(variant.get("label"), _VARIANT_LABEL, "a variant label"),
+            "index": _checked(variant.get("index"), _VARIANT_INDEX, "a variants index")}
+
+
 def _clean_cell(raw: Any) -> dict[str, Any]:
     cell = _table(raw, "a cell")
     return {"cuda": _optional(cell.get("cuda"), _CUDA, "a CUDA version"),
             "torch": _optional(cell.get("torch"), _VERSION, "a torch version"),
             "label": _optional(cell.get("label"), _LABEL, "a label"),
             "wheels": [_clean_wheel(wheel) for wheel in _items(cell.get("wheels") or [],
-                                                                "wheels")]}
+                                                                "wheels")],
+            "variants": [_clean_variant(wheel)
+                         for wheel in _items(cell.get("variants") or [], "variant wheels")]}
 
 
 def _fetch_json(url: str) -> Any:
@@ -397,10 +411,17 @@ def _fit(root: str, name: str, wheel: dict[str, Any], cell: dict[str, Any] | Non
     # of the same name there cannot answer it; uv asks the --index first and stops there
     version = str(wheel["filename"]).split("-")[1]
     exact = shlex.quote(f"{name}=={version}") if "+" in version else wanted
-    return {"wheel": wheel["filename"], "label": label, "index": index,
-            "cuda": cell.get("cuda") if cell else None, "pinned": pin,
-            "pip": f"pip install {exact} --extra-index-url {shlex.quote(index)}",
-            "uv": f"uv pip install {wanted} --index {shlex.quote(index)}"}
+    fit = {"wheel": wheel["filename"], "label": label, "index": index,
+           "cuda": cell.get("cuda") if cell else None, "pinned": pin,
+           "pip": f"pip install {exact} --extra-index-url {shlex.quote(index)}",
+           "uv": f"uv pip install {wanted} --index {shlex.quote(index)}"}
+    variants = (cell or {}).get("variants") or []
+    if variants:
+        # the same binaries as variant wheels: uv picks the CUDA build and GPU code itself
+        where = f"{root}{variants[0]['index']}"
+        fit["variants"] = {"index": where, "uv": f"uv pip install {wanted} --index "
+                           f"{shlex.quote(where)} --preview-features wheel-variants"}
+    return fit
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -438,6 +459,10 @@ def describe_diagnosis(results: list[dict[str, Any]]) -> list[str]:
             lines.append(f"{result['name']}: {fits['wheel']} fits this machine")
             lines.append(f"  {fits['pip']}")
             lines.append(f"  {fits['uv']}")
+            if fits.get("variants"):
+                lines.append(f"  {fits['variants']['uv']}")
+                lines.append("  (the variants index: uv chooses the CUDA build and GPU code "
+                             "for this machine)")
             if fits["pinned"]:
                 lines.append("  (pinned: no wheel of a newer release fits, and pip would "
                              "take one)")

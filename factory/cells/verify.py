@@ -26,6 +26,7 @@ from ..sources.tree import GitState, SourceTree, resolve_path_source
 from ..system.process import Log
 from ..wheel.provenance import Provenance, ProvenanceError
 from ..wheel.read import WheelFile, read_wheel
+from ..wheel.variant import make_variant
 from .builders import build_cell
 from .job import Compiling
 from .options import BuildOptions, usable_build_root
@@ -112,6 +113,9 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
                            progress=lambda step: None)
     assert built.wheel is not None  # a whole cell, not a shard
     rebuilt = built.wheel
+    if report.variant is not None and report.label is not None:
+        # a variant wheel is its cell's wheel re-issued: made again from the rebuilt one
+        rebuilt = make_variant(rebuilt, rebuilt.parent, report.label, report.variant)
     actual = read_wheel(rebuilt)
     return Verdict(wheel, rebuilt, report.sha256, actual.sha256, None,
                    _differing_files(wheel, rebuilt) if actual.sha256 != report.sha256 else (),

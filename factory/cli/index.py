@@ -32,6 +32,11 @@ def add(commands: Any) -> None:
     index.add_argument("--force", action="store_true",
                        help="accept a published wheel whose bytes changed")
     site_limit_option(index)
+    index.add_argument("--variants", action="store_true",
+                       help="also publish each compiled wheel as a PEP 825 variant wheel (the "
+                            "same binaries) in the variants index of its torch release, "
+                            "variants/torchXY/simple/ (matrix.yaml's variants: true does this "
+                            "in factory build)")
     index.add_argument("--verify", action="store_true",
                        help="write nothing: hash every published file and its .metadata and "
                             "report each one that differs from the manifest")
@@ -39,11 +44,14 @@ def add(commands: Any) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..index.merge import is_url, merge_outputs
+    from ..index.records import load_manifest
     from ..index.update import update_index, verify_index
+    from ..index.variants import make_variants
+    from ..outputs.layout import Layout
 
-    if args.verify and (args.merge or args.force):
-        raise ConfigError("checks an index as it is; it takes no --merge or --force",
-                          key="--verify")
+    if args.verify and (args.merge or args.force or args.variants):
+        raise ConfigError("checks an index as it is; it takes no --merge, --force or "
+                          "--variants", key="--verify")
     if args.verify:
         if not args.out.is_dir():
             raise ConfigError("no such folder", file=args.out, key="--out")
@@ -65,5 +73,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         summary = merge_outputs(out, sources, force=args.force)
     else:
         summary = update_index(out, force=args.force, full=True)
+    if args.variants:
+        layout = Layout(out)
+        made = make_variants(layout.files, load_manifest(layout.manifest).files)
+        if made:
+            summary = update_index(out, force=args.force, published=made)
     show_index(console, out, summary, args.site_limit)
     return 1 if summary.problems else 0

@@ -301,6 +301,8 @@ class Matrix:
     resolved: tuple[ResolvedTorch, ...] = ()  # what torch: {latest: N} was resolved to
     dist_name: str | None = None  # the distributions' name template ({name}); None: the kernel's
     name_clash: NameCheck = NameCheck()
+    # also publish each compiled wheel as a PEP 825 variant wheel (index/variants.py)
+    variants: bool = False
 
     def dependency(self, name: str) -> DependencyEntry | None:
         return next((entry for entry in self.depends if entry.name == name), None)

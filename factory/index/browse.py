@@ -21,7 +21,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .. import __version__
+from ..wheel.variant import property_lines
 from .records import CellOutcome, FileRecord, Manifest, cell_catalogue, served_cells
+from .variants import variant_url
 
 ASSETS = ("index.html", "browse.css", "browse.js", "favicon.svg")
 
@@ -77,13 +79,16 @@ def browse_project(project: str, records: Iterable[FileRecord],
             continue
         status = "built" if outcome.status in ("built", "unchanged") else outcome.status
         builder = proof.get(outcome.served_by or outcome.cell, outcome)
-        release(outcome.version)["cells"][(outcome.torch, outcome.cuda)] = {
+        # keyed by label too: two builds of one torch x CUDA pair for other GPUs (label
+        # templates that tell them apart) are two cells, each with its own index
+        release(outcome.version)["cells"][(outcome.torch, outcome.cuda, outcome.label)] = {
             "torch": outcome.torch, "cuda": outcome.cuda, "label": outcome.label,
             "status": status, "detail": None if status == "built" else outcome.detail,
             "wheels": [], "ops": builder.ops, "tests": builder.tests,
             "served_by": outcome.served_by}
     catalogue = cell_catalogue(outcomes)
-    for record in sorted(records, key=lambda r: r.filename):
+    # variant wheels last: each joins the cell of the wheel it was made from
+    for record in sorted(records, key=lambda r: ("variant" in r.summary, r.filename)):
         name = record.display_name
         entry = release(record.version.split("+")[0])
         wheel = _wheel(record)
@@ -91,9 +96,19 @@ def browse_project(project: str, records: Iterable[FileRecord],
         if record.label is None or not torch or not cuda:
             entry["anywhere"].append(wheel)
             continue
+        variant = record.summary.get("variant")
         for label, cell_torch, cell_cuda in served_cells(record, catalogue) or \
                 [(record.label, torch, cuda)]:
-            cell = entry["cells"].setdefault((cell_torch, cell_cuda), {
+            if variant is not None:
+                # the same binaries as the cell's wheel, in its torch release's variants index
+                twin = entry["cells"].get((cell_torch, cell_cuda, label))
+                url = variant_url(cell_torch)
+                if twin is not None and url is not None:
+                    twin.setdefault("variants", []).append(
+                        {**wheel, "variant": {"label": record.label, "index": url,
+                                              "properties": property_lines(variant)}})
+                continue
+            cell = entry["cells"].setdefault((cell_torch, cell_cuda, label), {
                 "torch": cell_torch, "cuda": cell_cuda, "label": label, "detail": None,
                 "wheels": [], "ops": None, "tests": None, "served_by": None})
             cell["status"] = "built"  # a published wheel, whatever a later build of it did
@@ -101,7 +116,7 @@ def browse_project(project: str, records: Iterable[FileRecord],
     ordered = sorted(releases.values(), key=lambda r: _version_key(r["version"]), reverse=True)
     for entry in ordered:
         entry["cells"] = [entry["cells"][key] for key in sorted(
-            entry["cells"], key=lambda k: (_version_key(k[0]), _version_key(k[1])))]
+            entry["cells"], key=lambda k: (_version_key(k[0]), _version_key(k[1]), k[2] or ""))]
     return _json({"name": name, "project": project, "versions": ordered})
 
 

@@ -10,7 +10,7 @@ from any host and any path prefix.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import cache
 from html import escape
 from typing import Any
@@ -25,8 +25,11 @@ JSON_CONTENT_TYPE = "application/vnd.pypi.simple.v1+json"
 HTML_CONTENT_TYPE = "application/vnd.pypi.simple.v1+html"
 
 
-def project_html(name: str, records: Iterable[FileRecord], files_url: str) -> bytes:
-    """A project's page; `files_url` is the relative URL of files/ seen from the page."""
+def project_html(name: str, records: Iterable[FileRecord], files_url: str,
+                 documents: Sequence[tuple[str, str]] = ()) -> bytes:
+    """A project's page; `files_url` is the relative URL of files/ seen from the page;
+    `documents` (name, sha256) are files beside the page that it links too (a release's
+    variants.json, PEP 825)."""
     rows = []
     for record in sorted(records, key=lambda r: r.filename):
         attributes = [f'href="{escape(_file_url(record, files_url))}#sha256={record.sha256}"']
@@ -38,10 +41,13 @@ def project_html(name: str, records: Iterable[FileRecord], files_url: str) -> by
         if record.yanked is not None:
             attributes.append(f'data-yanked="{escape(record.yanked)}"')
         rows.append(f"    <a {' '.join(attributes)}>{escape(record.filename)}</a><br>")
+    rows += [f'    <a href="{escape(quote(document))}#sha256={sha256}">{escape(document)}</a><br>'
+             for document, sha256 in documents]
     return _html(f"Links for {name}", rows)
 
 
-def project_json(name: str, records: Iterable[FileRecord], files_url: str) -> bytes:
+def project_json(name: str, records: Iterable[FileRecord], files_url: str,
+                 documents: Sequence[tuple[str, str]] = ()) -> bytes:
     ordered = sorted(records, key=lambda r: r.filename)
     files = []
     for record in ordered:
@@ -59,6 +65,8 @@ def project_json(name: str, records: Iterable[FileRecord], files_url: str) -> by
         entry["size"] = record.size
         entry["upload-time"] = record.upload_time
         files.append(entry)
+    files += [{"filename": document, "url": quote(document), "hashes": {"sha256": sha256}}
+              for document, sha256 in documents]
     versions = sorted({r.version for r in ordered}, key=_version)
     return _json({"meta": {"api-version": API_VERSION}, "name": name, "versions": versions,
                   "files": files})

@@ -59,7 +59,8 @@ class FileRecord(NamedTuple):
     upload_time: str  # when it entered the index (PEP 700): 2026-11-22T04:24:46.000000Z
     yanked: str | None = None  # the reason, when yanked
     torch: str | None = None  # the torch requirement's specifier
-    # from provenance: cell, GPU code, toolchain (a named tuple's default, never mutated)
+    # from provenance: cell, GPU code, toolchain; a variant wheel's properties under "variant"
+    # (a named tuple's default, never mutated)
     summary: dict[str, Any] = {}  # noqa: RUF012
 
 
@@ -169,7 +170,8 @@ def _cell_outcome(fields: dict[str, Any]) -> CellOutcome:
 
 
 _PROJECT = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
-_LABEL = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
+# a local version label (cu130torch211), or a variant label (PEP 825 allows "_" too)
+_LABEL = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)*")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
@@ -196,7 +198,8 @@ def file_record(wheel: WheelFile, mtime_ns: int) -> FileRecord:
         requires_python=headers.get("Requires-Python"),
         upload_time=index_time(mtime_ns / 1e9),
         torch=torch_requirement(wheel.requires),
-        summary={**_summary(wheel.record), "installed_size": wheel.installed_size},
+        summary={**_summary(wheel.record), "installed_size": wheel.installed_size,
+                 **({"variant": wheel.variant} if wheel.variant is not None else {})},
     )
 
 

@@ -3,6 +3,8 @@
     <out>/files/<wheel> and <wheel>.metadata    immutable, written first
     <out>/<label>/simple/[<project>/]            one PEP 503/691 index per cell (e.g. cu130torch211)
     <out>/simple/[<project>/]                    every wheel
+    <out>/variants/<torch>/simple/[<project>/]   variant wheels (variants.py), with each
+                                                 release's {name}-{version}-variants.json
     <out>/index.html, browse.css, browse.js      the browse page (and its favicon.svg), which reads
     <out>/browse.json, browse/<project>.json     packages, coverage and wheel facts
 
@@ -49,6 +51,7 @@ from .records import (
     save_manifest,
     served_cells,
 )
+from .variants import VARIANTS, consistent_variants, variant_indexes, variants_files
 
 __all__ = ["COMBINED", "IndexSummary", "update_index", "verify_index", "yank"]
 
@@ -66,6 +69,7 @@ class IndexSummary:
     # files/ entries left out of the pages or put right, one line each, naming the file and
     # what to do; the pages of every other file were still written
     problems: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()  # the variants indexes: variants/torch211/simple
 
 
 def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutcome] = (),
@@ -96,6 +100,7 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         trusted = None if published is None or full else set(previous.files) - set(published)
         scan = _Scan(layout, previous, force, trusted, published or {}, published is not None)
         records = scan.records()
+        scan.problems += consistent_variants(records, previous.files)
         manifest = Manifest(records, dict(previous.cells), _withdrawn(previous, records))
         for outcome in outcomes:
             manifest.cells[outcome.cell] = outcome
@@ -111,7 +116,9 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
     return IndexSummary(len(manifest.files), tuple(sorted(pages.labels)), projects,
                         pages.written, pages.removed,
                         sum(record.size for record in manifest.files.values()),
-                        tuple(scan.problems))
+                        tuple(scan.problems),
+                        tuple(sorted(name for name in pages.indexes
+                                     if name.startswith(VARIANTS + "/"))))
 
 
 def _withdrawn(previous: Manifest, records: Mapping[str, FileRecord]) -> dict[str, str]:
@@ -173,7 +180,7 @@ def _page_problems(layout: Layout, manifest: Manifest) -> list[str]:
             problems.append(f"{path}: edited: not what the manifest gives ('factory index' "
                             "writes it again)")
     out = layout.out
-    owned = [out / COMBINED, out / "browse", *(simple for simple in out.glob(f"*/{COMBINED}"))]
+    owned = [out / COMBINED, out / "browse", *_cell_indexes(out)]
     for folder in owned:
         for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
             if (path.is_file() or path.is_symlink()) and path not in expected:
@@ -314,27 +321,30 @@ class _Scan:
 
 
 def _indexes(manifest: Manifest) -> dict[str, dict[str, list[FileRecord]]]:
-    """index name (simple, cu130torch211/simple) -> project -> its files in that index.
-    A wheel is in the index of its label; a stable-ABI wheel in those of the cells it serves
-    instead (its own label names a build, not a cell a user has); a file without a label
-    (pure Python) in every cell's index."""
+    """index name (simple, cu130torch211/simple, variants/torch211/simple) -> project -> its
+    files in that index. A wheel is in the index of its label; a stable-ABI wheel in those of
+    the cells it serves instead (its own label names a build, not a cell a user has); a file
+    without a label (pure Python) in every cell's index; a variant wheel in the variants index
+    of each torch release it serves (variants.py). Every file is in the combined index."""
     catalogue = cell_catalogue(manifest.cells.values())
     targets: dict[str, list[str]] = {}
     for name, record in manifest.files.items():
+        if record.summary.get("variant") is not None:
+            targets[name] = variant_indexes(record, catalogue)
+            continue
         if record.label is None:
             continue
         served = served_cells(record, catalogue)
-        targets[name] = [label for label, _, _ in served] if record.summary.get("stable_abi") \
+        labels = [label for label, _, _ in served] if record.summary.get("stable_abi") \
             else [record.label]
+        targets[name] = [f"{label}/{COMBINED}" for label in labels]
     indexes: dict[str, dict[str, list[FileRecord]]] = {
-        f"{label}/{COMBINED}": defaultdict(list) for labels in targets.values()
-        for label in labels}
+        index: defaultdict(list) for names in targets.values() for index in names}
     indexes[COMBINED] = defaultdict(list)
-    every_cell = [name for name in indexes if name != COMBINED]
+    every_cell = [name for name in indexes
+                  if name != COMBINED and not name.startswith(VARIANTS + "/")]
     for name, record in manifest.files.items():
-        cells = [f"{label}/{COMBINED}" for label in targets[name]] if name in targets \
-            else every_cell
-        for index in [*cells, COMBINED]:
+        for index in [*targets.get(name, every_cell), COMBINED]:
             indexes[index][record.project].append(record)
     return indexes
 
@@ -349,7 +359,8 @@ class _Pages:
         self.previous = previous  # None: render everything
         self.sink = sink  # given: every page is put there, nothing on disk is touched
         self.indexes = _indexes(manifest)
-        self.labels = {name.split("/")[0] for name in self.indexes if name != COMBINED}
+        self.labels = {name.split("/")[0] for name in self.indexes
+                       if name != COMBINED and not name.startswith(VARIANTS + "/")}
         self.written = 0
         self.removed = 0
         self.folders: set[Path] = set()  # known to exist
@@ -365,10 +376,11 @@ class _Pages:
             files_url = "../" * (name.count("/") + 2) + "files/"
             for project, records in sorted(projects.items()):
                 if changed is None or name in changed.get(project, ()):
+                    documents = self._variants_documents(base / project, project, records)
                     self._put(base / project / "index.html",
-                              project_html(project, records, files_url))
+                              project_html(project, records, files_url, documents))
                     self._put(base / project / "index.json",
-                              project_json(project, records, files_url))
+                              project_json(project, records, files_url, documents))
             old = set(old_indexes.get(name, {}))
             if changed is None or old != set(projects) or not (base / "index.json").is_file():
                 display = {p: sorted(rs, key=lambda r: r.filename)[0].display_name
@@ -407,6 +419,22 @@ class _Pages:
                     stale.unlink()
                     self.removed += 1
 
+    def _variants_documents(self, folder: Path, project: str,
+                            records: list[FileRecord]) -> list[tuple[str, str]]:
+        """{name}-{version}-variants.json of each release on the page that has variant
+        wheels, written beside the page before it (PEP 825 asks every page that lists variant
+        wheels to link it); one no release needs any more is removed. Its (name, sha256)."""
+        documents = variants_files(project, records)
+        for name, data in sorted(documents.items()):
+            self._put(folder / name, data)
+        if self.sink is None and folder.is_dir():
+            for stale in folder.glob("*-variants.json"):
+                if stale.name not in documents and stale.is_file():
+                    stale.unlink()
+                    self.removed += 1
+        return [(name, hashlib.sha256(data).hexdigest())
+                for name, data in sorted(documents.items())]
+
     def _put(self, path: Path, data: bytes) -> None:
         if self.sink is not None:
             self.sink[path] = data
@@ -442,15 +470,17 @@ class _Pages:
         """Per-cell indexes whose label has no wheel any more."""
         if self.sink is not None:
             return
+        out = self.layout.out
         if gone is None:
-            gone = {f"{simple.parent.name}/{COMBINED}"
-                    for simple in self.layout.out.glob(f"*/{COMBINED}")} - set(self.indexes)
+            gone = {simple.relative_to(out).as_posix() for simple in _cell_indexes(out)} - \
+                set(self.indexes)
         for name in gone:
-            simple = self.layout.out / name
+            simple = out / name
             if simple.is_dir() and _is_page_folder(simple):
                 shutil.rmtree(simple)
-                if not any(simple.parent.iterdir()):
-                    simple.parent.rmdir()
+                for parent in (simple.parent, simple.parent.parent):
+                    if parent != out and parent.is_dir() and not any(parent.iterdir()):
+                        parent.rmdir()
                 self.removed += 1
 
 
@@ -466,6 +496,11 @@ def _changed_projects(before: dict[str, dict[str, list[FileRecord]]],
             if old.get(project) != new.get(project):
                 changed[project].add(name)
     return changed
+
+
+def _cell_indexes(out: Path) -> list[Path]:
+    """The per-cell and variants indexes' simple/ folders present in `out`."""
+    return [*out.glob(f"*/{COMBINED}"), *out.glob(f"{VARIANTS}/*/{COMBINED}")]
 
 
 def _is_page_folder(folder: Path) -> bool:

@@ -16,11 +16,14 @@ import re
 import shutil
 import stat
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-__all__ = ["CONTENT_TYPES", "ZIP_EPOCH", "content_type", "copy_atomic", "file_sha256",
-           "process_alive", "read_small_json", "remove_abandoned_temporaries", "write_atomic"]
+__all__ = ["CONTENT_TYPES", "ZIP_EPOCH", "atomic_target", "content_type", "copy_atomic",
+           "file_sha256", "process_alive", "read_small_json", "remove_abandoned_temporaries",
+           "write_atomic"]
 
 # The earliest time a zip entry can hold (1980-01-01): a file's timestamp of last resort.
 ZIP_EPOCH = 315532800
@@ -68,24 +71,27 @@ def _temporary(path: Path) -> Path:
 _TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.\d+\.tmp")
 
 
-def write_atomic(path: Path, data: bytes | str) -> None:
+@contextmanager
+def atomic_target(path: Path) -> Iterator[Path]:
+    """A temporary path beside `path` to write to; renamed to `path` when the block ends, and
+    removed instead when it fails."""
     temporary = _temporary(path)
     try:
-        temporary.write_bytes(data.encode() if isinstance(data, str) else data)
+        yield temporary
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
 
 
+def write_atomic(path: Path, data: bytes | str) -> None:
+    with atomic_target(path) as temporary:
+        temporary.write_bytes(data.encode() if isinstance(data, str) else data)
+
+
 def copy_atomic(source: Path, destination: Path) -> None:
-    temporary = _temporary(destination)
-    try:
+    with atomic_target(destination) as temporary:
         shutil.copyfile(source, temporary)
-        os.replace(temporary, destination)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 def process_alive(pid: int) -> bool:

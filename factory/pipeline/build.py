@@ -14,8 +14,10 @@ from ..compile.pool import machine_budget
 from ..config.model import RunnerChoice, SizeLimit
 from ..defaults import RUNNER, host_platform
 from ..errors import ConfigError
-from ..index.records import cell_outcomes, published_names
+from ..index.records import cell_outcomes, file_record, load_manifest, published_names
 from ..index.update import IndexSummary, update_index
+from ..index.variants import make_variants
+from ..outputs.layout import Layout
 from ..plan.cells import Plan
 from ..plan.costs import COSTS_FOLDER, CostBook
 from ..plan.jobs import select_job, select_shard
@@ -130,10 +132,15 @@ def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
     failed = int(any(result.status == "failed" for result in results))
     if request.unit_shard is not None:  # objects only: nothing to publish
         return BuildOutcome(plan, results, tested, None, failed)
+    published = {r.published.filename: r.published for r in results
+                 if r.published is not None}
+    if plan.matrix.variants:  # of this build's wheels, and of those built before it
+        layout = Layout(request.out)
+        known = load_manifest(layout.manifest).files
+        published |= make_variants(layout.files, {
+            **known, **{name: file_record(wheel, 0) for name, wheel in published.items()}})
     summary = update_index(request.out, force=request.force,
-                           outcomes=cell_outcomes(plan, results),
-                           published={r.published.filename: r.published for r in results
-                                      if r.published is not None})
+                           outcomes=cell_outcomes(plan, results), published=published)
     status = failed or status_of_tests(tested, request.require_gpu) or int(bool(summary.problems))
     return BuildOutcome(plan, results, tested, summary, status)
 

@@ -34,6 +34,7 @@ from ..index.records import load_manifest
 from ..index.remote import ListedFile, SimpleIndex, TooLarge, stream_sha256
 from ..outputs.files import file_sha256
 from ..outputs.layout import Layout
+from ..wheel.variant import split_variant
 
 __all__ = ["RegistryReport", "index_url_for", "publish_to_registry"]
 
@@ -66,6 +67,8 @@ def local_wheels(out: Path) -> tuple[list[LocalWheel], list[str]]:
     records = load_manifest(layout.manifest).files
     wheels, yanked = [], []
     for path in sorted(layout.files.glob("*.whl")):
+        if split_variant(path.name)[1] is not None:
+            continue  # a variant wheel (PEP 825): no registry takes one yet; its twin goes
         record = records.get(path.name)
         if record is not None and record.yanked is not None:
             yanked.append(path.name)

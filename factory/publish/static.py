@@ -4,8 +4,9 @@ bucket or a Hugging Face repo, without ever showing a reader a page that links a
 The tree goes out in four waves, each finished before the next starts:
 
     1. files/            the wheels and their .metadata files (immutable)
-    2. project pages     <label>/simple/<project>/, simple/<project>/, browse/<project>.json
-    3. root pages        <label>/simple/index.*, simple/index.*
+    2. project pages     <label>/simple/<project>/, simple/<project>/, browse/<project>.json,
+                         variants/<torch>/simple/<project>/ (with each release's variants.json)
+    3. root pages        <label>/simple/index.*, simple/index.*, variants/<torch>/simple/index.*
     4. the browse page   index.html, browse.json, browse.css, browse.js, favicon.svg
 
 A file the target already holds with the same bytes is not sent again. A wheel or metadata file

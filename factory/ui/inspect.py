@@ -23,6 +23,7 @@ from ..wheel.fatbin import describe_code_size
 from ..wheel.gates import check_wheel
 from ..wheel.inspect import REPORT_SCHEMA, WheelReport
 from ..wheel.provenance import Provenance
+from ..wheel.variant import property_lines
 
 __all__ = ["WheelOps", "print_report", "report_json", "wheel_ops"]
 
@@ -85,9 +86,13 @@ def print_report(report: WheelReport, console: Console,
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="dim")
     facts.add_column(overflow="fold")
-    label = f" (label {report.label})" if report.label else ""
+    variant = report.wheel.variant
+    label = f" (label {report.label})" if report.label and variant is None else ""
     facts.add_row("name", report.name)
     facts.add_row("version", f"{report.version}{label}")
+    if variant is not None:
+        facts.add_row("variant", f"{report.label} (PEP 825): " + ", ".join(
+            property_lines(variant)))
     facts.add_row("tags", ", ".join(report.tags))
     facts.add_row("python", report.requires_python or "any")
     facts.add_row("torch", report.torch_requirement or "not required")

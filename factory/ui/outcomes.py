@@ -27,7 +27,10 @@ def show_index(console: Console, out: Path, summary: IndexSummary,
     for each file the index left out or put right."""
     console.print(f"index: {summary.wheels} wheel(s) of {summary.projects} project(s), "
                   f"{human_size(summary.wheel_bytes)}, in {out}/simple/ and one index per cell "
-                  f"({', '.join(summary.labels) or 'none yet'}); {summary.pages_written} "
+                  f"({', '.join(summary.labels) or 'none yet'})"
+                  + (f", variants in {', '.join(f'{out}/{name}/' for name in summary.variants)}"
+                     if summary.variants else "")
+                  + f"; {summary.pages_written} "
                   f"page(s) written, {summary.pages_removed} removed", markup=False,
                   soft_wrap=True)
     errors = make_console(stderr=True)

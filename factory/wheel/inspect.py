@@ -43,6 +43,7 @@ from .read import (
     torch_requirement,
     wheel_file,
 )
+from .variant import split_variant
 
 __all__ = ["KERNEL_METADATA_FILE", "REPORT_SCHEMA", "Abi3Verdict", "SharedObject", "WheelReport",
            "inspect_wheel"]
@@ -192,6 +193,7 @@ class WheelReport:
             "file": self.file, "sha256": self.sha256, "size": self.size,
             "installed_size": self.wheel.installed_size,
             "name": self.name, "version": self.version, "label": self.label,
+            "variant": self.wheel.variant,
             "tags": list(self.tags), "requires_python": self.requires_python,
             "requires": list(self.requires), "torch": self.torch_requirement,
             "metadata": {"name": self.metadata_name, "version": self.metadata_version,
@@ -318,10 +320,17 @@ def _abi3_verdicts(path: Path, tags: frozenset[Tag]) -> dict[str, Abi3Verdict]:
     baseline = next((tag.interpreter for tag in tags if tag.abi == "abi3"), None)
     if baseline is None:
         return {}
-    done = subprocess.run([sys.executable, "-m", "abi3audit", "--report", path],
-                          capture_output=True, text=True)
+    base, label = split_variant(path.name)
+    with tempfile.TemporaryDirectory(prefix="kwf-abi3-") as scratch:
+        if label is not None:  # abi3audit reads wheel names without a variant label
+            audited = Path(scratch) / base
+            audited.symlink_to(path.resolve())
+        else:
+            audited = path
+        done = subprocess.run([sys.executable, "-m", "abi3audit", "--report", audited],
+                              capture_output=True, text=True)
     try:
-        report = json.loads(done.stdout)["specs"][str(path)]["wheel"]
+        report = json.loads(done.stdout)["specs"][str(audited)]["wheel"]
     except (ValueError, KeyError, TypeError):
         error = (done.stderr.strip().splitlines() or ["no report"])[-1]
         version = f"{baseline[2]}.{baseline[3:]}"

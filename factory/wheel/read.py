@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from ..errors import WheelReadError
 from .provenance import Provenance
+from .variant import VARIANT_FILE, Properties, check_variant_json, split_variant
 
 __all__ = ["PROVENANCE_FILE", "WheelFile", "read_wheel", "torch_requirement"]
 
@@ -44,6 +46,9 @@ class WheelFile:
     metadata: bytes | None  # .dist-info/METADATA, byte for byte (served as <wheel>.metadata)
     provenance: dict[str, Any] | None
     installed_size: int = 0  # the bytes of its files once installed (unzipped)
+    # a variant wheel's (PEP 825) properties; its label is then the variant label, and its
+    # version the public one
+    variant: Properties | None = None
 
     @cached_property
     def headers(self) -> Message | None:
@@ -94,25 +99,41 @@ def open_archive(path: Path, data: bytes) -> Iterator[zipfile.ZipFile]:
 
 
 def _records_of(path: Path, names: list[str]) -> list[str]:
-    """The members read_wheel needs: METADATA and the provenance of the one .dist-info."""
+    """The members read_wheel needs: METADATA, the provenance and the variant metadata of the
+    one .dist-info."""
     folder = dist_info_folder(path, names)
-    return [name for name in (f"{folder}/METADATA", f"{folder}/{PROVENANCE_FILE}")
+    return [name for name in (f"{folder}/METADATA", f"{folder}/{PROVENANCE_FILE}",
+                              f"{folder}/{VARIANT_FILE}")
             if name in names]
 
 
 def wheel_file(path: Path, data: bytes, members: dict[str, bytes],
                installed_size: int = 0) -> WheelFile:
+    base, variant_label = split_variant(path.name)
     try:
-        name, version, _build, tags = parse_wheel_filename(path.name)
+        name, version, _build, tags = parse_wheel_filename(base)
     except InvalidWheelFilename as exc:
         raise WheelReadError(f"not a wheel file name ({exc})", file=path) from None
     folder = dist_info_folder(path, members)
+    variant = None
+    if variant_label is not None:
+        if not re.fullmatch(r"[a-z0-9_]+(?:\.[a-z0-9_]+)*", variant_label):
+            raise WheelReadError(f"its variant label '{variant_label}' starts, ends or has "
+                                 "empty parts between dots; this factory indexes none such",
+                                 file=path)
+        if version.local is not None:
+            raise WheelReadError("a variant wheel's version has no local label", file=path)
+        if f"{folder}/{VARIANT_FILE}" not in members:
+            raise WheelReadError(f"is named as a variant wheel, but has no {VARIANT_FILE}",
+                                 file=path)
+        variant = check_variant_json(members[f"{folder}/{VARIANT_FILE}"], variant_label, path)
     return WheelFile(
-        filename=path.name, name=str(name), version=str(version), label=version.local,
+        filename=path.name, name=str(name), version=str(version),
+        label=variant_label or version.local,
         tags=tags, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
         metadata=members.get(f"{folder}/METADATA"),
         provenance=read_json(members, f"{folder}/{PROVENANCE_FILE}"),
-        installed_size=installed_size,
+        installed_size=installed_size, variant=variant,
     )
 
 

@@ -167,6 +167,10 @@ CASES: dict[str, Case] = {
     "dist-name unclosed": matrix(GOOD_MATRIX + 'dist-name: "kwf-{name"\n',
                                  "dist-name: invalid name template"),
     "dist-name empty": matrix(GOOD_MATRIX + 'dist-name: ""\n', "dist-name: must not be empty"),
+    "variants a word": matrix(GOOD_MATRIX + "variants: sometimes\n",
+                              "variants: expected a boolean, got a string 'sometimes'"),
+    "variants a list": matrix(GOOD_MATRIX + "variants: [sm90]\n",
+                              "variants: expected a boolean, got a list"),
     "name-clash unknown": matrix(GOOD_MATRIX + "name-clash: shout\n",
                                  "unknown name-clash policy 'shout' (known: warn, refuse, "
                                  "ignore)"),

@@ -139,7 +139,8 @@ function showFacts(release, cell, noarch) {
   const facts = $("facts");
   if (cell && cell.status === "built") {
     facts.replaceChildren(el("h3", {}, `This wheel: torch ${cell.torch}, CUDA ${cell.cuda}`),
-      cellProof(cell), ...(cell.wheels || []).map((w) => wheelDetails(w, release)));
+      cellProof(cell), ...(cell.wheels || []).map((w) => wheelDetails(w, release)),
+      ...variantDetails(cell));
   } else if (noarch) {
     facts.replaceChildren(el("h3", {}, "This wheel: any torch"),
       ...noarch.anywhere.map((w) => wheelDetails(w, noarch)));
@@ -247,6 +248,25 @@ function wheelDetails(wheel, release) {
     wheel.yanked !== null && wheel.yanked !== undefined
       ? el("p", { class: "yanked" }, wheel.yanked ? `Yanked: ${wheel.yanked}` : "Yanked") : null,
     list);
+}
+
+function variantDetails(cell) {
+  // The cell's wheel again as a PEP 825 variant wheel (the same binaries), in the variants index
+  // of its torch release: an installer that reads variants picks the CUDA build and GPU code
+  // that fit the machine from it.
+  const variants = cell.variants || [];
+  if (!variants.length) return [];
+  const pkg = findPackage(state.package);
+  const index = `${baseUrl()}${variants[0].variant.index}`;
+  const list = el("dl");
+  list.append(el("dt", {}, "uv"),
+    el("dd", { class: "command", id: "variants-command" }, `uv pip install ${pkg.project} --index ${index} --preview-features wheel-variants`));
+  for (const wheel of variants) {
+    list.append(el("dt", {}, `variant ${wheel.variant.label}`),
+      el("dd", {}, el("a", { href: wheel.url }, wheel.filename), el("br"), wheel.variant.properties.join(", ")));
+  }
+  return [el("h3", {}, `Or let the installer choose: the variants index of torch ${cell.torch}`),
+    el("div", { class: "wheel variants" }, list)];
 }
 
 function cellProof(cell) {
