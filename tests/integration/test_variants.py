@@ -160,7 +160,8 @@ def test_uv_installs_the_variant_that_fits_and_refuses_a_machine_none_fits(
                 ).read_bytes() == (site / "variants/torch211/simple/img2gray/"
                                    "img2gray-1.0.0-variants.json").read_bytes()
     assert "/variants/torch211/simple/img2gray/img2gray-1.0.0-variants.json" in log
-    # an installer that knows no variants reads the combined index as before
+    # installers that read no variants (pip, uv without the preview) read the combined index
+    # as before
     target = tmp_path / "pip-target"
     done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target",
                            target, "--index-url", f"file://{site}/simple/",
@@ -168,6 +169,16 @@ def test_uv_installs_the_variant_that_fits_and_refuses_a_machine_none_fits(
     assert done.returncode == 0, done.stderr
     assert [p.name for p in target.glob("*.dist-info")] == [
         "img2gray-1.0.0+cu130torch211.dist-info"]
+    from uv import find_uv_bin
+
+    target = tmp_path / "uv-target"
+    done = subprocess.run([find_uv_bin(), "pip", "install", "--no-deps", "--target", target,
+                           "--python", sys.executable, "--index-url", f"file://{site}/simple/",
+                           "img2gray==1.0.0+cu130torch211sm80"], capture_output=True, text=True,
+                          env={**os.environ, "UV_CACHE_DIR": str(factory_cache / "uv")})
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in target.glob("*.dist-info")] == [
+        "img2gray-1.0.0+cu130torch211sm80.dist-info"]
 
 
 def test_index_variants_makes_the_same_bytes_and_verify_rebuilds_one(
