@@ -249,6 +249,7 @@ _CODE = re.compile(r"(?:sm|compute)_[0-9]{2,3}[af]?")
 _VARIANT_FILENAME = re.compile(r"[A-Za-z0-9._!-]{1,250}\.whl")
 _VARIANT_INDEX = re.compile(r"variants/torch[0-9]{2,6}/simple/")
 _VARIANT_LABEL = re.compile(r"[0-9a-z_.]{1,64}")
+_PROPERTY = re.compile(r"[a-z0-9_]{1,64} :: [a-z0-9_]{1,64} :: [a-z0-9_.]{1,64}")
 
 
 def _shown(value: Any) -> str:
@@ -297,7 +298,10 @@ def _clean_variant(raw: Any) -> dict[str, Any]:
     return {"filename": _checked(raw.get("filename"), _VARIANT_FILENAME,
                                  "a variant wheel file name"),
             "label": _checked(variant.get("label"), _VARIANT_LABEL, "a variant label"),
-            "index": _checked(variant.get("index"), _VARIANT_INDEX, "a variants index")}
+            "index": _checked(variant.get("index"), _VARIANT_INDEX, "a variants index"),
+            "properties": [_checked(line, _PROPERTY, "a variant property")
+                           for line in _items(variant.get("properties") or [],
+                                              "variant properties")]}
 
 
 def _clean_cell(raw: Any) -> dict[str, Any]:
@@ -420,7 +424,9 @@ def _fit(root: str, name: str, wheel: dict[str, Any], cell: dict[str, Any] | Non
         # the same binaries as variant wheels: uv picks the CUDA build and GPU code itself
         where = f"{root}{variants[0]['index']}"
         fit["variants"] = {"index": where, "uv": f"uv pip install {wanted} --index "
-                           f"{shlex.quote(where)} --preview-features wheel-variants"}
+                           f"{shlex.quote(where)} --preview-features wheel-variants",
+                           "label": variants[0]["label"],
+                           "properties": variants[0]["properties"]}
     return fit
 
 
@@ -460,9 +466,11 @@ def describe_diagnosis(results: list[dict[str, Any]]) -> list[str]:
             lines.append(f"  {fits['pip']}")
             lines.append(f"  {fits['uv']}")
             if fits.get("variants"):
-                lines.append(f"  {fits['variants']['uv']}")
+                variant = fits["variants"]
+                lines.append(f"  {variant['uv']}")
                 lines.append("  (the variants index: uv chooses the CUDA build and GPU code "
-                             "for this machine)")
+                             f"for this machine; this wheel there is variant {variant['label']}:"
+                             f" {', '.join(variant['properties'])})")
             if fits["pinned"]:
                 lines.append("  (pinned: no wheel of a newer release fits, and pip would "
                              "take one)")

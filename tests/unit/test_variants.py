@@ -201,14 +201,22 @@ def test_the_doctor_names_the_variants_index_of_a_fitting_cell(tmp_path):
     assert fit["variants"] == {
         "index": "https://example.org/k/variants/torch211/simple/",
         "uv": "uv pip install img2gray --index https://example.org/k/variants/torch211/simple/"
-              " --preview-features wheel-variants"}
+              " --preview-features wheel-variants",
+        "label": "cu130torch211", "properties": property_lines(SM90)}
     lines = doctor.describe_diagnosis([{"name": "img2gray", "fits": fit, "misses": []}])
-    assert f"  {fit['variants']['uv']}" in lines
+    assert lines[-2:] == [
+        f"  {fit['variants']['uv']}",
+        "  (the variants index: uv chooses the CUDA build and GPU code for this machine; this "
+        "wheel there is variant cu130torch211: nvidia :: cuda_version_lower_bound :: 13.0, "
+        "nvidia :: sm_arch :: 90_real, nvidia :: sm_arch :: 90_virtual)"]
     # an index's word is checked before it reaches a command line
     for index in ("variants/torch211/simple/ ; rm -rf ~", "../../elsewhere/", "simple/"):
         hostile = {**variant, "variant": {**variant["variant"], "index": index}}
         with pytest.raises(doctor.DoctorError, match="a variants index"):
             doctor._clean_cell({"variants": [hostile]})
+    hostile = {**variant, "variant": {**variant["variant"], "properties": ["\x1b[2J"]}}
+    with pytest.raises(doctor.DoctorError, match="a variant property"):
+        doctor._clean_cell({"variants": [hostile]})
 
 
 def test_an_index_of_variant_wheels_from_elsewhere_is_checked_and_kept(tmp_path):
