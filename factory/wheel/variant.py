@@ -173,8 +173,10 @@ def make_variant(wheel: Path, folder: Path, label: str, properties: Properties) 
 def _copy(source: zipfile.ZipFile, archive: zipfile.ZipFile, label: str, document: bytes,
           wheel: Path) -> None:
     members = source.infolist()
-    old = next(info.filename.split("/")[0] for info in members
-               if info.filename.split("/")[0].endswith(".dist-info"))
+    old = next((info.filename.split("/")[0] for info in members
+                if info.filename.split("/")[0].endswith(".dist-info")), None)
+    if old is None:
+        raise WheelReadError("has no .dist-info folder", file=wheel)
     name, _, version = old.removesuffix(".dist-info").partition("-")
     public = Version(version).public
     new = f"{name}-{public}.dist-info"

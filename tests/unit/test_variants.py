@@ -116,6 +116,12 @@ def test_variant_file_names_and_documents_are_checked(tmp_path):
     variant.rename(renamed)
     with pytest.raises(WheelReadError, match="not valid variant metadata for label other"):
         read_wheel(renamed)
+    bare = tmp_path / "k-1.0+cu130torch211-cp39-abi3-linux_x86_64.whl"
+    with zipfile.ZipFile(bare, "w") as archive:
+        archive.writestr("k/__init__.py", "")
+    with pytest.raises(WheelReadError, match=r"has no \.dist-info folder"):
+        make_variant(bare, tmp_path, "cu130torch211", SM90)
+    assert not list(tmp_path.glob("*-cu130torch211.whl"))  # nothing left behind
     plain = make_wheel(files, "k", "2.0")
     named = plain.with_name(plain.name.replace(".whl", "-cu130.whl"))
     plain.rename(named)
