@@ -24,8 +24,8 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from .. import __version__
 from ..outputs.files import ZIP_EPOCH
 
-__all__ = ["CoreMetadata", "GivenMetadata", "compressed_tag", "dist_info_name", "relabelled",
-           "wheel_filename", "wheel_name", "write_wheel"]
+__all__ = ["CoreMetadata", "GivenMetadata", "compressed_tag", "dist_info_name", "record_hash",
+           "relabelled", "wheel_filename", "wheel_name", "write_wheel"]
 
 
 @dataclass(frozen=True)
@@ -216,5 +216,9 @@ _CHUNK = 1 << 24
 
 
 def _record_row(name: str, digest: Any, size: int) -> tuple[str, str, int]:
-    text = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
-    return name, f"sha256={text}", size
+    return name, record_hash(digest), size
+
+
+def record_hash(digest: Any) -> str:
+    """A sha256 as RECORD writes it: sha256=<urlsafe base64, unpadded>."""
+    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()

@@ -21,7 +21,6 @@ index per torch release instead (index/update.py).
 
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import io
@@ -32,11 +31,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import WheelReadError
 from ..outputs.files import atomic_target
+from .assemble import record_hash, wheel_name
 
 __all__ = ["NAMESPACE", "SCHEMA", "VARIANT_FILE", "Properties", "check_variant_json",
            "gpu_properties", "make_variant", "property_lines", "split_variant",
@@ -146,8 +145,7 @@ def variant_filename(filename: str, label: str) -> str:
 
 def variants_json_name(project: str, version: str) -> str:
     """{name}-{version}-variants.json, both normalised as in wheel file names."""
-    name = re.sub(r"[-_.]+", "_", canonicalize_name(project))
-    return f"{name}-{Version(version)}-variants.json"
+    return f"{wheel_name(project)}-{Version(version)}-variants.json"
 
 
 def make_variant(wheel: Path, folder: Path, label: str, properties: Properties) -> Path:
@@ -241,5 +239,4 @@ def _record(text: str, old: str, new: str, changed: Mapping[str, bytes]) -> byte
 
 
 def _digest(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(
-        b"=").decode()
+    return record_hash(hashlib.sha256(data))
