@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make sure a docker engine answers here: install Debian's docker.io (and debootstrap, which
-# make-debian-base.sh needs, and bubblewrap, which confines setup.py builds on this machine)
+# make-debian-base.sh needs, bubblewrap, which confines setup.py builds on this machine, and
+# the aarch64 cross compiler and qemu's user-mode emulator, which `cross: true` builds with)
 # when they are missing, and start dockerd when none runs.
 # For Debian machines, run as root (CI does; see .ci/run). Prints the engine's version.
 set -euo pipefail
@@ -11,6 +12,8 @@ missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v aarch64-linux-gnu-g++ >/dev/null || missing+=(g++-aarch64-linux-gnu)
+command -v qemu-aarch64-static >/dev/null || missing+=(qemu-user-static)
 if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q >/dev/null

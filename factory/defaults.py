@@ -93,6 +93,10 @@ MAX_CELLS_PER_JOB = 8
 RUNS_ON = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
 """The GitHub Actions runner of a job, by platform."""
 
+CROSS_BUILT = {"aarch64": "x86_64"}
+"""The platforms whose cells `cross: true` builds on a machine of another (cross-compiled), and
+that machine's platform."""
+
 RUNNER_CORES = 4
 """The cores of one such runner (GitHub's standard Linux runners of public repositories), for
 `factory plan --split-after`."""

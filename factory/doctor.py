@@ -289,7 +289,7 @@ def _clean_wheel(raw: Any) -> dict[str, Any]:
             "gpu_code": [_checked(code, _CODE, "a GPU code")
                          for code in _items(wheel.get("gpu_code") or [], "GPU code")],
             "label": _optional(wheel.get("label"), _LABEL, "a label"),
-            "yanked": wheel.get("yanked")}
+            "cross": wheel.get("cross") is True, "yanked": wheel.get("yanked")}
 
 
 def _clean_variant(raw: Any) -> dict[str, Any]:
@@ -418,7 +418,8 @@ def _fit(root: str, name: str, wheel: dict[str, Any], cell: dict[str, Any] | Non
     fit = {"wheel": wheel["filename"], "label": label, "index": index,
            "cuda": cell.get("cuda") if cell else None, "pinned": pin,
            "pip": f"pip install {exact} --extra-index-url {shlex.quote(index)}",
-           "uv": f"uv pip install {wanted} --index {shlex.quote(index)}"}
+           "uv": f"uv pip install {wanted} --index {shlex.quote(index)}",
+           "cross": wheel.get("cross") is True}
     variants = (cell or {}).get("variants") or []
     if variants:
         # the same binaries as variant wheels: uv picks the CUDA build and GPU code itself
@@ -471,6 +472,10 @@ def describe_diagnosis(results: list[dict[str, Any]]) -> list[str]:
                 lines.append("  (the variants index: uv chooses the CUDA build and GPU code "
                              f"for this machine; this wheel there is variant {variant['label']}:"
                              f" {', '.join(variant['properties'])})")
+            if fits.get("cross"):
+                lines.append("  (cross-compiled on x86_64: it was imported and its CPU tests "
+                             "run under emulation; its GPU code is in the wheel but has not run "
+                             "on a GPU of this platform)")
             if fits["pinned"]:
                 lines.append("  (pinned: no wheel of a newer release fits, and pip would "
                              "take one)")

@@ -35,6 +35,7 @@ from ..sources.tree import IGNORED_DIRS
 from ..system.process import Log, bounded_run, first_output_line
 from ..toolchain import CommandPrefix, Toolchain, cxx_standard, host_compiler
 from ..toolchain.cuda import image_toolkit, provide_cuda
+from ..toolchain.emulated import cross_compiler, emulation, provide_emulated_torch
 from ..toolchain.python import find_python, manylinux_python
 from ..toolchain.torch import TorchEnv, installed_env, provide_torch
 from ..values.versions import major_minor
@@ -127,7 +128,7 @@ def cell_toolchain(job: Job) -> Toolchain:
     else:
         toolkit = provide_cuda(cell.cuda.version, cell.cuda.home, job.cache, log,
                                job.options.offline)
-        cxx = host_compiler(toolkit.version)
+        cxx = cross_compiler(cell.platform) if cell.cross else host_compiler(toolkit.version)
     job.progress("torch environment")
     env = cell_torch(cell, job.cache, job.options, log, job.prepared)
     where = f", in a container of {installed.image}" if installed and installed.image else ""
@@ -185,6 +186,10 @@ def cell_torch(cell: Cell, cache: Path, options: BuildOptions, log: Log,
         if installed.image is None:
             _check_unchanged(installed)
         return installed_env(installed)
+    if cell.cross:
+        return provide_emulated_torch(cell.torch, cell.cuda.version, cell.cuda.torch_index,
+                                      cache, log, emulation(cell.platform),
+                                      create=not prepared, offline=options.offline)
     python = sys.executable
     if cell.python is not None:
         python = str(manylinux_python(cell.python) if prepared else
@@ -198,7 +203,7 @@ def loadable(cell: Cell) -> str | None:
     if cell.cuda is None or cell.torch is None:
         return "a pure-Python wheel: it has no shared object to load"
     machine = platform.machine()
-    if cell.platform != machine:
+    if cell.platform != machine and not cell.cross:
         return f"an {cell.platform} wheel cannot be loaded on this {machine} machine"
     return None
 
@@ -220,8 +225,14 @@ def build_facts(toolchain: Toolchain, work: Path) -> dict[str, str]:
         command, _ = toolchain.runs_in.argv(argv, work)
         return first_output_line(command)
 
-    return toolchain_facts(toolchain.cxx, f"{toolchain.cuda.version} ({toolchain.cuda.origin})",
-                           toolchain.torch.torch_version, ask, toolchain.cxx_origin)
+    facts = toolchain_facts(toolchain.cxx, f"{toolchain.cuda.version} ({toolchain.cuda.origin})",
+                            toolchain.torch.torch_version, ask, toolchain.cxx_origin)
+    if toolchain.torch.emulated:
+        # another platform's build: the Python headers are its emulated CPython's
+        headers = [name for name in toolchain.torch.emulated
+                   if name.startswith("libpython") and "-dev " in name]
+        facts["target_python"] = f"{toolchain.torch.platform}: Debian {', '.join(headers)}"
+    return facts
 
 
 def unpack_wheel(wheel: Path, target: Path) -> dict[str, bytes]:

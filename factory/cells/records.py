@@ -95,7 +95,8 @@ def toolchain_facts(compiler: str | None = None, nvcc: str | None = None,
     facts = {"python": platform.python_version(), "auditwheel": _package_version("auditwheel")}
     if compiler:
         facts["cxx"] = f"{compiler} {ask([compiler, '-dumpfullversion'])}"
-        facts["ld"] = ask(["ld", "--version"])
+        # the linker the compiler drives (a cross compiler's is its own)
+        facts["ld"] = ask([ask([compiler, "-print-prog-name=ld"]) or "ld", "--version"])
     if compiler_origin:
         facts["cxx_from"] = compiler_origin
     if nvcc:

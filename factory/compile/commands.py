@@ -116,10 +116,16 @@ def compression_flags(mode: CompressMode | None, cuda: Version) -> list[str]:
 
 
 def link_command(objects: list[Path], output: Path, toolchain: Toolchain) -> list[str]:
+    """The link of the cell's shared object, against torch and the CUDA runtime: the
+    toolkit's, or for another platform the one torch's nvidia-* wheels hold (named by its
+    file: those wheels have no unversioned libcudart.so)."""
+    runtime = toolchain.torch.cuda_runtime
+    cudart = [f"-L{runtime.parent}", f"-l:{runtime.name}"] if runtime else \
+        [f"-L{toolchain.cuda.lib}", "-lcudart"]
     return [
         toolchain.cxx, "-shared", "-o", str(output), *[str(obj) for obj in objects],
-        f"-L{toolchain.torch.lib_dir}", f"-L{toolchain.cuda.lib}",
-        "-Wl,--as-needed", *[f"-l{lib}" for lib in TORCH_LIBRARIES], "-lcudart",
+        f"-L{toolchain.torch.lib_dir}", *cudart[:-1],
+        "-Wl,--as-needed", *[f"-l{lib}" for lib in TORCH_LIBRARIES], cudart[-1],
     ]
 
 

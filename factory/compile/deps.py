@@ -26,7 +26,7 @@ def torch_includes(toolchain: Toolchain) -> list[Path]:
     -isystem moves it ahead of libstdc++'s own and breaks their #include_next."""
     torch = toolchain.torch
     cuda = [] if toolchain.cuda.system_include else [toolchain.cuda.include]
-    return [*torch.include_dirs, torch.python_include, *cuda, *torch.cuda_library_includes]
+    return [*torch.include_dirs, *torch.python_includes, *cuda, *torch.cuda_library_includes]
 
 
 def dependency_includes(toolchain: Toolchain) -> list[Path]:

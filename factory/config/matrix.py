@@ -80,7 +80,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         raise root.error("expected a table of settings at the top of the file")
     top = root.table(["kernels", "torch", "cuda", "python", "platforms", "label",
                       "stable-label", "exclude", "runner", "docker", "depends", "compress",
-                      "max-wheel-size", "costs", "dist-name", "name-clash", "variants"],
+                      "max-wheel-size", "costs", "dist-name", "name-clash", "variants", "cross"],
                      required=["kernels", "torch", "cuda"])
     base = path.parent
     latest = _latest(top["torch"]) if isinstance(top["torch"].value, dict) and \
@@ -115,6 +115,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         dist_name=_dist_name(top["dist-name"]) if "dist-name" in top else None,
         name_clash=_name_check(top["name-clash"]) if "name-clash" in top else NameCheck(),
         variants=top["variants"].bool() if "variants" in top else False,
+        cross=top["cross"].bool() if "cross" in top else False,
     )
     if follow is not None and latest is None:
         matrix = with_resolved_torches(matrix, _known_builds(matrix, top["cuda"]))

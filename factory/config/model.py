@@ -303,6 +303,8 @@ class Matrix:
     name_clash: NameCheck = NameCheck()
     # also publish each compiled wheel as a PEP 825 variant wheel (index/variants.py)
     variants: bool = False
+    # build aarch64 cells on x86_64 machines, cross-compiled (toolchain/emulated.py)
+    cross: bool = False
 
     def dependency(self, name: str) -> DependencyEntry | None:
         return next((entry for entry in self.depends if entry.name == name), None)

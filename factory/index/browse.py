@@ -129,6 +129,7 @@ def _wheel(record: FileRecord) -> dict[str, Any]:
         "torch": record.torch, "upload_time": record.upload_time, "yanked": record.yanked,
         "sms": summary.get("sms", []), "gpu_code": summary.get("gpu_code", []),
         "stable_abi": summary.get("stable_abi"),
+        "platform": summary.get("platform"), "cross": summary.get("cross") is True,
         "installed_size": summary.get("installed_size"),
         "gpu_code_sizes": summary.get("gpu_code_sizes"),
         "provenance": {key: summary[key] for key in ("source", "toolchain", "factory",

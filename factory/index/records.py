@@ -285,6 +285,7 @@ def _summary(record: Provenance | None) -> dict[str, Any]:
         "cell": cell.get("id"), "torch": _torch_shown(cell), "cuda": cell.get("cuda"),
         "sms": cell.get("sms", []), "gpu_code": _gpu_code(record),
         "platform": cell.get("platform"),
+        **({"cross": True} if cell.get("cross") is True else {}),
         "source": record.source.to_json(),
         "toolchain": dict(record.toolchain), "factory": record.factory,
         "build_time": record.build.time,

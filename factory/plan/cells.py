@@ -131,6 +131,7 @@ class Cell:
     compress: CompressMode | None = None  # its GPU code's compression (None: nvcc's default)
     tests: TestSelection = ALL_TESTS  # which of the kernel's own tests prove the wheel
     dist_name: str | None = None  # the wheel's distribution name, where dist-name renames it
+    cross: bool = False  # built on a machine of another platform (defaults.CROSS_BUILT)
 
     @property
     def distribution(self) -> str:
@@ -306,7 +307,8 @@ class Plan:
 
     def on_host(self, host: str) -> Plan:
         """The cells another platform has to build, moved to the skipped ones."""
-        foreign = [c for c in self.cells if c.platform not in (host, "any")]
+        foreign = [c for c in self.cells if c.platform not in (host, "any") and
+                   not (c.cross and defaults.CROSS_BUILT.get(c.platform) == host)]
         skipped = [SkippedCell(c.id, _wrong_host(c.platform, host), c.version, c.torch,
                                c.cuda.version if c.cuda else None, c.label) for c in foreign]
         gone = {c.id for c in foreign}
@@ -438,11 +440,14 @@ class _Planner:
 
     def cell(self, kernel: Kernel, slot: _Slot, label: str | None = None,
              python: Version | None = None, per_python: bool = False) -> Cell:
-        return make_cell(kernel.spec, kernel.source, kernel.version, slot.entry.release,
+        cell = make_cell(kernel.spec, kernel.source, kernel.version, slot.entry.release,
                          slot.cuda, slot.platform, label or slot.label, self.matrix.label,
                          slot.entry.installed, self.dependencies, python, per_python,
                          kernel.entry.env, kernel.entry.guard,
                          kernel.entry.compress or self.matrix.compress, kernel.entry.tests)
+        cross = crosses(self.matrix.cross, kernel.spec, slot.platform, slot.entry.installed)
+        # a machine of the cell's own platform builds it natively (None: a CI plan's job)
+        return replace(cell, cross=True) if cross and self.host != slot.platform else cell
 
     def per_torch(self, kernel: Kernel) -> list[SkippedCell]:
         """A cell per torch x CUDA x platform (x CPython); the cells skipped only because
@@ -450,7 +455,8 @@ class _Planner:
         no_sm: list[SkippedCell] = []
         for slot in self.slots(kernel):
             reason = skip_reason(kernel.spec, slot.entry.release, slot.cuda, slot.platform,
-                                 self.host, slot.entry.installed) or _index_only(slot.entry)
+                                 self.host, slot.entry.installed, self.matrix.cross) or \
+                _index_only(slot.entry)
             if reason:
                 self.skip(kernel, slot, reason)
                 continue
@@ -486,7 +492,8 @@ class _Planner:
             for slot in slots:
                 why[slot.id] = _index_only(slot.entry) or _build_reason(
                     slot.entry.release, slot.cuda, slot.platform, self.host,
-                    slot.entry.installed) or ""
+                    slot.entry.installed, crosses(self.matrix.cross, spec, slot.platform,
+                                                  slot.entry.installed)) or ""
             buildable = [slot for slot in slots if not why[slot.id]]
             if not buildable:
                 reasons = "; ".join(dict.fromkeys(why.values()))
@@ -745,10 +752,23 @@ def _excluded(matrix: Matrix, kernel: str, torch: Version | None, cuda: Version 
 
 
 def skip_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry, platform: str,
-                host: str | None, installed: InstalledTorch | None = None) -> str | None:
-    """Why this cell cannot be built, where that is the kernel's or the matrix's own choice."""
+                host: str | None, installed: InstalledTorch | None = None,
+                cross: bool = False) -> str | None:
+    """Why this cell cannot be built, where that is the kernel's or the matrix's own choice
+    (`cross`: the matrix cross-compiles cells of this platform where it can)."""
     return _kernel_reason(spec, torch, cuda) or \
-        _build_reason(torch, cuda, platform, host, installed)
+        _build_reason(torch, cuda, platform, host, installed, crosses(cross, spec, platform,
+                                                                      installed))
+
+
+def crosses(cross: bool, spec: KernelSpec, platform: str,
+            installed: InstalledTorch | None) -> bool:
+    """Whether a cell of `platform` is cross-compiled on a machine of another: with `cross:
+    true`, a kernel-builder kernel's cells of a platform in defaults.CROSS_BUILT, against a
+    torch from an index (an installed torch is its own machine's; a setup.py project's build
+    runs its own compilers)."""
+    return cross and platform in defaults.CROSS_BUILT and installed is None and \
+        not spec.is_pep517
 
 
 def _kernel_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry) -> str | None:
@@ -790,7 +810,7 @@ def stable_abi_reason(spec: KernelSpec, torch: Version) -> str | None:
 
 
 def _build_reason(torch: Version, cuda: CudaEntry, platform: str, host: str | None,
-                  installed: InstalledTorch | None) -> str | None:
+                  installed: InstalledTorch | None, cross: bool = False) -> str | None:
     """Why this machine (or, with no host, any machine) cannot compile against this torch."""
     cuda_mm = major_minor(cuda.version)
     release = torch_release(torch)
@@ -799,7 +819,8 @@ def _build_reason(torch: Version, cuda: CudaEntry, platform: str, host: str | No
         return (f"torch {major_minor(torch)} on PyPI is a CUDA {release.pypi_cuda} build, not "
                 f"CUDA {cuda_mm}; set cuda.\"{cuda_mm}\".torch-index in the matrix to build it "
                 f"(e.g. https://download.pytorch.org/whl/cu{compact(cuda_mm)})")
-    if host is not None and platform != host:
+    if host is not None and platform != host and \
+            not (cross and defaults.CROSS_BUILT.get(platform) == host):
         return _wrong_host(platform, host)
     return None
 

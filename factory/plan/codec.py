@@ -39,6 +39,7 @@ def cell_record(cell: Cell) -> dict[str, Any]:
         "cuda_home": str(cuda.home) if cuda and cuda.home else None,
         "platform": cell.platform,
         "gpu_code": sorted(cell.gpu_code),
+        **({"cross": True} if cell.cross else {}),
         **({"compress": cell.compress} if cell.compress else {}),
         **({"distribution": cell.dist_name} if cell.dist_name else {}),
         **({"stable_abi": str(cell.stable_abi), "torch_pin": cell.torch_pin}
@@ -85,7 +86,8 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(f"the cell record is incomplete or malformed ({error!r})",
                               file=origin) from None
-        reason = skip_reason(spec, torch, cuda, record["platform"], None, installed)
+        reason = skip_reason(spec, torch, cuda, record["platform"], None, installed,
+                             record.get("cross") is True)
         if reason is not None:
             raise ConfigError(f"cell {record['id']} cannot be built from this source: {reason}",
                               file=origin)
@@ -94,6 +96,8 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
                          record["label"], record.get("label_template") or defaults.LABEL_TEMPLATE,
                          installed, dependencies, python, per_python, env,
                          record.get("guard") is not False, _compress(record, origin))
+        if record.get("cross") is True:
+            cell = replace(cell, cross=True)
     renamed = record.get("distribution")
     if renamed is not None:
         if not isinstance(renamed, str) or not is_project_name(renamed):

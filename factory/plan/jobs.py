@@ -14,7 +14,7 @@ shard jobs it prints, so the machines that run them need not decide again.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import defaults
@@ -34,11 +34,15 @@ class Job:
     platform: str
     cells: tuple[str, ...]
     skipped: tuple[str, ...]
+    builds_on: str = ""  # the platform of the machine that builds them, where not theirs
 
     def summary(self) -> dict[str, Any]:
         """One entry of a GitHub Actions matrix."""
         return {"job": self.id, "cuda": self.cuda or "none", "platform": self.platform,
-                "runs-on": defaults.RUNS_ON.get(self.platform, defaults.RUNS_ON["x86_64"]),
+                "runs-on": defaults.RUNS_ON.get(self.builds_on or self.platform,
+                                                defaults.RUNS_ON["x86_64"]),
+                # cross-compiled cells build outside the builder images
+                "runner": "local" if self.builds_on else "docker",
                 "cells": len(self.cells)}
 
 
@@ -56,7 +60,8 @@ class UnitShard:
         return {"job": self.job.id, "cell": self.cell.id, "shard": shard,
                 "artifact": f"objects-{self.job.id}-{self.cell.key}-{self.index}of{self.count}",
                 "cuda": self.job.cuda or "none", "platform": self.job.platform,
-                "runs-on": self.job.summary()["runs-on"]}
+                "runs-on": self.job.summary()["runs-on"],
+                "runner": self.job.summary()["runner"]}
 
 
 def unit_shards(plan: Plan, jobs: list[Job], counts: dict[str, int]) -> list[UnitShard]:
@@ -75,7 +80,8 @@ def unit_shards(plan: Plan, jobs: list[Job], counts: dict[str, int]) -> list[Uni
 def image_group(cell: Cell) -> str:
     if cell.cuda is None:
         return "noarch"
-    return f"cu{compact(major_minor(cell.cuda.version))}-{cell.platform}"
+    group = f"cu{compact(major_minor(cell.cuda.version))}-{cell.platform}"
+    return f"{group}-cross" if cell.cross else group
 
 
 def _ordered(plan: Plan) -> list[Cell]:
@@ -94,11 +100,12 @@ def plan_jobs(plan: Plan, max_cells: int = defaults.MAX_CELLS_PER_JOB) -> list[J
             first = chunk[0]
             jobs.append(Job(f"{group}-{number}", group,
                             str(major_minor(first.cuda.version)) if first.cuda else None,
-                            first.platform, tuple(c.id for c in chunk), ()))
+                            first.platform, tuple(c.id for c in chunk), (),
+                            defaults.CROSS_BUILT[first.platform] if first.cross else ""))
     skipped = tuple(sorted(s.id for s in plan.skipped))
     if jobs:
         head = jobs[0]
-        jobs[0] = Job(head.id, head.image, head.cuda, head.platform, head.cells, skipped)
+        jobs[0] = replace(head, skipped=skipped)
     elif skipped:
         jobs.append(Job("skipped-1", "none", None, "any", (), skipped))
     return jobs

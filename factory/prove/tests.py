@@ -29,6 +29,7 @@ from ..errors import BuildError
 from ..outputs.files import read_small_json
 from ..system.process import Log, foreign_environment, run, streamed_run
 from ..system.uv import uv_bin, uv_env
+from ..toolchain.emulated import emulated_env_beside, install_emulated
 from ..toolchain.torch import TorchEnv, env_beside_torch
 from ..wheel.read import read_wheel
 
@@ -117,13 +118,20 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
     folder.mkdir(parents=True)
     requires = test_requirements(wheel, (*needs, *selection.requires))
     log.step(f"making the test environment: torch {torch.torch_version}, {' '.join(requires)}")
-    site = env_beside_torch(folder / "env", torch, requires, cache, log, offline,
-                            "installing the test requirements",
-                            "a requirement of the wheel installed a torch of its own; its "
-                            "tests must use the cell's torch")
+    if torch.platform is not None:
+        site = emulated_env_beside(folder / "env", torch, requires, cache, log, offline,
+                                   "installing the test requirements")
+    else:
+        site = env_beside_torch(folder / "env", torch, requires, cache, log, offline,
+                                "installing the test requirements",
+                                "a requirement of the wheel installed a torch of its own; its "
+                                "tests must use the cell's torch")
     python = folder / "env" / "bin" / "python"
-    run([uv_bin(), "pip", "install", "--quiet", "--no-deps", "--python", python, wheel], log,
-        env=uv_env(cache, offline), what=f"installing {wheel.name}")
+    if torch.platform is not None:
+        install_emulated(wheel, site, torch, cache, log, offline)
+    else:
+        run([uv_bin(), "pip", "install", "--quiet", "--no-deps", "--python", python, wheel],
+            log, env=uv_env(cache, offline), what=f"installing {wheel.name}")
     for name in (f"{PLUGIN}.py", "kernels.py"):
         shutil.copyfile(INJECT / name, site / name)
     shutil.copytree(tests, folder / "tests", ignore=shutil.ignore_patterns("__pycache__"))

@@ -27,7 +27,7 @@ from ..system.uv import uv_bin, uv_env
 from ..values.versions import Version, compact, major_minor, parse_release
 
 __all__ = ["TorchEnv", "env_beside_torch", "env_key", "installed_env", "provide_torch",
-           "torch_requirement"]
+           "torch_requirement", "torch_requires"]
 
 _MARKER = "factory-env.v3.json"  # v3: with the compile definitions of torch's CMake targets
 
@@ -44,6 +44,8 @@ class TorchEnv:
     cuda_library_includes: tuple[Path, ...]  # headers of the CUDA libraries torch's headers
     # include (cuBLAS, cuSPARSE, ...), installed with torch as nvidia-* wheels
     definitions: tuple[str, ...] = ()  # what torch's CMake targets define (USE_C10D_NCCL, ...)
+    platform: str | None = None  # another platform's torch (emulated.py); None: this machine's
+    emulated: tuple[str, ...] = ()  # the Debian packages its emulated CPython is made of
 
     @property
     def torch_dir(self) -> Path:
@@ -56,6 +58,23 @@ class TorchEnv:
     @property
     def lib_dir(self) -> Path:
         return self.torch_dir / "lib"
+
+    @property
+    def python_includes(self) -> list[Path]:
+        """Python's header folders: an emulated Debian CPython's pyconfig.h includes the one
+        of its architecture, from the folder above."""
+        if self.platform is None:
+            return [self.python_include]
+        return [self.python_include, self.python_include.parent]
+
+    @property
+    def cuda_runtime(self) -> Path | None:
+        """The folder of the CUDA runtime library to link against, where it is not the
+        toolkit's: another platform's, from torch's nvidia-* wheels."""
+        if self.platform is None:
+            return None
+        found = sorted(self.site_packages.glob("nvidia/*/lib/libcudart.so.*"))
+        return found[0] if found else None
 
 
 
@@ -179,7 +198,7 @@ def env_beside_torch(root: Path, torch: TorchEnv, requires: list[str], cache: Pa
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]))
     (site / "_kernel_wheel_factory_torch.pth").write_text(f"{torch.site_packages}\n")
     constraints = root / "torch-constraints.txt"
-    constraints.write_text("".join(f"{line}\n" for line in _torch_requires(torch)))
+    constraints.write_text("".join(f"{line}\n" for line in torch_requires(torch)))
     if requires:
         run([uv_bin(), "pip", "install", "--quiet", "--python", python, "--constraint",
              constraints, *requires], log, env=env, what=what)
@@ -188,7 +207,7 @@ def env_beside_torch(root: Path, torch: TorchEnv, requires: list[str], cache: Pa
     return site
 
 
-def _torch_requires(torch: TorchEnv) -> list[str]:
+def torch_requires(torch: TorchEnv) -> list[str]:
     """The Requires-Dist of the cell's torch (its extras' left out)."""
     for found in distributions(path=[str(torch.site_packages)]):
         if canonicalize_name(found.metadata["Name"] or "") == "torch":

@@ -171,6 +171,8 @@ CASES: dict[str, Case] = {
                               "variants: expected a boolean, got a string 'sometimes'"),
     "variants a list": matrix(GOOD_MATRIX + "variants: [sm90]\n",
                               "variants: expected a boolean, got a list"),
+    "cross a word": matrix(GOOD_MATRIX + "cross: aarch64\n",
+                           "cross: expected a boolean, got a string 'aarch64'"),
     "name-clash unknown": matrix(GOOD_MATRIX + "name-clash: shout\n",
                                  "unknown name-clash policy 'shout' (known: warn, refuse, "
                                  "ignore)"),

@@ -24,6 +24,7 @@ ACTION = REPO / "action.yml"
 # Values for env entries that GitHub fills in from expressions at run time.
 RUNTIME_VALUES = {"MAX_CELLS": "8", "NEW": "https://owner.github.io/kernels/",
                   "JOB": "cu130-x86_64-1", "CELL": "img2gray/cu130torch211/x86_64", "SHARD": "2/3",
+                  "RUNNER": "docker",
                   "REGISTRY_URL": "https://registry.example.org/", "TWINE_USERNAME": "ci",
                   "TWINE_PASSWORD": "secret", "SITE": "https://owner.github.io/kernels/",
                   "STATIC_TARGET": "s3://kernel-wheels/index", "PUBLISH_TO": "s3://kernels/index"}

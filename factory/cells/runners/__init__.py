@@ -56,6 +56,15 @@ def choose_runner(requested: RunnerChoice, plan: Plan, cache: Path, options: Bui
     in an image need the docker runner; cells whose torch is an interpreter of this machine are
     built on this machine by either runner."""
     in_images = [cell for cell in plan.cells if cell.installed and cell.installed.image]
+    crossed = [cell for cell in plan.cells if cell.cross]
+    if crossed:
+        # the builder images are of one platform, with no cross compiler or emulator
+        if requested == "docker" or in_images:
+            raise ConfigError(f"{crossed[0].id} is cross-compiled (cross: true), which only the "
+                              "local runner does: build it with --runner local (or auto)",
+                              key="runner")
+        return LocalRunner(cache, options), (f"{crossed[0].platform} cells are cross-compiled "
+                                             "on this machine")
     if requested == "local":
         if in_images:
             installed = in_images[0].installed

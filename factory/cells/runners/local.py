@@ -18,6 +18,7 @@ from ...system.cache import exclusive
 from ...system.process import Log, first_output_line
 from ...toolchain import host_compiler
 from ...toolchain.cuda import locate_cuda
+from ...toolchain.emulated import cross_compiler
 from ...values.versions import Version
 from ..builders import build_cell
 from ..job import Built, Compiling, cell_torch
@@ -32,7 +33,7 @@ class LocalRunner:
     def __init__(self, cache: Path, options: BuildOptions) -> None:
         self.cache = cache
         self.options = options
-        self._facts: dict[tuple[Version, Path | None] | None, dict[str, Any]] = {}
+        self._facts: dict[tuple[Version, Path | None, bool] | None, dict[str, Any]] = {}
 
     def __enter__(self) -> LocalRunner:
         return self
@@ -45,15 +46,17 @@ class LocalRunner:
     def facts(self, cell: Cell) -> dict[str, Any]:
         """The host facts a build depends on: the Python the environments are made with, the
         toolkit and host compiler the cell would use, and the variables the toolchain reads."""
-        key = (cell.cuda.version, cell.cuda.home) if cell.cuda else None
+        key = (cell.cuda.version, cell.cuda.home, cell.cross) if cell.cuda else None
         if key not in self._facts:
+            variables = ("SOURCE_DATE_EPOCH", "CUDA_HOME", "CUDA_PATH",
+                         f"CXX_{cell.platform}" if cell.cross else "CXX")
             facts: dict[str, Any] = {
                 "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
-                "env": {name: os.environ.get(name)
-                        for name in ("SOURCE_DATE_EPOCH", "CUDA_HOME", "CUDA_PATH", "CXX")},
+                "env": {name: os.environ.get(name) for name in variables},
             }
             if cell.cuda is not None:
-                facts |= _toolchain_facts(cell.cuda.version, cell.cuda.home)
+                facts |= _toolchain_facts(cell.cuda.version, cell.cuda.home,
+                                          cell.platform if cell.cross else None)
             self._facts[key] = facts
         return self._facts[key]
 
@@ -76,13 +79,15 @@ class LocalRunner:
                              cell.spec.test_requires)
 
 
-def _toolchain_facts(cuda: Version, home: Path | None) -> dict[str, Any]:
-    """Which toolkit and host compiler a cell of this CUDA version gets here; a problem with
-    them (the build reports it) is a fact too."""
+def _toolchain_facts(cuda: Version, home: Path | None, cross: str | None) -> dict[str, Any]:
+    """Which toolkit and host compiler a cell of this CUDA version gets here (`cross`: the
+    cross compiler for that platform); a problem with them (the build reports it) is a fact
+    too."""
     try:
         toolkit = locate_cuda(cuda, home)
         nvcc = [str(toolkit.home), str(toolkit.version)] if toolkit else ["pypi", str(cuda)]
-        compiler = host_compiler(toolkit.version if toolkit else cuda).command
+        compiler = cross_compiler(cross).command if cross else \
+            host_compiler(toolkit.version if toolkit else cuda).command
     except BuildError as exc:
         return {"toolchain": str(exc)}
     return {"nvcc": nvcc, "cxx": [compiler, first_output_line([compiler, "-dumpfullversion"])]}

@@ -115,7 +115,7 @@ function renderCommands() {
   status.textContent = wheel && wheel.stable_abi
     ? `${pkg.name} ${version}, a stable-ABI wheel for torch ${wheel.torch}, serves torch ${state.torch} with CUDA ${state.cuda}:`
     : label
-      ? `${pkg.name} ${version}, built for torch ${state.torch} and CUDA ${state.cuda}:`
+      ? `${pkg.name} ${version}, built for torch ${state.torch} and CUDA ${state.cuda}${platformsOf(cell)}:`
       : `${pkg.name} ${version} is pure Python and works with any torch:`;
   // pinned to the labelled version: PyPI refuses local versions, so no project of the same
   // name there can answer it (uv stops at the first index with the package anyway)
@@ -123,6 +123,20 @@ function renderCommands() {
   pip.textContent = `pip install ${pinned} --extra-index-url ${url}`;
   uv.textContent = `uv pip install ${pkg.project} --index ${url}`;
   showFacts(release, cell, noarch);
+}
+
+function platformsOf(cell) {
+  // The machines a cell's wheels are for, where they are not one x86_64 wheel: the same index
+  // serves each, and the installer takes the one of its machine.
+  const platforms = [...new Set((cell.wheels || []).map((w) => w.platform).filter(Boolean))].sort().reverse();
+  if (!platforms.length || (platforms.length === 1 && platforms[0] === "x86_64")) return "";
+  return ` (${platforms.join(" and ")}${platforms.length > 1 ? "; the installer takes the one of your machine" : ""})`;
+}
+
+function platformText(wheel) {
+  if (!wheel.platform) return "any";
+  if (!wheel.cross) return wheel.platform;
+  return `${wheel.platform}, cross-compiled on x86_64: imported and its CPU tests run under emulation; its GPU code is in the wheel but has not run on an ${wheel.platform} GPU`;
 }
 
 function clearCommands(message) {
@@ -223,6 +237,7 @@ function wheelDetails(wheel, release) {
     ["size", wheel.installed_size ? `${formatSize(wheel.size)} (${formatSize(wheel.installed_size)} installed)` : formatSize(wheel.size)],
     ["sha256", wheel.sha256],
     ["GPU code", gpuCode(wheel)],
+    ["platform", platformText(wheel)],
     ["torch", wheel.torch || "any"],
     ["Python", wheel.requires_python || "any"],
     ["uploaded", wheel.upload_time],

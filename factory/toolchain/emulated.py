@@ -1,0 +1,260 @@
+"""Torch environments of another platform: aarch64 cells cross-compiled on an x86_64 machine.
+
+Such an environment is a small aarch64 root folder: Debian's arm64 CPython and the libraries it
+and torch load (glibc, libstdc++, zlib, ...), unpacked from Debian's archive, with the cell's
+aarch64 torch (and its nvidia-* wheels) installed by uv into that CPython's dist-packages
+folder. The build reads torch's headers, link libraries and CUDA runtime there; the gates run
+that CPython under qemu's user-mode emulation (`bin/python`, a script that starts it with the
+root folder as qemu's sysroot), so the wheel is imported and its CPU ops run with the torch it
+was built against. No GPU code runs: the SASS gate checks the GPU code, and running it on an
+aarch64 GPU is left to a machine that has one.
+
+Debian's packages are found in its archive's index of the suite (the version current there),
+each checked against the SHA-256 the index gives before it is unpacked; the versions taken are
+kept in the environment's marker and said in the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import lzma
+import os
+import shlex
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+from debian.deb822 import Packages
+from debian.debfile import DebError, DebFile
+
+from ..errors import BuildError
+from ..plan.probe import ProbeError, probe_interpreter
+from ..system.cache import exclusive
+from ..system.process import Log, run
+from ..system.uv import uv_bin, uv_env
+from ..values.versions import Version, compact, major_minor
+from . import HostCompiler
+from .torch import TorchEnv, torch_requirement, torch_requires
+
+__all__ = ["EMULATED_PYTHON", "Emulation", "cross_compiler", "emulated_env_beside", "emulation",
+           "install_emulated", "provide_emulated_torch", "wheel_platform_args"]
+
+_MARKER = "factory-emulated-env.v1.json"
+DEBIAN = "https://deb.debian.org/debian"
+SUITE = "bookworm"
+EMULATED_PYTHON = "3.11"  # bookworm's CPython, which the environment's torch is installed for
+# What Debian's CPython needs to start and import torch (its other extension modules' libraries,
+# readline's or sqlite's, are left out: torch loads none of them), and the headers of its C API.
+PACKAGES = ("libc6", "libgcc-s1", "libstdc++6", "zlib1g", "libexpat1", "libffi8", "libbz2-1.0",
+            "liblzma5", "libcrypt1", "libuuid1", "python3.11-minimal", "libpython3.11-minimal",
+            "libpython3.11-stdlib", "libpython3.11-dev")
+_TIMEOUT = 120  # seconds per download
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """How this machine runs and builds for one foreign platform."""
+
+    platform: str  # aarch64
+    debian_arch: str  # arm64
+    qemu: str  # the user-mode emulator's command, e.g. qemu-aarch64-static
+    compiler: str  # the cross C++ compiler, e.g. aarch64-linux-gnu-g++
+    wheel_platform: str  # uv's --python-platform: the emulated glibc (Debian 12: 2.36)
+
+
+_EMULATIONS = {
+    "aarch64": (("qemu-aarch64-static", "qemu-aarch64"), "aarch64-linux-gnu-g++", "arm64",
+                "aarch64-manylinux_2_36"),
+}
+
+
+def emulation(platform: str) -> Emulation:
+    """The cross compiler and emulator for `platform` on this machine, or one line saying what
+    to install."""
+    if platform not in _EMULATIONS:
+        raise BuildError(f"the factory cannot cross-build {platform} cells")
+    emulators, compiler, debian_arch, wheel_platform = _EMULATIONS[platform]
+    qemu = next((found for name in emulators if (found := shutil.which(name))), None)
+    cxx = os.environ.get(f"CXX_{platform}") or shutil.which(compiler)
+    missing = [package for package, found in (("g++-aarch64-linux-gnu", cxx),
+                                              ("qemu-user-static", qemu)) if not found]
+    if missing:
+        raise BuildError(f"cross-building {platform} cells needs {' and '.join(missing)} "
+                         f"(Debian and Ubuntu: apt-get install {' '.join(missing)})")
+    assert qemu is not None and cxx is not None
+    return Emulation(platform, debian_arch, qemu, cxx, wheel_platform)
+
+
+def cross_compiler(platform: str) -> HostCompiler:
+    """The C++ compiler of a cross-compiled cell: $CXX_<platform>, else the cross g++."""
+    target = emulation(platform)
+    variable = f"CXX_{platform}"
+    return HostCompiler(target.compiler, f"${variable}" if os.environ.get(variable) else
+                        f"the PATH, the {platform} cross compiler (${variable} unset)")
+
+
+def wheel_platform_args(target: Emulation) -> list[str]:
+    """uv's options that install wheels for the emulated CPython, not for this machine."""
+    return ["--python-platform", target.wheel_platform, "--python-version", EMULATED_PYTHON]
+
+
+def provide_emulated_torch(torch: Version, cuda: Version, torch_index: str | None, cache: Path,
+                           log: Log, target: Emulation, create: bool = True,
+                           offline: bool = False) -> TorchEnv:
+    """The cached aarch64 environment of torch `torch` built for CUDA `cuda` (from
+    `torch_index`, else PyPI), made on first use."""
+    index = hashlib.sha256((torch_index or "pypi").encode()).hexdigest()[:8]
+    root = cache / "envs" / (f"torch{torch}-cu{compact(major_minor(cuda))}-{target.platform}-"
+                             f"py{EMULATED_PYTHON}-{index}")
+    marker = root / _MARKER
+    with exclusive(root):
+        if not marker.is_file():
+            if not create:
+                raise BuildError(f"the {target.platform} environment for "
+                                 f"{torch_requirement(torch)} was not prepared ({root} is "
+                                 "missing)")
+            if offline:
+                raise BuildError(f"the {target.platform} environment for "
+                                 f"{torch_requirement(torch)} is not in the cache, and --offline "
+                                 "does not fetch it")
+            _create(root, torch, torch_index, cache, log, target)
+        info = json.loads(marker.read_text())
+    _write_launcher(root, target)  # the emulator's path is this machine's, not the cache's
+    try:
+        found = probe_interpreter(root / "bin" / "python", require_cuda=False)
+    except ProbeError as exc:
+        raise BuildError(f"the {target.platform} environment in {root}: {exc}") from None
+    site = Path(found.site_packages)
+    env = TorchEnv(
+        root=root, python=root / "bin" / "python", site_packages=site,
+        torch_version=found.version, torch_cuda=found.cuda_release,
+        cxx11_abi=found.cxx11_abi, python_include=Path(found.python_include),
+        cuda_library_includes=tuple(Path(path) for path in found.library_includes),
+        definitions=found.definitions, platform=target.platform,
+        emulated=tuple(info["packages"]))
+    if env.torch_cuda is None or major_minor(env.torch_cuda) != major_minor(cuda):
+        raise BuildError(f"the {target.platform} torch {env.torch_version} in {root} is not a "
+                         f"CUDA {major_minor(cuda)} build")
+    return env
+
+
+def _create(root: Path, torch: Version, torch_index: str | None, cache: Path, log: Log,
+            target: Emulation) -> None:
+    requirement = torch_requirement(torch)
+    log.step(f"making the {target.platform} environment for {requirement} "
+             f"({torch_index or 'PyPI'}) in {root}: Debian {SUITE}'s {target.debian_arch} "
+             f"CPython {EMULATED_PYTHON}, run by {target.qemu}")
+    if root.exists():
+        shutil.rmtree(root)
+    sysroot = root / "sysroot"
+    sysroot.mkdir(parents=True)
+    with requests.Session() as session:
+        chosen = _debian_packages(session, target.debian_arch, PACKAGES)
+        for paragraph in chosen:
+            _unpack(session, paragraph, sysroot)
+    taken = [f"{paragraph['Package']} {paragraph['Version']}" for paragraph in chosen]
+    log.write(f"   Debian {SUITE} {target.debian_arch}: {', '.join(taken)}")
+    site = sysroot / "usr" / "lib" / "python3" / "dist-packages"
+    site.mkdir(parents=True, exist_ok=True)
+    index = ["--index", torch_index] if torch_index else []
+    run([uv_bin(), "pip", "install", "--quiet", "--target", site, *wheel_platform_args(target),
+         *index, requirement], log, env=uv_env(cache, False),
+        what=f"installing {target.platform} {requirement}")
+    (root / _MARKER).write_text(json.dumps({"packages": taken}, indent=1))
+
+
+def _debian_packages(session: requests.Session, arch: str,
+                     names: Iterable[str]) -> list[Packages]:
+    """The index paragraphs of `names` in the suite's main component for `arch`."""
+    url = f"{DEBIAN}/dists/{SUITE}/main/binary-{arch}/Packages.xz"
+    text = lzma.decompress(_get(session, url)).decode()
+    wanted = set(names)
+    paragraphs = Packages.iter_paragraphs(text.splitlines(keepends=True), use_apt_pkg=False)
+    found = {paragraph["Package"]: paragraph for paragraph in paragraphs
+             if paragraph.get("Package") in wanted}
+    missing = sorted(wanted - set(found))
+    if missing:
+        raise BuildError(f"Debian {SUITE} {arch} has no package {', '.join(missing)} ({url})")
+    return [found[name] for name in names]
+
+
+def _unpack(session: requests.Session, paragraph: Packages, sysroot: Path) -> None:
+    url = f"{DEBIAN}/{paragraph['Filename']}"
+    data = _get(session, url)
+    if hashlib.sha256(data).hexdigest() != paragraph["SHA256"]:
+        raise BuildError(f"{url} does not have the SHA-256 Debian's index gives it")
+    with tempfile.NamedTemporaryFile(suffix=".deb") as handle:
+        handle.write(data)
+        handle.flush()
+        try:
+            with DebFile(handle.name).data.tgz() as archive:
+                # the archive is Debian's, checked above; "tar" keeps every member inside
+                archive.extractall(sysroot, filter="tar")
+        except (DebError, OSError, ValueError) as exc:
+            raise BuildError(f"{url} cannot be unpacked ({exc})") from None
+
+
+def _get(session: requests.Session, url: str) -> bytes:
+    try:
+        response = session.get(url, timeout=_TIMEOUT)
+        response.raise_for_status()
+    except requests.RequestException as exc:
+        raise BuildError(f"cannot fetch {url} ({type(exc).__name__})") from None
+    return response.content
+
+
+def emulated_env_beside(root: Path, torch: TorchEnv, requires: list[str], cache: Path,
+                        log: Log, offline: bool, what: str) -> Path:
+    """What env_beside_torch makes for an emulated torch: at `root` (made afresh), a site
+    folder holding `requires` (bounded by torch's own requirements), wheels for the emulated
+    CPython, and bin/python, which runs that CPython with the folder on its path (its own
+    dist-packages hold torch). The site folder."""
+    assert torch.platform is not None
+    target = emulation(torch.platform)
+    if root.exists():
+        shutil.rmtree(root)
+    site = root / "site"
+    site.mkdir(parents=True)
+    constraints = root / "torch-constraints.txt"
+    constraints.write_text("".join(f"{line}\n" for line in torch_requires(torch)))
+    if requires:
+        run([uv_bin(), "pip", "install", "--quiet", "--target", site, "--constraint", constraints,
+             *wheel_platform_args(target), *requires], log, env=uv_env(cache, offline),
+            what=what)
+    launcher = root / "bin" / "python"
+    launcher.parent.mkdir()
+    path = f"{shlex.quote(str(site))}${{PYTHONPATH:+:$PYTHONPATH}}"
+    launcher.write_text(f"#!/bin/sh\nPYTHONPATH={path} exec {shlex.quote(str(torch.python))} "
+                        "\"$@\"\n")
+    launcher.chmod(0o755)
+    return site
+
+
+def install_emulated(wheel: Path, site: Path, torch: TorchEnv, cache: Path, log: Log,
+                     offline: bool) -> None:
+    """Install `wheel` alone into the site folder of an emulated environment."""
+    assert torch.platform is not None
+    run([uv_bin(), "pip", "install", "--quiet", "--no-deps", "--target", site,
+         *wheel_platform_args(emulation(torch.platform)), wheel], log,
+        env=uv_env(cache, offline), what=f"installing {wheel.name}")
+
+
+def _write_launcher(root: Path, target: Emulation) -> None:
+    """bin/python: the emulated CPython, with the root folder as qemu's sysroot (the absolute
+    paths the loader and CPython open are looked up there first)."""
+    sysroot = root / "sysroot"
+    text = (f"#!/bin/sh\nexec {shlex.quote(target.qemu)} -L {shlex.quote(str(sysroot))} "
+            f"{shlex.quote(str(sysroot / 'usr' / 'bin' / f'python{EMULATED_PYTHON}'))} \"$@\"\n")
+    launcher = root / "bin" / "python"
+    if launcher.is_file() and launcher.read_text() == text:
+        return
+    launcher.parent.mkdir(exist_ok=True)
+    partial = launcher.with_name("python.partial")
+    partial.write_text(text)
+    partial.chmod(partial.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    partial.replace(launcher)

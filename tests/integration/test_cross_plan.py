@@ -1,0 +1,85 @@
+"""Cross-compiled cells (`cross: true`) in plans: which cells an x86_64 machine builds for
+aarch64, which an aarch64 machine builds natively, the CI jobs that carry them and the cell
+record that says so."""
+
+from __future__ import annotations
+
+from factory.config.buildtoml import read_build_toml
+from factory.config.matrix import load_matrix
+from factory.plan.cells import Kernel, make_plan
+from factory.plan.codec import cell_from_record, cell_record
+from factory.plan.jobs import plan_jobs
+from factory.sources.tree import resolve_path_source
+
+from ..conftest import write
+from ..unit.test_matrix import kernel
+
+MATRIX = """
+    kernels: [{path: demo, version: 1.0.0}]
+    torch: ["2.11"]
+    cuda: {"13.0": {sms: ["9.0"]}}
+    platforms: [x86_64, aarch64]
+"""
+
+
+def plan_on(tmp_path, host: str | None, extra: str = ""):
+    kernel(tmp_path)
+    matrix = load_matrix(write(tmp_path / "matrix.yaml", MATRIX + extra))
+    kernels = [Kernel(e, resolve_path_source(e.source.folder),
+                      read_build_toml(e.source.folder), e.version) for e in matrix.kernels]
+    return make_plan(matrix, kernels, host)
+
+
+def test_without_cross_an_x86_64_machine_skips_the_aarch64_cells(tmp_path):
+    plan = plan_on(tmp_path, "x86_64")
+    assert [c.id for c in plan.cells] == ["demo/cu130torch211/x86_64"]
+    (skipped,) = plan.skipped
+    assert skipped.id == "demo/cu130torch211/aarch64"
+    assert skipped.reason == "a aarch64 cell needs a aarch64 machine; this one is x86_64"
+
+
+def test_with_cross_an_x86_64_machine_builds_the_aarch64_cells(tmp_path):
+    plan = plan_on(tmp_path, "x86_64", "    cross: true\n")
+    cells = {c.id: c for c in plan.cells}
+    assert set(cells) == {"demo/cu130torch211/x86_64", "demo/cu130torch211/aarch64"}
+    assert cells["demo/cu130torch211/aarch64"].cross
+    assert not cells["demo/cu130torch211/x86_64"].cross
+    assert not plan.skipped
+    assert {c.id for c in plan.on_host("x86_64").cells} == set(cells)
+
+
+def test_an_aarch64_machine_builds_its_own_cells_natively(tmp_path):
+    plan = plan_on(tmp_path, "aarch64", "    cross: true\n")
+    assert [(c.id, c.cross) for c in plan.cells] == [("demo/cu130torch211/aarch64", False)]
+    assert [s.id for s in plan.skipped] == ["demo/cu130torch211/x86_64"]
+
+
+def test_a_ci_plan_puts_the_cross_cells_in_jobs_for_x86_64_runners(tmp_path):
+    plan = plan_on(tmp_path, None, "    cross: true\n")
+    jobs = {job.id: job.summary() for job in plan_jobs(plan)}
+    assert jobs["cu130-aarch64-cross-1"] == {
+        "job": "cu130-aarch64-cross-1", "cuda": "13.0", "platform": "aarch64",
+        "runs-on": "ubuntu-24.04", "runner": "local", "cells": 1}
+    assert jobs["cu130-x86_64-1"]["runner"] == "docker"
+    # the job's machine keeps its cell, as an aarch64 machine would keep a native one
+    job_plan = plan.select({"demo/cu130torch211/aarch64"})
+    assert [c.id for c in job_plan.on_host("x86_64").cells] == ["demo/cu130torch211/aarch64"]
+    assert not job_plan.on_host("aarch64").skipped
+
+
+def test_a_native_aarch64_plan_keeps_arm_runners(tmp_path):
+    plan = plan_on(tmp_path, None)
+    jobs = {job.id: job.summary() for job in plan_jobs(plan)}
+    assert jobs["cu130-aarch64-1"]["runs-on"] == "ubuntu-24.04-arm"
+    assert jobs["cu130-aarch64-1"]["runner"] == "docker"
+
+
+def test_the_cell_record_says_it_was_cross_compiled(tmp_path):
+    plan = plan_on(tmp_path, "x86_64", "    cross: true\n")
+    (cell,) = [c for c in plan.cells if c.cross]
+    record = cell_record(cell)
+    assert record["cross"] is True and record["platform"] == "aarch64"
+    again = cell_from_record(record, cell.spec, cell.source, cell.version, tmp_path / "r.json")
+    assert again.cross and cell_record(again) == record
+    native = next(c for c in plan.cells if not c.cross)
+    assert "cross" not in cell_record(native)
