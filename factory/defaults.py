@@ -30,6 +30,10 @@ STABLE_LABEL_TEMPLATE = "cu{cuda_major}.stable.torch{torch_major}.{torch_minor}"
 built against (activation-0.1.0+cu13.stable.torch2.11). docs/concepts/stable-abi.md says why
 it sorts below every per-torch label."""
 
+CPU_LABEL_TEMPLATE = "cputorch{torch}"
+"""The label of a CPU cell's wheel (`cpu:` in the matrix): the torch it was built against
+(relu-1.0.0+cputorch211). It serves every build of that torch, CPU or CUDA."""
+
 COMPRESS: Literal["size"] = "size"
 """How the GPU code nvcc embeds is compressed: smallest (docs/concepts/wheel-sizes.md has the
 figures and the driver each mode needs)."""

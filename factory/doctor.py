@@ -209,6 +209,8 @@ def why_not(wheel: dict[str, Any], cell: dict[str, Any] | None,
         elif not _holds(needs, torch["version"]):
             reasons.append(f"it needs torch{needs}, this Python has torch {torch['version']}")
     cuda = cell.get("cuda") if cell else None
+    if cuda == "cpu":  # a CPU build: any build of its torch runs it, with or without a GPU
+        cuda = None
     if cuda and torch and torch.get("version"):
         if not torch.get("cuda"):
             reasons.append(f"it is built for CUDA {cuda}, and torch {torch['version']} is a "
@@ -244,7 +246,7 @@ _LABEL = re.compile(r"[a-z0-9]{1,40}(?:\.[a-z0-9]{1,40}){0,4}")
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.!+_]{0,63}")
 _FILENAME = re.compile(r"[A-Za-z0-9._+!-]{1,250}\.whl")
 _SPECIFIER = re.compile(r"any|[0-9A-Za-z.*,<>=!~+]{1,100}")
-_CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
+_CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}|cpu")  # a CPU cell's column is "cpu"
 _CODE = re.compile(r"(?:sm|compute)_[0-9]{2,3}[af]?")
 _VARIANT_FILENAME = re.compile(r"[A-Za-z0-9._!-]{1,250}\.whl")
 _VARIANT_INDEX = re.compile(r"variants/torch[0-9]{2,6}/simple/")
@@ -378,7 +380,9 @@ def _diagnose_package(root: str, name: str, facts: dict[str, Any]) -> dict[str, 
             (wheel, cell) for cell in cells for wheel in cell["wheels"]]
         # a stable-ABI wheel is listed in the cell of every torch it serves: the index of
         # this machine's torch is the one to name
-        candidates.sort(key=lambda found: (found[1] or {}).get("torch") != _torch_minor(facts))
+        # and a CPU cell's wheel only where no CUDA build fits (it leaves the GPU idle)
+        candidates.sort(key=lambda found: ((found[1] or {}).get("torch") != _torch_minor(facts),
+                                           (found[1] or {}).get("cuda") == "cpu"))
         candidates += [(_clean_wheel(wheel), None)
                        for wheel in _items(release.get("anywhere") or [], "wheels")]
         here = []
@@ -472,6 +476,9 @@ def describe_diagnosis(results: list[dict[str, Any]]) -> list[str]:
                 lines.append("  (the variants index: uv chooses the CUDA build and GPU code "
                              f"for this machine; this wheel there is variant {variant['label']}:"
                              f" {', '.join(variant['properties'])})")
+            if fits.get("cuda") == "cpu":
+                lines.append("  (a CPU build: its ops run on the CPU, with any build of its "
+                             "torch; no CUDA build of the index fits this machine)")
             if fits.get("cross"):
                 lines.append("  (cross-compiled on x86_64: it was imported and its CPU tests "
                              "run under emulation; its GPU code is in the wheel but has not run "

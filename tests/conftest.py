@@ -224,6 +224,16 @@ def one_cell_matrix(folder: Path, kernel: Path | str, entry: str = "", top: str 
     return path
 
 
+def example_built_and_tested(folder: Path, top: str, cache: Path) -> tuple[Path, Result]:
+    """The example built with `--test` from a one-cell matrix with `top`'s extra keys (e.g.
+    "cpu: true"): its output folder, and what the build said."""
+    matrix = one_cell_matrix(folder, EXAMPLE, top=top)
+    out = folder / "out"
+    done = run_factory("build", matrix, "--out", out, "--test", env=cache_env(cache))
+    assert done.exit == 0, done.stdout + done.stderr
+    return out, done
+
+
 STABLE_KERNEL = FIXTURES / "stable-kernel"
 
 

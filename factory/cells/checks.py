@@ -21,9 +21,12 @@ __all__ = ["cell_expectation", "check_cell_wheel"]
 def cell_expectation(cell: Cell, max_size: SizeLimit | None = None) -> Expectation:
     """What the cell's wheel must be: its name and labelled version, its torch pin, its CUDA
     major, the GPU code the plan promises, and at most `max_size` bytes."""
-    if cell.torch is None or cell.cuda is None:
+    if cell.torch is None:
         return Expectation(cell.distribution, cell.wheel_version, "any", None, frozenset(), None,
                            max_size=max_size)
+    if cell.cuda is None:  # a CPU cell: no GPU code, and no CUDA library needed
+        return Expectation(cell.distribution, cell.wheel_version, cell.torch_pin, None,
+                           frozenset(), cell.platform, max_size=max_size, cpu_only=True)
     stable = cell.stable_abi
     return Expectation(
         cell.distribution, cell.wheel_version, cell.torch_pin,

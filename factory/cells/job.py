@@ -31,10 +31,11 @@ from ..errors import BuildError
 from ..plan.cells import Cell
 from ..plan.costs import UnitCost
 from ..plan.probe import ProbeError, probe_interpreter
+from ..policy import torch_release
 from ..sources.tree import IGNORED_DIRS
 from ..system.process import Log, bounded_run, first_output_line
 from ..toolchain import CommandPrefix, Toolchain, cxx_standard, host_compiler
-from ..toolchain.cuda import image_toolkit, provide_cuda
+from ..toolchain.cuda import CudaToolkit, image_toolkit, provide_cuda
 from ..toolchain.emulated import cross_compiler, emulation, provide_emulated_torch
 from ..toolchain.python import find_python, manylinux_python
 from ..toolchain.torch import TorchEnv, installed_env, provide_torch
@@ -116,10 +117,13 @@ class Job:
 def cell_toolchain(job: Job) -> Toolchain:
     """The toolkit, torch and host compiler of a compiled cell, made or found."""
     cell, log = job.cell, job.log
-    assert cell.cuda is not None and cell.torch is not None  # a compiled cell has both
+    assert cell.torch is not None  # a compiled cell
     installed = cell.installed
-    job.progress("CUDA toolkit")
-    if installed is not None and installed.image is not None:
+    job.progress("CUDA toolkit" if cell.cuda else "compiler")
+    toolkit: CudaToolkit | None
+    if cell.cuda is None:  # a CPU cell
+        toolkit, cxx = None, host_compiler(None)
+    elif installed is not None and installed.image is not None:
         if job.container is None:
             raise BuildError(f"{installed.describe()}: this torch lives in an image, which only "
                              "the docker runner can build in")
@@ -132,8 +136,9 @@ def cell_toolchain(job: Job) -> Toolchain:
     job.progress("torch environment")
     env = cell_torch(cell, job.cache, job.options, log, job.prepared)
     where = f", in a container of {installed.image}" if installed and installed.image else ""
-    log.step(f"toolchain: {toolkit.describe()}, torch {env.torch_version} ({env.root}), "
-             f"host compiler {cxx.command} (from {cxx.origin}){where}")
+    log.step(f"toolchain: {toolkit.describe() if toolkit else 'no CUDA (a CPU cell)'}, torch "
+             f"{env.torch_version} ({env.root}), host compiler {cxx.command} (from "
+             f"{cxx.origin}){where}")
     for dependency in cell.depends:
         log.step(f"C++ dependency: {dependency.describe()}")
     runs_in = CommandPrefix(job.container.exec_prefix if job.container else ())
@@ -180,8 +185,13 @@ def cell_torch(cell: Cell, cache: Path, options: BuildOptions, log: Log,
     """The torch environment of a compiled cell: the installed torch it names, or the one the
     factory makes in its cache (with `prepared`, made already: a builder container's cache is
     read-only)."""
-    assert cell.cuda is not None and cell.torch is not None
+    assert cell.torch is not None
     installed = cell.installed
+    if cell.cuda is None:  # a CPU cell: the CPU index's torch, else PyPI's (its CPU ops)
+        release = torch_release(cell.torch)
+        cuda = release.pypi_cuda if release and cell.cpu_index is None else None
+        return provide_torch(cell.torch, cuda, cell.cpu_index, cache, log,
+                             create=not prepared, offline=options.offline)
     if installed is not None:
         if installed.image is None:
             _check_unchanged(installed)
@@ -200,7 +210,7 @@ def cell_torch(cell: Cell, cache: Path, options: BuildOptions, log: Log,
 
 def loadable(cell: Cell) -> str | None:
     """Why the cell's wheel cannot be loaded here (to prove it), or None when it can."""
-    if cell.cuda is None or cell.torch is None:
+    if not cell.compiled:
         return "a pure-Python wheel: it has no shared object to load"
     machine = platform.machine()
     if cell.platform != machine and not cell.cross:
@@ -225,7 +235,8 @@ def build_facts(toolchain: Toolchain, work: Path) -> dict[str, str]:
         command, _ = toolchain.runs_in.argv(argv, work)
         return first_output_line(command)
 
-    facts = toolchain_facts(toolchain.cxx, f"{toolchain.cuda.version} ({toolchain.cuda.origin})",
+    cuda = toolchain.cuda
+    facts = toolchain_facts(toolchain.cxx, f"{cuda.version} ({cuda.origin})" if cuda else None,
                             toolchain.torch.torch_version, ask, toolchain.cxx_origin)
     if toolchain.torch.emulated:
         # another platform's build: the Python headers are its emulated CPython's
@@ -272,14 +283,15 @@ def cell_guard(cell: Cell, options: BuildOptions) -> str:
     """The import guard of a compiled cell's wheel: it refuses a torch of another minor or CUDA
     major (or, built against a torch no index publishes, any other build), naming the index
     of the user's torch (its full URL when the index's public URL is known)."""
-    assert cell.cuda is not None and cell.torch is not None
+    assert cell.torch is not None
     torch = major_minor(cell.torch)
     maxver = cell.spec.torch.maxver if cell.spec.torch else None
     stable = None if cell.stable_abi is None else \
         (torch, major_minor(maxver) if maxver else None)
     return import_guard(cell.distribution, cell.wheel_version, str(torch),
-                        str(major_minor(cell.cuda.version)),
-                        cell.label_template or cell.label or "",
+                        str(major_minor(cell.cuda.version)) if cell.cuda else "",
+                        defaults.CPU_LABEL_TEMPLATE if cell.cuda is None
+                        else cell.label_template or cell.label or "",
                         exact=cell.installed.version if cell.installed and cell.installed.exact
                         and stable is None else None,
                         index_url=options.index_url, stable=stable)

@@ -133,7 +133,7 @@ def _copy_package(cell: Cell, src: Path, package: Path) -> None:
 
 def _write_generated(cell: Cell, options: BuildOptions, src: Path, package: Path) -> None:
     """registration.h beside the bindings (over any committed copy) and the package's _ops.py."""
-    assert cell.cuda is not None and cell.torch is not None  # a compiled cell has both
+    assert cell.torch is not None  # a compiled cell
     folders = {src / "torch-ext"}
     bindings = cell.spec.torch.src if cell.spec.torch else ()
     folders |= {(src / source).parent for source in bindings}
@@ -379,8 +379,8 @@ def _compilers(toolchain: Toolchain, work: Path) -> str:
         except (OSError, subprocess.SubprocessError) as exc:
             raise BuildError(f"{argv[0]} cannot be run ({exc})") from None
 
-    versions = [ask([tool, "--version"]).stdout for tool in (str(toolchain.cuda.nvcc),
-                                                              toolchain.cxx)]
+    tools = ([str(toolchain.cuda.nvcc)] if toolchain.cuda else []) + [toolchain.cxx]
+    versions = [ask([tool, "--version"]).stdout for tool in tools]
     driver = ask([toolchain.cxx, "-###", "-c", "-x", "c++", "/dev/null", "-o", "/dev/null"])
     return compilers_identity(versions, driver.stderr)
 
@@ -388,9 +388,13 @@ def _compilers(toolchain: Toolchain, work: Path) -> str:
 def _metadata(cell: Cell) -> CoreMetadata:
     spec = cell.spec
     readme = spec.root / "README.md"
-    if cell.torch is None or cell.cuda is None:
+    if cell.torch is None:
         summary = f"{spec.name} kernel (pure Python, any torch), built by kernel-wheel-factory"
         requires: tuple[str, ...] = ("torch", *spec.requirements(None))
+    elif cell.cuda is None:
+        summary = (f"{spec.name} kernel for torch {cell.torch_shown} on the CPU, built by "
+                   "kernel-wheel-factory")
+        requires = (f"torch{cell.torch_pin}", *spec.requirements("cpu"))
     else:
         sms = " ".join(str(sm.base) for sm in cell.sms)
         torch = f"{cell.torch_shown} or newer (stable ABI)" if cell.stable_abi else \

@@ -185,7 +185,7 @@ def _create_build_env(root: Path, torch: TorchEnv, requires: list[str], cache: P
 def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path) -> dict[str, str]:
     """The environment of the project's build."""
     cell = job.cell
-    assert cell.cuda is not None
+    assert cell.cuda is not None and toolchain.cuda is not None  # PEP 517 cells are CUDA's
     archs = " ".join(f"{cap.base}{'+PTX' if cap.ptx else ''}" for cap in cell.sms)
     sources = sum(1 for _ in src.rglob("*.cu"))
     home = toolchain.cuda.home

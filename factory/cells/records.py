@@ -118,6 +118,8 @@ def kernel_metadata(cell: Cell, package: Path) -> bytes:
             files[relative] = base64.b64encode(digest).decode()
     if cell.cuda is not None:
         backend = {"type": "cuda", "archs": [str(arch) for arch in cell.sms]}
+    elif cell.compiled:
+        backend = {"type": "cpu"}
     else:
         backend = {"type": spec.backends[0] if spec.backends else "cuda"}
     record = {

@@ -368,6 +368,10 @@ def cell_fingerprint(cell: Cell, environment: dict[str, Any], runner: str) -> st
     }
     if cell.cuda is not None:
         facts["cuda"] = [str(cell.cuda.version), str(cell.cuda.home), cell.cuda.torch_index]
+    elif cell.compiled:
+        facts["cpu"] = [cell.cpu_index]
+    if cell.cross:
+        facts["cross"] = True
     if cell.installed is not None:
         facts["installed_torch"] = cell.installed.to_json()
     if cell.depends:

@@ -38,7 +38,8 @@ __all__ = ["CompileJob", "compile_jobs", "compression_flags", "gencode_flags",
            "link_command"]
 
 LIMITED_API = "0x03090000"  # CPython 3.9: one abi3 wheel serves 3.9 and every later version
-TORCH_LIBRARIES = ("c10", "torch", "torch_cpu", "c10_cuda", "torch_cuda")
+TORCH_CPU_LIBRARIES = ("c10", "torch", "torch_cpu")
+TORCH_LIBRARIES = (*TORCH_CPU_LIBRARIES, "c10_cuda", "torch_cuda")
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,9 @@ def compile_jobs(cell: Cell, toolchain: Toolchain, work: Path) -> list[CompileJo
         obj = obj_root / unit.section / (unit.source + ".o")
         depfile = obj.with_suffix(".d")
         if suffix in CUDA_SUFFIXES:
+            if toolchain.cuda is None:
+                raise BuildError(f"{unit.source}: a CPU cell compiles no CUDA file, and "
+                                 f"[kernel.{unit.section}] of its CPU backend lists one")
             argv = _nvcc(cell, toolchain, unit, work, obj)
         elif suffix in CXX_SUFFIXES:
             argv = _cxx(cell, toolchain, unit, work, obj)
@@ -119,6 +123,10 @@ def link_command(objects: list[Path], output: Path, toolchain: Toolchain) -> lis
     """The link of the cell's shared object, against torch and the CUDA runtime: the
     toolkit's, or for another platform the one torch's nvidia-* wheels hold (named by its
     file: those wheels have no unversioned libcudart.so)."""
+    if toolchain.cuda is None:  # a CPU cell: torch's CPU libraries alone
+        return [toolchain.cxx, "-shared", "-o", str(output), *[str(obj) for obj in objects],
+                f"-L{toolchain.torch.lib_dir}", "-Wl,--as-needed",
+                *[f"-l{lib}" for lib in TORCH_CPU_LIBRARIES]]
     runtime = toolchain.torch.cuda_runtime
     cudart = [f"-L{runtime.parent}", f"-l:{runtime.name}"] if runtime else \
         [f"-L{toolchain.cuda.lib}", "-lcudart"]
@@ -133,7 +141,7 @@ def _defines(cell: Cell, toolchain: Toolchain) -> list[str]:
     defines = [
         f"-DTORCH_EXTENSION_NAME={cell.ops_namespace}",
         f"-DPy_LIMITED_API={LIMITED_API}",
-        "-DCUDA_KERNEL", "-DUSE_CUDA=1",
+        *(["-DCPU_KERNEL"] if cell.backend == "cpu" else ["-DCUDA_KERNEL", "-DUSE_CUDA=1"]),
         *[f"-D{definition}" for definition in toolchain.torch.definitions],
         f"-D_GLIBCXX_USE_CXX11_ABI={1 if toolchain.torch.cxx11_abi else 0}",
     ]
@@ -159,8 +167,8 @@ def _prefix_maps(toolchain: Toolchain) -> list[str]:
     rewritten to fixed names so the output does not depend on where the cache is. (The
     build folder cannot be mapped away: nvcc names a file's internal-linkage symbols after a
     hash of its physical path.)"""
-    return [f"-ffile-prefix-map={toolchain.torch.root}=/torch-env",
-            f"-ffile-prefix-map={toolchain.cuda.home}=/cuda"]
+    cuda = [f"-ffile-prefix-map={toolchain.cuda.home}=/cuda"] if toolchain.cuda else []
+    return [f"-ffile-prefix-map={toolchain.torch.root}=/torch-env", *cuda]
 
 
 def _seed(unit: Unit) -> str:
@@ -182,6 +190,7 @@ def _cxx(cell: Cell, toolchain: Toolchain, unit: Unit, work: Path, obj: Path) ->
 
 def _nvcc(cell: Cell, toolchain: Toolchain, unit: Unit, work: Path, obj: Path) -> list[str]:
     src_root = work / "src"
+    assert toolchain.cuda is not None  # compile_jobs refuses CUDA files of CPU cells
     cuda_flags = list(unit.cuda_flags)
     if toolchain.cuda.version < Version("12.8"):
         cuda_flags = [flag for flag in cuda_flags

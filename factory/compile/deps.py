@@ -25,7 +25,8 @@ def torch_includes(toolchain: Toolchain) -> list[Path]:
     toolkit whose headers are in /usr/include (Debian's) adds none: naming that folder with
     -isystem moves it ahead of libstdc++'s own and breaks their #include_next."""
     torch = toolchain.torch
-    cuda = [] if toolchain.cuda.system_include else [toolchain.cuda.include]
+    toolkit = toolchain.cuda
+    cuda = [] if toolkit is None or toolkit.system_include else [toolkit.include]
     return [*torch.include_dirs, *torch.python_includes, *cuda, *torch.cuda_library_includes]
 
 

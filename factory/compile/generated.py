@@ -89,6 +89,8 @@ def import_guard(distribution: str, version: str, torch: str, cuda: str,
     if exact is not None:
         facts["exact"] = exact
         only_this_build = _EXACT_CHECK
+    if not cuda:
+        return _CPU_GUARD.format(fits=fits, facts=facts)
     return '''
 def _check_torch(built):
     import re
@@ -121,6 +123,31 @@ def _check_torch(built):
     raise ImportError(
         f"{{name}} {{built['version']}} was built for torch {{built['torch']}} with CUDA "
         f"{{cuda_major}}, but this environment has {{found_text}}. {{advice}}")
+
+
+_check_torch({facts!r})
+del _check_torch
+'''
+
+
+# A CPU cell's guard: any build of its torch minor (CPU or CUDA) runs its CPU ops.
+_CPU_GUARD = '''
+def _check_torch(built):
+    import re
+
+    installed = torch.__version__
+    found = re.match(r"(\\d+)\\.(\\d+)", installed)
+    torch_mm = f"{{found[1]}}.{{found[2]}}" if found else installed
+    if {fits}:
+        return
+    name = built["distribution"]
+    label = built["label"].format(torch=torch_mm.replace(".", ""))
+    where = (f"the index {{built['index']}}/{{label}}/simple" if built["index"] else
+             f"the '{{label}}' index (.../{{label}}/simple)")
+    raise ImportError(
+        f"{{name}} {{built['version']}} was built for torch {{built['torch']}} (its CPU ops), "
+        f"but this environment has torch {{installed}}. Install the {{name}} wheel built for "
+        f"it, from {{where}}, or install torch {{built['torch']}}.")
 
 
 _check_torch({facts!r})

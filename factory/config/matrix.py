@@ -40,6 +40,7 @@ from .model import (
     RUNNERS,
     ClashPolicy,
     CompressMode,
+    CpuEntry,
     CudaEntry,
     DependencyEntry,
     DependencyKind,
@@ -80,7 +81,8 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         raise root.error("expected a table of settings at the top of the file")
     top = root.table(["kernels", "torch", "cuda", "python", "platforms", "label",
                       "stable-label", "exclude", "runner", "docker", "depends", "compress",
-                      "max-wheel-size", "costs", "dist-name", "name-clash", "variants", "cross"],
+                      "max-wheel-size", "costs", "dist-name", "name-clash", "variants", "cross",
+                      "cpu"],
                      required=["kernels", "torch", "cuda"])
     base = path.parent
     latest = _latest(top["torch"]) if isinstance(top["torch"].value, dict) and \
@@ -116,6 +118,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         name_clash=_name_check(top["name-clash"]) if "name-clash" in top else NameCheck(),
         variants=top["variants"].bool() if "variants" in top else False,
         cross=top["cross"].bool() if "cross" in top else False,
+        cpu=_cpu(top["cpu"]) if "cpu" in top else None,
     )
     if follow is not None and latest is None:
         matrix = with_resolved_torches(matrix, _known_builds(matrix, top["cuda"]))
@@ -205,12 +208,15 @@ def _name_check(node: Node) -> NameCheck:
     return NameCheck(policy, index, node.line)
 
 
-def _index_url(node: Node) -> str:
-    """A simple index's URL, without credentials."""
+def _index_url(node: Node, files: bool = False,
+               advice: str = "a netrc file gives them to the factory") -> str:
+    """A simple index's URL (`files`: or a file:// one), without credentials (`advice` says
+    where they go instead)."""
     index = node.nonempty_str()
-    _refuse_credentials(node, index, "a netrc file gives them to the factory")
-    if not re.match(r"https?://", index):
-        raise node.error(f"'{index}' is not an index URL (http:// or https://)")
+    _refuse_credentials(node, index, advice)
+    if not re.match(r"(https?|file)://" if files else r"https?://", index):
+        schemes = "http://, https:// or file://" if files else "http:// or https://"
+        raise node.error(f"'{index}' is not an index URL ({schemes})")
     return index
 
 
@@ -685,14 +691,7 @@ def _cuda_entries(node: Node, base: Path) -> tuple[CudaEntry, ...]:
             if not (home / "bin" / "nvcc").is_file():
                 raise settings["home"].error(f"no CUDA toolkit at '{settings['home'].str()}' "
                                              "(expected bin/nvcc there)")
-        index = None
-        if "torch-index" in settings:
-            index = settings["torch-index"].nonempty_str()
-            _refuse_credentials(settings["torch-index"], index,
-                                "give them to uv through UV_INDEX_* variables or a netrc file")
-            if not re.match(r"(https?|file)://", index):
-                raise settings["torch-index"].error(
-                    f"'{index}' is not an index URL (http://, https:// or file://)")
+        index = _torch_index(settings["torch-index"]) if "torch-index" in settings else None
         entries.append(CudaEntry(version, tuple(sms),
                                  settings["ptx"].bool() if "ptx" in settings
                                  else defaults.PTX_FOR_NEWEST_SM,
@@ -780,6 +779,19 @@ def _excludes(node: Node | None) -> tuple[Exclude, ...]:
             line=item.line,
         ))
     return tuple(excludes)
+
+
+def _torch_index(node: Node) -> str:
+    return _index_url(node, True, "give them to uv through UV_INDEX_* variables or a netrc file")
+
+
+def _cpu(node: Node) -> CpuEntry | None:
+    """`cpu: true`, `cpu: false` or `cpu: {torch-index: URL}`."""
+    if isinstance(node.value, dict):
+        settings = node.table(["torch-index"])
+        index = _torch_index(settings["torch-index"]) if "torch-index" in settings else None
+        return CpuEntry(index, node.line)
+    return CpuEntry(None, node.line) if node.bool() else None
 
 
 def _runner(node: Node) -> RunnerChoice:

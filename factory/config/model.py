@@ -249,6 +249,14 @@ class CudaEntry:
 
 
 @dataclass(frozen=True)
+class CpuEntry:
+    """The matrix's CPU cells (`cpu:`): kernels with a CPU backend get one per torch."""
+
+    torch_index: str | None  # where torch comes from (a CPU build's index); None: PyPI's
+    line: int | None
+
+
+@dataclass(frozen=True)
 class DependencyEntry:
     """Where matrix.yaml takes one C++ dependency (`depends: {cutlass_4_0: {git: ...}}`) from,
     instead of its default origin."""
@@ -305,6 +313,7 @@ class Matrix:
     variants: bool = False
     # build aarch64 cells on x86_64 machines, cross-compiled (toolchain/emulated.py)
     cross: bool = False
+    cpu: CpuEntry | None = None  # build kernels' CPU backends too, a cell per torch
 
     def dependency(self, name: str) -> DependencyEntry | None:
         return next((entry for entry in self.depends if entry.name == name), None)

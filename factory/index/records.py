@@ -225,7 +225,8 @@ def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome
         result = by_id[cell.id]
         outcomes.append(CellOutcome(
             cell.id, cell.distribution, cell.version, cell.torch_shown,
-            str(cell.cuda.version) if cell.cuda else None, cell.label, result.status,
+            str(cell.cuda.version) if cell.cuda else cell.backend if cell.compiled else None,
+            cell.label, result.status,
             _public(result.detail), result.wheel,
             [op.to_json() for op in result.loaded.ops] if result.loaded else None,
             result.tested.to_json() if result.tested else None,
@@ -243,7 +244,8 @@ def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome
         outcomes.append(CellOutcome(
             skipped.id, kernel, skipped.version or "",
             str(skipped.torch) if skipped.torch else None,
-            str(skipped.cuda) if skipped.cuda else None, skipped.label, "skipped",
+            str(skipped.cuda) if skipped.cuda else CPU if skipped.cpu else None,
+            skipped.label, "skipped",
             _public(skipped.reason), None))
     return outcomes
 
@@ -282,7 +284,9 @@ def _summary(record: Provenance | None) -> dict[str, Any]:
         return {}
     cell = record.cell
     return {
-        "cell": cell.get("id"), "torch": _torch_shown(cell), "cuda": cell.get("cuda"),
+        "cell": cell.get("id"), "torch": _torch_shown(cell),
+        # a CPU cell's wheel stands in the CUDA column "cpu" of pages and doctor
+        "cuda": cell.get("cuda") or (CPU if cell.get("backend") == CPU else None),
         "sms": cell.get("sms", []), "gpu_code": _gpu_code(record),
         "platform": cell.get("platform"),
         **({"cross": True} if cell.get("cross") is True else {}),
@@ -296,6 +300,9 @@ def _summary(record: Provenance | None) -> dict[str, Any]:
 
 
 Catalogue = dict[str, list[tuple[str, str, str]]]
+
+
+CPU = "cpu"  # the CUDA column of CPU cells in outcomes, summaries and pages
 
 
 def cell_catalogue(cells: Iterable[CellOutcome]) -> Catalogue:

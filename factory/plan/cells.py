@@ -132,6 +132,18 @@ class Cell:
     tests: TestSelection = ALL_TESTS  # which of the kernel's own tests prove the wheel
     dist_name: str | None = None  # the wheel's distribution name, where dist-name renames it
     cross: bool = False  # built on a machine of another platform (defaults.CROSS_BUILT)
+    cpu_index: str | None = None  # a CPU cell's torch index (matrix `cpu: {torch-index}`)
+
+    @property
+    def backend(self) -> str:
+        """The kernel backend the cell builds: cuda, or cpu for a CPU cell (a compiled cell
+        with no CUDA version)."""
+        return "cpu" if self.cuda is None and self.torch is not None else "cuda"
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the wheel holds a shared object (every cell but a pure-Python one)."""
+        return self.torch is not None
 
     @property
     def distribution(self) -> str:
@@ -202,7 +214,7 @@ class Cell:
             for source in spec.torch.src:
                 units[source] = Unit("torch", source, spec.torch.include, spec.torch.cxx_flags,
                                      (), self.sms, ("torch",))
-        sections = {section.name: section for section in spec.kernels_for("cuda")}
+        sections = {section.name: section for section in spec.kernels_for(self.backend)}
         for plan in self.sections:
             if plan.skipped:
                 continue
@@ -281,6 +293,7 @@ class SkippedCell:
     torch: Version | None = None
     cuda: Version | None = None
     label: str | None = None
+    cpu: bool = False  # a CPU cell (`cpu:` in the matrix)
 
 
 @dataclass(frozen=True)
@@ -310,7 +323,8 @@ class Plan:
         foreign = [c for c in self.cells if c.platform not in (host, "any") and
                    not (c.cross and defaults.CROSS_BUILT.get(c.platform) == host)]
         skipped = [SkippedCell(c.id, _wrong_host(c.platform, host), c.version, c.torch,
-                               c.cuda.version if c.cuda else None, c.label) for c in foreign]
+                               c.cuda.version if c.cuda else None, c.label,
+                               cpu=c.backend == "cpu") for c in foreign]
         gone = {c.id for c in foreign}
         return Plan(self.matrix, tuple(c for c in self.cells if c not in foreign),
                     self.skipped + tuple(skipped),
@@ -355,6 +369,8 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
         if no_sm and len(planner.cells) == built and len(planner.skipped) == passed_over:
             raise _no_cell_error(matrix, spec)
         planner.skipped += no_sm
+        if matrix.cpu is not None and "cpu" in spec.backends and not spec.is_pep517:
+            planner.cpu(kernel)
 
     for index, exclude in enumerate(matrix.excludes):
         if index not in planner.used_excludes and exclude.line is not None:  # not cuda.follow's
@@ -527,6 +543,31 @@ class _Planner:
                                               slot.platform))
         return no_sm
 
+    def cpu(self, kernel: Kernel) -> None:
+        """A CPU cell per torch x platform of the matrix, for a kernel with a CPU backend
+        (`cpu:` in the matrix): built against torch from an index, on its own platform."""
+        spec, cpu = kernel.spec, self.matrix.cpu
+        assert cpu is not None
+        for entry in self.matrix.torch:
+            label = cpu_label(entry.release)
+            for platform in self.matrix.platforms:
+                if _excluded(self.matrix, spec.name, entry.release, None, platform,
+                             self.used_excludes):
+                    continue
+                reason = torch_bounds_reason(spec, entry.release) or _index_only(entry) or (
+                    "CPU cells are built against torch from an index, not an installed one"
+                    if entry.installed is not None else None) or (
+                    _wrong_host(platform, self.host)
+                    if self.host is not None and platform != self.host else None)
+                if reason:
+                    self.skipped.append(SkippedCell(f"{spec.name}/{label}/{platform}", reason,
+                                                    kernel.version, entry.release, None, label,
+                                                    cpu=True))
+                    continue
+                self.cells.append(make_cpu_cell(spec, kernel.source, kernel.version,
+                                                entry.release, platform, cpu.torch_index,
+                                                self.dependencies, kernel.entry.tests))
+
     def _check_stable_label(self, label: str, major: int) -> None:
         """A stable-ABI label must be a label of its own, and sort below the per-torch labels
         of its CUDA major: pip then prefers a wheel built for exactly the user's torch when
@@ -587,6 +628,29 @@ def noarch_cell(spec: KernelSpec, source: SourceTree, version: str,
     return Cell(spec, source, version, None, None, "any", None, (), (), tests=tests)
 
 
+def cpu_label(torch: Version) -> str:
+    """The label of a CPU cell: cputorch211."""
+    return defaults.CPU_LABEL_TEMPLATE.format(torch=compact(major_minor(torch)))
+
+
+def make_cpu_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,
+                  platform: str, torch_index: str | None,
+                  dependencies: Mapping[str, Dependency] | None = None,
+                  tests: TestSelection = ALL_TESTS) -> Cell:
+    """A CPU cell: the [torch] binding and every CPU [kernel.*] section, compiled with the host
+    compiler against torch (no CUDA), for one torch release."""
+    sections = tuple(SectionPlan(section.name, ()) for section in spec.kernels_for("cpu"))
+    names = dependency_names(spec, None, "cpu")
+    found = dependencies or {}
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise ConfigError(f"the C++ dependencies {', '.join(missing)} were not fetched for "
+                          f"this cell", file=spec.build_toml)
+    return Cell(spec, source, version, torch, None, platform, cpu_label(torch), (), sections,
+                None, None, tuple(found[name] for name in names), tests=tests,
+                cpu_index=torch_index)
+
+
 def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,
               cuda: CudaEntry, platform: str, label: str, label_template: str,
               installed: InstalledTorch | None = None,
@@ -615,11 +679,12 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
     )
 
 
-def dependency_names(spec: KernelSpec, sections: set[str] | None = None) -> list[str]:
-    """The C++ dependencies (with a release the factory fetches) of the kernel's CUDA sections,
-    or of those named in `sections`, in the order they are first named."""
+def dependency_names(spec: KernelSpec, sections: set[str] | None = None,
+                     backend: str = "cuda") -> list[str]:
+    """The C++ dependencies (with a release the factory fetches) of the kernel's sections of
+    `backend`, or of those named in `sections`, in the order they are first named."""
     names: dict[str, None] = {}
-    for section in spec.kernels_for("cuda"):
+    for section in spec.kernels_for(backend):
         if sections is None or section.name in sections:
             names.update((name, None) for name in section.depends
                          if dependency_release(name) is not None)

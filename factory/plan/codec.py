@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from ..sources.depends import Dependency
 from ..sources.tree import SourceTree
 from ..values.versions import Version, parse_release
-from .cells import Cell, make_cell, noarch_cell, skip_reason
+from .cells import Cell, make_cell, make_cpu_cell, noarch_cell, skip_reason
 
 __all__ = ["cell_from_record", "cell_record", "recorded_spec"]
 
@@ -35,11 +35,12 @@ def cell_record(cell: Cell) -> dict[str, Any]:
         "cuda": str(cuda.version) if cuda else None,
         "sms": [str(sm) for sm in cuda.sms] if cuda else [],
         "ptx": cuda.ptx if cuda else False,
-        "torch_index": cuda.torch_index if cuda else None,
+        "torch_index": cuda.torch_index if cuda else cell.cpu_index,
         "cuda_home": str(cuda.home) if cuda and cuda.home else None,
         "platform": cell.platform,
         "gpu_code": sorted(cell.gpu_code),
         **({"cross": True} if cell.cross else {}),
+        **({"backend": "cpu"} if cell.backend == "cpu" else {}),
         **({"compress": cell.compress} if cell.compress else {}),
         **({"distribution": cell.dist_name} if cell.dist_name else {}),
         **({"stable_abi": str(cell.stable_abi), "torch_pin": cell.torch_pin}
@@ -67,6 +68,8 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
     a recorded C++ dependency (the record does not say where a machine keeps them)."""
     if not record.get("torch"):
         cell = noarch_cell(spec, source, version)
+    elif record.get("backend") == "cpu":
+        cell = _cpu_cell(record, spec, source, version, origin, dependency)
     else:
         try:
             torch = parse_release(record["torch"])
@@ -108,6 +111,27 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
         raise ConfigError(f"cell {record.get('id')} cannot be made from this source (it gives "
                           f"{cell.id})", file=origin)
     return cell
+
+
+def _cpu_cell(record: dict[str, Any], spec: KernelSpec, source: SourceTree, version: str,
+              origin: Path,
+              dependency: Callable[[dict[str, Any]], Dependency] | None) -> Cell:
+    try:
+        torch = parse_release(record["torch"])
+        index = record.get("torch_index")
+        wanted = list(record.get("depends", []))
+        if wanted and dependency is None:
+            raise ConfigError("the cell needs C++ dependencies, and nothing fetches them",
+                              file=origin)
+        found = {str(item["name"]): dependency(item) for item in wanted} if dependency else {}
+        if "cpu" not in spec.backends:
+            raise ConfigError(f"cell {record['id']} cannot be built from this source: the "
+                              "kernel has no CPU backend", file=origin)
+        return make_cpu_cell(spec, source, version, torch, str(record["platform"]),
+                             str(index) if index else None, found)
+    except (KeyError, TypeError, ValueError) as error:
+        raise ConfigError(f"the cell record is incomplete or malformed ({error!r})",
+                          file=origin) from None
 
 
 def _compress(record: dict[str, Any], origin: Path) -> CompressMode | None:

@@ -41,8 +41,10 @@ class Job:
         return {"job": self.id, "cuda": self.cuda or "none", "platform": self.platform,
                 "runs-on": defaults.RUNS_ON.get(self.builds_on or self.platform,
                                                 defaults.RUNS_ON["x86_64"]),
-                # cross-compiled cells build outside the builder images
-                "runner": "local" if self.builds_on else "docker",
+                # cross-compiled and CPU cells build outside the builder images
+                "runner": "local" if self.builds_on or self.image.startswith("cpu-")
+                else "docker",
+                "cross": bool(self.builds_on),
                 "cells": len(self.cells)}
 
 
@@ -61,7 +63,8 @@ class UnitShard:
                 "artifact": f"objects-{self.job.id}-{self.cell.key}-{self.index}of{self.count}",
                 "cuda": self.job.cuda or "none", "platform": self.job.platform,
                 "runs-on": self.job.summary()["runs-on"],
-                "runner": self.job.summary()["runner"]}
+                "runner": self.job.summary()["runner"],
+                "cross": self.job.summary()["cross"]}
 
 
 def unit_shards(plan: Plan, jobs: list[Job], counts: dict[str, int]) -> list[UnitShard]:
@@ -79,7 +82,7 @@ def unit_shards(plan: Plan, jobs: list[Job], counts: dict[str, int]) -> list[Uni
 
 def image_group(cell: Cell) -> str:
     if cell.cuda is None:
-        return "noarch"
+        return f"cpu-{cell.platform}" if cell.compiled else "noarch"
     group = f"cu{compact(major_minor(cell.cuda.version))}-{cell.platform}"
     return f"{group}-cross" if cell.cross else group
 

@@ -96,10 +96,12 @@ def plan_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
 def fetch_dependencies(matrix: Matrix, kernels: list[Kernel], cache: Path,
                        offline: bool, locked: bool,
                        say: Callable[[str], None]) -> dict[str, Dependency]:
-    """Every C++ dependency the kernels' CUDA sections name, fetched once. `locked` takes the
-    lock's revisions and refuses one that changed; otherwise a lock that differs is noted."""
-    names = list(dict.fromkeys(name for kernel in kernels for name in dependency_names(
-        kernel.spec)))
+    """Every C++ dependency the kernels' CUDA sections (and, with CPU cells, CPU sections)
+    name, fetched once. `locked` takes the lock's revisions and refuses one that changed;
+    otherwise a lock that differs is noted."""
+    backends = ("cuda", "cpu") if matrix.cpu is not None else ("cuda",)
+    names = list(dict.fromkeys(name for kernel in kernels for backend in backends
+                               for name in dependency_names(kernel.spec, None, backend)))
     for given in matrix.depends:
         if given.name not in names:
             say(f"note: {matrix.path.name} line {given.line}: depends.{given.name} is named by no "

@@ -52,7 +52,7 @@ class HostCompiler:
 class Toolchain:
     """Everything a cell's compile and link commands are made from."""
 
-    cuda: CudaToolkit
+    cuda: CudaToolkit | None  # None: a CPU cell, which compiles no CUDA
     torch: TorchEnv
     cxx: str  # the host C++ compiler
     cxx_std: str
@@ -61,7 +61,7 @@ class Toolchain:
     cxx_origin: str = ""  # where the host compiler's choice came from (HostCompiler.origin)
 
 
-def host_compiler(cuda: Version, available: Mapping[str, str] | None = None,
+def host_compiler(cuda: Version | None, available: Mapping[str, str] | None = None,
                   where: str = "the PATH") -> HostCompiler:
     """The C++ compiler for host code and for nvcc's host side: $CXX when set, else g++ when
     nvcc of this CUDA version accepts its version, else the newest g++-N it accepts.
@@ -69,6 +69,8 @@ def host_compiler(cuda: Version, available: Mapping[str, str] | None = None,
     (default: this machine's PATH; `where` names them)."""
     if "CXX" in os.environ:
         return HostCompiler(os.environ["CXX"], "$CXX")
+    if cuda is None:  # no nvcc to please: a CPU cell
+        return HostCompiler("g++", f"{where} ($CXX unset)")
     compilers = path_compilers() if available is None else available
     policy = cuda_policy(cuda)
     newest = policy.max_gcc if policy else None

@@ -97,17 +97,19 @@ def torch_requirement(torch: Version) -> str:
     return f"torch=={torch}.*" if len(torch.release) == 2 else f"torch=={torch}"
 
 
-def env_key(torch: Version, cuda: Version, torch_index: str | None, python: str) -> str:
+def env_key(torch: Version, cuda: Version | None, torch_index: str | None, python: str) -> str:
     index = hashlib.sha256((torch_index or "pypi").encode()).hexdigest()[:8]
-    return f"torch{torch}-cu{compact(major_minor(cuda))}-py{python}-{index}"
+    build = f"cu{compact(major_minor(cuda))}" if cuda is not None else "cpu"
+    return f"torch{torch}-{build}-py{python}-{index}"
 
 
-def provide_torch(torch: Version, cuda: Version, torch_index: str | None, cache: Path,
+def provide_torch(torch: Version, cuda: Version | None, torch_index: str | None, cache: Path,
                   log: Log, python: str = sys.executable, create: bool = True,
                   offline: bool = False) -> TorchEnv:
     """A cached environment holding torch `torch` built for CUDA `cuda` (from `torch_index`,
-    else PyPI), made on first use (`offline`: from uv's cache only); with `create` false it must
-    exist already, and the cache is only read (it may be read-only)."""
+    else PyPI; `cuda` None: whichever build the index has, for a CPU cell), made on first use
+    (`offline`: from uv's cache only); with `create` false it must exist already, and the cache
+    is only read (it may be read-only)."""
     try:
         python_version = subprocess.run(
             [python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
@@ -136,7 +138,8 @@ def provide_torch(torch: Version, cuda: Version, torch_index: str | None, cache:
                                            if path.is_dir())),
         definitions=tuple(info["definitions"]),
     )
-    _check_cuda(env, cuda)
+    if cuda is not None:
+        _check_cuda(env, cuda)
     return env
 
 

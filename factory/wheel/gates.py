@@ -51,6 +51,7 @@ class Expectation:
     gpu_covers: bool = False  # gpu_code is a floor (per shared object), not the exact set
     stable_abi: str | None = None  # the torch version of the stable ABI the kernel declares
     max_size: SizeLimit | None = None  # the most bytes the wheel may have
+    cpu_only: bool = False  # a CPU build: it may need no CUDA library (it must load without)
 
 
 def check_wheel(report: WheelReport, expect: Expectation) -> list[str]:
@@ -182,6 +183,10 @@ def _check_libraries(report: WheelReport, expect: Expectation) -> list[str]:
                             "exception torch throws through it crashes the process; link "
                             f"libstdc++.so.6 as torch does{_linked_by(report)}")
         for needed in so.needed:
+            if expect.cpu_only and _needs_cuda(needed):
+                problems.append(f"libraries: {so.path} needs {needed}, a CUDA library, but it "
+                                "is a CPU build: it must load with a CPU-only torch")
+                continue
             cudart = _CUDART.fullmatch(needed)
             if cudart and expect.cuda_major is not None and int(cudart[1]) != expect.cuda_major:
                 problems.append(f"libraries: {so.path} needs {needed}, but the cell is CUDA "
@@ -192,6 +197,13 @@ def _check_libraries(report: WheelReport, expect: Expectation) -> list[str]:
                 problems.append(f"libraries: {so.path} needs {needed}, which neither the "
                                 "system, nor torch, nor the wheel provides")
     return problems
+
+
+def _needs_cuda(library: str) -> bool:
+    """Whether a library exists only where CUDA does: torch's CUDA half, CUDA's own."""
+    return library.startswith(("libc10_cuda", "libtorch_cuda", "libcuda", "libnv", "libcublas",
+                               "libcudnn", "libcusparse", "libcufft", "libcurand", "libnccl",
+                               "libcusolver", "libcupti"))
 
 
 def _check_gpu_code(report: WheelReport, expect: Expectation) -> list[str]:

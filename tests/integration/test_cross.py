@@ -17,7 +17,7 @@ from elftools.elf.elffile import ELFFile
 
 from factory import doctor
 
-from ..conftest import EXAMPLE, cache_env, one_cell_matrix, run_factory, serving
+from ..conftest import EXAMPLE, cache_env, example_built_and_tested, run_factory, serving
 from .test_browse import browser, open_page, shot  # noqa: F401 (browser is a fixture)
 
 pytestmark = [pytest.mark.slow]
@@ -27,11 +27,8 @@ WHEEL = re.compile(r"img2gray-1\.0\.0\+cu130torch211-cp39-abi3-manylinux_(\d+)_(
 
 @pytest.fixture(scope="module")
 def cross_build(tmp_path_factory, factory_cache):
-    folder = tmp_path_factory.mktemp("cross")
-    matrix = one_cell_matrix(folder, EXAMPLE, top="platforms: [aarch64]\ncross: true")
-    out = folder / "out"
-    done = run_factory("build", matrix, "--out", out, "--test", env=cache_env(factory_cache))
-    assert done.exit == 0, done.stdout + done.stderr
+    out, done = example_built_and_tested(tmp_path_factory.mktemp("cross"),
+                               "platforms: [aarch64]\ncross: true", factory_cache)
     wheels = sorted((out / "files").glob("*.whl"))
     assert len(wheels) == 1 and WHEEL.fullmatch(wheels[0].name), wheels
     return out, wheels[0], done

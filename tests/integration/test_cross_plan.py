@@ -4,15 +4,10 @@ record that says so."""
 
 from __future__ import annotations
 
-from factory.config.buildtoml import read_build_toml
-from factory.config.matrix import load_matrix
-from factory.plan.cells import Kernel, make_plan
 from factory.plan.codec import cell_from_record, cell_record
 from factory.plan.jobs import plan_jobs
-from factory.sources.tree import resolve_path_source
 
-from ..conftest import write
-from ..unit.test_matrix import kernel
+from ..unit.test_matrix import kernel, plan_for
 
 MATRIX = """
     kernels: [{path: demo, version: 1.0.0}]
@@ -24,10 +19,7 @@ MATRIX = """
 
 def plan_on(tmp_path, host: str | None, extra: str = ""):
     kernel(tmp_path)
-    matrix = load_matrix(write(tmp_path / "matrix.yaml", MATRIX + extra))
-    kernels = [Kernel(e, resolve_path_source(e.source.folder),
-                      read_build_toml(e.source.folder), e.version) for e in matrix.kernels]
-    return make_plan(matrix, kernels, host)
+    return plan_for(tmp_path, MATRIX + extra, host)
 
 
 def test_without_cross_an_x86_64_machine_skips_the_aarch64_cells(tmp_path):
@@ -59,7 +51,7 @@ def test_a_ci_plan_puts_the_cross_cells_in_jobs_for_x86_64_runners(tmp_path):
     jobs = {job.id: job.summary() for job in plan_jobs(plan)}
     assert jobs["cu130-aarch64-cross-1"] == {
         "job": "cu130-aarch64-cross-1", "cuda": "13.0", "platform": "aarch64",
-        "runs-on": "ubuntu-24.04", "runner": "local", "cells": 1}
+        "runs-on": "ubuntu-24.04", "runner": "local", "cross": True, "cells": 1}
     assert jobs["cu130-x86_64-1"]["runner"] == "docker"
     # the job's machine keeps its cell, as an aarch64 machine would keep a native one
     job_plan = plan.select({"demo/cu130torch211/aarch64"})

@@ -173,6 +173,12 @@ CASES: dict[str, Case] = {
                               "variants: expected a boolean, got a list"),
     "cross a word": matrix(GOOD_MATRIX + "cross: aarch64\n",
                            "cross: expected a boolean, got a string 'aarch64'"),
+    "cpu a word": matrix(GOOD_MATRIX + "cpu: sometimes\n",
+                         "cpu: expected a boolean, got a string 'sometimes'"),
+    "cpu an unknown key": matrix(GOOD_MATRIX + "cpu: {index: https://x.org/}\n",
+                                 "cpu.index: unknown key"),
+    "cpu index not a url": matrix(GOOD_MATRIX + "cpu: {torch-index: ftp://x.org/}\n",
+                                  "cpu.torch-index: 'ftp://x.org/' is not an index URL"),
     "name-clash unknown": matrix(GOOD_MATRIX + "name-clash: shout\n",
                                  "unknown name-clash policy 'shout' (known: warn, refuse, "
                                  "ignore)"),

@@ -42,12 +42,14 @@ def kernel(tmp_path, name="demo", backends='["cuda"]', torch_bounds="", caps="",
                        package=name.replace("-", "_"))
 
 
-def plan_for(tmp_path, matrix_text: str):
+def plan_for(tmp_path, matrix_text: str, host: str | None = "this machine"):
+    """The plan of the matrix `matrix_text` on a machine of platform `host` (default: this
+    one's; None: a CI plan)."""
     path = write(tmp_path / "matrix.yaml", matrix_text)
     matrix = load_matrix(path)
     kernels = [Kernel(e, resolve_path_source(e.source.folder),
                       read_build_toml(e.source.folder), e.version) for e in matrix.kernels]
-    return make_plan(matrix, kernels, host_platform())
+    return make_plan(matrix, kernels, host_platform() if host == "this machine" else host)
 
 
 def demo_plan(tmp_path):

@@ -57,14 +57,18 @@ def choose_runner(requested: RunnerChoice, plan: Plan, cache: Path, options: Bui
     built on this machine by either runner."""
     in_images = [cell for cell in plan.cells if cell.installed and cell.installed.image]
     crossed = [cell for cell in plan.cells if cell.cross]
-    if crossed:
-        # the builder images are of one platform, with no cross compiler or emulator
+    cpu = [cell for cell in plan.cells if cell.backend == "cpu"]
+    if crossed or cpu:
+        # the builder images are CUDA toolkits of one platform, with no cross compiler or
+        # emulator
+        what = (f"{crossed[0].id} is cross-compiled (cross: true)" if crossed
+                else f"{cpu[0].id} is a CPU cell")
         if requested == "docker" or in_images:
-            raise ConfigError(f"{crossed[0].id} is cross-compiled (cross: true), which only the "
-                              "local runner does: build it with --runner local (or auto)",
-                              key="runner")
-        return LocalRunner(cache, options), (f"{crossed[0].platform} cells are cross-compiled "
-                                             "on this machine")
+            raise ConfigError(f"{what}, which only the local runner builds: build it with "
+                              "--runner local (or auto)", key="runner")
+        return LocalRunner(cache, options), (
+            f"{crossed[0].platform} cells are cross-compiled on this machine" if crossed
+            else "CPU cells are built on this machine")
     if requested == "local":
         if in_images:
             installed = in_images[0].installed

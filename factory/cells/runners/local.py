@@ -33,7 +33,7 @@ class LocalRunner:
     def __init__(self, cache: Path, options: BuildOptions) -> None:
         self.cache = cache
         self.options = options
-        self._facts: dict[tuple[Version, Path | None, bool] | None, dict[str, Any]] = {}
+        self._facts: dict[tuple[Version, Path | None, bool] | str | None, dict[str, Any]] = {}
 
     def __enter__(self) -> LocalRunner:
         return self
@@ -46,7 +46,8 @@ class LocalRunner:
     def facts(self, cell: Cell) -> dict[str, Any]:
         """The host facts a build depends on: the Python the environments are made with, the
         toolkit and host compiler the cell would use, and the variables the toolchain reads."""
-        key = (cell.cuda.version, cell.cuda.home, cell.cross) if cell.cuda else None
+        key = (cell.cuda.version, cell.cuda.home, cell.cross) if cell.cuda else \
+            "cpu" if cell.compiled else None
         if key not in self._facts:
             variables = ("SOURCE_DATE_EPOCH", "CUDA_HOME", "CUDA_PATH",
                          f"CXX_{cell.platform}" if cell.cross else "CXX")
@@ -57,6 +58,9 @@ class LocalRunner:
             if cell.cuda is not None:
                 facts |= _toolchain_facts(cell.cuda.version, cell.cuda.home,
                                           cell.platform if cell.cross else None)
+            elif cell.compiled:  # a CPU cell: the host compiler alone
+                compiler = host_compiler(None).command
+                facts["cxx"] = [compiler, first_output_line([compiler, "-dumpfullversion"])]
             self._facts[key] = facts
         return self._facts[key]
 

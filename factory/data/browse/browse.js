@@ -114,7 +114,9 @@ function renderCommands() {
   const version = wheel ? wheel.version : label ? `${(release || noarch).version}+${label}` : noarch.version;
   status.textContent = wheel && wheel.stable_abi
     ? `${pkg.name} ${version}, a stable-ABI wheel for torch ${wheel.torch}, serves torch ${state.torch} with CUDA ${state.cuda}:`
-    : label
+    : label && state.cuda === "cpu"
+      ? `${pkg.name} ${version}, built for torch ${state.torch} on the CPU (any build of torch ${state.torch}, with or without CUDA)${platformsOf(cell)}:`
+      : label
       ? `${pkg.name} ${version}, built for torch ${state.torch} and CUDA ${state.cuda}${platformsOf(cell)}:`
       : `${pkg.name} ${version} is pure Python and works with any torch:`;
   // pinned to the labelled version: PyPI refuses local versions, so no project of the same
@@ -152,7 +154,8 @@ function showFacts(release, cell, noarch) {
   // The facts of the chosen cell's wheel, shown with its commands: what proved it and what it is.
   const facts = $("facts");
   if (cell && cell.status === "built") {
-    facts.replaceChildren(el("h3", {}, `This wheel: torch ${cell.torch}, CUDA ${cell.cuda}`),
+    const build = cell.cuda === "cpu" ? "CPU" : `CUDA ${cell.cuda}`;
+    facts.replaceChildren(el("h3", {}, `This wheel: torch ${cell.torch}, ${build}`),
       cellProof(cell), ...(cell.wheels || []).map((w) => wheelDetails(w, release)),
       ...variantDetails(cell));
   } else if (noarch) {
@@ -193,6 +196,13 @@ function readPaste() {
   }
   const torch = `${match[1]}.${match[2]}`;
   if (match[3] === "None") {
+    // a CPU build of torch: the CPU cells' column, where the index has one
+    if (state.data.torch.includes(torch) && state.data.cuda.includes("cpu")) {
+      choose({ package: state.package, torch, cuda: "cpu" }).then(() => {
+        result.textContent = `Found torch ${torch} without CUDA: the CPU builds.`;
+      });
+      return;
+    }
     result.textContent = `torch ${torch} without CUDA: these wheels need a CUDA build of torch.`;
     clearCommands(`No wheel here for torch ${torch} without CUDA.`);
     return;
@@ -223,7 +233,7 @@ function gpuCode(wheel) {
   // driver loads it (compressed code), when the wheel's record has them.
   const sizes = wheel.gpu_code_sizes || {};
   const codes = wheel.gpu_code || [];
-  if (!codes.length) return "none (pure Python)";
+  if (!codes.length) return wheel.platform && wheel.platform !== "any" ? "none (a CPU build)" : "none (pure Python)";
   return codes.map((code) => {
     const size = sizes[code];
     if (!size) return code;
