@@ -89,15 +89,19 @@ def import_guard(distribution: str, version: str, torch: str, cuda: str,
     if exact is not None:
         facts["exact"] = exact
         only_this_build = _EXACT_CHECK
-    if not cuda:
-        return _CPU_GUARD.format(fits=fits, facts=facts)
-    return '''
-def _check_torch(built):
-    import re
-
-    installed = torch.__version__
-    found = re.match(r"(\\d+)\\.(\\d+)", installed)
-    torch_mm = f"{found[1]}.{found[2]}" if found else installed
+    if not cuda:  # a CPU build: any build of its torch release runs it
+        return _GUARD_HEAD + f"""\
+    if {fits}:
+        return
+    name = built["distribution"]
+    label = built["label"].format(torch=torch_mm.replace(".", ""))
+{_WHERE}
+    raise ImportError(
+        f"{{name}} {{built['version']}} was built for torch {{built['torch']}} (its CPU ops), "
+        f"but this environment has torch {{installed}}. Install the {{name}} wheel built for "
+        f"it, from {{where}}, or install torch {{built['torch']}}.")
+""" + _guard_call(facts)
+    return _GUARD_HEAD + '''\
     cuda = torch.version.cuda
     cuda_major = built["cuda"].split(".")[0]
 ''' + only_this_build + f'''\
@@ -109,8 +113,7 @@ def _check_torch(built):
         cuda=wanted[0] + wanted[1], torch=torch_mm.replace(".", ""), cuda_major=wanted[0],
         cuda_minor=wanted[1], torch_major=torch_mm.split(".")[0],
         torch_minor=torch_mm.split(".")[-1])
-    where = (f"the index {{built['index']}}/{{label}}/simple" if built["index"] else
-             f"the '{{label}}' index (.../{{label}}/simple)")
+{_WHERE}
     if cuda is None:
         found_text = f"torch {{installed}}, a build without CUDA"
         advice = (f"This wheel needs a CUDA build of torch: install torch {{built['torch']}} "
@@ -123,36 +126,30 @@ def _check_torch(built):
     raise ImportError(
         f"{{name}} {{built['version']}} was built for torch {{built['torch']}} with CUDA "
         f"{{cuda_major}}, but this environment has {{found_text}}. {{advice}}")
+''' + _guard_call(facts)
 
 
-_check_torch({facts!r})
-del _check_torch
-'''
-
-
-# A CPU cell's guard: any build of its torch minor (CPU or CUDA) runs its CPU ops.
-_CPU_GUARD = '''
+# The guard's parts that every kind of build shares: the torch found, where its wheel is, and
+# the call that runs the check once and leaves no name behind.
+_GUARD_HEAD = '''
 def _check_torch(built):
     import re
 
     installed = torch.__version__
     found = re.match(r"(\\d+)\\.(\\d+)", installed)
-    torch_mm = f"{{found[1]}}.{{found[2]}}" if found else installed
-    if {fits}:
-        return
-    name = built["distribution"]
-    label = built["label"].format(torch=torch_mm.replace(".", ""))
-    where = (f"the index {{built['index']}}/{{label}}/simple" if built["index"] else
-             f"the '{{label}}' index (.../{{label}}/simple)")
-    raise ImportError(
-        f"{{name}} {{built['version']}} was built for torch {{built['torch']}} (its CPU ops), "
-        f"but this environment has torch {{installed}}. Install the {{name}} wheel built for "
-        f"it, from {{where}}, or install torch {{built['torch']}}.")
+    torch_mm = f"{found[1]}.{found[2]}" if found else installed
+'''
+_WHERE = '''\
+    where = (f"the index {built['index']}/{label}/simple" if built["index"] else
+             f"the '{label}' index (.../{label}/simple)")'''
 
+
+def _guard_call(facts: dict[str, object]) -> str:
+    return f"""
 
 _check_torch({facts!r})
 del _check_torch
-'''
+"""
 
 
 _EXACT_CHECK = '''\

@@ -640,15 +640,9 @@ def make_cpu_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Ver
     """A CPU cell: the [torch] binding and every CPU [kernel.*] section, compiled with the host
     compiler against torch (no CUDA), for one torch release."""
     sections = tuple(SectionPlan(section.name, ()) for section in spec.kernels_for("cpu"))
-    names = dependency_names(spec, None, "cpu")
-    found = dependencies or {}
-    missing = [name for name in names if name not in found]
-    if missing:
-        raise ConfigError(f"the C++ dependencies {', '.join(missing)} were not fetched for "
-                          f"this cell", file=spec.build_toml)
     return Cell(spec, source, version, torch, None, platform, cpu_label(torch), (), sections,
-                None, None, tuple(found[name] for name in names), tests=tests,
-                cpu_index=torch_index)
+                None, None, _fetched(spec, dependency_names(spec, None, "cpu"), dependencies),
+                tests=tests, cpu_index=torch_index)
 
 
 def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,
@@ -665,18 +659,23 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
     sections = _with_called(spec, tuple(_section_plan(section, cuda)
                                         for section in spec.kernels_for("cuda")), cuda)
     kept = {plan.name for plan in sections if not plan.skipped}
-    names = dependency_names(spec, kept)
+    return Cell(
+        spec, source, version, torch, cuda, platform, label,
+        tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)), sections, label_template, installed,
+        _fetched(spec, dependency_names(spec, kept), dependencies), python, per_python,
+        env, guard, compress, tests,
+    )
+
+
+def _fetched(spec: KernelSpec, names: list[str],
+             dependencies: Mapping[str, Dependency] | None) -> tuple[Dependency, ...]:
+    """The fetched dependencies of `names`, in their order; each must have been fetched."""
     found = dependencies or {}
     missing = [name for name in names if name not in found]
     if missing:
         raise ConfigError(f"the C++ dependencies {', '.join(missing)} were not fetched for "
                           f"this cell", file=spec.build_toml)
-    return Cell(
-        spec, source, version, torch, cuda, platform, label,
-        tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)), sections,
-        label_template, installed, tuple(found[name] for name in names), python, per_python,
-        env, guard, compress, tests,
-    )
+    return tuple(found[name] for name in names)
 
 
 def dependency_names(spec: KernelSpec, sections: set[str] | None = None,

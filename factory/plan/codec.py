@@ -80,12 +80,7 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
                              cuda_home or (Path(record["cuda_home"]) if record.get("cuda_home")
                                            else None),
                              record.get("torch_index"), None)
-            wanted = list(record.get("depends", []))
-            if wanted and dependency is None:
-                raise ConfigError("the cell needs C++ dependencies, and nothing fetches them",
-                                  file=origin)
-            dependencies = {str(item["name"]): dependency(item)
-                            for item in wanted} if dependency else {}
+            dependencies = _recorded_dependencies(record, dependency, origin)
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(f"the cell record is incomplete or malformed ({error!r})",
                               file=origin) from None
@@ -113,17 +108,24 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
     return cell
 
 
+def _recorded_dependencies(record: dict[str, Any],
+                           dependency: Callable[[dict[str, Any]], Dependency] | None,
+                           origin: Path) -> dict[str, Dependency]:
+    """The C++ dependencies the record names, found by `dependency`, by name."""
+    wanted = list(record.get("depends", []))
+    if wanted and dependency is None:
+        raise ConfigError("the cell needs C++ dependencies, and nothing fetches them",
+                          file=origin)
+    return {str(item["name"]): dependency(item) for item in wanted} if dependency else {}
+
+
 def _cpu_cell(record: dict[str, Any], spec: KernelSpec, source: SourceTree, version: str,
               origin: Path,
               dependency: Callable[[dict[str, Any]], Dependency] | None) -> Cell:
     try:
         torch = parse_release(record["torch"])
         index = record.get("torch_index")
-        wanted = list(record.get("depends", []))
-        if wanted and dependency is None:
-            raise ConfigError("the cell needs C++ dependencies, and nothing fetches them",
-                              file=origin)
-        found = {str(item["name"]): dependency(item) for item in wanted} if dependency else {}
+        found = _recorded_dependencies(record, dependency, origin)
         if "cpu" not in spec.backends:
             raise ConfigError(f"cell {record['id']} cannot be built from this source: the "
                               "kernel has no CPU backend", file=origin)

@@ -59,12 +59,11 @@ class UnitShard:
 
     def summary(self) -> dict[str, Any]:
         shard = f"{self.index}/{self.count}"
+        job = self.job.summary()
         return {"job": self.job.id, "cell": self.cell.id, "shard": shard,
                 "artifact": f"objects-{self.job.id}-{self.cell.key}-{self.index}of{self.count}",
                 "cuda": self.job.cuda or "none", "platform": self.job.platform,
-                "runs-on": self.job.summary()["runs-on"],
-                "runner": self.job.summary()["runner"],
-                "cross": self.job.summary()["cross"]}
+                "runs-on": job["runs-on"], "runner": job["runner"], "cross": job["cross"]}
 
 
 def unit_shards(plan: Plan, jobs: list[Job], counts: dict[str, int]) -> list[UnitShard]:

@@ -118,18 +118,16 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
     folder.mkdir(parents=True)
     requires = test_requirements(wheel, (*needs, *selection.requires))
     log.step(f"making the test environment: torch {torch.torch_version}, {' '.join(requires)}")
-    if torch.platform is not None:
+    python = folder / "env" / "bin" / "python"
+    if torch.platform is not None:  # an emulated torch: wheels for its platform
         site = emulated_env_beside(folder / "env", torch, requires, cache, log, offline,
                                    "installing the test requirements")
+        install_emulated(wheel, site, torch, cache, log, offline)
     else:
         site = env_beside_torch(folder / "env", torch, requires, cache, log, offline,
                                 "installing the test requirements",
                                 "a requirement of the wheel installed a torch of its own; its "
                                 "tests must use the cell's torch")
-    python = folder / "env" / "bin" / "python"
-    if torch.platform is not None:
-        install_emulated(wheel, site, torch, cache, log, offline)
-    else:
         run([uv_bin(), "pip", "install", "--quiet", "--no-deps", "--python", python, wheel],
             log, env=uv_env(cache, offline), what=f"installing {wheel.name}")
     for name in (f"{PLUGIN}.py", "kernels.py"):

@@ -39,7 +39,7 @@ from ..system.process import Log, run
 from ..system.uv import uv_bin, uv_env
 from ..values.versions import Version, compact, major_minor
 from . import HostCompiler
-from .torch import TorchEnv, torch_requirement, torch_requires
+from .torch import TorchEnv, check_cuda, torch_constraints, torch_requirement
 
 __all__ = ["EMULATED_PYTHON", "Emulation", "cross_compiler", "emulated_env_beside", "emulation",
            "install_emulated", "provide_emulated_torch", "wheel_platform_args"]
@@ -137,9 +137,7 @@ def provide_emulated_torch(torch: Version, cuda: Version, torch_index: str | Non
         cuda_library_includes=tuple(Path(path) for path in found.library_includes),
         definitions=found.definitions, platform=target.platform,
         emulated=tuple(info["packages"]))
-    if env.torch_cuda is None or major_minor(env.torch_cuda) != major_minor(cuda):
-        raise BuildError(f"the {target.platform} torch {env.torch_version} in {root} is not a "
-                         f"CUDA {major_minor(cuda)} build")
+    check_cuda(env, cuda)
     return env
 
 
@@ -220,8 +218,7 @@ def emulated_env_beside(root: Path, torch: TorchEnv, requires: list[str], cache:
         shutil.rmtree(root)
     site = root / "site"
     site.mkdir(parents=True)
-    constraints = root / "torch-constraints.txt"
-    constraints.write_text("".join(f"{line}\n" for line in torch_requires(torch)))
+    constraints = torch_constraints(root, torch)
     if requires:
         run([uv_bin(), "pip", "install", "--quiet", "--target", site, "--constraint", constraints,
              *wheel_platform_args(target), *requires], log, env=uv_env(cache, offline),

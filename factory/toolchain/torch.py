@@ -27,7 +27,7 @@ from ..system.uv import uv_bin, uv_env
 from ..values.versions import Version, compact, major_minor, parse_release
 
 __all__ = ["TorchEnv", "env_beside_torch", "env_key", "installed_env", "provide_torch",
-           "torch_requirement", "torch_requires"]
+           "check_cuda", "torch_constraints", "torch_requirement", "torch_requires"]
 
 _MARKER = "factory-env.v3.json"  # v3: with the compile definitions of torch's CMake targets
 
@@ -139,7 +139,7 @@ def provide_torch(torch: Version, cuda: Version | None, torch_index: str | None,
         definitions=tuple(info["definitions"]),
     )
     if cuda is not None:
-        _check_cuda(env, cuda)
+        check_cuda(env, cuda)
     return env
 
 
@@ -173,7 +173,8 @@ def _create(root: Path, torch: Version, torch_index: str | None, cache: Path, lo
     (root / _MARKER).write_text(json.dumps(info, indent=1))
 
 
-def _check_cuda(env: TorchEnv, cuda: Version) -> None:
+def check_cuda(env: TorchEnv, cuda: Version) -> None:
+    """Refuse a torch that is not a build of CUDA `cuda`'s major.minor."""
     wanted = major_minor(cuda)
     if env.torch_cuda is None:
         raise BuildError(f"torch {env.torch_version} in {env.root} is a CPU build; the cell "
@@ -200,14 +201,21 @@ def env_beside_torch(root: Path, torch: TorchEnv, requires: list[str], cache: Pa
     site = Path(first_output_line(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]))
     (site / "_kernel_wheel_factory_torch.pth").write_text(f"{torch.site_packages}\n")
-    constraints = root / "torch-constraints.txt"
-    constraints.write_text("".join(f"{line}\n" for line in torch_requires(torch)))
+    constraints = torch_constraints(root, torch)
     if requires:
         run([uv_bin(), "pip", "install", "--quiet", "--python", python, "--constraint",
              constraints, *requires], log, env=env, what=what)
     if (site / "torch").exists():
         raise BuildError(own_torch)
     return site
+
+
+def torch_constraints(root: Path, torch: TorchEnv) -> Path:
+    """root/torch-constraints.txt: torch's own requirements, which bound what an environment
+    beside it installs."""
+    constraints = root / "torch-constraints.txt"
+    constraints.write_text("".join(f"{line}\n" for line in torch_requires(torch)))
+    return constraints
 
 
 def torch_requires(torch: TorchEnv) -> list[str]:

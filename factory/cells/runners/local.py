@@ -59,8 +59,7 @@ class LocalRunner:
                 facts |= _toolchain_facts(cell.cuda.version, cell.cuda.home,
                                           cell.platform if cell.cross else None)
             elif cell.compiled:  # a CPU cell: the host compiler alone
-                compiler = host_compiler(None).command
-                facts["cxx"] = [compiler, first_output_line([compiler, "-dumpfullversion"])]
+                facts["cxx"] = _compiler_fact(host_compiler(None).command)
             self._facts[key] = facts
         return self._facts[key]
 
@@ -94,4 +93,8 @@ def _toolchain_facts(cuda: Version, home: Path | None, cross: str | None) -> dic
             host_compiler(toolkit.version if toolkit else cuda).command
     except BuildError as exc:
         return {"toolchain": str(exc)}
-    return {"nvcc": nvcc, "cxx": [compiler, first_output_line([compiler, "-dumpfullversion"])]}
+    return {"nvcc": nvcc, "cxx": _compiler_fact(compiler)}
+
+
+def _compiler_fact(compiler: str) -> list[str]:
+    return [compiler, first_output_line([compiler, "-dumpfullversion"])]
