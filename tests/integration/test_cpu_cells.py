@@ -9,13 +9,21 @@ from __future__ import annotations
 import re
 import subprocess
 import zipfile
+from pathlib import Path
 
 import pytest
 
 from factory import doctor
 from factory.wheel.inspect import inspect_wheel
 
-from ..conftest import EXAMPLE, cache_env, example_built_and_tested, run_factory, serving
+from ..conftest import (
+    EXAMPLE,
+    cache_env,
+    example_built_and_tested,
+    run_factory,
+    serving,
+    venv_python,
+)
 from .test_browse import browser, open_page, shot  # noqa: F401 (browser is a fixture)
 
 pytestmark = [pytest.mark.slow]
@@ -71,9 +79,19 @@ def test_the_kernels_cpu_tests_pass_and_its_gpu_tests_are_skipped(cpu_build):
         done.stdout
 
 
-def test_pip_installs_it_from_its_index_and_it_computes_the_reference(cpu_build, torch_venv):
+def test_pip_installs_it_from_its_index_and_it_computes_the_reference(cpu_build, torch_venv,
+                                                                      tmp_path):
     out, _, _ = cpu_build
-    python = torch_venv / "bin" / "python"
+    # an environment of its own that sees the shared torch venv's torch (the other tests
+    # install the CUDA wheel into that venv)
+    subprocess.run([str(torch_venv / "bin" / "python"), "-m", "venv", str(tmp_path / "venv")],
+                   check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    torch_site = venv_python(torch_venv, "-c",
+                             "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
+    own_site = venv_python(tmp_path / "venv", "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
+    Path(own_site, "torch-venv.pth").write_text(torch_site + "\n")
     with serving(out) as url:
         done = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-cache-dir",
                                "--force-reinstall", "img2gray==1.0.0+cputorch211",
