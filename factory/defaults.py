@@ -186,6 +186,19 @@ TEST_TIMEOUT = 3600.0
 """How long a kernel's own tests may run against one wheel before the cell fails; a kernel's
 `tests: {timeout: ...}` in matrix.yaml sets its own."""
 
+TEST_BUDGET = 600.0
+"""When matrix.yaml chooses none of a kernel's tests: every test function runs once, then its
+other cases run, in a seeded order, until this many seconds have passed (`tests: {budget:
+...}` sets another)."""
+
+TEST_SEED = 0
+"""The seed of that order: the same cases in the same order on every run."""
+
+TESTS_REQUIRED = False
+"""Whether a wheel whose tests could not run (no tests/ folder, an environment that could not
+be made, nothing collected) is kept from the index; `tests: {required: true}` in matrix.yaml
+or --require-tests asks for it."""
+
 LISTING_RETRIES = (0, 1, 2, 4, 8, 15)
 """Pauses before each read of a registry's index that should list a new upload (registries
 behind a cache show new files late)."""

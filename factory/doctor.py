@@ -252,6 +252,8 @@ _VARIANT_FILENAME = re.compile(r"[A-Za-z0-9._!-]{1,250}\.whl")
 _VARIANT_INDEX = re.compile(r"variants/torch[0-9]{2,6}/simple/")
 _VARIANT_LABEL = re.compile(r"[0-9a-z_.]{1,64}")
 _PROPERTY = re.compile(r"[a-z0-9_]{1,64} :: [a-z0-9_]{1,64} :: [a-z0-9_.]{1,64}")
+_VERDICT = re.compile(r"proven|untested|failed")
+_TEXT_LIMIT = 400  # characters of a reason the index gives for a verdict, as shown
 
 
 def _shown(value: Any) -> str:
@@ -314,7 +316,32 @@ def _clean_cell(raw: Any) -> dict[str, Any]:
             "wheels": [_clean_wheel(wheel) for wheel in _items(cell.get("wheels") or [],
                                                                 "wheels")],
             "variants": [_clean_variant(wheel)
-                         for wheel in _items(cell.get("variants") or [], "variant wheels")]}
+                         for wheel in _items(cell.get("variants") or [], "variant wheels")],
+            "tests": _clean_tests(cell.get("tests"))}
+
+
+def _clean_tests(raw: Any) -> dict[str, Any] | None:
+    """What the kernel's own tests said of a cell's wheel: its verdict, why (untested or
+    failed), and how many passed on which GPUs."""
+    if raw is None:
+        return None
+    tests = _table(raw, "a cell's tests")
+    passed = tests.get("passed")
+    if not isinstance(passed, int) or isinstance(passed, bool) or passed < 0:
+        raise DoctorError(f"the index's browse data holds a test count that is not one: "
+                          f"{_shown(passed)}")
+    return {"verdict": _optional(tests.get("verdict"), _VERDICT, "a test verdict"),
+            "reason": _text(tests.get("reason", ""), "a test verdict's reason"),
+            "passed": passed,
+            "gpus": [_text(gpu, "a GPU name") for gpu in _items(tests.get("gpus") or [],
+                                                                "GPUs")]}
+
+
+def _text(value: Any, what: str) -> str:
+    """Words of the index shown as they are, cut short: printable characters only."""
+    if isinstance(value, str) and value.isprintable():
+        return value if len(value) <= _TEXT_LIMIT else value[:_TEXT_LIMIT - 3] + "..."
+    raise DoctorError(f"the index's browse data holds {what} that is not one: {_shown(value)}")
 
 
 def _fetch_json(url: str) -> Any:
@@ -423,7 +450,7 @@ def _fit(root: str, name: str, wheel: dict[str, Any], cell: dict[str, Any] | Non
            "cuda": cell.get("cuda") if cell else None, "pinned": pin,
            "pip": f"pip install {exact} --extra-index-url {shlex.quote(index)}",
            "uv": f"uv pip install {wanted} --index {shlex.quote(index)}",
-           "cross": wheel.get("cross") is True}
+           "cross": wheel.get("cross") is True, "tests": (cell or {}).get("tests")}
     variants = (cell or {}).get("variants") or []
     if variants:
         # the same binaries as variant wheels: uv picks the CUDA build and GPU code itself
@@ -470,6 +497,7 @@ def describe_diagnosis(results: list[dict[str, Any]]) -> list[str]:
             lines.append(f"{result['name']}: {fits['wheel']} fits this machine")
             lines.append(f"  {fits['pip']}")
             lines.append(f"  {fits['uv']}")
+            lines.append(f"  {_describe_tests(fits.get('tests'))}")
             if fits.get("variants"):
                 variant = fits["variants"]
                 lines.append(f"  {variant['uv']}")
@@ -491,6 +519,20 @@ def describe_diagnosis(results: list[dict[str, Any]]) -> list[str]:
         lines.append(f"{result['name']}: no wheel of the index fits this machine")
         lines.extend(_describe_misses(result["misses"]))
     return lines
+
+
+def _describe_tests(tests: dict[str, Any] | None) -> str:
+    """The verdict of the kernel's own tests on the fitting wheel, in one line."""
+    if tests is None:
+        return "not tested: it was built without its tests (factory build --test)"
+    verdict, reason = tests["verdict"], tests["reason"]
+    if verdict == "proven" or (verdict is None and tests["passed"]):
+        where = f" on {', '.join(dict.fromkeys(tests['gpus']))}" if tests["gpus"] else \
+            " with no GPU"
+        return f"proven: {tests['passed']} of its own tests passed{where}"
+    if verdict == "untested":
+        return f"untested: its tests could not prove it ({reason})"
+    return f"{verdict or 'tested'}: {reason or 'see the index'}"
 
 
 def _describe_misses(misses: list[dict[str, Any]]) -> list[str]:

@@ -25,6 +25,7 @@ class BuildOptions:
     offline: bool = False  # download nothing: toolkits and torch from the machine or caches
     index_url: str | None = None  # the index's public URL: the import guard names it
     unconfined: bool = False  # a project's build on this machine runs without the sandbox
+    wheelhouses: tuple[Path, ...] = ()  # folders of wheels the test environments may use
 
     def epoch(self, cell: Cell) -> int:
         return self.source_date_epoch if self.source_date_epoch is not None else cell.source.epoch

@@ -46,9 +46,11 @@ from .runners import Runner
 from .state import CellState
 
 __all__ = ["CellResult", "CellStatus", "CellTests", "Reporter", "RunSettings", "cell_fingerprint",
-           "run_build", "test_cells"]
+           "run_build", "test_cells", "requires_tests"]
 
-CellStatus = Literal["built", "unchanged", "compiled", "failed", "skipped"]
+# untested: a wheel that passed every gate, whose tests could not run, kept from the index
+# because its tests are required
+CellStatus = Literal["built", "unchanged", "compiled", "failed", "skipped", "untested"]
 Activity = Literal["queued", "building"]
 
 
@@ -92,6 +94,7 @@ class RunSettings:
     export_objects: Path | None = None  # copy the objects this run used or made here
     force: bool = False  # replace a published wheel whose bytes changed
     test: bool = False  # run the kernel's tests against each wheel before it is published
+    require_tests: bool = False  # publish no wheel whose tests could not run (untested)
     require_gpu: bool = False  # fail a cell whose tests saw no GPU
     max_wheel_size: SizeLimit | None = None  # the size gate's limit per wheel
     verify_objects: float = 0.0  # the share of cached units compiled again to compare
@@ -168,25 +171,37 @@ def run_build(plan: Plan, out: Path, runner: Runner, reporter: Reporter,
 
 @dataclass(frozen=True)
 class CellTests:
-    """The kernel's tests against one cell's published wheel: their report, or why they could
-    not run (no wheel yet, no tests/ folder, an environment that could not be made)."""
+    """The kernel's tests against one cell's published wheel: their report (which says why
+    when they could not start), or why there is none (no wheel yet, a suite that crashed)."""
 
     cell_id: str
     wheel: str | None
     report: TestReport | None
     detail: str | None
     log: Path
-    no_tests: bool = False  # the kernel has no tests/ folder: nothing to run, nothing failed
+    required: bool = False  # an untested wheel fails the run
 
     def failed(self, require_gpu: bool) -> bool:
-        """The tests failed or could not run, or, with `require_gpu`, ran without a GPU."""
+        """The tests failed, could not run where they are required, or, with `require_gpu`,
+        proved the wheel without a GPU."""
         if self.report is None:
-            return not self.no_tests
-        return not self.report.ok or (require_gpu and not self.report.gpus)
+            return True
+        verdict = self.report.verdict
+        return verdict == "failed" or (verdict == "untested" and self.required) or \
+            (require_gpu and verdict == "proven" and not self.report.gpus)
 
 
-def test_cells(plan: Plan, out: Path, runner: Runner,
-               say: Callable[[str], None]) -> list[CellTests]:
+def requires_tests(cell: Cell, require_tests: bool) -> bool:
+    """Whether a wheel of the cell whose tests could not run is kept from the index:
+    --require-tests for every cell, else the kernel's `tests: {required: ...}` (or the
+    matrix's), else the default."""
+    if require_tests:
+        return True
+    return cell.tests.required if cell.tests.required is not None else defaults.TESTS_REQUIRED
+
+
+def test_cells(plan: Plan, out: Path, runner: Runner, say: Callable[[str], None],
+               require_tests: bool = False) -> list[CellTests]:
     """Run each cell's kernel tests against the wheel its last build published into `out`
     (one after the other: they may share a GPU); each report is kept in the cell's state."""
     layout = Layout(out)
@@ -194,15 +209,12 @@ def test_cells(plan: Plan, out: Path, runner: Runner,
     results = []
     for cell in plan.cells:
         log_path = layout.logs / f"{cell.key}.tests.log"
+        required = requires_tests(cell, require_tests)
         state = CellState.read(layout.state_file(cell.key))
         wheel = layout.files / (state.wheel if state else "")
         if state is None or not wheel.is_file():
             results.append(CellTests(cell.id, None, None, "no wheel of this cell is published "
-                                     f"in {out}: build it first", log_path))
-            continue
-        if not (cell.spec.root / "tests").is_dir():
-            results.append(CellTests(cell.id, wheel.name, None, "the kernel has no tests/ "
-                                     "folder", log_path, no_tests=True))
+                                     f"in {out}: build it first", log_path, required))
             continue
         say(f"testing {cell.id} ({wheel.name})")
         with open(log_path, "w", encoding="utf-8") as handle:
@@ -211,11 +223,12 @@ def test_cells(plan: Plan, out: Path, runner: Runner,
                 report = runner.test(cell, wheel, log)
             except FactoryError as exc:
                 log.write(f"\nFAILED: {exc}")
-                results.append(CellTests(cell.id, wheel.name, None, str(exc), log_path))
+                results.append(CellTests(cell.id, wheel.name, None, str(exc), log_path,
+                                         required))
                 continue
-            log.write(f"\n{report.describe()}")
+            log.write(f"\n{report.verdict}: {report.describe()}")
         replace(state, tests=report).write(layout.state_file(cell.key))
-        results.append(CellTests(cell.id, wheel.name, report, None, log_path))
+        results.append(CellTests(cell.id, wheel.name, report, None, log_path, required))
     return results
 
 
@@ -275,7 +288,7 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                 tested = None
                 if settings.test:
                     reporter.update(cell.id, "building", "testing")
-                    tested = _test_gate(cell, runner, built.wheel, settings.require_gpu, log)
+                    tested = _test_gate(cell, runner, built.wheel, settings, log)
                 wheel = _publish(built.wheel, report.sha256, layout.files, settings.force,
                                  recorded.sha256 if recorded is not None
                                  and recorded.wheel == built.wheel.name else None,
@@ -288,6 +301,11 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                           "this cell finished")
                 return CellResult(cell.id, "failed", time.monotonic() - started,
                                   detail="interrupted", log=log_path)
+            if isinstance(exc, Untested):
+                log.write(f"\nUNTESTED: {exc}")
+                reporter.update(cell.id, "untested", str(exc))
+                return CellResult(cell.id, "untested", time.monotonic() - started,
+                                  detail=str(exc), log=log_path, tested=exc.report)
             if isinstance(exc, FactoryError):
                 detail = str(exc)
             else:
@@ -308,18 +326,26 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                       sizes=(report.size, report.wheel.installed_size))
 
 
-def _test_gate(cell: Cell, runner: Runner, wheel: Path, require_gpu: bool,
-               log: Log) -> TestReport | None:
+class Untested(BuildError):
+    """A wheel whose tests could not run, where tests are required: not published."""
+
+    def __init__(self, message: str, report: TestReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def _test_gate(cell: Cell, runner: Runner, wheel: Path, settings: RunSettings,
+               log: Log) -> TestReport:
     """The kernel's own tests against the wheel, before it is published: a failure fails the
-    cell. None when the kernel has no tests."""
-    if not (cell.spec.root / "tests").is_dir():
-        log.write("   not tested: the kernel has no tests/ folder")
-        return None
+    cell; tests that could not run keep the wheel out where tests are required (Untested)."""
     tested = runner.test(cell, wheel, log)
-    log.write(f"   kernel tests: {tested.describe()}")
-    if not tested.ok:
+    log.write(f"   kernel tests: {tested.verdict}: {tested.describe()}")
+    if tested.verdict == "failed":
         raise BuildError(f"{wheel.name} failed the kernel's tests: {tested.describe()}")
-    if require_gpu and not tested.gpus:
+    if tested.verdict == "untested" and requires_tests(cell, settings.require_tests):
+        raise Untested(f"not published: its tests could not run ({tested.reason}), and tests "
+                       "are required", tested)
+    if settings.require_gpu and not tested.gpus:
         raise BuildError(f"the kernel's tests of {wheel.name} ran with no GPU "
                          "(--require-gpu)")
     return tested

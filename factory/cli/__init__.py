@@ -33,6 +33,7 @@ from . import (
     serve,
     test,
     verify,
+    wheelhouse,
     yank,
 )
 from .common import Parser
@@ -44,7 +45,7 @@ DEBUG_VARIABLE = "KERNEL_WHEEL_FACTORY_DEBUG"
 COMMANDS: dict[str, ModuleType] = {
     "build": build, "images": images, "plan": plan, "lock": lock, "index": index,
     "yank": yank, "publish": publish, "serve": serve, "inspect": inspect, "verify": verify,
-    "test": test, "doctor": doctor, "init": init,
+    "test": test, "doctor": doctor, "init": init, "wheelhouse": wheelhouse,
 }
 
 

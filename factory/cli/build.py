@@ -29,6 +29,7 @@ from .common import (
     size,
     size_limit,
     test_options,
+    wheelhouses,
     writable_folder,
 )
 
@@ -110,8 +111,9 @@ def add(commands: Any) -> None:
     build.add_argument("--test", action="store_true",
                        help="run each kernel's own tests (its tests/ folder) against each "
                             "wheel before it is published, as `factory test` does: a cell "
-                            "whose tests fail publishes nothing (a kept wheel never tested "
-                            "is tested too)")
+                            "whose tests fail publishes nothing, one whose tests could not "
+                            "run is published as untested unless tests are required (a kept "
+                            "wheel never tested is tested too)")
     test_options(build)
     build.add_argument("--base-url", type=index_url, default=None, metavar="URL",
                        help="the public URL the index will be served at: the import guard "
@@ -139,7 +141,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                                 "--object-cache"),
         options=BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
                              offline=args.offline, index_url=args.base_url,
-                             unconfined=args.unconfined),
+                             unconfined=args.unconfined, wheelhouses=wheelhouses(args)),
         offline=args.offline, locked=args.locked, torch_pythons=tuple(args.torch_python),
         only=tuple(args.only), new=new_index(args), select=selections(args), job=args.job,
         max_cells=args.max_cells,
@@ -149,7 +151,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         cells=args.cells, time_limit=args.time_limit, unit_shard=args.unit_shard,
         export_objects=writable_folder(args.export_objects, "--export-objects")
         if args.export_objects else None,
-        force=args.force, test=args.test, require_gpu=args.require_gpu,
+        force=args.force, test=args.test or args.require_tests,
+        require_tests=args.require_tests, require_gpu=args.require_gpu,
         verify_objects=args.verify_objects, max_wheel_size=args.max_wheel_size)
     outcome = build_matrix(request, ConsoleVoice(console))
     if outcome.index is not None:

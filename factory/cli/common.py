@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Parser", "cache_dir", "duration", "index_url", "matrix_options", "path_argument",
            "port", "positive", "shard", "site_limit_option", "size", "size_limit",
-           "source_options", "test_options", "wheel_paths", "writable_folder"]
+           "source_options", "test_options", "wheel_paths", "wheelhouses", "writable_folder"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -270,9 +270,32 @@ def _site_limit(text: str) -> SizeLimit | None:
 
 
 def test_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--require-tests", action="store_true",
+                        help="publish no wheel whose tests could not run (untested: no tests/ "
+                             "folder, an environment that could not be made, no test "
+                             "collected); a kernel's tests: {required: ...} in matrix.yaml "
+                             "says it for one kernel")
     parser.add_argument("--require-gpu", action="store_true",
                         help="fail when the kernel tests ran with no GPU (GPU tests are "
                              "otherwise reported as skipped on such a machine)")
+    parser.add_argument("--wheelhouse", type=path_argument, action="append", default=[],
+                        metavar="DIR",
+                        help="a folder of wheels the test environments may be installed from, "
+                             "with or without a network (repeatable; the matrix's wheelhouse: "
+                             "adds more); `factory wheelhouse MATRIX DIR` makes one")
+
+
+def wheelhouses(args: argparse.Namespace) -> tuple[Path, ...]:
+    """--wheelhouse's folders, each checked before anything is written."""
+    from ..config.wheelhouse import wheelhouse_problem
+
+    folders = []
+    for folder in args.wheelhouse:
+        problem = wheelhouse_problem(folder)
+        if problem is not None:
+            raise ConfigError(problem, file=folder, key="--wheelhouse")
+        folders.append(folder.resolve())
+    return tuple(dict.fromkeys(folders))
 
 
 def index_url(text: str) -> str:

@@ -94,6 +94,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                   soft_wrap=True)
     for reason in proposal.dropped:
         console.print(f"left out {reason}", markup=False, soft_wrap=True)
+    for reason in proposal.skipped:
+        console.print(f"{spec.name} fits no cell of {reason}", markup=False, soft_wrap=True)
     if workflow is not None:
         console.print(f"wrote {workflow}", markup=False, soft_wrap=True)
     console.print(f"next: factory plan {matrix}", markup=False, soft_wrap=True)

@@ -21,8 +21,9 @@ def add(commands: Any) -> None:
                     "tree to its sha256, each wheel version) and every C++ dependency its "
                     "kernels name (a commit, or a wheel's or folder's sha256) and write them to "
                     "the lock file beside it (matrix.lock for matrix.yaml), with the torch "
-                    "releases `torch: {latest: N}` stands for; `factory build --locked` then "
-                    "builds exactly those.")
+                    "releases `torch: {latest: N}` stands for and the digest of each "
+                    "wheelhouse's wheels; `factory build --locked` then builds exactly those, "
+                    "and tests with exactly those wheels.")
     matrix_options(lock, help="the matrix.yaml", lockable=False, plans=False)
 
 
@@ -31,10 +32,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
         Locked,
         LockedDependency,
         LockedTorch,
+        LockedWheelhouse,
+        lock_location,
         lock_path,
         render,
         write,
     )
+    from ..config.wheelhouse import wheelhouse_digest, wheelhouse_wheels
     from ..plan.cells import check_unique_names
     from ..plan.load import fetch_dependencies, resolve_matrix
 
@@ -70,7 +74,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
                                    latest.index, latest.pre))
         console.print(f"torch {release.release}: {release.version} (CUDA {release.cuda}) on "
                       f"{latest.index}", markup=False, soft_wrap=True)
+    wheelhouses = []
+    for folder in matrix.wheelhouses:
+        wheelhouses.append(LockedWheelhouse(lock_location(folder, matrix.path),
+                                            wheelhouse_digest(folder)))
+        console.print(f"wheelhouse {wheelhouses[-1].location}: "
+                      f"{len(wheelhouse_wheels(folder))} wheel(s), "
+                      f"{wheelhouses[-1].digest[:12]}", markup=False, soft_wrap=True)
     path = lock_path(matrix.path)
-    changed = write(path, render(matrix.path, entries, dependencies, torches))
+    changed = write(path, render(matrix.path, entries, dependencies, torches, wheelhouses))
     console.print(f"{'wrote' if changed else 'unchanged:'} {path}", markup=False, soft_wrap=True)
     return 0

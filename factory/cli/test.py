@@ -11,7 +11,14 @@ from rich.console import Console
 from .. import defaults
 from ..config.model import RUNNERS
 from ..outputs.layout import refuse_links
-from .common import cache_dir, matrix_options, path_argument, test_options, writable_folder
+from .common import (
+    cache_dir,
+    matrix_options,
+    path_argument,
+    test_options,
+    wheelhouses,
+    writable_folder,
+)
 
 __all__ = ["add", "run"]
 
@@ -23,8 +30,10 @@ def add(commands: Any) -> None:
                     "wheel with its requirements and pytest into a fresh environment beside "
                     "the cell's torch and run the kernel's tests/ folder there, where the "
                     "cell was built. Tests that need a GPU run where one is present and are "
-                    "reported as skipped otherwise. The counts are recorded for the browse "
-                    "page. Exit status 1 when a cell's tests fail or cannot run.")
+                    "reported as skipped otherwise. Each cell gets a verdict: proven (its tests "
+                    "passed), untested (they could not run, with the reason) or failed; the "
+                    "verdicts and counts are recorded for the browse page. Exit status 1 when "
+                    "a cell's tests fail, or cannot run where tests are required.")
     matrix_options(test, help="the matrix.yaml whose cells were built")
     test.add_argument("--out", type=path_argument, default=defaults.OUT,
                       help=f"the output folder the wheels were built into (default: "
@@ -49,7 +58,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     request = TestRequest(
         matrix=args.matrix, out=out, cache=cache_dir(args),
         options=BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
-                             offline=args.offline),
+                             offline=args.offline, wheelhouses=wheelhouses(args)),
         offline=args.offline, locked=args.locked, torch_pythons=tuple(args.torch_python),
-        only=tuple(args.only), runner=args.runner, require_gpu=args.require_gpu)
+        only=tuple(args.only), runner=args.runner, require_tests=args.require_tests,
+        require_gpu=args.require_gpu)
     return run_kernel_tests(request, ConsoleVoice(console))

@@ -16,11 +16,13 @@ from typing import cast
 from ..errors import ConfigError
 from ..outputs.files import write_atomic
 from ..values.versions import Version
-from .model import SOURCE_KINDS, KernelEntry, ResolvedTorch, SourceKind, SourceRequest
+from .model import SOURCE_KINDS, KernelEntry, Matrix, ResolvedTorch, SourceKind, SourceRequest
 from .nodes import Node, load_toml
+from .wheelhouse import wheelhouse_digest
 
-__all__ = ["Locked", "LockedDependency", "LockedTorch", "lock_path", "pin_for", "read",
-           "read_dependencies", "read_torches", "render", "unused", "write"]
+__all__ = ["Locked", "LockedDependency", "LockedTorch", "LockedWheelhouse", "check_wheelhouses",
+           "lock_path", "lock_location", "pin_for", "read", "read_dependencies", "read_torches",
+           "read_wheelhouses", "render", "unused", "write"]
 
 LOCK_VERSION = 1
 _HEADER = """\
@@ -77,13 +79,29 @@ class LockedTorch:
         return ResolvedTorch(Version(self.release), self.version, Version(self.cuda))
 
 
+@dataclass(frozen=True)
+class LockedWheelhouse:
+    """A wheelhouse of the matrix: where it is, and the digest of its wheels."""
+
+    location: str  # relative to the matrix where it lies below it
+    digest: str  # config/wheelhouse.py's wheelhouse_digest
+    line: int | None = None
+
+
+def lock_location(folder: Path, matrix: Path) -> str:
+    """How the lock names a folder: relative to the matrix's, where it lies below it."""
+    base = matrix.parent.resolve()
+    return folder.relative_to(base).as_posix() if folder.is_relative_to(base) else str(folder)
+
+
 def lock_path(matrix: Path) -> Path:
     return matrix.with_suffix(".lock")
 
 
 def render(matrix: Path, entries: list[Locked],
            dependencies: list[LockedDependency] | None = None,
-           torches: list[LockedTorch] | None = None) -> str:
+           torches: list[LockedTorch] | None = None,
+           wheelhouses: list[LockedWheelhouse] | None = None) -> str:
     lines = [_HEADER.format(matrix=matrix.name), f"lock-version = {LOCK_VERSION}"]
     tables: list[tuple[str, object, tuple[str, ...]]] = [
         ("kernel", entry, ("name", "kind", "location", "subdir", "requested", "commit", "tree",
@@ -92,6 +110,7 @@ def render(matrix: Path, entries: list[Locked],
                for entry in dependencies or []]
     tables += [("torch", entry, ("release", "version", "cuda", "index", "pre"))
                for entry in torches or []]
+    tables += [("wheelhouse", entry, ("location", "digest")) for entry in wheelhouses or []]
     for table, entry, keys in tables:
         lines += ["", f"[[{table}]]"]
         for key in keys:
@@ -111,7 +130,7 @@ def write(path: Path, text: str) -> bool:
 
 def _tables(path: Path, name: str) -> list[Node]:
     """The lock's [[name]] tables, once its lock-version is one this factory reads."""
-    top = load_toml(path).table(["lock-version", "kernel", "dependency", "torch"],
+    top = load_toml(path).table(["lock-version", "kernel", "dependency", "torch", "wheelhouse"],
                                 required=["lock-version"])
     if top["lock-version"].int() != LOCK_VERSION:
         raise top["lock-version"].error(f"this factory reads lock-version {LOCK_VERSION}; "
@@ -166,6 +185,40 @@ def read_torches(path: Path) -> list[LockedTorch]:
         found.append(LockedTorch(text["release"], text["version"], text["cuda"], text["index"],
                                  fields["pre"].bool() if "pre" in fields else False, node.line))
     return found
+
+
+def read_wheelhouses(path: Path) -> dict[str, LockedWheelhouse]:
+    """The lock's wheelhouses by location."""
+    found: dict[str, LockedWheelhouse] = {}
+    for node in _tables(path, "wheelhouse"):
+        fields = node.table(["location", "digest"], required=["location", "digest"])
+        text = {key: value.nonempty_str() for key, value in fields.items()}
+        if not re.fullmatch(r"[0-9a-f]{64}", text["digest"]):
+            raise fields["digest"].error("expected a sha256 (64 hex digits)")
+        if text["location"] in found:
+            raise node.error(f"wheelhouse {text['location']} is locked twice")
+        found[text["location"]] = LockedWheelhouse(text["location"], text["digest"], node.line)
+    return found
+
+
+def check_wheelhouses(matrix: Matrix) -> None:
+    """`--locked`: each wheelhouse of the matrix holds the wheels the lock was written with."""
+    if not matrix.wheelhouses:
+        return
+    path = lock_path(matrix.path)
+    locked = read_wheelhouses(path) if path.is_file() else {}
+    for folder in matrix.wheelhouses:
+        location = lock_location(folder, matrix.path)
+        pin = locked.get(location)
+        if pin is None:
+            raise ConfigError(f"wheelhouse {location} is not in {path.name}; run `factory lock "
+                              f"{matrix.path.name}` to add it", file=matrix.path,
+                              line=matrix.wheelhouse_line, key="wheelhouse")
+        if wheelhouse_digest(folder) != pin.digest:
+            raise ConfigError(f"wheelhouse {location} holds other wheels than when "
+                              f"{path.name} was written; run `factory lock "
+                              f"{matrix.path.name}` to take them", file=matrix.path,
+                              line=matrix.wheelhouse_line, key="wheelhouse")
 
 
 def pin_for(entry: KernelEntry, locked: dict[tuple[str, str, str], Locked], path: Path,

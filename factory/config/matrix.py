@@ -64,6 +64,7 @@ from .model import (
 from .nodes import Node, load_yaml
 from .project import project_kind
 from .spec import PROJECT_KINDS, ProjectKind
+from .wheelhouse import wheelhouse_problem
 
 __all__ = ["LABEL_FIELDS", "STABLE_LABEL_FIELDS", "load_matrix", "with_resolved_torches"]
 
@@ -73,16 +74,18 @@ STABLE_LABEL_FIELDS = ("torch", "cuda_major", "torch_major", "torch_minor")
 _LOCAL_LABEL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")
 
 
-def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
+def load_matrix(path: Path, torch_pythons: list[Path] | None = None,
+                filling: bool = False) -> Matrix:
     """The matrix at `path`; `torch_pythons` (--torch-python) replace its torch list with the
-    torches of those interpreters."""
+    torches of those interpreters. `filling`: its wheelhouses are being filled (`factory
+    wheelhouse`), so they need not hold wheels yet."""
     root = load_yaml(path)
     if not isinstance(root.value, dict):
         raise root.error("expected a table of settings at the top of the file")
     top = root.table(["kernels", "torch", "cuda", "python", "platforms", "label",
                       "stable-label", "exclude", "runner", "docker", "depends", "compress",
                       "max-wheel-size", "costs", "dist-name", "name-clash", "variants", "cross",
-                      "cpu"],
+                      "cpu", "tests", "wheelhouse"],
                      required=["kernels", "torch", "cuda"])
     base = path.parent
     latest = _latest(top["torch"]) if isinstance(top["torch"].value, dict) and \
@@ -92,9 +95,10 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
     if follow is not None and torch_pythons:
         raise ConfigError("cuda: {follow: torch} takes the CUDA versions of torch releases; "
                           "with --torch-python list the CUDA versions", key="--torch-python")
+    tests = _tests(top["tests"], ALL_TESTS, every_kernel=True) if "tests" in top else ALL_TESTS
     matrix = Matrix(
         path=path,
-        kernels=_kernels(top["kernels"], base),
+        kernels=_kernels(top["kernels"], base, tests),
         torch=(_command_line_torches(torch_pythons) if torch_pythons
                else () if latest else _torch_entries(top["torch"], base)),
         cuda=() if follow else _cuda_entries(top["cuda"], base),
@@ -119,6 +123,8 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None) -> Matrix:
         variants=top["variants"].bool() if "variants" in top else False,
         cross=top["cross"].bool() if "cross" in top else False,
         cpu=_cpu(top["cpu"]) if "cpu" in top else None,
+        wheelhouses=_wheelhouses(top["wheelhouse"], base, filling) if "wheelhouse" in top else (),
+        wheelhouse_line=top["wheelhouse"].line if "wheelhouse" in top else None,
     )
     if follow is not None and latest is None:
         matrix = with_resolved_torches(matrix, _known_builds(matrix, top["cuda"]))
@@ -147,7 +153,7 @@ _GIT_URL = re.compile(r"(https?|ssh|git|file)://\S+|[A-Za-z0-9_.-]+@[A-Za-z0-9_.
 _REV = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+@-]*")
 
 
-def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
+def _kernels(node: Node, base: Path, tests: TestSelection) -> tuple[KernelEntry, ...]:
     entries = []
     for index, item in enumerate(_nonempty_list(node)):
         if not isinstance(item.value, dict):
@@ -175,10 +181,10 @@ def _kernels(node: Node, base: Path) -> tuple[KernelEntry, ...]:
             raise fields["guard"].error("a kernel-builder kernel's wheel always has its import "
                                         "guard; guard: false is for PEP 517 projects")
         compress = _compress(fields["compress"]) if "compress" in fields else None
-        tests = _tests(fields["tests"]) if "tests" in fields else ALL_TESTS
+        chosen = _tests(fields["tests"], tests) if "tests" in fields else tests
         dist_name = _dist_name(fields["dist-name"]) if "dist-name" in fields else None
         entries.append(KernelEntry(source, version, item.line, index, stated, env, guard,
-                                   compress, tests, dist_name))
+                                   compress, chosen, dist_name))
     return tuple(entries)
 
 
@@ -220,29 +226,75 @@ def _index_url(node: Node, files: bool = False,
     return index
 
 
-def _tests(node: Node) -> TestSelection:
-    """tests: {paths: [...], keyword: EXPR, timeout: 30m, requires: [...]}: which of the
-    kernel's own tests prove its wheels, for how long they may run, and what they need."""
+_TEST_KEYS = ("paths", "keyword", "timeout", "budget", "requires", "without", "required")
+# What the matrix's own tests: table sets for every kernel; which tests, only a kernel's.
+_EVERY_KERNEL_TEST_KEYS = ("timeout", "budget", "requires", "without", "required")
+
+
+def _tests(node: Node, inherited: TestSelection, every_kernel: bool = False) -> TestSelection:
+    """tests: {paths: [...], keyword: EXPR, timeout: 30m, budget: 10m, requires: [...],
+    without: [...], required: BOOL}: which of the kernel's own tests prove its wheels, for how
+    long they may run, what they need and whether a wheel they could not prove is published.
+    At the top of the matrix it sets what every kernel's tests get (`inherited` then); a
+    kernel's own keys win."""
     if not isinstance(node.value, dict):
         raise node.error("expected a table, e.g.  tests: {paths: [test_ops.py], keyword: "
                          "\"not slow\", timeout: 30m}")
-    fields = node.table(("paths", "keyword", "timeout", "requires"))
+    keys = _EVERY_KERNEL_TEST_KEYS if every_kernel else _TEST_KEYS
+    for name, child in node.mapping().items():
+        if name in _TEST_KEYS and name not in keys:
+            raise child.error(f"'{name}' chooses one kernel's tests: give it in that kernel's "
+                              "tests: table")
+    fields = node.table(keys)
     paths = tuple(_test_path(item) for item in _nonempty_list(fields["paths"])) \
-        if "paths" in fields else ()
-    keyword = None
+        if "paths" in fields else inherited.paths
+    keyword = inherited.keyword
     if "keyword" in fields:
         keyword = fields["keyword"].nonempty_str()
         if not keyword.isprintable():
             raise fields["keyword"].error("the expression must be one line of printable text")
-    timeout = defaults.TEST_TIMEOUT
-    if "timeout" in fields:
-        try:
-            timeout = parse_duration(fields["timeout"].scalar_text())
-        except ValueError as exc:
-            raise fields["timeout"].error(str(exc)) from None
     requires = tuple(_test_requirement(item) for item in _nonempty_list(fields["requires"])) \
-        if "requires" in fields else ()
-    return TestSelection(paths, keyword, timeout, requires)
+        if "requires" in fields else inherited.requires
+    without = tuple(_project_name(item) for item in _nonempty_list(fields["without"])) \
+        if "without" in fields else inherited.without
+    return TestSelection(
+        paths, keyword, _test_duration(fields, "timeout", inherited.timeout), requires,
+        _test_duration(fields, "budget", inherited.budget) if "budget" in fields
+        else inherited.budget, without,
+        fields["required"].bool() if "required" in fields else inherited.required)
+
+
+def _test_duration(fields: dict[str, Node], key: str, inherited: float | None) -> float:
+    if key not in fields:
+        assert inherited is not None
+        return inherited
+    try:
+        return parse_duration(fields[key].scalar_text())
+    except ValueError as exc:
+        raise fields[key].error(str(exc)) from None
+
+
+def _project_name(node: Node) -> str:
+    """A project's name, as a requirement names it (transformers, py-cpuinfo)."""
+    text = node.nonempty_str()
+    if not is_project_name(text):
+        raise node.error(f"'{text}' is not a project name (give the name alone, e.g. numpy)")
+    return text
+
+
+def _wheelhouses(node: Node, base: Path, filling: bool) -> tuple[Path, ...]:
+    """wheelhouse: DIR or [DIR, ...]: folders of wheels the test environments may be installed
+    from (relative to the matrix), each checked now (unless being `filling`)."""
+    items = _nonempty_list(node) if isinstance(node.value, list) else [node]
+    folders = []
+    for item in items:
+        text = item.nonempty_str()
+        folder = _local_folder(item, text, base)
+        problem = None if filling and not folder.exists() else wheelhouse_problem(folder)
+        if problem is not None and not (filling and problem.startswith("holds no wheel")):
+            raise item.error(f"wheelhouse '{text}' {problem}")
+        folders.append(folder)
+    return tuple(dict.fromkeys(folders))
 
 
 def _test_requirement(node: Node) -> str:

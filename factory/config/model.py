@@ -119,8 +119,13 @@ class SourceRequest:
 class TestSelection:
     """Which of a kernel's own tests prove its wheel, and for how long they may run: all of
     tests/, or the files and pytest node ids in `paths` (relative to tests/), narrowed by a
-    pytest -k `keyword` expression. Suites such as flash-attention's run for hours in full.
-    `requires` are what the tests need besides torch, pytest and what flake.nix names."""
+    pytest -k `keyword` expression. Suites such as flash-attention's run for hours in full:
+    where the matrix chooses none, the tests marked kernels_ci run, else every test function
+    once and then more cases until the budget is spent; a `budget` given bounds the matrix's
+    choice the same way (None: the default budget, for the default choice only). `requires` are
+    what the tests need
+    besides torch, pytest and what flake.nix names; `without` the names left out of those.
+    `required`: a wheel whose tests could not run is not published (None: as the run says)."""
 
     __test__ = False  # not a test class, whatever pytest's collector thinks of the name
 
@@ -128,6 +133,14 @@ class TestSelection:
     keyword: str | None = None
     timeout: float = defaults.TEST_TIMEOUT
     requires: tuple[str, ...] = ()
+    budget: float | None = None
+    without: tuple[str, ...] = ()
+    required: bool | None = None
+
+    @property
+    def chosen(self) -> bool:
+        """Whether matrix.yaml chose the tests (the default choice is then off)."""
+        return bool(self.paths or self.keyword)
 
     def pytest_args(self) -> list[str]:
         """pytest's arguments, run from the folder that holds the copy of tests/."""
@@ -141,13 +154,18 @@ class TestSelection:
 
     def to_json(self) -> dict[str, Any]:
         return {"paths": list(self.paths), "keyword": self.keyword, "timeout": self.timeout,
-                "requires": list(self.requires)}
+                "requires": list(self.requires), "budget": self.budget,
+                "without": list(self.without), "required": self.required}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TestSelection:
+        required = data.get("required")
         return cls(tuple(map(str, data["paths"])),
                    None if data["keyword"] is None else str(data["keyword"]),
-                   float(data["timeout"]), tuple(map(str, data["requires"])))
+                   float(data["timeout"]), tuple(map(str, data["requires"])),
+                   None if data.get("budget") is None else float(data["budget"]),
+                   tuple(map(str, data.get("without", ()))),
+                   None if required is None else bool(required))
 
 
 ALL_TESTS = TestSelection()
@@ -314,6 +332,9 @@ class Matrix:
     # build aarch64 cells on x86_64 machines, cross-compiled (toolchain/emulated.py)
     cross: bool = False
     cpu: CpuEntry | None = None  # build kernels' CPU backends too, a cell per torch
+    # folders of wheels the kernels' test environments may be installed from
+    wheelhouses: tuple[Path, ...] = ()
+    wheelhouse_line: int | None = None
 
     def dependency(self, name: str) -> DependencyEntry | None:
         return next((entry for entry in self.depends if entry.name == name), None)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # imported where used: a merge of folders reads nothing over 
 __all__ = ["is_url", "merge_outputs", "read_published_index"]
 
 # When a cell appears in several folders (a job run again), the best outcome stands.
-_RANK = {"built": 3, "unchanged": 3, "skipped": 2, "failed": 1}
+_RANK = {"built": 3, "unchanged": 3, "skipped": 2, "untested": 1, "failed": 1}
 _WHEEL_NAME = re.compile(r"[A-Za-z0-9_.+-]+\.whl")
 
 

@@ -7,7 +7,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..cells.options import BuildOptions
-from ..cells.run import CellResult, CellTests, RunSettings, run_build, test_cells
+from ..cells.run import (
+    CellResult,
+    CellTests,
+    RunSettings,
+    requires_tests,
+    run_build,
+    test_cells,
+)
 from ..cells.runners import Runner, choose_runner
 from ..compile.objects import ObjectCache
 from ..compile.pool import machine_budget
@@ -26,7 +33,8 @@ from ..plan.select import Selection, select_cells
 from .plan import new_cells
 from .voice import Voice, status_of_tests
 
-__all__ = ["BuildOutcome", "BuildRequest", "build_matrix", "choose", "selected_plan"]
+__all__ = ["BuildOutcome", "BuildRequest", "build_matrix", "choose", "selected_plan",
+           "with_wheelhouses"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,7 @@ class BuildRequest:
     export_objects: Path | None = None
     force: bool = False
     test: bool = False
+    require_tests: bool = False  # with test: a wheel whose tests could not run is not published
     require_gpu: bool = False
     verify_objects: float = 0.0
     max_wheel_size: SizeLimit | None = None
@@ -108,9 +117,16 @@ def choose(requested: RunnerChoice | None, plan: Plan, cache: Path, options: Bui
     return runner
 
 
+def with_wheelhouses(options: BuildOptions, plan: Plan) -> BuildOptions:
+    """The run's options with the matrix's wheelhouses after the command line's."""
+    folders = tuple(dict.fromkeys((*options.wheelhouses, *plan.matrix.wheelhouses)))
+    return replace(options, wheelhouses=folders)
+
+
 def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
     plan = selected_plan(request, voice)
-    runner = choose(request.runner, plan, request.cache, request.options, voice)
+    runner = choose(request.runner, plan, request.cache, with_wheelhouses(request.options, plan),
+                    voice)
     _take_in(request, voice)
     budget = machine_budget(request.jobs, request.memory)
     voice.note(f"compilers: {budget.describe()} for {request.cells} cell(s) at once; object "
@@ -119,7 +135,8 @@ def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
                            object_cache_limit=request.object_cache_size,
                            time_limit=request.time_limit, unit_shard=request.unit_shard,
                            export_objects=request.export_objects, force=request.force,
-                           test=request.test, require_gpu=request.require_gpu,
+                           test=request.test, require_tests=request.require_tests,
+                           require_gpu=request.require_gpu,
                            verify_objects=request.verify_objects,
                            published=published_names(request.out),
                            max_wheel_size=request.max_wheel_size or plan.matrix.max_wheel_size)
@@ -127,9 +144,10 @@ def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
     with runner:
         results = run_build(plan, request.out, runner, voice.reporter, settings)
         if request.test and request.unit_shard is None:
-            results, tested = _test_kept(plan, request.out, runner, results, voice)
+            results, tested = _test_kept(plan, request.out, runner, results, voice,
+                                         request.require_tests)
             voice.tested(tested, request.require_gpu)
-    failed = int(any(result.status == "failed" for result in results))
+    failed = int(any(result.status in ("failed", "untested") for result in results))
     if request.unit_shard is not None:  # objects only: nothing to publish
         return BuildOutcome(plan, results, tested, None, failed)
     published = {r.published.filename: r.published for r in results
@@ -157,16 +175,16 @@ def _take_in(request: BuildRequest, voice: Voice) -> None:
 
 
 def _test_kept(plan: Plan, out: Path, runner: Runner, results: list[CellResult],
-               voice: Voice) -> tuple[list[CellResult], list[CellTests]]:
+               voice: Voice, require_tests: bool) -> tuple[list[CellResult], list[CellTests]]:
     """Built wheels were tested before they were published; a kept one never tested is tested
     now. The results with those reports, and every cell's tests as shown."""
     untested = {r.cell_id for r in results if r.status == "unchanged" and not r.tested}
     tested = test_cells(replace(plan, cells=tuple(c for c in plan.cells if c.id in untested)),
-                        out, runner, voice.note)
+                        out, runner, voice.note, require_tests)
     reports = {entry.cell_id: entry.report for entry in tested}
     results = [replace(r, tested=reports.get(r.cell_id, r.tested)) for r in results]
-    shown = [CellTests(r.cell_id, r.wheel, r.tested,
-                       None if r.tested else "the kernel has no tests/ folder",
-                       r.log or out, no_tests=r.tested is None)
-             for r in results if r.status == "built"]
+    cells = {cell.id: cell for cell in plan.cells}
+    shown = [CellTests(r.cell_id, r.wheel, r.tested, r.detail, r.log or out,
+                       requires_tests(cells[r.cell_id], require_tests))
+             for r in results if r.status in ("built", "untested")]
     return results, shown + tested

@@ -13,7 +13,7 @@ from ..index.records import load_manifest
 from ..index.update import update_index
 from ..outputs.layout import Layout
 from ..plan.load import plan_matrix
-from .build import choose, only_cells
+from .build import choose, only_cells, with_wheelhouses
 from .voice import Voice, status_of_tests
 
 __all__ = ["TestRequest", "run_kernel_tests"]
@@ -34,6 +34,7 @@ class TestRequest:
     torch_pythons: tuple[Path, ...] = ()
     only: tuple[str, ...] = ()
     runner: RunnerChoice | None = None
+    require_tests: bool = False  # tests that could not run fail the command
     require_gpu: bool = False
 
 
@@ -42,9 +43,10 @@ def run_kernel_tests(request: TestRequest, voice: Voice) -> int:
     plan = plan_matrix(request.matrix, request.cache, voice.warn, request.offline,
                        request.locked, torch_pythons=list(request.torch_pythons))
     plan = only_cells(plan, request.only)
-    runner = choose(request.runner, plan, request.cache, request.options, voice)
+    runner = choose(request.runner, plan, request.cache, with_wheelhouses(request.options, plan),
+                    voice)
     with runner:
-        tested = test_cells(plan, request.out, runner, voice.note)
+        tested = test_cells(plan, request.out, runner, voice.note, request.require_tests)
     voice.tested(tested, request.require_gpu)
     _record(request.out, tested)
     return status_of_tests(tested, request.require_gpu)

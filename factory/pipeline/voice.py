@@ -20,6 +20,6 @@ class Voice(Protocol):
 
 
 def status_of_tests(entries: list[CellTests], require_gpu: bool) -> int:
-    """1 when a cell's tests failed or could not run, or, with `require_gpu`, ran without a
-    GPU; else 0."""
+    """1 when a cell's tests failed, could not run where tests are required, or, with
+    `require_gpu`, proved its wheel without a GPU; else 0."""
     return int(any(entry.failed(require_gpu) for entry in entries))

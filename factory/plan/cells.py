@@ -363,12 +363,10 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
                 planner.cells.append(noarch_cell(spec, kernel.source, kernel.version,
                                                  kernel.entry.tests))
             continue
-        built, passed_over = len(planner.cells), len(planner.skipped)
-        no_sm = planner.stable(kernel) if _targets_stable_abi(spec) else planner.per_torch(kernel)
-        # A kernel whose every cell was skipped only for its SMs can be built nowhere.
-        if no_sm and len(planner.cells) == built and len(planner.skipped) == passed_over:
-            raise _no_cell_error(matrix, spec)
-        planner.skipped += no_sm
+        # A kernel whose capabilities select no SM of a cell is skipped there with that
+        # reason, even where it fits no cell at all: the other kernels plan as before.
+        planner.skipped += planner.stable(kernel) if _targets_stable_abi(spec) \
+            else planner.per_torch(kernel)
         if matrix.cpu is not None and "cpu" in spec.backends and not spec.is_pep517:
             planner.cpu(kernel)
 
@@ -779,18 +777,6 @@ def _with_called(spec: KernelSpec, plans: tuple[SectionPlan, ...],
             changed = True
         if not changed:
             return tuple(planned)
-
-
-def _no_cell_error(matrix: Matrix, spec: KernelSpec) -> ConfigError:
-    section = next(s for s in spec.kernels_for("cuda") if s.cuda_capabilities is not None)
-    declared = " ".join(str(cap) for cap in section.cuda_capabilities or ())
-    targets = "; ".join(f"CUDA {cuda.version}: {' '.join(str(sm) for sm in cuda.sms)} "
-                        f"({matrix.path.name} line {cuda.line})" for cuda in matrix.cuda)
-    return ConfigError(
-        f"[kernel.{section.name}] cuda-capabilities ({declared}) select no SM of any cell of "
-        f"the matrix ({targets}); add a matching SM to the matrix or leave the kernel out",
-        file=spec.build_toml, line=section.capabilities_line,
-        key=f"kernel.{section.name}.cuda-capabilities")
 
 
 def check_unique_names(matrix: Matrix, kernels: list[Kernel]) -> None:

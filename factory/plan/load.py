@@ -24,10 +24,14 @@ __all__ = ["fetch_dependencies", "latest_torches", "plan_matrix", "resolve_matri
 
 def resolve_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
                    offline: bool = False, locked: bool = False,
-                   torch_pythons: list[Path] | None = None) -> tuple[Matrix, list[Kernel]]:
+                   torch_pythons: list[Path] | None = None,
+                   filling: bool = False) -> tuple[Matrix, list[Kernel]]:
     """The validated matrix and its kernels: each source fetched, each build.toml read (its
-    warnings said). Installed torches are not read yet (plan_matrix reads them)."""
-    matrix = load_matrix(matrix_path, torch_pythons)
+    warnings said). Installed torches are not read yet (plan_matrix reads them). `filling`:
+    the matrix's wheelhouses are being filled."""
+    matrix = load_matrix(matrix_path, torch_pythons, filling)
+    if locked and not filling:
+        lockfile.check_wheelhouses(matrix)
     if matrix.torch_latest is not None:
         matrix = with_resolved_torches(matrix, latest_torches(matrix, offline, locked, say))
     kernels = []

@@ -36,6 +36,7 @@ class Proposal:
     cudas: tuple[tuple[Version, tuple[Version, ...], tuple[Version, ...]], ...]
     # (CUDA version, its SMs for this kernel, the torch releases PyPI builds with it)
     dropped: tuple[str, ...]  # CUDA versions left out, each with the reason
+    skipped: tuple[str, ...] = ()  # CUDA versions whose cells the kernel fits none of, why
 
     @property
     def excluded(self) -> list[tuple[Version, Version]]:
@@ -113,7 +114,7 @@ def propose(spec: KernelSpec, newest: int = defaults.NEWEST_TORCHES,
     by_cuda: dict[Version, list[Version]] = {}
     for release in chosen:
         by_cuda.setdefault(release.pypi_cuda, []).append(release.version)
-    cudas, dropped = [], []
+    cudas, dropped, skipped = [], [], []
     for cuda, versions in sorted(by_cuda.items(), reverse=True):
         policy = cuda_policy(cuda)
         assert policy is not None  # torch.toml names only CUDA versions cuda.toml knows
@@ -122,20 +123,26 @@ def propose(spec: KernelSpec, newest: int = defaults.NEWEST_TORCHES,
             dropped.append(f"CUDA {cuda}: {reason}")
             continue
         wanted = [sm for sm in policy.sms if sm in sms] if sms else list(policy.default)
+        if not wanted:
+            dropped.append(f"CUDA {cuda}: none of the SMs named is one it can compile for")
+            continue
         served = tuple(sm for sm in wanted
                        if declared is None or loose_intersection(declared, [sm]))
-        if not served:
+        if not served:  # the kernel fits no cell: kept, so that the plan says why it is skipped
             which = "none of the SMs named" if sms else "none of its default SMs"
-            dropped.append(f"CUDA {cuda}: {which} is one it can compile for and the "
-                           "kernel's cuda-capabilities serve")
-            continue
+            capabilities = " ".join(str(cap) for cap in declared or ())
+            skipped.append(f"CUDA {cuda}: the kernel's cuda-capabilities ({capabilities}) "
+                           f"serve {which} ({' '.join(map(str, wanted))}); its cells are "
+                           "planned as skipped, with that reason")
+            served = tuple(wanted)
         cudas.append((cuda, served, tuple(versions)))
     if not cudas:
         raise ConfigError(f"{spec.name}: no CUDA version fits ({'; '.join(dropped)})",
                           file=spec.build_toml)
     kept = {torch for _, _, versions in cudas for torch in versions}
     return Proposal(spec, tuple(release.version for release in chosen
-                                if release.version in kept), tuple(cudas), tuple(dropped))
+                                if release.version in kept), tuple(cudas), tuple(dropped),
+                    tuple(skipped))
 
 
 def _list(items: tuple[Version, ...] | list[str]) -> str:
@@ -184,6 +191,8 @@ def render_matrix(proposal: Proposal, kernel_path: str,
                   f"    sms: {_list(sms)}"]
     for reason in proposal.dropped:
         lines.append(f"  # left out: {reason}")
+    for reason in proposal.skipped:
+        lines.append(f"  # the kernel fits no cell of {reason}")
     if proposal.excluded:
         lines += ["", "exclude:                       # PyPI has no torch for these pairs "
                   "(add torch-index under cuda: to build them)"]

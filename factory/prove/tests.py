@@ -1,55 +1,93 @@
 """`factory test`: a kernel's own tests (its tests/ folder) run against the wheel built for a
 cell, in a fresh environment beside the cell's torch that holds the wheel, its other
-requirements and pytest.
+requirements and pytest (testenv.py), and the verdict they give the wheel.
 
 The tests run from a copy of tests/ alone, so the kernel's source tree cannot shadow the
 installed wheel. Tests that load the kernel through the `kernels` package (`get_kernel(
-"org/name")`) get the installed wheel from a stand-in module (inject/kernels.py). Where the
-machine has no GPU, a test that fails only because CUDA cannot start is counted as skipped,
-with that reason (inject/_kernel_wheel_factory_pytest.py); the counts come from pytest's JUnit
-XML report.
+"org/name")`, any repo id) get the installed wheel from a stand-in module (inject/kernels.py).
+The factory's pytest plugin (inject/_kernel_wheel_factory_pytest.py) runs what can run: a file
+that cannot be collected for want of a module, or a GPU, is named and the others run; a test
+file that is a script runs as one; where the matrix chose no tests, the kernel's own CI tests
+(marked kernels_ci) are chosen, else every test function once and more cases until the
+budget is spent. Where the machine has no GPU, a test that fails only because CUDA cannot
+start is counted as skipped, with that reason.
+
+The verdict: `proven` (tests ran and passed), `untested` (they could not start, or none ran,
+with the reason) or `failed` (a test failed, or a file could not be collected for an error of
+its own).
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import time
-import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
+from .. import defaults
 from ..config.model import ALL_TESTS, TestSelection
 from ..errors import BuildError
 from ..outputs.files import read_small_json
-from ..system.process import Log, foreign_environment, run, streamed_run
-from ..system.uv import uv_bin, uv_env
-from ..toolchain.emulated import emulated_env_beside, install_emulated
-from ..toolchain.torch import TorchEnv, env_beside_torch
-from ..wheel.read import read_wheel
+from ..system.process import Log, foreign_environment, streamed_run
+from ..toolchain.torch import TorchEnv
+from .testenv import TEST_TOOLS, TestEnvUnavailable, make_test_env, test_requirements
 
-__all__ = ["TEST_TOOLS", "TestReport", "run_tests", "test_requirements"]
+__all__ = ["TEST_TOOLS", "VERDICTS", "FileNote", "TestReport", "Verdict", "run_tests",
+           "test_requirements"]
 
 INJECT = Path(__file__).with_name("inject")
 PLUGIN = "_kernel_wheel_factory_pytest"
-TEST_TOOLS = ("pytest",)
 # What the tests may see of the factory's environment besides the locale and search paths:
 # which GPUs to use and how the GPU libraries behave (a name that says secret stays out).
 GPU_VARIABLES = ("CUDA_", "NVIDIA_", "HIP_", "ROCR_", "TORCH_", "TRITON_", "NCCL_", "OMP_")
-# Requirements the environment provides otherwise: the cell's torch, and the stand-in for
-# `kernels` (which would download the kernel from the Hub).
-_PROVIDED = {"torch", "kernels"}
 _TALLY_LIMIT = 64 * 2**10  # bytes: the plugin's tally is a few numbers and one test's id
+_REPORT_LIMIT = 4 * 2**20  # bytes: the plugin's report, a note per file among its numbers
+_ASKED_LIMIT = 64 * 2**10  # bytes of the repo ids the tests asked the stand-in for
+_SCRIPT_MARGIN = 60.0  # seconds a script leaves of the suite's time limit
+
+Verdict = Literal["proven", "untested", "failed"]
+VERDICTS: tuple[Verdict, ...] = ("proven", "untested", "failed")
+FileKind = Literal["error", "needs", "no-gpu", "no-tests", "unrunnable", "script"]
+_FILE_KINDS: tuple[FileKind, ...] = ("error", "needs", "no-gpu", "no-tests", "unrunnable",
+                                     "script")
+
+
+@dataclass(frozen=True)
+class FileNote:
+    """What became of one test file that did not simply run: not collected (an error of its
+    own, a module not installed, no GPU), no test in it, tests no fixture can call, or run as
+    a script."""
+
+    path: str
+    kind: FileKind
+    detail: str
+
+    def describe(self) -> str:
+        return f"{self.path}: {self.detail}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "kind": self.kind, "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, data: Any) -> FileNote | None:
+        try:
+            kind = next(kind for kind in _FILE_KINDS if kind == data["kind"])
+            return cls(_printable(data["path"]), kind, _printable(data["detail"]))
+        except (TypeError, KeyError, StopIteration):
+            return None
+
+
+def _printable(value: Any, limit: int = 300) -> str:
+    if not isinstance(value, str):
+        raise TypeError("not a string")
+    return "".join(char for char in value if char.isprintable())[:limit]
 
 
 @dataclass(frozen=True)
 class TestReport:
-    """How a kernel's tests went against one cell's wheel."""
+    """How a kernel's tests went against one cell's wheel, and the verdict they give it."""
 
     __test__ = False  # not a test class, whatever pytest's collector thinks of the name
 
@@ -60,91 +98,138 @@ class TestReport:
     gpus: tuple[str, ...]  # the GPUs the tests could use (none: GPU tests skipped)
     seconds: float
     torch: str = ""
-    selection: str = ""  # the tests chosen when not the whole suite ran (TestSelection)
+    selection: str = ""  # the tests matrix.yaml chose (TestSelection), '' for the default
+    not_run: str = ""  # why the tests could not start ('' when they ran)
+    files: tuple[FileNote, ...] = ()
+    cases: tuple[int, int] | None = None  # cases that ran, of the runnable cases found
+    how: str = ""  # how the cases were chosen, where not all of them
+    stopped: str = ""  # why the run stopped before its last chosen case
+    stand_ins: tuple[str, ...] = ()  # the repo ids get_kernel was asked for
+
+    @classmethod
+    def untested(cls, reason: str, torch: str = "") -> TestReport:
+        return cls(0, 0, 0, 0, (), 0.0, torch, not_run=reason)
 
     @property
-    def ok(self) -> bool:
-        return self.failed == 0 and self.errors == 0 and self.passed + self.skipped > 0
+    def verdict(self) -> Verdict:
+        if self.failed or self.errors:
+            return "failed"
+        if self.passed and not self.not_run:
+            return "proven"
+        return "untested"
+
+    @property
+    def reason(self) -> str:
+        """Why the tests prove nothing (untested), or what failed; '' when proven."""
+        verdict = self.verdict
+        if verdict == "failed":
+            errors = [note for note in self.files if note.kind == "error"]
+            if errors and not self.failed:
+                return f"{errors[0].describe()}" + \
+                    (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
+            return f"{self.failed} failed, {self.errors} error(s)"
+        if verdict == "proven":
+            return ""
+        if self.not_run:
+            return self.not_run
+        if self.skipped:
+            return f"no test ran: all {self.skipped} skipped"
+        left = [note.describe() for note in self.files if note.kind != "script"]
+        return "no test was collected" + (f" ({'; '.join(left[:2])})" if left else "")
 
     def describe(self) -> str:
+        if self.not_run:
+            return f"not run: {self.not_run}"
         where = f"on {', '.join(dict.fromkeys(self.gpus))}" if self.gpus else "with no GPU"
         errors = f", {self.errors} error(s)" if self.errors else ""
         chosen = f" (chosen: {self.selection})" if self.selection else ""
-        return (f"{self.passed} passed, {self.failed} failed{errors}, {self.skipped} skipped "
+        text = (f"{self.passed} passed, {self.failed} failed{errors}, {self.skipped} skipped "
                 f"{where} in {self.seconds:.1f} s{chosen}")
+        if self.cases is not None and self.cases[0] < self.cases[1]:
+            ran, found = self.cases
+            text += f"; {ran:,} of {found:,} cases" + (f" ({self.how})" if self.how else "")
+        left = [note for note in self.files if note.kind not in ("script", "error")]
+        if left:
+            text += f"; {len(left)} file(s) not run (see the log)"
+        return text
 
     def to_json(self) -> dict[str, Any]:
-        return {"passed": self.passed, "failed": self.failed, "errors": self.errors,
-                "skipped": self.skipped, "gpus": list(self.gpus), "seconds": self.seconds,
-                "torch": self.torch, **({"selection": self.selection} if self.selection else {})}
+        data: dict[str, Any] = {
+            "passed": self.passed, "failed": self.failed, "errors": self.errors,
+            "skipped": self.skipped, "gpus": list(self.gpus), "seconds": self.seconds,
+            "torch": self.torch, "verdict": self.verdict}
+        optional: dict[str, Any] = {
+            "selection": self.selection, "not_run": self.not_run, "reason": self.reason,
+            "files": [note.to_json() for note in self.files],
+            "cases": list(self.cases) if self.cases else None, "how": self.how,
+            "stopped": self.stopped, "stand_ins": list(self.stand_ins)}
+        return data | {key: value for key, value in optional.items() if value}
 
     @classmethod
     def from_json(cls, data: Any) -> TestReport | None:
         try:
+            cases = data.get("cases")
             return cls(int(data["passed"]), int(data["failed"]), int(data["errors"]),
                        int(data["skipped"]), tuple(map(str, data["gpus"])),
                        float(data["seconds"]), str(data.get("torch", "")),
-                       str(data.get("selection", "")))
-        except (TypeError, KeyError, ValueError):
+                       str(data.get("selection", "")), str(data.get("not_run", "")),
+                       tuple(note for note in map(FileNote.from_json, data.get("files", ()))
+                             if note is not None),
+                       (int(cases[0]), int(cases[1])) if cases else None,
+                       str(data.get("how", "")), str(data.get("stopped", "")),
+                       tuple(map(str, data.get("stand_ins", ()))))
+        except (TypeError, KeyError, ValueError, AttributeError, IndexError):
             return None
-
-
-def test_requirements(wheel: Path, extra: tuple[str, ...] = ()) -> list[str]:
-    """What the test environment installs besides the wheel: pytest, what the kernel's tests
-    need (`extra`) and the wheel's own Requires-Dist, but for torch (the cell's is there) and
-    `kernels` (the stand-in is)."""
-    requires = list(TEST_TOOLS)
-    for text in (*extra, *read_wheel(wheel).requires):
-        try:
-            name = canonicalize_name(Requirement(text).name)
-        except InvalidRequirement:
-            continue
-        if name not in _PROVIDED:
-            requires.append(text)
-    return requires
 
 
 def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Path,
               cache: Path, log: Log, offline: bool = False,
-              selection: TestSelection = ALL_TESTS, needs: tuple[str, ...] = ()) -> TestReport:
+              selection: TestSelection = ALL_TESTS, needs: tuple[str, ...] = (),
+              wheelhouses: tuple[Path, ...] = ()) -> TestReport:
     """Make a fresh environment in `folder` beside `torch` with the wheel installed, and run
     the tests of the folder `tests` there with pytest (those `selection` chooses, within its
-    time); `module` is the kernel's import name, `needs` what its repo says its tests need."""
+    time); `module` is the kernel's import name, `needs` what its repo says its tests need,
+    `wheelhouses` folders of wheels to install them from. A report that says why when the
+    tests could not start (BuildError only for a suite that hung or crashed pytest)."""
     if not tests.is_dir():
-        raise BuildError(f"the kernel has no tests/ folder ({tests}): nothing to run")
+        log.write("   not tested: the kernel has no tests/ folder")
+        return TestReport.untested("the kernel has no tests/ folder", torch.torch_version)
     _check_chosen(tests, selection)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    requires = test_requirements(wheel, (*needs, *selection.requires))
-    log.step(f"making the test environment: torch {torch.torch_version}, {' '.join(requires)}")
-    python = folder / "env" / "bin" / "python"
-    if torch.platform is not None:  # an emulated torch: wheels for its platform
-        site = emulated_env_beside(folder / "env", torch, requires, cache, log, offline,
-                                   "installing the test requirements")
-        install_emulated(wheel, site, torch, cache, log, offline)
-    else:
-        site = env_beside_torch(folder / "env", torch, requires, cache, log, offline,
-                                "installing the test requirements",
-                                "a requirement of the wheel installed a torch of its own; its "
-                                "tests must use the cell's torch")
-        run([uv_bin(), "pip", "install", "--quiet", "--no-deps", "--python", python, wheel],
-            log, env=uv_env(cache, offline), what=f"installing {wheel.name}")
+    needed = test_requirements(wheel, needs, selection)
+    log.step(f"making the test environment: torch {torch.torch_version}, "
+             f"{' '.join(n.requirement for n in needed) or 'nothing more'}"
+             + (f" (wheelhouses: {', '.join(map(str, wheelhouses))})" if wheelhouses else ""))
+    try:
+        site = make_test_env(folder / "env", torch, wheel, needed, cache, log, offline,
+                             wheelhouses)
+    except TestEnvUnavailable as exc:
+        log.write(f"   not tested: {exc}")
+        return TestReport.untested(str(exc), torch.torch_version)
     for name in (f"{PLUGIN}.py", "kernels.py"):
         shutil.copyfile(INJECT / name, site / name)
     shutil.copytree(tests, folder / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-    junit, facts = folder / "junit.xml", folder / "machine.json"
-    progress = folder / "progress.json"
+    facts, progress, asked = folder / "report.json", folder / "progress.json", folder / "asked"
     # short tracebacks: a long one formats every frame's arguments, and formatting hundreds of
     # failures' GPU tensors can take longer than the tests did
-    argv = [str(python), "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider", "-rfEs",
-            "--tb=short", f"--junitxml={junit}", *selection.pytest_args()]
+    argv = [str(folder / "env" / "bin" / "python"), "-m", "pytest", "-p", PLUGIN,
+            "-p", "no:cacheprovider", "-rfEs", "--tb=short", "--rootdir", ".",
+            "--continue-on-collection-errors", *selection.pytest_args()]
     # the tests are the kernel's own code: none of the factory's secrets reach them
     env = foreign_environment(folder, prefixes=GPU_VARIABLES)
     env |= {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
             "KERNEL_WHEEL_FACTORY_KERNEL": module,
             "KERNEL_WHEEL_FACTORY_TEST_REPORT": str(facts),
-            "KERNEL_WHEEL_FACTORY_TEST_PROGRESS": str(progress)}
+            "KERNEL_WHEEL_FACTORY_TEST_PROGRESS": str(progress),
+            "KERNEL_WHEEL_FACTORY_STAND_IN": str(asked),
+            "KERNEL_WHEEL_FACTORY_SCRIPT_TIMEOUT": str(max(selection.timeout - _SCRIPT_MARGIN,
+                                                           selection.timeout / 2))}
+    if not selection.chosen or selection.budget is not None:
+        env |= {"KERNEL_WHEEL_FACTORY_CHOOSE": "budget" if selection.chosen else "default",
+                "KERNEL_WHEEL_FACTORY_BUDGET": str(selection.budget or defaults.TEST_BUDGET),
+                "KERNEL_WHEEL_FACTORY_SEED": str(defaults.TEST_SEED)}
     log.step(f"running the kernel's tests: {' '.join(argv[1:])}")
     started = time.monotonic()
     try:
@@ -154,8 +239,24 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
                          f"{_how_far(progress)} (a kernel's tests: {{timeout: ...}} in "
                          f"matrix.yaml gives them longer)") from None
     seconds = time.monotonic() - started
-    return replace(_report(junit, facts, seconds, status),
-                   selection=selection.describe())
+    report = _report(facts, progress, seconds, status)
+    report = replace(report, selection=selection.describe(), stand_ins=_asked(asked, module, log))
+    for note in report.files:
+        log.write(f"   {note.describe()}")
+    return report
+
+
+def _asked(asked: Path, module: str, log: Log) -> tuple[str, ...]:
+    """The repo ids the tests asked the stand-in `kernels` for, each said in the log."""
+    try:
+        text = asked.read_text(errors="replace")[:_ASKED_LIMIT] if asked.is_file() else ""
+    except OSError:
+        text = ""
+    ids = tuple(dict.fromkeys(line for line in text.splitlines() if line))
+    for repo_id in ids:
+        log.write(f"   the tests asked kernels.get_kernel for '{repo_id}': given the kernel "
+                  f"under test ({module})")
+    return ids
 
 
 def _how_far(progress: Path) -> str:
@@ -186,21 +287,23 @@ def _check_chosen(tests: Path, selection: TestSelection) -> None:
             raise BuildError(f"the chosen tests '{path}' are not in the kernel's tests/ folder")
 
 
-def _report(junit: Path, facts: Path, seconds: float, status: int) -> TestReport:
+def _report(facts: Path, progress: Path, seconds: float, status: int) -> TestReport:
+    """The plugin's report of the run (it lies in the tests' reach: read bounded, each field
+    checked)."""
+    data = read_small_json(facts, _REPORT_LIMIT)
     try:
-        root = ElementTree.parse(junit).getroot()
-    except (OSError, ElementTree.ParseError):
-        raise BuildError(f"pytest ran no tests (exit {status}): see the log") from None
-    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-    count = {key: sum(int(suite.get(key, 0)) for suite in suites)
-             for key in ("tests", "failures", "errors", "skipped")}
-    machine: dict[str, Any] = {}
-    try:
-        machine = json.loads(facts.read_text())
-    except (OSError, ValueError):
-        pass
-    return TestReport(
-        passed=count["tests"] - count["failures"] - count["errors"] - count["skipped"],
-        failed=count["failures"], errors=count["errors"], skipped=count["skipped"],
-        gpus=tuple(machine.get("gpus") or ()), seconds=round(seconds, 1),
-        torch=str(machine.get("torch", "")))
+        counts = {key: int(data[key]) for key in ("passed", "failed", "errors", "skipped")}
+        if not isinstance(data["gpus"], list) or not isinstance(data["files"], list):
+            raise TypeError("not a list")
+        gpus = tuple(_printable(name, 100) for name in data["gpus"])
+        files = tuple(note for note in map(FileNote.from_json, data["files"])
+                      if note is not None)
+        cases = (int(data["ended"]), int(data["collected"]))
+        how, stopped, torch = (_printable(data.get(key) or "") for key in
+                               ("how", "stopped", "torch"))
+    except (TypeError, KeyError, ValueError):
+        raise BuildError(f"pytest ended (exit {status}) without the factory's report of the "
+                         f"run{_how_far(progress)}: see the log") from None
+    return TestReport(counts["passed"], counts["failed"], counts["errors"], counts["skipped"],
+                      gpus, round(seconds, 1), torch, files=files, cases=cases, how=how,
+                      stopped=stopped)

@@ -39,7 +39,14 @@ from ..system.process import Log, run
 from ..system.uv import uv_bin, uv_env
 from ..values.versions import Version, compact, major_minor
 from . import HostCompiler
-from .torch import TorchEnv, check_cuda, torch_constraints, torch_requirement
+from .torch import (
+    TorchEnv,
+    check_cuda,
+    find_links,
+    torch_constraints,
+    torch_requirement,
+    viewing,
+)
 
 __all__ = ["EMULATED_PYTHON", "Emulation", "cross_compiler", "emulated_env_beside", "emulation",
            "install_emulated", "provide_emulated_torch", "wheel_platform_args"]
@@ -207,22 +214,25 @@ def _get(session: requests.Session, url: str) -> bytes:
 
 
 def emulated_env_beside(root: Path, torch: TorchEnv, requires: list[str], cache: Path,
-                        log: Log, offline: bool, what: str) -> Path:
+                        log: Log, offline: bool, what: str,
+                        wheelhouses: tuple[Path, ...] = ()) -> Path:
     """What env_beside_torch makes for an emulated torch: at `root` (made afresh), a site
-    folder holding `requires` (bounded by torch's own requirements), wheels for the emulated
-    CPython, and bin/python, which runs that CPython with the folder on its path (its own
-    dist-packages hold torch). The site folder."""
+    folder holding `requires` (bounded by torch's own requirements; what is installed beside
+    torch counts as installed), wheels for the emulated CPython (from the index, uv's cache or
+    `wheelhouses`), and bin/python, which runs that CPython with the folder on its path (its
+    own dist-packages hold torch). The site folder."""
     assert torch.platform is not None
     target = emulation(torch.platform)
     if root.exists():
         shutil.rmtree(root)
     site = root / "site"
     site.mkdir(parents=True)
-    constraints = torch_constraints(root, torch)
+    constraints = torch_constraints(root, torch, pinned=True)
     if requires:
-        run([uv_bin(), "pip", "install", "--quiet", "--target", site, "--constraint", constraints,
-             *wheel_platform_args(target), *requires], log, env=uv_env(cache, offline),
-            what=what)
+        with viewing(site, torch.site_packages):
+            run([uv_bin(), "pip", "install", "--quiet", "--target", site, "--constraint",
+                 constraints, *wheel_platform_args(target), *find_links(wheelhouses),
+                 *requires], log, env=uv_env(cache, offline), what=what)
     launcher = root / "bin" / "python"
     launcher.parent.mkdir()
     path = f"{shlex.quote(str(site))}${{PYTHONPATH:+:$PYTHONPATH}}"

@@ -12,11 +12,14 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import distributions
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
+from packaging.version import Version as PackagingVersion
 
 from ..config.torches import InstalledTorch
 from ..errors import BuildError
@@ -26,8 +29,9 @@ from ..system.process import Log, first_output_line, run
 from ..system.uv import uv_bin, uv_env
 from ..values.versions import Version, compact, major_minor, parse_release
 
-__all__ = ["TorchEnv", "env_beside_torch", "env_key", "installed_env", "provide_torch",
-           "check_cuda", "torch_constraints", "torch_requirement", "torch_requires"]
+__all__ = ["TorchEnv", "env_beside_torch", "env_key", "find_links", "installed_env",
+           "provide_torch", "check_cuda", "torch_constraints", "torch_requirement",
+           "torch_requires", "viewing"]
 
 _MARKER = "factory-env.v3.json"  # v3: with the compile definitions of torch's CMake targets
 
@@ -186,12 +190,14 @@ def check_cuda(env: TorchEnv, cuda: Version) -> None:
 
 
 def env_beside_torch(root: Path, torch: TorchEnv, requires: list[str], cache: Path, log: Log,
-                     offline: bool, what: str, own_torch: str) -> Path:
+                     offline: bool, what: str, own_torch: str,
+                     wheelhouses: tuple[Path, ...] = (), view: bool = False) -> Path:
     """A virtual environment at `root` (made afresh) of the torch environment's CPython that
     sees its torch (a .pth file names its site-packages) and holds `requires`, bounded by
     torch's own requirements (torch 2.11 wants setuptools<82, say): a second torch is never
-    installed beside it (`own_torch` says so when a requirement pulls one in). Its
-    site-packages folder."""
+    installed beside it (`own_torch` says so when a requirement pulls one in). `wheelhouses`
+    are folders of wheels uv may take them from; with `view`, what is installed beside torch
+    counts as installed while uv installs (viewing). Its site-packages folder."""
     if root.exists():
         shutil.rmtree(root)
     env = uv_env(cache, offline)
@@ -201,20 +207,69 @@ def env_beside_torch(root: Path, torch: TorchEnv, requires: list[str], cache: Pa
     site = Path(first_output_line(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]))
     (site / "_kernel_wheel_factory_torch.pth").write_text(f"{torch.site_packages}\n")
-    constraints = torch_constraints(root, torch)
+    constraints = torch_constraints(root, torch, pinned=view)
     if requires:
-        run([uv_bin(), "pip", "install", "--quiet", "--python", python, "--constraint",
-             constraints, *requires], log, env=env, what=what)
+        with viewing(site, torch.site_packages, view):
+            run([uv_bin(), "pip", "install", "--quiet", "--python", python, "--constraint",
+                 constraints, *find_links(wheelhouses), *requires], log, env=env, what=what)
     if (site / "torch").exists():
         raise BuildError(own_torch)
     return site
 
 
-def torch_constraints(root: Path, torch: TorchEnv) -> Path:
+def find_links(wheelhouses: tuple[Path, ...]) -> list[str]:
+    """uv's arguments that let it take wheels from these folders, offline or not."""
+    return [f"--find-links={folder}" for folder in wheelhouses]
+
+
+VIEW_INSTALLER = "kernel-wheel-factory-view"
+
+
+@contextmanager
+def viewing(site: Path, beside: Path, view: bool = True) -> Iterator[None]:
+    """While uv installs into the environment of `site` (which sees `beside` through a .pth
+    file), what is installed in `beside` counts as installed there: for each distribution
+    of `beside`, a .dist-info folder in `site` with its METADATA and a RECORD that lists only
+    that folder. uv then takes the requirements it meets as met, without a copy of any
+    package; where a requirement needs another version, uv replaces the view's entry (its
+    RECORD removes nothing else) and installs that version in `site`, ahead of `beside` on the
+    path. The view is gone afterwards: at run time the distributions are found where they are
+    (their entry points, which Triton finds its backends by, their files). `beside` is only
+    read. Written by hand: no installer makes an environment count another's packages as its
+    own."""
+    if not view:
+        yield
+        return
+    made = []
+    for info in sorted(beside.glob("*.dist-info")):
+        metadata = info / "METADATA"
+        entry = site / info.name
+        if not info.is_dir() or not metadata.is_file() or entry.exists():
+            continue
+        entry.mkdir()
+        (entry / "METADATA").write_bytes(metadata.read_bytes())
+        (entry / "INSTALLER").write_text(f"{VIEW_INSTALLER}\n")
+        (entry / "RECORD").write_text("".join(f"{info.name}/{name},,\n"
+                                              for name in ("METADATA", "INSTALLER", "RECORD")))
+        made.append(entry)
+    try:
+        yield
+    finally:
+        for entry in made:  # those uv did not replace
+            marker = entry / "INSTALLER"
+            if marker.is_file() and marker.read_text().strip() == VIEW_INSTALLER:
+                shutil.rmtree(entry)
+
+
+def torch_constraints(root: Path, torch: TorchEnv, pinned: bool = False) -> Path:
     """root/torch-constraints.txt: torch's own requirements, which bound what an environment
-    beside it installs."""
+    beside it installs (`pinned`: and torch's exact version, which a view counts as
+    installed)."""
     constraints = root / "torch-constraints.txt"
-    constraints.write_text("".join(f"{line}\n" for line in torch_requires(torch)))
+    # the public version: torch's metadata may say 2.11.0 where torch.__version__ says
+    # 2.11.0+cu130, and ==2.11.0 takes either
+    pin = [f"torch=={PackagingVersion(torch.torch_version).public}"] if pinned else []
+    constraints.write_text("".join(f"{line}\n" for line in [*pin, *torch_requires(torch)]))
     return constraints
 
 

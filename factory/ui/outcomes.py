@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..cells.run import CellResult, CellTests
 from ..config.model import SizeLimit
@@ -55,21 +56,27 @@ def show_served(console: Console, plan: Plan, results: list[CellResult]) -> None
                           soft_wrap=True)
 
 
+VERDICT_STYLES = {"proven": "green", "untested": "yellow", "failed": "red"}
+
+
 def show_tests(console: Console, tested: list[CellTests], require_gpu: bool) -> None:
-    """Each cell's test outcome, one row each."""
+    """Each cell's verdict and what its tests showed, one row each."""
     table = Table(title="kernel tests", title_justify="left")
-    for column in ("cell", "tests", "log"):
+    for column in ("cell", "verdict", "tests", "log"):
         table.add_column(column, overflow="fold")
     for entry in tested:
         report = entry.report
-        if report is None and entry.no_tests:
-            table.add_row(entry.cell_id, f"[yellow]none: {entry.detail}[/yellow]", "")
-        elif report is None:
-            table.add_row(entry.cell_id, f"[red]not run: {entry.detail}[/red]", str(entry.log))
-        else:
-            style = "red" if entry.failed(require_gpu) else "green"
-            table.add_row(entry.cell_id, f"[{style}]{report.describe()}[/{style}]",
-                          str(entry.log))
+        if report is None:
+            table.add_row(entry.cell_id, Text("failed", style="red"),
+                          Text(f"not run: {entry.detail}"), str(entry.log))
+            continue
+        verdict = report.verdict
+        style = "red" if entry.failed(require_gpu) else VERDICT_STYLES[verdict]
+        held = " (required: the wheel is not published)" \
+            if verdict == "untested" and entry.required else ""
+        table.add_row(entry.cell_id, Text(verdict + held, style=style),
+                      Text(report.describe()), str(entry.log))
     console.print(table)
-    if require_gpu and any(entry.report and not entry.report.gpus for entry in tested):
+    if require_gpu and any(entry.report and entry.report.verdict == "proven" and
+                           not entry.report.gpus for entry in tested):
         console.print("--require-gpu: some cells' tests ran with no GPU", markup=False)

@@ -18,7 +18,7 @@ from ..plan.cells import SkippedCell
 __all__ = ["LiveReporter", "PlainReporter", "make_reporter", "print_summary"]
 
 STYLES = {"queued": "dim", "building": "cyan", "built": "green", "unchanged": "green",
-          "compiled": "green", "failed": "bold red", "skipped": "yellow"}
+          "compiled": "green", "failed": "bold red", "skipped": "yellow", "untested": "yellow"}
 
 
 @dataclass
@@ -45,7 +45,7 @@ class _Board:
             now = time.monotonic()
             if status == "building" and row.started is None:
                 row.started = now
-            if status in ("built", "compiled", "failed", "unchanged"):
+            if status in ("built", "compiled", "failed", "unchanged", "untested"):
                 row.ended = now
             row.status, row.detail = status, detail
             return row
@@ -128,25 +128,39 @@ def print_summary(console: Console, results: list[CellResult]) -> None:
     for result in results:
         outcome = "\n".join(part for part in (result.wheel or result.detail,
                                                result.describe_size(),
-                                               result.describe_units()) if part)
-        if result.status == "failed" and result.log is not None:
+                                               result.describe_units(),
+                                               _verdict(result)) if part)
+        if result.status in ("failed", "untested") and result.log is not None:
             outcome = f"{result.detail}\nlog: {result.log}"
         status = Text(result.status, style=STYLES.get(result.status, ""))
-        timed = result.status in ("built", "compiled", "failed")
+        timed = result.status in ("built", "compiled", "failed", "untested")
         table.add_row(Text(result.cell_id), status, f"{result.seconds:.1f}" if timed else "",
                       Text(outcome))
     console.print(table)
-    statuses = ("built", "compiled", "unchanged", "failed", "skipped")
+    statuses = ("built", "compiled", "unchanged", "failed", "untested", "skipped")
     counts = {status: sum(r.status == status for r in results) for status in statuses}
     if results and counts["unchanged"] == len(results) - counts["skipped"] and counts["unchanged"]:
         console.print(f"Nothing to rebuild: all {counts['unchanged']} cell(s) are up to date.",
                       markup=False)
     console.print(", ".join(f"{n} {status}" for status, n in counts.items()
-                            if n or status != "compiled"), markup=False)
+                            if n or status not in ("compiled", "untested")), markup=False)
+    verdicts = [result.tested.verdict for result in results if result.tested is not None]
+    if verdicts:
+        console.print("kernel tests: " + ", ".join(
+            f"{verdicts.count(verdict)} {verdict}" for verdict in ("proven", "untested", "failed")
+            if verdict in verdicts), markup=False)
     units = [result.units for result in results if result.units is not None]
     if units:
         console.print(f"units: {sum(u[1] for u in units)} compiled, {sum(u[2] for u in units)} "
                       "from the object cache", markup=False)
+
+
+def _verdict(result: CellResult) -> str:
+    """What the kernel's tests said of a published wheel, in a word and a reason."""
+    if result.tested is None or result.status not in ("built", "unchanged"):
+        return ""
+    reason = result.tested.reason
+    return f"{result.tested.verdict}{': ' + reason if reason else ''}"
 
 
 def make_reporter(console: Console) -> LiveReporter | PlainReporter:

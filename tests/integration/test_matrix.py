@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from packaging.version import Version
 
 from factory.config.matrix import load_matrix
 from factory.defaults import host_platform
-from factory.errors import ConfigError
 
 from ..conftest import factory_main, make_kernel, write
 from ..unit.test_matrix import kernel, plan_for
@@ -129,18 +127,44 @@ def test_capabilities_the_toolkit_cannot_build_are_dropped(tmp_path):
     assert [str(a) for a in section.dropped] == ["7.0"]
 
 
-def test_a_kernel_no_cell_of_the_matrix_can_build_is_an_error(tmp_path):
+def test_a_kernel_no_cell_of_the_matrix_can_build_is_skipped_and_the_rest_planned(tmp_path):
+    """A kernel whose capabilities fit no SM of any cell (a Blackwell-only kernel in a matrix of
+    sm_90 cells) is skipped there with its reason; the other kernels plan as they would alone."""
     kernel(tmp_path, caps='cuda-capabilities = ["10.0"]')
-    with pytest.raises(ConfigError) as caught:
-        plan_for(tmp_path, """
-            kernels: [{path: demo, version: 1.0.0}]
-            torch: ["2.11"]
-            cuda: {"13.0": {sms: ["9.0"]}}
-        """)
-    message = caught.value.render()
-    assert "demo/build.toml:15: kernel.main.cuda-capabilities: [kernel.main] " \
-           "cuda-capabilities (10.0) select no SM of any cell of the matrix (CUDA 13.0: 9.0 " \
-           "(matrix.yaml line 3))" in message
+    kernel(tmp_path, name="anywhere")
+    both = plan_for(tmp_path, """
+        kernels: [{path: demo, version: 1.0.0}, {path: anywhere, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+    (skipped,) = both.skipped
+    assert skipped.id == "demo/cu130torch211/x86_64"
+    assert skipped.reason == "[kernel.main] its cuda-capabilities (10.0) select no SM of the " \
+                             "cell (9.0)"
+    alone = plan_for(tmp_path, """
+        kernels: [{path: anywhere, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+    assert [c.id for c in both.cells] == [c.id for c in alone.cells] == \
+        ["anywhere/cu130torch211/x86_64"]
+
+
+def test_factory_plan_lists_the_kernel_that_fits_no_cell_as_skipped(tmp_path, capsys,
+                                                                    monkeypatch):
+    kernel(tmp_path, caps='cuda-capabilities = ["10.0a", "12.0a"]')
+    write(tmp_path / "matrix.yaml", """
+        kernels: [{path: demo, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+    monkeypatch.chdir(tmp_path)
+    planned = factory_main("plan", "matrix.yaml", capsys=capsys)
+    assert planned.exit == 0, planned.stderr
+    shown = json.loads(planned.stdout[planned.stdout.index("{"):])
+    assert shown["cells"] == {}
+    assert shown["skipped"] == {"demo/cu130torch211/x86_64": "[kernel.main] its "
+                                "cuda-capabilities (10.0a 12.0a) select no SM of the cell (9.0)"}
 
 
 def test_a_cell_whose_sms_the_kernel_cannot_use_is_skipped_and_the_rest_is_built(tmp_path):

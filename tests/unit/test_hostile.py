@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,20 @@ def alias_bomb() -> str:
         previous = "*a" if level == 0 else f"*b{level - 1}"
         lines.append(f"b{level}: &b{level} [{', '.join([previous] * 9)}]")
     return "\n".join(lines) + "\n" + GOOD_MATRIX
+
+
+def damaged_wheelhouse(folder: Path) -> None:
+    """A wheelhouse whose one wheel was cut short."""
+    folder.mkdir()
+    (folder / "einops-0.8.2-py3-none-any.whl").write_bytes(b"PK\x03\x04 cut short")
+
+
+def renamed_wheelhouse(folder: Path) -> None:
+    """A wheelhouse whose wheel's METADATA names another project than its file name."""
+    folder.mkdir()
+    with zipfile.ZipFile(folder / "einops-0.8.2-py3-none-any.whl", "w") as archive:
+        archive.writestr("six-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: six\n"
+                         "Version: 1.0\n")
 
 
 def replace_with(name: str, make: Callable[[Path], None]) -> Callable[[Path], None]:
@@ -633,6 +648,56 @@ CASES: dict[str, Case] = {
         "must be between 1 second and a year"),
     "tests: a list": replaced("version: 1.0.0", "version: 1.0.0\n    tests: [a.py]",
                               "expected a table"),
+    "tests: a budget of ten years": replaced(
+        "version: 1.0.0", "version: 1.0.0\n    tests: {budget: 87600h}",
+        "must be between 1 second and a year"),
+    "tests: required, perhaps": replaced(
+        "version: 1.0.0", "version: 1.0.0\n    tests: {required: perhaps}",
+        "expected a boolean, got a string 'perhaps'"),
+    "tests: without a requirement, not a name": replaced(
+        "version: 1.0.0", "version: 1.0.0\n    tests: {without: ['numpy>=2']}",
+        "is not a project name (give the name alone, e.g. numpy)"),
+    "tests: the matrix's own tests choosing paths": replaced(
+        "version: 1.0.0", "version: 1.0.0", "'paths' chooses one kernel's tests: give it in "
+        "that kernel's tests: table", extra="tests: {paths: [test_a.py]}\n"),
+    "tests: the matrix's own tests, an unknown key": replaced(
+        "version: 1.0.0", "version: 1.0.0", "tests.budjet: unknown key (did you mean 'budget'?)",
+        extra="tests: {budjet: 5m}\n"),
+    # ---- wheelhouses: folders of wheels for the tests' environments ------------------------
+    "wheelhouse: a file": Case(
+        ("build", "matrix.yaml"), "wheelhouse 'wh' is not a folder", matrix=GOOD_MATRIX
+        + "wheelhouse: wh\n", setup=lambda p: (p / "wh").write_text("x")),
+    "wheelhouse: missing": replaced("version: 1.0.0", "version: 1.0.0",
+                                    "wheelhouse 'nowhere' does not exist",
+                                    extra="wheelhouse: [nowhere]\n"),
+    "wheelhouse: no wheel in it": Case(
+        ("build", "matrix.yaml"), "wheelhouse 'wh' holds no wheel", matrix=GOOD_MATRIX
+        + "wheelhouse: wh\n", setup=lambda p: (p / "wh").mkdir()),
+    "wheelhouse: a damaged wheel": Case(
+        ("build", "matrix.yaml"), "holds a damaged wheel, einops-0.8.2-py3-none-any.whl: not a "
+        "readable zip file", matrix=GOOD_MATRIX + "wheelhouse: wh\n",
+        setup=lambda p: damaged_wheelhouse(p / "wh")),
+    "--wheelhouse a file": command(
+        "build", "matrix.yaml", "--wheelhouse", "matrix.yaml",
+        expected="matrix.yaml: --wheelhouse: is not a folder (a wheelhouse is a folder of .whl "
+                 "files)"),
+    "--wheelhouse with no wheel": command(
+        "test", "matrix.yaml", "--wheelhouse", "demo",
+        expected="demo: --wheelhouse: holds no wheel (.whl files at its top level)"),
+    "--wheelhouse, a wheel that names another project": command(
+        "build", "matrix.yaml", "--wheelhouse", "wh",
+        expected="holds a damaged wheel, einops-0.8.2-py3-none-any.whl: its METADATA names six "
+                 "1.0, its file name einops 0.8.2",
+        setup=lambda p: renamed_wheelhouse(p / "wh")),
+    "wheelhouse --installed, a line that is not one": command(
+        "wheelhouse", "matrix.yaml", "wh", "--installed", "frozen.txt",
+        expected="frozen.txt:2: --installed: 'not a requirement!' is not a line of `pip freeze`",
+        setup=lambda p: (p / "frozen.txt").write_text("numpy==2.5.2\nnot a requirement!\n")),
+    "wheelhouse --python four": command(
+        "wheelhouse", "matrix.yaml", "wh", "--python", "4",
+        expected="argument --python: '4' is not a CPython version such as 3.12"),
+    "wheelhouse into a file": command(
+        "wheelhouse", "matrix.yaml", "matrix.yaml", expected="exists and is not a folder"),
     "verify an index without a manifest": command(
         "index", "--verify", expected="has no .factory/manifest.json to verify against",
         setup=lambda p: (p / "index" / ".factory" / "manifest.json").unlink()),

@@ -103,8 +103,8 @@ def test_a_matrix_elsewhere_names_the_kernel_relative_to_itself(tmp_path, capsys
     (lambda root: kernel(root, torch='maxver = "2.5"'), ["blend", "--torch", "2.11"],
      "blend/build.toml: blend does not accept torch 2.11"),
     (lambda root: kernel(root, capabilities='cuda-capabilities = ["9.0"]'),
-     ["blend", "--torch", "2.11", "--sms", "8.0"], "blend/build.toml: blend: no CUDA version "
-     "fits (CUDA 13.0: none of the SMs named"),
+     ["blend", "--torch", "2.11", "--sms", "7.0"], "blend/build.toml: blend: no CUDA version "
+     "fits (CUDA 13.0: none of the SMs named is one it can compile for)"),
     (lambda root: (kernel(root), (root / "blend" / "matrix.yaml").write_text("mine\n")),
      ["blend"], "blend/matrix.yaml: is already there; pass --force to replace it"),
 ])
@@ -118,6 +118,18 @@ def test_bad_input_gets_one_line_and_nothing_is_written(tmp_path, capsys, monkey
     assert result.stderr.startswith(f"error: {message}"), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert snapshot(tmp_path) == before
+
+
+def test_a_kernel_that_fits_none_of_the_sms_named_gets_a_matrix_that_skips_it(tmp_path, capsys):
+    repo = kernel(tmp_path, capabilities='cuda-capabilities = ["10.0a"]')
+    result = factory_main("init", repo, "--torch", "2.11", "--sms", "9.0", capsys=capsys)
+    assert result.exit == 0, result.stderr
+    assert "blend fits no cell of CUDA 13.0: the kernel's cuda-capabilities (10.0a) serve none " \
+           "of the SMs named (9.0); its cells are planned as skipped, with that reason" \
+           in result.stdout
+    matrix = load_matrix(repo / "matrix.yaml")
+    assert [[str(sm) for sm in cuda.sms] for cuda in matrix.cuda] == [["9.0"]]
+    assert "# the kernel fits no cell of CUDA 13.0" in (repo / "matrix.yaml").read_text()
 
 
 def test_follow_writes_latest_and_follow_that_the_matrix_reader_takes(tmp_path, capsys):

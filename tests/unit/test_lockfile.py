@@ -3,12 +3,31 @@ position finder tells the tables of an array of tables apart). Pure: files only.
 
 from __future__ import annotations
 
+import zipfile
+
 import pytest
 
-from factory.config.lockfile import Locked, lock_path, pin_for, read, render, unused, write
+from factory.config.lockfile import (
+    Locked,
+    LockedWheelhouse,
+    check_wheelhouses,
+    lock_location,
+    lock_path,
+    pin_for,
+    read,
+    read_wheelhouses,
+    render,
+    unused,
+    write,
+)
+from factory.config.matrix import load_matrix
 from factory.config.model import KernelEntry, SourceRequest
 from factory.config.nodes import load_toml
+from factory.config.wheelhouse import wheelhouse_digest
 from factory.errors import ConfigError
+
+from ..conftest import make_kernel
+from .test_cli_errors import GOOD_KERNEL, SOURCES
 
 ENTRIES = [
     Locked("relu", "git", "https://example.com/k.git", "relu", "main", "a" * 40, "b" * 64,
@@ -66,3 +85,31 @@ def test_a_pin_answers_for_its_entry_and_refuses_a_moved_request(tmp_path):
                                           r"'main'"):
         pin_for(moved, locked, path, tmp_path / "matrix.yaml")
     assert [pin.name for pin in unused([entry], locked)] == ["img2gray", "tiny"]
+
+
+def test_a_locked_wheelhouse_must_hold_the_wheels_it_was_locked_with(tmp_path):
+    """`factory build --locked` tests with exactly the wheels the lock names: a wheelhouse not
+    in the lock, or whose wheels changed, is refused in one line naming the matrix's key."""
+    wheelhouse = tmp_path / "wh"
+    wheelhouse.mkdir()
+    with zipfile.ZipFile(wheelhouse / "einops-0.8.2-py3-none-any.whl", "w") as archive:
+        archive.writestr("einops-0.8.2.dist-info/METADATA",
+                         "Metadata-Version: 2.1\nName: einops\nVersion: 0.8.2\n")
+    make_kernel(tmp_path / "demo", GOOD_KERNEL, SOURCES, package="demo")
+    matrix_path = tmp_path / "matrix.yaml"
+    matrix_path.write_text('kernels: [{path: demo, version: 1.0}]\ntorch: ["2.11"]\n'
+                           'cuda: {"13.0": {sms: ["9.0"]}}\nwheelhouse: wh\n')
+    matrix = load_matrix(matrix_path)
+    with pytest.raises(ConfigError, match=r"wheelhouse wh is not in matrix\.lock"):
+        check_wheelhouses(matrix)
+    pin = LockedWheelhouse(lock_location(wheelhouse, matrix_path), wheelhouse_digest(wheelhouse))
+    write(lock_path(matrix_path), render(matrix_path, ENTRIES, wheelhouses=[pin]))
+    assert read_wheelhouses(lock_path(matrix_path))["wh"].digest == pin.digest
+    check_wheelhouses(matrix)
+    (wheelhouse / "einops-0.8.2-py3-none-any.whl").rename(
+        wheelhouse / "einops-0.8.3-py3-none-any.whl")
+    with pytest.raises(ConfigError) as changed:
+        check_wheelhouses(matrix)
+    assert changed.value.line == 4 and changed.value.key == "wheelhouse"
+    assert "holds other wheels than when matrix.lock was written" in changed.value.message
+

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zipfile
+
 from packaging.version import Version
 
 from factory.config.buildtoml import read_build_toml
@@ -76,3 +78,34 @@ def test_defaults(tmp_path):
     assert matrix.platforms == (host_platform(),)
     assert matrix.kernels[0].version == "1.0"
     assert [entry.version for entry in matrix.torch] == [Version("2.11")]
+
+
+def test_the_matrix_tests_table_sets_every_kernels_and_a_kernel_its_own(tmp_path):
+    kernel(tmp_path)
+    kernel(tmp_path, name="other")
+    wheelhouse = tmp_path / "wh"
+    wheelhouse.mkdir()
+    with zipfile.ZipFile(wheelhouse / "einops-0.8.2-py3-none-any.whl", "w") as archive:
+        archive.writestr("einops-0.8.2.dist-info/METADATA",
+                         "Metadata-Version: 2.1\nName: einops\nVersion: 0.8.2\n")
+    matrix = load_matrix(write(tmp_path / "matrix.yaml", """
+        kernels:
+          - {path: demo, version: 1.0, tests: {budget: 90s, keyword: "not slow"}}
+          - {path: other, version: 1.0}
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+        tests: {required: true, budget: 5m, without: [transformers], timeout: 20m}
+        wheelhouse: wh
+    """))
+    demo, other = (entry.tests for entry in matrix.kernels)
+    assert (demo.budget, demo.keyword, demo.required, demo.without, demo.timeout) == \
+        (90.0, "not slow", True, ("transformers",), 1200.0)
+    assert (other.budget, other.keyword, other.required, other.chosen) == \
+        (300.0, None, True, False)
+    assert matrix.wheelhouses == (wheelhouse.resolve(),)
+    plain = load_matrix(write(tmp_path / "plain.yaml", """
+        kernels: [{path: demo, version: 1.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """))
+    assert plain.kernels[0].tests.budget is None and plain.kernels[0].tests.required is None

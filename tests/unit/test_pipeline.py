@@ -16,14 +16,20 @@ def report(passed: int = 3, failed: int = 0, gpus: tuple[str, ...] = ("H100",)) 
     return TestReport(passed, failed, 0, 0, gpus, 1.0)
 
 
+UNTESTED = TestReport.untested("the kernel has no tests/ folder")
+
+
 @pytest.mark.parametrize(("entry", "require_gpu", "failed"), [
     (CellTests("a", "a.whl", report(), None, Path("log")), False, False),
     (CellTests("a", "a.whl", report(failed=1), None, Path("log")), False, True),
     (CellTests("a", "a.whl", report(gpus=()), None, Path("log")), False, False),
     (CellTests("a", "a.whl", report(gpus=()), None, Path("log")), True, True),
-    (CellTests("a", "a.whl", report(passed=0), None, Path("log")), False, True),
+    # nothing ran: untested, which fails the run only where tests are required
+    (CellTests("a", "a.whl", report(passed=0), None, Path("log")), False, False),
+    (CellTests("a", "a.whl", report(passed=0), None, Path("log"), required=True), False, True),
+    (CellTests("a", "a.whl", UNTESTED, None, Path("log")), True, False),
+    (CellTests("a", "a.whl", UNTESTED, None, Path("log"), required=True), False, True),
     (CellTests("a", None, None, "no wheel", Path("log")), False, True),
-    (CellTests("a", "a.whl", None, "no tests/ folder", Path("log"), no_tests=True), True, False),
 ])
 def test_when_a_cells_tests_count_as_failed(entry, require_gpu, failed):
     assert entry.failed(require_gpu) is failed

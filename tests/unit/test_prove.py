@@ -13,6 +13,7 @@ import pytest
 
 from factory import doctor
 from factory.compile.generated import import_guard
+from factory.errors import BuildError
 from factory.prove.load import importable_modules
 from factory.prove.tests import TestReport, _report
 
@@ -28,19 +29,80 @@ def test_the_modules_a_wheel_makes_importable():
     assert importable_modules(files) == ["causal_conv1d_cuda", "helper", "img2gray"]
 
 
-def test_junit_counts_become_the_report(tmp_path):
-    write(tmp_path / "junit.xml", """
-        <testsuites><testsuite name="pytest" tests="14" failures="1" errors="2" skipped="6">
-        </testsuite></testsuites>
-    """)
-    write(tmp_path / "machine.json", '{"gpus": ["NVIDIA H100 80GB HBM3"], "torch": "2.11.0"}')
-    report = _report(tmp_path / "junit.xml", tmp_path / "machine.json", 3.25, 1)
+def plugin_report(**fields) -> dict:
+    """A report as the factory's pytest plugin writes it."""
+    return {"passed": 5, "failed": 0, "errors": 0, "skipped": 6,
+            "gpus": ["NVIDIA H100 80GB HBM3"], "torch": "2.11.0", "cuda": "13.0",
+            "collected": 14, "chosen": 14, "ended": 11, "how": "", "stopped": "", "files": [],
+            **fields}
+
+
+def test_the_plugins_report_becomes_the_report_and_its_verdict(tmp_path):
+    facts = tmp_path / "report.json"
+    facts.write_text(json.dumps(plugin_report(failed=1, errors=2)))
+    report = _report(facts, tmp_path / "progress.json", 3.25, 1)
     assert (report.passed, report.failed, report.errors, report.skipped) == (5, 1, 2, 6)
-    assert not report.ok
+    assert report.verdict == "failed" and report.reason == "1 failed, 2 error(s)"
     assert report.describe() == ("5 passed, 1 failed, 2 error(s), 6 skipped on NVIDIA H100 80GB "
-                                 "HBM3 in 3.2 s")
+                                 "HBM3 in 3.2 s; 11 of 14 cases")
     assert TestReport.from_json(report.to_json()) == report
     assert TestReport.from_json({"passed": "x"}) is None
+
+    facts.write_text(json.dumps(plugin_report(
+        ended=534, collected=1800, how="each test function once, then more cases in a seeded "
+        "order (seed 0) until the 10 min budget was spent",
+        stopped="the 10 min budget was spent",
+        files=[{"path": "tests/test_gen.py", "kind": "needs",
+                "detail": "the module 'transformers' is not installed"},
+               {"path": "tests/test_bench.py", "kind": "script", "detail": "run as python x"},
+               {"path": "tests/odd.py", "kind": "made-up", "detail": "dropped"}])))
+    report = _report(facts, tmp_path / "progress.json", 150.0, 2)
+    assert report.verdict == "proven" and report.reason == ""
+    assert report.describe().endswith(
+        "; 534 of 1,800 cases (each test function once, then more cases in a seeded order "
+        "(seed 0) until the 10 min budget was spent); 1 file(s) not run (see the log)")
+    assert [note.kind for note in report.files] == ["needs", "script"]
+    assert TestReport.from_json(report.to_json()) == report
+
+
+@pytest.mark.parametrize(("fields", "verdict", "reason"), [
+    ({"passed": 0, "skipped": 0, "ended": 0}, "untested", "no test was collected"),
+    ({"passed": 0, "skipped": 4}, "untested", "no test ran: all 4 skipped"),
+    ({"passed": 0, "skipped": 0, "files": [
+        {"path": "tests/test_a.py", "kind": "error", "detail": "ImportError: cannot import "
+         "name 'gone' from 'kernel'"}], "errors": 1}, "failed",
+     "tests/test_a.py: ImportError: cannot import name 'gone' from 'kernel'"),
+    ({"passed": 0, "skipped": 0, "files": [
+        {"path": "tests/test_a.py", "kind": "needs", "detail": "the module 'x' is not "
+         "installed"}]}, "untested",
+     "no test was collected (tests/test_a.py: the module 'x' is not installed)"),
+])
+def test_a_run_that_proves_nothing_is_untested_and_says_why(tmp_path, fields, verdict, reason):
+    facts = tmp_path / "report.json"
+    facts.write_text(json.dumps(plugin_report(**fields)))
+    report = _report(facts, tmp_path / "progress.json", 1.0, 5)
+    assert (report.verdict, report.reason) == (verdict, reason)
+
+
+def test_tests_that_could_not_start_are_untested_with_the_reason():
+    report = TestReport.untested("pytest cannot be had offline", "2.11.0")
+    assert (report.verdict, report.reason) == ("untested", "pytest cannot be had offline")
+    assert report.describe() == "not run: pytest cannot be had offline"
+    assert TestReport.from_json(report.to_json()) == report
+    # records written before verdicts existed read as they were
+    old = {"passed": 3, "failed": 0, "errors": 0, "skipped": 1, "gpus": [], "seconds": 2.0}
+    assert TestReport.from_json(old) == TestReport(3, 0, 0, 1, (), 2.0)
+
+
+@pytest.mark.parametrize("damaged", ["{", "[]", json.dumps({"passed": 1}),
+                                     json.dumps(plugin_report(gpus="H100")),
+                                     json.dumps(plugin_report(files=7))])
+def test_a_damaged_report_is_a_failure_that_says_so(tmp_path, damaged):
+    facts = tmp_path / "report.json"
+    facts.write_text(damaged)
+    with pytest.raises(BuildError, match=r"pytest ended \(exit 3\) without the factory's "
+                                         r"report of the run"):
+        _report(facts, tmp_path / "progress.json", 1.0, 3)
 
 
 def run_guard(guard: str, version: str, cuda: str | None) -> str:
@@ -187,6 +249,16 @@ PACKAGES = {"packages": [{"name": "img2gray", "project": "img2gray"}]}
     (PACKAGES, {"name": "img2gray", "versions": [{**GOOD_RELEASE, "cells": "all"}]},
      "holds cells that is not a list"),
     (PACKAGES, "nothing", "holds a package that is not a table"),
+    (PACKAGES, {"name": "img2gray", "versions": [{**GOOD_RELEASE, "cells": [
+        {**GOOD_RELEASE["cells"][0], "tests": {"passed": 3, "verdict": "trust me"}}]}]},
+     "holds a test verdict that is not one"),
+    (PACKAGES, {"name": "img2gray", "versions": [{**GOOD_RELEASE, "cells": [
+        {**GOOD_RELEASE["cells"][0], "tests": {"passed": 0, "verdict": "untested",
+                                                "reason": "ok\x1b[2J"}}]}]},
+     "holds a test verdict's reason that is not one"),
+    (PACKAGES, {"name": "img2gray", "versions": [{**GOOD_RELEASE, "cells": [
+        {**GOOD_RELEASE["cells"][0], "tests": {"passed": "all"}}]}]},
+     "holds a test count that is not one"),
 ])
 def test_doctor_takes_a_crafted_index_as_data_and_says_so_in_one_line(tmp_path, capsys, browse,
                                                                      package, said):
@@ -208,6 +280,24 @@ def test_doctor_composes_its_commands_itself_and_quotes_what_it_was_given(tmp_pa
     assert result["fits"]["uv"] == f"uv pip install img2gray --index '{index}'"
     deep = crafted_index(tmp_path / "deep", json.loads("[" * 100 + "]" * 100))
     assert doctor.main([deep]) == 1 and len(capsys.readouterr().err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(("tests", "said"), [
+    (None, "not tested: it was built without its tests (factory build --test)"),
+    ({"passed": 14, "verdict": "proven", "gpus": ["NVIDIA H100 80GB HBM3"]},
+     "proven: 14 of its own tests passed on NVIDIA H100 80GB HBM3"),
+    ({"passed": 8, "gpus": []}, "proven: 8 of its own tests passed with no GPU"),  # older
+    ({"passed": 0, "verdict": "untested", "reason": "the kernel has no tests/ folder"},
+     "untested: its tests could not prove it (the kernel has no tests/ folder)"),
+])
+def test_doctor_says_what_the_kernels_own_tests_said_of_the_wheel_that_fits(tmp_path, tests,
+                                                                           said):
+    cell = {**GOOD_RELEASE["cells"][0], **({"tests": tests} if tests else {})}
+    url = crafted_index(tmp_path, PACKAGES, {"name": "img2gray", "versions": [
+        {**GOOD_RELEASE, "cells": [cell]}]})
+    (result,) = doctor.diagnose(url, "img2gray", GPU_FACTS)
+    lines = doctor.describe_diagnosis([result])
+    assert lines[4] == f"  {said}", lines
 
 
 def test_doctor_without_arguments_reports_this_machine(capsys):

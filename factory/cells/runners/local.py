@@ -79,7 +79,7 @@ class LocalRunner:
         with exclusive(folder.parent):
             return run_tests(wheel, cell.spec.root / "tests", cell.spec.python_name, env, folder,
                              self.cache, log, self.options.offline, cell.tests,
-                             cell.spec.test_requires)
+                             cell.spec.test_requires, self.options.wheelhouses)
 
 
 def _toolchain_facts(cuda: Version, home: Path | None, cross: str | None) -> dict[str, Any]:

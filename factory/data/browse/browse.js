@@ -294,17 +294,35 @@ function variantDetails(cell) {
     el("div", { class: "wheel variants" }, list)];
 }
 
+// proven: the kernel's own tests passed; untested: they could not run, or none did (why);
+// failed: a test failed. Records made before verdicts were recorded say it by their counts.
+function verdictOf(tests) {
+  const reason = typeof tests.reason === "string" && tests.reason ? `: ${tests.reason}` : "";
+  const verdict = ["proven", "untested", "failed"].includes(tests.verdict) ? tests.verdict
+    : tests.failed || tests.errors ? "failed" : tests.passed ? "proven" : "untested";
+  if (verdict === "proven") return "proven: its own tests passed";
+  if (verdict === "untested") return `untested${reason || ": no test ran"}`;
+  return `failed${reason}`;
+}
+
 function cellProof(cell) {
   const rows = [];
   if (cell.served_by) rows.push(["proof of", `${cell.served_by}, the stable-ABI build whose wheel this cell's index lists`]);
   const tests = cell.tests;
   if (tests) {
-    const where = tests.gpus && tests.gpus.length ? `on ${[...new Set(tests.gpus)].join(", ")}` : "with no GPU (GPU tests skipped)";
-    const errors = tests.errors ? `, ${tests.errors} error(s)` : "";
-    const chosen = typeof tests.selection === "string" && tests.selection ? ` (chosen: ${tests.selection})` : "";
-    rows.push(["kernel tests", `${tests.passed} passed, ${tests.failed} failed${errors}, ${tests.skipped} skipped ${where}${chosen}`]);
+    rows.push(["verdict", verdictOf(tests)]);
+    if (typeof tests.not_run === "string" && tests.not_run) {
+      rows.push(["kernel tests", `not run: ${tests.not_run}`]);
+    } else {
+      const where = tests.gpus && tests.gpus.length ? `on ${[...new Set(tests.gpus)].join(", ")}` : "with no GPU (GPU tests skipped)";
+      const errors = tests.errors ? `, ${tests.errors} error(s)` : "";
+      const chosen = typeof tests.selection === "string" && tests.selection ? ` (chosen: ${tests.selection})` : "";
+      const cases = Array.isArray(tests.cases) && tests.cases[0] < tests.cases[1]
+        ? `; ${tests.cases[0]} of ${tests.cases[1]} cases${typeof tests.how === "string" && tests.how ? ` (${tests.how})` : ""}` : "";
+      rows.push(["kernel tests", `${tests.passed} passed, ${tests.failed} failed${errors}, ${tests.skipped} skipped ${where}${chosen}${cases}`]);
+    }
   } else {
-    rows.push(["kernel tests", "not run"]);
+    rows.push(["verdict", "not tested: built without its tests (factory build --test)"]);
   }
   if (cell.ops) {
     const ops = cell.ops.length ? el("ul", { class: "ops" }, ...cell.ops.map((op) =>

@@ -84,7 +84,8 @@ def main(argv: list[str]) -> int:
             tested = run_tests(Path(job["wheel"]), Path(job["tests"]), job["module"], env,
                                Path(job["folder"]), Path(job["cache"]), log,
                                selection=TestSelection.from_json(job["selection"]),
-                               needs=tuple(job["needs"]))
+                               needs=tuple(job["needs"]),
+                               wheelhouses=tuple(map(Path, job.get("wheelhouses", ()))))
             say(result=tested.to_json())
         else:
             root = Path(job["kernel"])

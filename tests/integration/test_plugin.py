@@ -1,0 +1,224 @@
+"""The factory's pytest plugin and its stand-in `kernels` module, in real pytest runs of small
+kernels' tests: what can run runs (collection errors named per file, scripts run as scripts,
+functions no fixture can call left out), get_kernel of any repo id gets the kernel under test,
+the tests marked kernels_ci are chosen, and a suite of thousands of cases runs each function
+once, then more cases in a reproducible order, until its budget is spent. A stand-in torch
+(the plugin asks it only whether a GPU is there) keeps these runs to a second or two."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from factory.prove.tests import INJECT, PLUGIN, FileNote
+
+from ..conftest import write
+
+KERNEL = {"kwf_probe/__init__.py": "def double(x):\n    return 2 * x\n"}
+
+
+def run_plugin(root: Path, tests: dict[str, str], *args: str,
+               env: dict[str, str] | None = None) -> tuple[dict[str, Any], str]:
+    """pytest over root/tests with the plugin, as the factory runs it; the plugin's report and
+    pytest's output."""
+    write(root / "stand-in" / "torch" / "__init__.py", """
+        __version__ = "0.0"
+        class version:
+            cuda = None
+        class cuda:
+            @staticmethod
+            def is_available():
+                return False
+            @staticmethod
+            def device_count():
+                return 0
+    """)
+    for name, text in KERNEL.items():
+        write(root / "site" / name, text)
+    for name, text in tests.items():
+        write(root / "tests" / name, text)
+    report = root / "report.json"
+    environment = {**os.environ, "KERNEL_WHEEL_FACTORY_KERNEL": "kwf_probe",
+                   "KERNEL_WHEEL_FACTORY_TEST_REPORT": str(report),
+                   "KERNEL_WHEEL_FACTORY_TEST_PROGRESS": str(root / "progress.json"),
+                   "KERNEL_WHEEL_FACTORY_STAND_IN": str(root / "asked"),
+                   "PYTHONPATH": os.pathsep.join(str(path) for path in (
+                       root / "stand-in", root / "site", INJECT)),
+                   **(env or {})}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider",
+                           "-rfEs", "--tb=short", "--rootdir", ".",
+                           "--continue-on-collection-errors", *(args or ("tests/",))],
+                          cwd=root, env=environment, capture_output=True, text=True,
+                          timeout=300, check=False)
+    return json.loads(report.read_text()), done.stdout + done.stderr
+
+
+def notes(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    found = {}
+    for data in report["files"]:
+        note = FileNote.from_json(data)
+        assert note is not None, data
+        found[note.path] = (note.kind, note.detail)
+    return found
+
+
+def test_what_can_run_runs_and_every_file_that_did_not_is_named(tmp_path):
+    report, output = run_plugin(tmp_path, {
+        "test_ok.py": """
+            from kernels import get_kernel
+
+            probe = get_kernel("someone/scratch-kernel-123")
+
+
+            def test_double():
+                assert probe.double(2) == 4
+        """,
+        "test_needs.py": "import a_module_nobody_installed\n\ndef test_x():\n    pass\n",
+        "test_broken.py": "from kwf_probe import gone\n\ndef test_y():\n    pass\n",
+        "test_helpers.py": "def helper():\n    return 1\n",
+        "test_script.py": """
+            from kwf_probe import double
+
+
+            def test_case(p):
+                assert double(p) == 2 * p
+
+
+            if __name__ == "__main__":
+                for p in range(3):
+                    test_case(p)
+                print("all 3 cases passed")
+        """,
+        "test_failing_script.py": """
+            def test_case(p):
+                assert p == 0, f"case {p} is wrong"
+
+
+            if __name__ == "__main__":
+                test_case(1)
+        """,
+        "test_unittest_entry.py": "import unittest\n\nif __name__ == '__main__':\n"
+                                  "    unittest.main()\n",
+    })
+    # test_double and test_script.py pass; the failing script and test_broken.py's error fail
+    assert (report["passed"], report["failed"], report["errors"]) == (2, 1, 1), output
+    found = notes(report)
+    assert found["tests/test_needs.py"] == (
+        "needs", "the module 'a_module_nobody_installed' is not installed")
+    assert found["tests/test_broken.py"][0] == "error"
+    assert "cannot import name 'gone' from 'kwf_probe'" in found["tests/test_broken.py"][1]
+    assert found["tests/test_helpers.py"] == ("no-tests", "holds no test pytest can run")
+    assert found["tests/test_unittest_entry.py"] == ("no-tests", "holds no test pytest can run")
+    kind, detail = found["tests/test_script.py"]
+    assert kind == "script" and detail.startswith(
+        "1 test(s) take arguments no fixture gives: test_case (p); run as python "
+        "test_script.py; it ended with exit 0 after ")
+    assert detail.endswith(", its last line: all 3 cases passed")
+    assert "python test_failing_script.py ended with exit 1; its last lines:" in output
+    assert "AssertionError: case 1 is wrong" in output
+    assert (tmp_path / "asked").read_text() == "someone/scratch-kernel-123\n"
+
+
+def test_a_file_that_needs_a_gpu_is_named_not_failed_where_there_is_none(tmp_path):
+    report, output = run_plugin(tmp_path, {
+        "test_gpu_only.py": "raise RuntimeError('Found no NVIDIA driver on your system')\n",
+        "test_cpu.py": "def test_cpu():\n    pass\n",
+        "test_gpu_script.py": "if __name__ == '__main__':\n"
+                              "    raise RuntimeError('no CUDA GPUs are available')\n",
+    })
+    assert (report["passed"], report["failed"], report["errors"], report["skipped"]) == \
+        (1, 0, 0, 1), output
+    assert notes(report)["tests/test_gpu_only.py"] == (
+        "no-gpu", "needs a GPU, and this machine has none (RuntimeError: Found no NVIDIA "
+                  "driver on your system)")
+    assert "needs a GPU, and this machine has none (RuntimeError: no CUDA GPUs are available)" \
+        in output
+
+
+def test_the_tests_marked_kernels_ci_are_the_default_choice(tmp_path):
+    tests = {"test_ci.py": """
+        import pytest
+
+
+        @pytest.mark.kernels_ci
+        def test_marked():
+            pass
+
+
+        class TestGroup:
+            pytestmark = pytest.mark.kernels_ci
+
+            def test_in_class(self):
+                pass
+
+
+        @pytest.mark.parametrize("n", range(40))
+        def test_long_sweep(n):
+            pass
+    """}
+    report, output = run_plugin(tmp_path, tests, "-W", "error::pytest.PytestUnknownMarkWarning",
+                                "tests/", env={"KERNEL_WHEEL_FACTORY_CHOOSE": "default",
+                                               "KERNEL_WHEEL_FACTORY_BUDGET": "600"})
+    assert (report["passed"], report["ended"], report["collected"]) == (2, 2, 42), output
+    assert report["how"] == "the tests marked kernels_ci"
+    # the matrix's own choice within a budget leaves the marker alone
+    report, _ = run_plugin(tmp_path, tests, env={"KERNEL_WHEEL_FACTORY_CHOOSE": "budget",
+                                                 "KERNEL_WHEEL_FACTORY_BUDGET": "600"})
+    assert report["passed"] == 42
+
+
+def test_thousands_of_cases_run_each_function_once_then_a_seeded_order_within_the_budget(
+        tmp_path):
+    tests = {"test_sweep.py": """
+        import os
+        import time
+        from pathlib import Path
+
+        import pytest
+
+
+        def ran(name):
+            with open(Path(__file__).with_name("ran.txt"), "a") as handle:
+                handle.write(name + "\\n")
+
+
+        @pytest.mark.parametrize("i", range(3000))
+        def test_sweep(i):
+            ran(f"sweep-{i}")
+            time.sleep(0.002)
+
+
+        @pytest.mark.parametrize("j", ["a", "b"])
+        def test_last_function(j):
+            ran(f"last-{j}")
+    """}
+    choose = {"KERNEL_WHEEL_FACTORY_CHOOSE": "default", "KERNEL_WHEEL_FACTORY_BUDGET": "1.5"}
+    orders = []
+    for _ in range(2):
+        (tmp_path / "tests" / "ran.txt").unlink(missing_ok=True)
+        report, output = run_plugin(tmp_path, tests, env=choose)
+        ran = (tmp_path / "tests" / "ran.txt").read_text().split()
+        assert report["collected"] == 3002 and report["failed"] == 0, output
+        assert 3 < report["ended"] < 3002 and report["ended"] == len(ran) == report["passed"]
+        assert report["stopped"] == "the 1.5 s budget was spent"
+        assert report["how"] == ("each test function once, then more cases in a seeded order "
+                                 "(seed 0) until the 1.5 s budget was spent")
+        # every function once first, whatever the budget: each one's first case
+        assert ran[:2] == ["sweep-0", "last-a"]
+        orders.append(ran)
+    shorter = min(len(order) for order in orders)
+    assert orders[0][:shorter] == orders[1][:shorter]  # the same seeded order both times
+    assert orders[0][2:12] != sorted(orders[0][2:12])  # and not the file's order
+
+
+def test_a_report_never_quotes_control_characters_from_the_tests(tmp_path):
+    report, _ = run_plugin(tmp_path, {
+        "test_odd.py": "raise RuntimeError('bad \\x1b[2J\\x07 thing')\n",
+    })
+    note = FileNote.from_json(report["files"][0])
+    assert note is not None and note.kind == "error"
+    assert "\x1b" not in note.detail and "\x07" not in note.detail
