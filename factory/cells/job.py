@@ -218,6 +218,16 @@ def loadable(cell: Cell) -> str | None:
     return None
 
 
+def testable(cell: Cell) -> str | None:
+    """Why the kernel's own tests cannot prove the cell's wheel, or None when they can run."""
+    if not (cell.spec.root / "tests").is_dir():
+        return "the kernel has no tests/ folder"
+    if not cell.compiled:
+        return ("the tests of a pure-Python wheel do not run yet: its cell names no torch to "
+                "run them with")
+    return None
+
+
 def _check_unchanged(installed: InstalledTorch) -> None:
     """The interpreter still has the torch the plan read (it may have changed since)."""
     try:

@@ -41,7 +41,7 @@ from ..system.process import Log
 from ..values.units import human_size
 from ..wheel.read import WheelFile
 from .checks import check_cell_wheel
-from .job import Built, Compiling, loadable
+from .job import Built, Compiling, loadable, testable
 from .runners import Runner
 from .state import CellState
 
@@ -219,8 +219,9 @@ def test_cells(plan: Plan, out: Path, runner: Runner, say: Callable[[str], None]
         say(f"testing {cell.id} ({wheel.name})")
         with open(log_path, "w", encoding="utf-8") as handle:
             log = Log(handle)
+            reason = testable(cell)
             try:
-                report = runner.test(cell, wheel, log)
+                report = TestReport.untested(reason) if reason else runner.test(cell, wheel, log)
             except FactoryError as exc:
                 log.write(f"\nFAILED: {exc}")
                 results.append(CellTests(cell.id, wheel.name, None, str(exc), log_path,
@@ -338,7 +339,10 @@ def _test_gate(cell: Cell, runner: Runner, wheel: Path, settings: RunSettings,
                log: Log) -> TestReport:
     """The kernel's own tests against the wheel, before it is published: a failure fails the
     cell; tests that could not run keep the wheel out where tests are required (Untested)."""
-    tested = runner.test(cell, wheel, log)
+    reason = testable(cell)
+    if reason is not None:
+        log.write(f"   not tested: {reason}")
+    tested = TestReport.untested(reason) if reason else runner.test(cell, wheel, log)
     log.write(f"   kernel tests: {tested.verdict}: {tested.describe()}")
     if tested.verdict == "failed":
         raise BuildError(f"{wheel.name} failed the kernel's tests: {tested.describe()}")
