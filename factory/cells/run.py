@@ -219,9 +219,8 @@ def test_cells(plan: Plan, out: Path, runner: Runner, say: Callable[[str], None]
         say(f"testing {cell.id} ({wheel.name})")
         with open(log_path, "w", encoding="utf-8") as handle:
             log = Log(handle)
-            reason = testable(cell)
             try:
-                report = TestReport.untested(reason) if reason else runner.test(cell, wheel, log)
+                report = _kernel_tests(cell, runner, wheel, log)
             except FactoryError as exc:
                 log.write(f"\nFAILED: {exc}")
                 results.append(CellTests(cell.id, wheel.name, None, str(exc), log_path,
@@ -339,20 +338,27 @@ def _test_gate(cell: Cell, runner: Runner, wheel: Path, settings: RunSettings,
                log: Log) -> TestReport:
     """The kernel's own tests against the wheel, before it is published: a failure fails the
     cell; tests that could not run keep the wheel out where tests are required (Untested)."""
-    reason = testable(cell)
-    if reason is not None:
-        log.write(f"   not tested: {reason}")
-    tested = TestReport.untested(reason) if reason else runner.test(cell, wheel, log)
+    tested = _kernel_tests(cell, runner, wheel, log)
     log.write(f"   kernel tests: {tested.verdict}: {tested.describe()}")
     if tested.verdict == "failed":
         raise BuildError(f"{wheel.name} failed the kernel's tests: {tested.describe()}")
     if tested.verdict == "untested" and requires_tests(cell, settings.require_tests):
         raise Untested(f"not published: its tests could not run ({tested.reason}), and tests "
                        "are required", tested)
-    if settings.require_gpu and not tested.gpus:
+    if settings.require_gpu and tested.verdict == "proven" and not tested.gpus:
         raise BuildError(f"the kernel's tests of {wheel.name} ran with no GPU "
                          "(--require-gpu)")
     return tested
+
+
+def _kernel_tests(cell: Cell, runner: Runner, wheel: Path, log: Log) -> TestReport:
+    """The kernel's tests run against the wheel where the runner runs them, or, where they
+    cannot prove it, an untested report that says why."""
+    reason = testable(cell)
+    if reason is None:
+        return runner.test(cell, wheel, log)
+    log.write(f"   not tested: {reason}")
+    return TestReport.untested(reason)
 
 
 def _import_gate(cell: Cell, runner: Runner, wheel: Path, files: Iterable[str],
