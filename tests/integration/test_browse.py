@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from factory.prove.tests import TestReport
 from factory.wheel.read import read_wheel
 
 from ..conftest import REPO, run_factory, serving
@@ -86,6 +87,7 @@ def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser, si
         "%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(built.build.source_date_epoch))
     proof = page.text_content("#facts .proof")
     assert "8 passed, 0 failed, 6 skipped with no GPU (GPU tests skipped)" in proof, proof
+    assert "verdictproven: its own tests passed" in proof, proof
     assert "::img2gray (CPU, CUDA, Meta): torch.compile ready" in proof, proof
     # The grid marks the chosen cell; its button chooses it too.
     page.wait_for_selector("td.built.selected button")
@@ -191,6 +193,37 @@ def test_every_missing_cell_says_why(browser, example_tested, tmp_path):
         assert "(skipped: the kernel's torch maxver is 2.11)" in page.text_content("#status")
         assert page.text_content("#pip-command") == ""
         shot(page, "browse-missing-cells")
+        assert errors == []
+
+
+def test_the_verdict_of_the_kernels_own_tests_is_shown_with_its_reason(browser, example_tested,
+                                                                       tmp_path):
+    """A published wheel its tests could not prove says untested and why; a cell held back
+    because its tests are required says so in the grid."""
+    out = shutil.copytree(example_tested[0], tmp_path / "index", symlinks=True)
+    manifest_path = out / ".factory" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    built = manifest["cells"]["img2gray/cu130torch211/x86_64"]
+    reason = "pytest cannot be had offline: uv's cache does not hold it"
+    built["tests"] = TestReport.untested(reason, "2.11.0").to_json()
+    held = "img2gray/cu130torch212/x86_64"
+    manifest["cells"][held] = {**built, "cell": held, "label": "cu130torch212", "torch": "2.12",
+                               "status": "untested", "wheel": None, "ops": None,
+                               "detail": f"not published: its tests could not run ({reason}), "
+                                         "and tests are required"}
+    manifest_path.write_text(json.dumps(manifest))
+    assert run_factory("index", "--out", out).exit == 0
+    with serving(out) as url:
+        page, errors = open_page(browser, url + "#package=img2gray&torch=2.11&cuda=13.0")
+        page.wait_for_selector("#facts .proof")
+        proof = page.text_content("#facts .proof")
+        assert f"verdictuntested: {reason}" in proof, proof
+        assert f"kernel testsnot run: {reason}" in proof, proof
+        shot(page, "browse-untested")
+        held_cell = page.locator("td.untested")
+        assert held_cell.count() == 1
+        assert held_cell.text_content().startswith("untestednot published: its tests could not "
+                                                   "run")
         assert errors == []
 
 
