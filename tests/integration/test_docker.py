@@ -138,12 +138,19 @@ def test_a_container_cell_is_imported_and_tested_in_its_builder_image(docker_bui
     log = (folder / "index/logs/img2gray-cu130torch211-x86_64.log").read_text()
     assert re.search(r"loading \S+\.whl with /cache/docker/\S+/bin/python", log), log[-3000:]
     assert "imported img2gray with torch 2.11.0+cu130: 1 op(s), 1 with a fake" in log
-    tested = run_factory("test", "matrix.yaml", "--out", folder / "index", cwd=folder,
-                         env=cache_env(factory_cache))
+    wheelhouse = folder / "wheelhouse"  # copied into the container the tests run in
+    wheelhouse.mkdir(exist_ok=True)
+    with zipfile.ZipFile(wheelhouse / "kwf_unused-1.0-py3-none-any.whl", "w") as archive:
+        archive.writestr("kwf_unused-1.0.dist-info/METADATA",
+                         "Metadata-Version: 2.1\nName: kwf-unused\nVersion: 1.0\n")
+    tested = run_factory("test", "matrix.yaml", "--out", folder / "index", "--wheelhouse",
+                         wheelhouse, cwd=folder, env=cache_env(factory_cache))
     assert tested.exit == 0, tested.stdout + tested.stderr
     assert "8 passed, 0 failed, 6 skipped with no GPU" in tested.stdout, tested.stdout
     log = (folder / "index/logs/img2gray-cu130torch211-x86_64.tests.log").read_text()
     assert "platform linux -- Python 3.11.2" in log  # bullseye's CPython: in the image
+    assert "--find-links=/tmp/kernel-wheel-factory-tests/img2gray-cu130torch211-x86_64/" \
+           "wheelhouse-0" in log, log[-3000:]
     assert our_containers() == []
 
 
