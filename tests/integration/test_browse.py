@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -132,24 +134,39 @@ def test_a_deep_link_selects_and_shows_and_detect_clears_what_no_longer_applies(
     assert errors == []
 
 
+def edited_index(example_tested, tmp_path: Path, edit: Callable[[dict], None]) -> Path:
+    """A copy of the example's output folder whose cell records `edit` changed, indexed
+    again."""
+    out = shutil.copytree(example_tested[0], tmp_path / "index", symlinks=True)
+    manifest_path = out / ".factory" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    edit(manifest["cells"])
+    manifest_path.write_text(json.dumps(manifest))
+    assert run_factory("index", "--out", out).exit == 0
+    return out
+
+
+def shown_proof(browser, url: str) -> tuple[object, list[str], str]:
+    """The page of the example's cell, its errors and the text of its proof."""
+    page, errors = open_page(browser, url + "#package=img2gray&torch=2.11&cuda=13.0")
+    page.wait_for_selector("#facts .proof")
+    return page, errors, page.text_content("#facts .proof")
+
+
 def test_what_the_index_records_is_shown_as_text_never_run(browser, example_tested, tmp_path):
     """The browse page takes every value of its data as text: markup in a cell's recorded
     test choice, op name or reason (a hostile matrix or kernel could put it there) is shown,
     never parsed, and nothing runs; the chosen tests are shown beside the counts."""
-    out = shutil.copytree(example_tested[0], tmp_path / "index", symlinks=True)
-    manifest_path = out / ".factory" / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
     hostile = '<img src=x onerror="window.pwned=1">'
-    for cell in manifest["cells"].values():
-        if cell.get("tests"):
-            cell["tests"]["selection"] = f"test_a.py -k '{hostile}'"
-            cell["ops"][0]["name"] = f"img2gray::{hostile}"
-    manifest_path.write_text(json.dumps(manifest))
-    assert run_factory("index", "--out", out).exit == 0
-    with serving(out) as url:
-        page, errors = open_page(browser, url + "#package=img2gray&torch=2.11&cuda=13.0")
-        page.wait_for_selector("#facts .proof")
-        proof = page.text_content("#facts .proof")
+
+    def edit(cells: dict) -> None:
+        for cell in cells.values():
+            if cell.get("tests"):
+                cell["tests"]["selection"] = f"test_a.py -k '{hostile}'"
+                cell["ops"][0]["name"] = f"img2gray::{hostile}"
+
+    with serving(edited_index(example_tested, tmp_path, edit)) as url:
+        page, errors, proof = shown_proof(browser, url)
         assert f"6 skipped with no GPU (GPU tests skipped) (chosen: test_a.py -k '{hostile}')" \
             in proof, proof
         assert f"img2gray::{hostile}" in proof
@@ -161,20 +178,17 @@ def test_what_the_index_records_is_shown_as_text_never_run(browser, example_test
 def test_every_missing_cell_says_why(browser, example_tested, tmp_path):
     """A cell the build skipped gives its reason, a failed one its error, and a torch x CUDA
     pair the matrix never listed says it was not requested, in the grid and in the helper."""
-    out = shutil.copytree(example_tested[0], tmp_path / "index", symlinks=True)
-    manifest_path = out / ".factory" / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    built = manifest["cells"]["img2gray/cu130torch211/x86_64"]
-    for label, torch, cuda, status, detail in (
-            ("cu130torch212", "2.12", "13.0", "skipped", "the kernel's torch maxver is 2.11"),
-            ("cu128torch211", "2.11", "12.8", "failed", "nvcc: out of memory")):
-        cell = f"img2gray/{label}/x86_64"
-        manifest["cells"][cell] = {**built, "cell": cell, "label": label, "torch": torch,
-                                   "cuda": cuda, "status": status, "detail": detail,
-                                   "wheel": None, "ops": None, "tests": None}
-    manifest_path.write_text(json.dumps(manifest))
-    assert run_factory("index", "--out", out).exit == 0
-    with serving(out) as url:
+    def edit(cells: dict) -> None:
+        built = cells["img2gray/cu130torch211/x86_64"]
+        for label, torch, cuda, status, detail in (
+                ("cu130torch212", "2.12", "13.0", "skipped", "the kernel's torch maxver is 2.11"),
+                ("cu128torch211", "2.11", "12.8", "failed", "nvcc: out of memory")):
+            cell = f"img2gray/{label}/x86_64"
+            cells[cell] = {**built, "cell": cell, "label": label, "torch": torch, "cuda": cuda,
+                           "status": status, "detail": detail, "wheel": None, "ops": None,
+                           "tests": None}
+
+    with serving(edited_index(example_tested, tmp_path, edit)) as url:
         page, errors = open_page(browser, url + "#package=img2gray&torch=2.12&cuda=12.8")
         page.wait_for_selector("td.none")
         cells = {(td.get_attribute("data-torch"), td.get_attribute("data-cuda")):
@@ -200,23 +214,19 @@ def test_the_verdict_of_the_kernels_own_tests_is_shown_with_its_reason(browser, 
                                                                        tmp_path):
     """A published wheel its tests could not prove says untested and why; a cell held back
     because its tests are required says so in the grid."""
-    out = shutil.copytree(example_tested[0], tmp_path / "index", symlinks=True)
-    manifest_path = out / ".factory" / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    built = manifest["cells"]["img2gray/cu130torch211/x86_64"]
     reason = "pytest cannot be had offline: uv's cache does not hold it"
-    built["tests"] = TestReport.untested(reason, "2.11.0").to_json()
-    held = "img2gray/cu130torch212/x86_64"
-    manifest["cells"][held] = {**built, "cell": held, "label": "cu130torch212", "torch": "2.12",
-                               "status": "untested", "wheel": None, "ops": None,
-                               "detail": f"not published: its tests could not run ({reason}), "
-                                         "and tests are required"}
-    manifest_path.write_text(json.dumps(manifest))
-    assert run_factory("index", "--out", out).exit == 0
-    with serving(out) as url:
-        page, errors = open_page(browser, url + "#package=img2gray&torch=2.11&cuda=13.0")
-        page.wait_for_selector("#facts .proof")
-        proof = page.text_content("#facts .proof")
+
+    def edit(cells: dict) -> None:
+        built = cells["img2gray/cu130torch211/x86_64"]
+        built["tests"] = TestReport.untested(reason, "2.11.0").to_json()
+        held = "img2gray/cu130torch212/x86_64"
+        cells[held] = {**built, "cell": held, "label": "cu130torch212", "torch": "2.12",
+                       "status": "untested", "wheel": None, "ops": None,
+                       "detail": f"not published: its tests could not run ({reason}), and "
+                                 "tests are required"}
+
+    with serving(edited_index(example_tested, tmp_path, edit)) as url:
+        page, errors, proof = shown_proof(browser, url)
         assert f"verdictuntested: {reason}" in proof, proof
         assert f"kernel testsnot run: {reason}" in proof, proof
         shot(page, "browse-untested")
