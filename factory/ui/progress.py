@@ -14,6 +14,7 @@ from rich.text import Text
 
 from ..cells.run import Activity, CellResult, CellStatus
 from ..plan.cells import SkippedCell
+from ..prove.tests import VERDICTS
 
 __all__ = ["LiveReporter", "PlainReporter", "make_reporter", "print_summary"]
 
@@ -147,7 +148,7 @@ def print_summary(console: Console, results: list[CellResult]) -> None:
     verdicts = [result.tested.verdict for result in results if result.tested is not None]
     if verdicts:
         console.print("kernel tests: " + ", ".join(
-            f"{verdicts.count(verdict)} {verdict}" for verdict in ("proven", "untested", "failed")
+            f"{verdicts.count(verdict)} {verdict}" for verdict in VERDICTS
             if verdict in verdicts), markup=False)
     units = [result.units for result in results if result.units is not None]
     if units:
