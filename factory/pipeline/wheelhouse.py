@@ -70,8 +70,8 @@ def make_wheelhouse(request: WheelhouseRequest, say: Callable[[str], None]) -> W
             say(f"{target.describe()}: {len(wanted)} wheel(s) to fetch"
                 + (f": {', '.join(sorted(wanted))}" if wanted else ""))
             download(target, wanted, request.folder, work)
-    problem = wheelhouse_problem(request.folder)
-    if problem is not None and wheelhouse_wheels(request.folder):
+    wheels = tuple(wheelhouse_wheels(request.folder))
+    problem = wheelhouse_problem(request.folder) if wheels else None
+    if problem is not None:
         raise BuildError(f"the wheelhouse {request.folder} {problem}")
-    return Wheelhouse(tuple(wheelhouse_wheels(request.folder)), tuple(sorted(with_torch)),
-                      tuple(sorted(present)))
+    return Wheelhouse(wheels, tuple(sorted(with_torch)), tuple(sorted(present)))

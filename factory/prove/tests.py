@@ -32,10 +32,9 @@ from ..errors import BuildError
 from ..outputs.files import read_small_json
 from ..system.process import Log, foreign_environment, streamed_run
 from ..toolchain.torch import TorchEnv
-from .testenv import TEST_TOOLS, TestEnvUnavailable, make_test_env, test_requirements
+from .testenv import TestEnvUnavailable, make_test_env, test_requirements
 
-__all__ = ["TEST_TOOLS", "VERDICTS", "FileNote", "TestReport", "Verdict", "run_tests",
-           "test_requirements"]
+__all__ = ["VERDICTS", "FileNote", "TestReport", "Verdict", "run_tests"]
 
 INJECT = Path(__file__).with_name("inject")
 PLUGIN = "_kernel_wheel_factory_pytest"

@@ -100,6 +100,7 @@ class _Group:
     prepared: set[tuple[str, str, str | None, str | None, tuple[str, ...]]] = \
         field(default_factory=set)
     sources: set[str] = field(default_factory=set)
+    wheelhouses: list[str] | None = None  # where the run's wheelhouses were copied for tests
 
 
 class DockerRunner:
@@ -251,13 +252,6 @@ class DockerRunner:
         self.engine.copy_in(group.prepare, str(TESTS.parent),
                             source_archive(tests, source_files(tests),
                                            f"{TESTS.name}/{cell.key}/tests"))
-        wheelhouses = []
-        for number, folder in enumerate(self.options.wheelhouses):
-            where = f"{TESTS.name}/{cell.key}/wheelhouse-{number}"
-            self.engine.copy_in(group.prepare, str(TESTS.parent),
-                                source_archive(folder, [Path(wheel.name) for wheel in
-                                                        wheelhouse_wheels(folder)], where))
-            wheelhouses.append(str(TESTS.parent / where))
         python = str(manylinux_python(cell.python)) if cell.python is not None else None
         job = {"torch": str(cell.torch), "cuda": str(major_minor(cell.cuda.version)),
                "torch_index": cell.cuda.torch_index, "python": python,
@@ -265,12 +259,27 @@ class DockerRunner:
                "wheel": str(stage / "wheel" / wheel.name), "tests": str(stage / "tests"),
                "module": cell.spec.python_name, "folder": str(stage / "run"),
                "selection": cell.tests.to_json(), "needs": list(cell.spec.test_requires),
-               "wheelhouses": wheelhouses}
+               "wheelhouses": self._wheelhouses(group)}
         outcome = self._exec(group.prepare, "test", job, log, lambda step: None)
         report = TestReport.from_json(outcome["result"])
         if report is None:
             raise BuildError("the container's report of the tests is damaged")
         return report
+
+    def _wheelhouses(self, group: _Group) -> list[str]:
+        """The run's wheelhouses, copied once into the container the group's tests run in;
+        where they are there."""
+        assert group.prepare is not None
+        with group.lock:
+            if group.wheelhouses is None:
+                group.wheelhouses = []
+                for number, folder in enumerate(self.options.wheelhouses):
+                    where = f"{TESTS.name}/wheelhouse-{number}"
+                    self.engine.copy_in(group.prepare, str(TESTS.parent), source_archive(
+                        folder, [Path(wheel.name) for wheel in wheelhouse_wheels(folder)],
+                        where))
+                    group.wheelhouses.append(str(TESTS.parent / where))
+            return group.wheelhouses
 
     def _group(self, image: BuilderImage) -> _Group:
         with self._lock:
