@@ -98,6 +98,11 @@ RUNS_ON = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
 """The GitHub Actions runner of a job, by platform."""
 
 CROSS_BUILT = {"aarch64": "x86_64"}
+
+# cuTile-Python: the CUDA major its kernels run on, and the oldest compute capability its
+# assembler (tileiras 13.2-13.4) compiles for; each build asks tileiras for its own list.
+CUTILE_CUDA_MAJOR = 13
+CUTILE_MIN_SM = 8
 """The platforms whose cells `cross: true` builds on a machine of another (cross-compiled), and
 that machine's platform."""
 

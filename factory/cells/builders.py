@@ -1,6 +1,6 @@
 """Build one cell into one wheel, with the builder its kind of project calls for: a
-kernel-builder repo (kernel_builder.py) or a PEP 517 CUDA extension (pep517.py), peers that share
-the kit of job.py.
+kernel-builder repo (kernel_builder.py), a PEP 517 CUDA extension (pep517.py) or a cuTile-Python
+project (cutile.py), peers that share the kit of job.py.
 
 Runs wherever a runner puts it (on the host, or inside a builder container for the docker
 runner); it reads only the cell, the cache and the build options, and leaves the wheel in
@@ -19,6 +19,7 @@ from ..plan.cells import Cell
 from ..system.cache import exclusive
 from ..system.process import Log
 from . import kernel_builder
+from .cutile import build_cutile
 from .job import Built, Compiling, Container, Job, Progress
 from .options import BuildOptions
 from .pep517 import build_project
@@ -70,4 +71,5 @@ def _stop_leftover_compilers(work: Path) -> None:
 
 
 PROJECT_BUILDERS: dict[str, Callable[[Job], Built]] = {"kernel-builder": kernel_builder.build,
-                                                       "pep517": build_project}
+                                                       "pep517": build_project,
+                                                       "cutile": build_cutile}

@@ -27,6 +27,10 @@ def cell_expectation(cell: Cell, max_size: SizeLimit | None = None) -> Expectati
     if cell.cuda is None:  # a CPU cell: no GPU code, and no CUDA library needed
         return Expectation(cell.distribution, cell.wheel_version, cell.torch_pin, None,
                            frozenset(), cell.platform, max_size=max_size, cpu_only=True)
+    if cell.spec.is_cutile:  # no shared object: a cubin per SM and signature
+        return Expectation(cell.distribution, cell.wheel_version, cell.torch_pin,
+                           cell.cuda.version.major, None, None, max_size=max_size,
+                           cubins=cell.gpu_code)
     stable = cell.stable_abi
     return Expectation(
         cell.distribution, cell.wheel_version, cell.torch_pin,
@@ -50,6 +54,12 @@ def check_cell_wheel(cell: Cell, wheel: Path, log: Log,
         if so.gpu_sizes:
             log.write("   GPU code " + ", ".join(describe_code_size(code, size)
                                                   for code, size in so.gpu_sizes))
+    if report.cubins:
+        by_sm: dict[str, int] = {}
+        for cubin in report.cubins:
+            by_sm[cubin.sm] = by_sm.get(cubin.sm, 0) + 1
+        log.write("   cubins: " + ", ".join(f"{sm} {count}" for sm, count in sorted(
+            by_sm.items(), key=lambda item: int(item[0][3:]))))
     problems = check_wheel(report, cell_expectation(cell, max_size))
     for problem in problems:
         log.write(f"   gate failed: {problem}")

@@ -33,6 +33,7 @@ from ..toolchain import Toolchain
 from ..wheel.assemble import CoreMetadata, compressed_tag, write_wheel
 from ..wheel.read import PROVENANCE_FILE
 from ..wheel.repair import repair
+from .jit import check_jit_headers, ship_jit_headers
 from .job import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
 from .options import BuildOptions
 from .records import kernel_metadata, provenance_file, toolchain_facts
@@ -68,6 +69,7 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
     for section, why in cell.widened.items():
         log.write(f"note: [kernel.{section}] selects no SM of the cell; it is {why}")
     _write_generated(cell, options, src, package)
+    own_headers = ship_jit_headers(cell, package, log)
 
     jobs = compile_jobs(cell, toolchain, work)
     only = job.compiling.only
@@ -83,6 +85,10 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
                   "linked by the build that takes every shard's objects")
         return Built(None, len(jobs), compiled, cached)
 
+    if own_headers:
+        job.progress("run-time compiler gate")
+        check_jit_headers(cell, toolchain, package, own_headers, log,
+                          job.compiling.pool.budget.share(job.compiling.cells).cores)
     job.progress("linking")
     shared_object = package / f"{cell.ops_namespace}.abi3.so"
     argv, cwd = toolchain.runs_in.argv(link_command([j.object for j in jobs], shared_object,

@@ -52,7 +52,8 @@ from .job import Built, Job, build_facts, cell_guard, cell_toolchain, stage_sour
 from .records import provenance_file
 from .sandbox import confined_command, confined_environment
 
-__all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "c_compiler", "provide_build_env"]
+__all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "c_compiler",
+           "first_statement_line", "provide_build_env"]
 
 # What every build environment has besides the project's own requirements: the front end,
 # setuptools' parts, ninja (torch's BuildExtension compiles in parallel only with it) and
@@ -274,14 +275,14 @@ def _guard_packages(job: Job, content: Path) -> None:
             "for.\nimport torch\n" + guard)
         text = init.read_text(encoding="utf-8")
         lines = text.splitlines(keepends=True)
-        at = _first_statement_line(text)
+        at = first_statement_line(text)
         lines.insert(at, f"from . import {GUARD_MODULE}  # noqa: F401  (kernel-wheel-factory)\n")
         init.write_text("".join(lines), encoding="utf-8")
         guarded.append(init.parent.name)
     job.log.write(f"import guard: {', '.join(guarded) or 'no package to guard'}")
 
 
-def _first_statement_line(source: str) -> int:
+def first_statement_line(source: str) -> int:
     """The index of the line before which an import may go: after the module's docstring and
     its __future__ imports."""
     try:

@@ -16,11 +16,13 @@ import configparser
 import re
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import ConfigError
 from .buildtoml import read_build_toml
+from .cutile import CutileKernel, read_declaration
 from .nodes import load_toml
 from .spec import KernelSpec, ProjectKind
 
@@ -59,6 +61,7 @@ def static_version(root: Path) -> str | None:
 
 def _read_pep517(root: Path) -> KernelSpec:
     name, version, license_text, origin = _pyproject(root)
+    cutile, requirement = _cutile(root)
     for reader in (_setup_cfg, _setup_py):
         if name is not None:
             break
@@ -87,8 +90,41 @@ def _read_pep517(root: Path) -> KernelSpec:
         root=root, build_toml=origin, dialect=0, name=name, major_version=None,
         license=license_text, backends=("cuda",), framework="torch", python_depends=(),
         backend_python_depends=(), cuda_minver=None, cuda_maxver=None, torch=None, noarch=None,
-        kernels=(), kind="pep517", limited_api=limited, static_version=version,
+        kernels=(), kind="cutile" if requirement else "pep517", limited_api=limited,
+        static_version=version, cutile=cutile, cutile_requirement=requirement,
     )
+
+
+def _cutile(root: Path) -> tuple[tuple[CutileKernel, ...], str | None]:
+    """A cuTile project's declared kernels and its requirement on cuda-tile: a project is one
+    when [project] dependencies name cuda-tile; it must then declare what to compile ahead of
+    time (config/cutile.py)."""
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return (), None
+    document = load_toml(path)
+    project = document.mapping().get("project") if isinstance(document.value, dict) else None
+    if project is None or not isinstance(project.value, dict) or \
+            "dependencies" not in project.mapping():
+        return (), None
+    requirement = None
+    for node in project.mapping()["dependencies"].list():
+        try:
+            parsed = Requirement(node.str())
+        except InvalidRequirement:
+            raise node.error(f"'{node.value}' is not a requirement") from None
+        if canonicalize_name(parsed.name) == "cuda-tile" and parsed.marker is None:
+            requirement = str(parsed)
+    if requirement is None:
+        return (), None
+    declared = read_declaration(path)
+    if declared is None:
+        raise ConfigError("a cuTile project (it depends on cuda-tile) must declare the "
+                          "signatures its kernels are compiled for ahead of time: "
+                          "[[tool.kernel-wheel-factory.cutile.kernel]] with function and "
+                          "parameters (see docs/guides/cutile.md)", file=path,
+                          key="tool.kernel-wheel-factory.cutile")
+    return declared, requirement
 
 
 def _text(path: Path) -> str:

@@ -8,13 +8,16 @@ from typing import Literal
 
 from ..policy.capabilities import Capability
 from ..values.versions import Version
+from .cutile import CutileKernel
 
 __all__ = ["BACKENDS", "BACKEND_PYTHON_DEPENDS", "GENERAL_PYTHON_DEPENDS", "PROJECT_KINDS",
            "Framework", "KernelSection", "KernelSpec", "NoarchSection", "ProjectKind",
            "TorchSection"]
 
 Framework = Literal["torch", "torch-noarch", "tvm-ffi"]
-ProjectKind = Literal["kernel-builder", "pep517"]
+# "cutile": a PEP 517 project whose kernels are cuTile-Python functions it declares (found by
+# reading the project, never stated in the matrix: to the matrix it is a pep517 project)
+ProjectKind = Literal["kernel-builder", "pep517", "cutile"]
 PROJECT_KINDS: tuple[str, ...] = ("kernel-builder", "pep517")
 
 BACKENDS = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu")
@@ -108,10 +111,17 @@ class KernelSpec:
     limited_api: bool = False  # it declares py_limited_api: one abi3 wheel for every CPython
     static_version: str | None = None  # the version its files state without running anything
     test_requires: tuple[str, ...] = ()  # what its own tests need besides torch (flake.nix)
+    cutile: tuple[CutileKernel, ...] = ()  # a cuTile project's declared kernels
+    cutile_requirement: str | None = None  # its own requirement on cuda-tile
 
     @property
     def is_pep517(self) -> bool:
-        return self.kind == "pep517"
+        """Built by `build` through the project's own backend (a cuTile project too)."""
+        return self.kind in ("pep517", "cutile")
+
+    @property
+    def is_cutile(self) -> bool:
+        return self.kind == "cutile"
 
     @property
     def cuda_python_depends(self) -> tuple[str, ...]:

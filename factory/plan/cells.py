@@ -47,9 +47,9 @@ from .labels import check_label, matrix_labels, render_label
 
 __all__ = ["CUDA_SUFFIXES", "CXX_SUFFIXES", "HEADER_SUFFIXES", "Cell", "Kernel", "Plan",
            "SectionPlan", "ServedCell", "SkippedCell", "Unit", "check_unique_names",
-           "cuda_bounds_reason", "dependency_names", "make_cell", "make_plan", "noarch_cell",
-           "skip_reason", "stable_abi_reason", "stable_pin", "torch_bounds_reason",
-           "widened_notes"]
+           "cuda_bounds_reason", "cutile_cell", "dependency_names", "make_cell", "make_plan",
+           "noarch_cell", "skip_reason", "stable_abi_reason", "stable_pin",
+           "torch_bounds_reason", "widened_notes"]
 
 CUDA_SUFFIXES = frozenset({".cu"})
 CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".c++", ".c"})
@@ -230,7 +230,7 @@ class Cell:
         """The SASS (sm_XY) and PTX (compute_XY) the cell's shared object must carry. A PEP 517
         project compiles with its own arch list (many hard-code one): its wheel must carry SASS
         for every SM of the cell, and whatever else it holds is recorded, not refused."""
-        if self.spec.is_pep517:
+        if self.spec.is_pep517:  # and a cuTile project's cubins: one per SM of the cell
             return frozenset(f"sm_{cap.arch}" for cap in self.sms)
         code = set()
         for unit in self.units:
@@ -476,6 +476,11 @@ class _Planner:
                 continue
             for python, per_python in _pythons(self.matrix, kernel.spec, slot.entry):
                 cell = self.cell(kernel, slot, python=python, per_python=per_python)
+                if kernel.spec.is_cutile:
+                    cell, reason = cutile_cell(cell)
+                    if reason:
+                        self.skip(kernel, slot, reason)
+                        continue
                 reason = _unloadable(cell)
                 if reason:
                     self.skip(kernel, slot, reason)
@@ -608,7 +613,7 @@ def _pythons(matrix: Matrix, spec: KernelSpec,
         pythons = [Version(torch.installed.python_version)]
     else:
         pythons = list(matrix.python) or [Version(defaults.host_python())]
-    if spec.limited_api:
+    if spec.limited_api or spec.is_cutile:  # one wheel for every CPython, built with the oldest
         return [(min(pythons), False)]
     return [(python, True) for python in pythons]
 
@@ -704,6 +709,23 @@ def _merged(first: Unit, other: Unit) -> Unit:
                 flags(first.cxx_flags, other.cxx_flags), flags(first.cuda_flags, other.cuda_flags),
                 tuple(sorted(archs.values())),
                 tuple(dict.fromkeys((*first.depends, *other.depends))))
+
+
+def cutile_cell(cell: Cell) -> tuple[Cell, str | None]:
+    """A cuTile project's cell: its SMs those tileiras compiles for (compute capability 8.0 and
+    newer, each as its own cubin: no PTX), or why it has none. cuTile's assembler ships for
+    CUDA 13.2 and newer and its cubins need a CUDA 13 driver (r580), which every CUDA 13 torch
+    asks for."""
+    assert cell.cuda is not None
+    if cell.cuda.version.major < defaults.CUTILE_CUDA_MAJOR:
+        return cell, (f"cuTile kernels need a CUDA {defaults.CUTILE_CUDA_MAJOR} torch; this "
+                      f"cell's is CUDA {major_minor(cell.cuda.version)}")
+    kept = tuple(dict.fromkeys(replace(cap, variant="", ptx=False) for cap in cell.sms
+                               if cap.major >= defaults.CUTILE_MIN_SM))
+    if not kept:
+        return cell, (f"cuTile compiles for compute capability {defaults.CUTILE_MIN_SM}.0 and "
+                      f"newer; the cell's SMs are {' '.join(str(cap) for cap in cell.sms)}")
+    return replace(cell, sms=kept), None
 
 
 def _unloadable(cell: Cell) -> str | None:

@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from ..sources.depends import Dependency
 from ..sources.tree import SourceTree
 from ..values.versions import Version, parse_release
-from .cells import Cell, make_cell, make_cpu_cell, noarch_cell, skip_reason
+from .cells import Cell, cutile_cell, make_cell, make_cpu_cell, noarch_cell, skip_reason
 
 __all__ = ["cell_from_record", "cell_record", "recorded_spec"]
 
@@ -50,6 +50,7 @@ def cell_record(cell: Cell) -> dict[str, Any]:
            if cell.depends else {}),
         **({"project": "pep517", "python": str(cell.python), "per_python": cell.per_python,
             "env": dict(cell.env), "guard": cell.guard} if cell.spec.is_pep517 else {}),
+        **({"cutile": True} if cell.spec.is_cutile else {}),
     }
 
 
@@ -96,6 +97,11 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
                          record.get("guard") is not False, _compress(record, origin))
         if record.get("cross") is True:
             cell = replace(cell, cross=True)
+        if spec.is_cutile:
+            cell, reason = cutile_cell(cell)
+            if reason is not None:
+                raise ConfigError(f"cell {record['id']} cannot be built from this source: "
+                                  f"{reason}", file=origin)
     renamed = record.get("distribution")
     if renamed is not None:
         if not isinstance(renamed, str) or not is_project_name(renamed):

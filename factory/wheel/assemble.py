@@ -13,6 +13,7 @@ import io
 import re
 import time
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,12 +76,16 @@ class GivenMetadata:
         return self.data
 
 
-def relabelled(data: bytes, version: str, torch: str, name: str | None = None) -> GivenMetadata:
+def relabelled(data: bytes, version: str, torch: str, name: str | None = None,
+               replace: Mapping[str, str] | None = None) -> GivenMetadata:
     """A build backend's METADATA with the factory's version and torch pin: Version replaced,
     every unconditional torch requirement replaced by `torch` (e.g. torch==2.11.*), the rest
     (description, classifiers, other requirements, markers) kept as written; with `name`, the
-    Name too (dist-name). Written here because packaging reads core metadata but has no writer
-    that keeps a document as it is."""
+    Name too (dist-name); `replace` gives, by project name, the requirement that stands for
+    every unconditional requirement of that project (cuda-tile's release range). Written here
+    because packaging reads core metadata but has no writer that keeps a document as it is."""
+    replaced: dict[str, str] = {canonicalize_name(project): text
+                                for project, text in (replace or {}).items()}
     text = data.decode("utf-8")
     head, blank, body = text.partition("\n\n")
     fields: list[list[str]] = []  # each field with its continuation lines
@@ -102,6 +107,8 @@ def relabelled(data: bytes, version: str, torch: str, name: str | None = None) -
             field = [f"Version: {version}"]
         elif key == "requires-dist" and _unconditional_torch(value):
             continue
+        elif key == "requires-dist" and (project_of := _unconditional(value)) in replaced:
+            field = [f"Requires-Dist: {replaced[project_of]}"]
         kept.append(field)
     where = max((i + 1 for i, field in enumerate(kept)
                  if field[0].lower().startswith(("requires-dist:", "requires-python:",
@@ -114,14 +121,19 @@ def relabelled(data: bytes, version: str, torch: str, name: str | None = None) -
     return GivenMetadata(name or project, version, rendered.encode(), project)
 
 
-def _unconditional_torch(requirement: str) -> bool:
+def _unconditional(requirement: str) -> str | None:
+    """The project an unconditional requirement names (canonical), else None."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:
         parsed = Requirement(requirement)
     except InvalidRequirement:
-        return False
-    return canonicalize_name(parsed.name) == "torch" and parsed.marker is None
+        return None
+    return canonicalize_name(parsed.name) if parsed.marker is None else None
+
+
+def _unconditional_torch(requirement: str) -> bool:
+    return _unconditional(requirement) == "torch"
 
 
 def _is_license_expression(text: str) -> bool:

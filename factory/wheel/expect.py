@@ -17,6 +17,11 @@ def recorded_expectation(report: WheelReport) -> Expectation:
     cell = record.cell
     torch = cell.get("torch")
     cuda = cell.get("cuda")
+    if cell.get("cutile"):
+        return Expectation(record.kernel.name, report.version,
+                           cell.get("torch_pin") or (f"=={torch}.*" if torch else "any"),
+                           int(str(cuda).split(".")[0]) if cuda else None, None, None,
+                           cubins=frozenset(cell.get("gpu_code", [])))
     return Expectation(
         record.kernel.name, report.version,
         cell.get("torch_pin") or (f"=={torch}.*" if torch else "any"),

@@ -12,6 +12,8 @@ words a user can act on; an empty list means the wheel may go out.
 - metadata: the filename, METADATA, WHEEL and RECORD agree, and the torch pin is the cell's;
 - stable ABI: a kernel that declares torch's stable ABI calls none of torch's C++ outside it
   (only the C shim, torch::stable and torch::headeronly), read from its dynamic symbols;
+- cubins: a cuTile wheel ships, for every signature its manifest lists, a cubin for each SM the
+  cell promises, each the code of the SM it is filed under (read from its ELF header);
 - size: the wheel is no bigger than the limit the matrix or the command line sets (PyPI's 100
   MiB, a GitHub release asset's 2 GiB, or any size), with its biggest GPU code named.
 """
@@ -52,6 +54,7 @@ class Expectation:
     stable_abi: str | None = None  # the torch version of the stable ABI the kernel declares
     max_size: SizeLimit | None = None  # the most bytes the wheel may have
     cpu_only: bool = False  # a CPU build: it may need no CUDA library (it must load without)
+    cubins: frozenset[str] | None = None  # a cuTile wheel's SMs: a cubin per signature each
 
 
 def check_wheel(report: WheelReport, expect: Expectation) -> list[str]:
@@ -61,6 +64,7 @@ def check_wheel(report: WheelReport, expect: Expectation) -> list[str]:
         *_check_manylinux(report),
         *_check_libraries(report, expect),
         *_check_gpu_code(report, expect),
+        *_check_cubins(report, expect),
         *_check_stable_abi(report, expect),
         *_check_size(report, expect),
     ]
@@ -204,6 +208,41 @@ def _needs_cuda(library: str) -> bool:
     return library.startswith(("libc10_cuda", "libtorch_cuda", "libcuda", "libnv", "libcublas",
                                "libcudnn", "libcusparse", "libcufft", "libcurand", "libnccl",
                                "libcusolver", "libcupti"))
+
+
+def _check_cubins(report: WheelReport, expect: Expectation) -> list[str]:
+    if expect.cubins is None:
+        return []
+    if not report.cutile:
+        return ["cubins: the wheel has no cuTile manifest (_kwf_cutile/manifest.json)"]
+    found = {cubin.path: cubin.sm for cubin in report.cubins}
+    problems = []
+    for package, manifest in report.cutile:
+        kernels = manifest.get("kernels")
+        if not isinstance(kernels, dict) or not kernels:
+            problems.append(f"cubins: {package}'s manifest lists no kernel")
+            continue
+        for key, entries in sorted(kernels.items()):
+            for entry in entries:
+                cubins = entry.get("cubins") or {}
+                missing = sorted(expect.cubins - set(cubins), key=_sm_number)
+                if missing:
+                    problems.append(f"cubins: {key} {entry.get('symbol')} has no cubin for "
+                                    f"{', '.join(missing)} (those GPUs would compile it at "
+                                    "first launch, or fail without a toolkit)")
+                for sm, path in sorted(cubins.items()):
+                    member = f"{package}/_kwf_cutile/{path}"
+                    if member not in found:
+                        problems.append(f"cubins: {member} is listed but not a cubin in the "
+                                        "wheel")
+                    elif found[member] != sm:
+                        problems.append(f"cubins: {member} is filed for {sm} but holds "
+                                        f"{found[member]} code")
+    return problems
+
+
+def _sm_number(sm: str) -> int:
+    return int("".join(ch for ch in sm if ch.isdigit()) or 0)
 
 
 def _check_gpu_code(report: WheelReport, expect: Expectation) -> list[str]:

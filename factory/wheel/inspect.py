@@ -45,8 +45,8 @@ from .read import (
 )
 from .variant import split_variant
 
-__all__ = ["KERNEL_METADATA_FILE", "REPORT_SCHEMA", "Abi3Verdict", "SharedObject", "WheelReport",
-           "inspect_wheel"]
+__all__ = ["KERNEL_METADATA_FILE", "REPORT_SCHEMA", "Abi3Verdict", "Cubin", "SharedObject",
+           "WheelReport", "cubin_sm", "inspect_wheel"]
 
 REPORT_SCHEMA = "kernel-wheel-factory/inspect/1"
 KERNEL_METADATA_FILE = "metadata.json"
@@ -118,6 +118,32 @@ class SharedObject:
 
 
 @dataclass(frozen=True)
+class Cubin:
+    """A CUDA binary the wheel ships as a file of its own (a cuTile kernel's), loaded by the
+    driver rather than linked: its path and the SM its code is for."""
+
+    path: str
+    sm: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "sm": self.sm}
+
+
+# ELF's machine number of CUDA code (EM_CUDA): such a file is GPU code, not a shared object.
+_EM_CUDA = 190
+
+
+def cubin_sm(data: bytes) -> str | None:
+    """The SM a cubin's ELF header names (sm_90), or None for any other file. From ELF ABI
+    version 8 (CUDA 12.8 on) e_flags holds the SM in its second byte, before in its first."""
+    if len(data) < 52 or data[:4] != b"\x7fELF" or data[4] != 2 or \
+            int.from_bytes(data[18:20], "little") != _EM_CUDA:
+        return None
+    flags = int.from_bytes(data[48:52], "little")
+    return f"sm_{(flags >> 8) & 0xff if data[8] >= 8 else flags & 0xff}"
+
+
+@dataclass(frozen=True)
 class WheelReport:
     wheel: WheelFile
     metadata_name: str | None
@@ -130,6 +156,8 @@ class WheelReport:
     record_problems: tuple[str, ...]
     shared_objects: tuple[SharedObject, ...]
     kernel_metadata: dict[str, Any] | None  # the package's metadata.json (kernel-builder's)
+    cubins: tuple[Cubin, ...] = ()
+    cutile: tuple[tuple[str, dict[str, Any]], ...] = ()  # each package's cuTile manifest
 
     @property
     def file(self) -> str:
@@ -200,6 +228,7 @@ class WheelReport:
                          "wheel_tags": list(self.wheel_tags)},
             "record_problems": list(self.record_problems),
             "sass": list(self.sass), "ptx": list(self.ptx),
+            "cubins": [cubin.to_json() for cubin in self.cubins],
             "shared_objects": [so.to_json() for so in self.shared_objects],
             "provenance": self.provenance, "kernel_metadata": self.kernel_metadata,
         }
@@ -216,10 +245,15 @@ def inspect_wheel(path: Path) -> WheelReport:
     requires = wheel.requires
     wheel_headers = _headers(contents, f"{dist_info}/WHEEL")
     objects = []
+    cubins = []
     abi3 = _abi3_verdicts(path, wheel.tags)
     with tempfile.TemporaryDirectory(prefix="kwf-inspect-") as scratch:
         for member, member_data in sorted(contents.items()):
             if not is_elf(member_data):
+                continue
+            sm = cubin_sm(member_data)
+            if sm is not None:
+                cubins.append(Cubin(member, sm))
                 continue
             extracted = Path(scratch) / member
             extracted.parent.mkdir(parents=True, exist_ok=True)
@@ -236,7 +270,20 @@ def inspect_wheel(path: Path) -> WheelReport:
         record_problems=_record_problems(contents, f"{dist_info}/RECORD"),
         shared_objects=tuple(objects),
         kernel_metadata=_kernel_metadata(contents, metadata),
+        cubins=tuple(cubins), cutile=_cutile_manifests(contents),
     )
+
+
+def _cutile_manifests(contents: dict[str, bytes]) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """The manifest of each package's shipped cuTile kernels (factory/data/cutile/runtime.py)."""
+    found = []
+    for member in sorted(contents):
+        parts = PurePosixPath(member).parts
+        if len(parts) == 3 and parts[1:] == ("_kwf_cutile", "manifest.json"):
+            manifest = read_json(contents, member)
+            if manifest is not None:
+                found.append((parts[0], manifest))
+    return tuple(found)
 
 
 def _headers(contents: dict[str, bytes], name: str) -> Message | None:

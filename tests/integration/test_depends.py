@@ -211,3 +211,44 @@ def test_a_plain_plan_only_notes_a_lock_it_cannot_read(tmp_path, capsys):
     locked = factory_main("plan", path, "--locked", "--cache-dir", tmp_path / "cache",
                           capsys=capsys)
     assert locked.exit == 2 and "this factory reads lock-version 1" in locked.stderr
+
+
+def test_a_kernel_that_compiles_at_run_time_ships_its_dependencies_headers(tmp_path,
+                                                                           factory_cache):
+    """A package with headers under include/ for its own run-time compiler (as deep-gemm's):
+    its wheel carries CUTLASS's headers there, and a header including one that no folder has
+    stops the cell at the run-time compiler gate."""
+    kernel = shutil.copytree(FIXTURE, tmp_path / "jit")
+    include = kernel / "torch-ext" / "cutlass_kernel" / "include" / "cutlass_kernel"
+    include.mkdir(parents=True)
+    (include / "gemm.cuh").write_text("#pragma once\n#include <cutlass/cutlass.h>\n"
+                                      "#include <cute/tensor.hpp>\n")
+    build_toml = kernel / "build.toml"
+    build_toml.write_text(build_toml.read_text().replace(
+        'src = ["torch-ext/torch_binding.cpp"]',
+        'src = ["torch-ext/torch_binding.cpp"]\npyext = ["py", "cuh"]'))
+    write(tmp_path / "matrix.yaml", """
+        kernels: [{path: jit, version: 1.0.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+    result = run_factory("build", "matrix.yaml", cwd=tmp_path, env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    (wheel,) = (tmp_path / "index" / "files").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {"cutlass_kernel/include/cutlass_kernel/gemm.cuh",
+            "cutlass_kernel/include/cutlass/cutlass.h",
+            "cutlass_kernel/include/cute/tensor.hpp"} <= names
+    log = (tmp_path / "index" / "logs" / "cutlass-kernel-cu130torch211-x86_64.log").read_text()
+    assert "run-time compiler headers: cutlass_3_8 (3.8.0)" in log
+    assert "run-time compiler gate: 1 of 1 of the package's headers preprocess" in log
+
+    (include / "gemm.cuh").write_text("#pragma once\n#include <cutlass/cutlass.h>\n"
+                                      "#include <cutlass_extras/epilogue.hpp>\n")
+    result = run_factory("build", "matrix.yaml", "--out", "again", cwd=tmp_path,
+                         env=cache_env(factory_cache))
+    assert result.exit == 1
+    assert "cutlass_kernel/gemm.cuh includes cutlass_extras/epilogue.hpp, which the wheel does " \
+           "not carry" in " ".join(result.stdout.split())
+    assert not list((tmp_path / "again" / "files").glob("*.whl"))

@@ -21,6 +21,7 @@ from ...toolchain.cuda import locate_cuda
 from ...toolchain.emulated import cross_compiler
 from ...values.versions import Version
 from ..builders import build_cell
+from ..cutile import import_python
 from ..job import Built, Compiling, cell_torch
 from ..options import BuildOptions
 
@@ -69,9 +70,11 @@ class LocalRunner:
 
     def load(self, cell: Cell, wheel: Path, modules: list[str], log: Log) -> LoadReport:
         env = cell_torch(cell, self.cache, self.options, log, prepared=False)
+        python = import_python(cell, env, self.cache, log) if cell.spec.is_cutile \
+            else env.python
         folder = self.options.build_root / cell.key / "load"
         with exclusive(folder.parent):
-            return load_wheel(wheel, modules, str(env.python), folder, log)
+            return load_wheel(wheel, modules, str(python), folder, log)
 
     def test(self, cell: Cell, wheel: Path, log: Log) -> TestReport:
         env = cell_torch(cell, self.cache, self.options, log, prepared=False)

@@ -44,6 +44,7 @@ from ....toolchain import CommandPrefix
 from ....toolchain.python import manylinux_python
 from ....values.versions import major_minor
 from ...builders import build_cell
+from ...cutile import cutile_build_requirements
 from ...job import Built, Compiling, Container
 from ...options import BuildOptions
 from ...pep517 import build_requirements
@@ -324,7 +325,9 @@ class DockerRunner:
     def _prepare(self, group: _Group, cell: Cell, log: Log) -> None:
         assert cell.cuda is not None
         python = str(manylinux_python(cell.python)) if cell.python is not None else None
-        requires = build_requirements(cell.source.root) if cell.spec.is_pep517 else []
+        requires = [] if not cell.spec.is_pep517 else \
+            cutile_build_requirements(cell.source.root, cell.spec.cutile_requirement) \
+            if cell.spec.cutile_requirement else build_requirements(cell.source.root)
         key = (str(cell.torch), str(major_minor(cell.cuda.version)), cell.cuda.torch_index,
                python, tuple(requires))
         with group.lock:

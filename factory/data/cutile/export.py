@@ -1,0 +1,155 @@
+"""Compile a cuTile project's declared kernels ahead of time; run by the interpreter of the
+project's build environment (cuda-tile and its tileiras installed), never imported by the
+factory.
+
+    python export.py REQUEST.json
+
+The request names the unpacked wheel (`content`, importable), the loader module's file, the SMs
+to compile for and the declared kernels with their signatures. For each kernel it writes, into
+<its top-level package>/_kwf_cutile, a cubin per signature and SM and the signature's Tile IR
+bytecode, and a manifest.json per package; the loader module is copied beside each package's
+__init__.py. What it did goes to the request's `result` file as JSON. A problem the project can
+fix is one line on stderr beginning with "error:" and exit status 3.
+"""
+
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+class Refused(Exception):
+    pass
+
+
+def _loader(path):
+    spec = importlib.util.spec_from_file_location("_kwf_cutile_loader", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _assembler():
+    """The tileiras cuTile uses here: its path, version line and the SMs it compiles for."""
+    from cuda.tile._compile import _find_compiler_bin
+
+    binary = _find_compiler_bin()
+    version = subprocess.run([binary.path, "--version"], capture_output=True, text=True,
+                             check=False).stdout.strip().splitlines()
+    helped = subprocess.run([binary.path, "--help"], capture_output=True, text=True,
+                            check=False).stdout
+    sms = sorted(set(re.findall(r"=\s*(sm_\d+)\b", helped)), key=lambda sm: int(sm[3:]))
+    line = next((text for text in version if "release" in text), version[-1] if version else "")
+    return line.strip(), sms
+
+
+def _first_line(error):
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+def export(request):
+    import cuda.tile as ct
+    from cuda.tile._compile import compile_tile
+    from cuda.tile.compilation import export_kernel
+
+    content = Path(request["content"])
+    sys.path.insert(0, str(content))
+    loader = _loader(request["loader"])
+    assembler, supported = _assembler()
+    wanted = request["sms"]
+    missing = [sm for sm in wanted if sm not in supported]
+    if missing:
+        raise Refused(f"tileiras ({assembler}) cannot compile for {', '.join(missing)}; it "
+                      f"compiles for {', '.join(supported)}")
+    manifests: dict[str, dict[str, Any]] = {}
+    counts = {"signatures": 0, "cubins": 0}
+    for declared in request["kernels"]:
+        module_name, _, attribute = declared["function"].partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as error:
+            raise Refused(f"{declared['function']}: importing {module_name} failed: "
+                          f"{_first_line(error)}") from None
+        kernel = getattr(module, attribute, None)
+        if not isinstance(kernel, ct.kernel):
+            raise Refused(f"{declared['function']} is not a @ct.kernel (found "
+                          f"{type(kernel).__name__})")
+        function = kernel._annotated_function.pyfunc
+        key = f"{function.__module__}:{function.__qualname__}"
+        top = function.__module__.split(".")[0]
+        package = content / top
+        if not (package / "__init__.py").is_file():
+            raise Refused(f"{declared['function']}: {top} is not a package of the wheel (the "
+                          "loader needs an __init__.py to go in)")
+        folder = package / loader.FOLDER
+        manifest = manifests.setdefault(top, {"format": loader.FORMAT, "sms": wanted,
+                                              "kernels": {}})
+        entries = manifest["kernels"].setdefault(key, [])
+        for parameters in declared["signatures"]:
+            try:
+                signature = loader.signature_of(parameters).with_mangled_symbol(function.__name__)
+            except (TypeError, ValueError) as error:
+                raise Refused(f"{declared['function']}: a declared signature does not fit the "
+                              f"kernel: {_first_line(error)}") from None
+            name = hashlib.sha256(signature.symbol.encode()).hexdigest()[:20]
+            shown = signature.symbol
+            try:
+                made = compile_tile(kernel._annotated_function, (signature,), sm_arch=None,
+                                    compiler_options=kernel._compiler_options,
+                                    return_bytecode=True, return_cubin=False)
+            except Exception as error:
+                raise Refused(f"{declared['function']}: {shown} does not compile: "
+                              f"{_first_line(error)}") from None
+            if made.library_lifecycle_providers:
+                raise Refused(f"{declared['function']}: {shown} links tile libraries with a "
+                              "life cycle of their own, which a shipped cubin cannot set up")
+            (folder / "tileir").mkdir(parents=True, exist_ok=True)
+            tileir = f"tileir/{name}.tileirbc"
+            (folder / tileir).write_bytes(bytes(made.bytecode))
+            cubins = {}
+            for sm in wanted:
+                (folder / sm).mkdir(parents=True, exist_ok=True)
+                target = f"{sm}/{name}.cubin"
+                try:
+                    export_kernel(kernel, [signature], str(folder / target), gpu_code=sm,
+                                  output_format="cubin")
+                except Exception as error:
+                    raise Refused(f"{declared['function']}: {shown} does not compile for {sm}: "
+                                  f"{_first_line(error)}") from None
+                cubins[sm] = target
+                counts["cubins"] += 1
+            entries.append({"symbol": signature.symbol, "parameters": parameters,
+                            "cubins": cubins, "tileir": tileir})
+            counts["signatures"] += 1
+    for top, manifest in manifests.items():
+        folder = content / top / loader.FOLDER
+        (folder / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True)
+                                              + "\n", encoding="utf-8")
+        (content / top / f"{request['module']}.py").write_bytes(
+            Path(request["loader"]).read_bytes())
+    return {"assembler": assembler, "supported": supported,
+            "cuda_tile": importlib.metadata.version("cuda-tile"),
+            "packages": sorted(manifests), **counts}
+
+
+def main():
+    request = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    try:
+        result = export(request)
+    except Refused as refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return 3
+    Path(request["result"]).write_text(json.dumps(result) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
