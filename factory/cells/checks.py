@@ -24,6 +24,9 @@ def cell_expectation(cell: Cell, max_size: SizeLimit | None = None) -> Expectati
     if cell.torch is None:
         return Expectation(cell.distribution, cell.wheel_version, "any", None, frozenset(), None,
                            max_size=max_size)
+    if cell.spec.is_noarch:  # a pure-Python wheel of one cell: its torch pin, no code
+        return Expectation(cell.distribution, cell.wheel_version, cell.torch_pin, None,
+                           frozenset(), None, max_size=max_size)
     if cell.cuda is None:  # a CPU cell: no GPU code, and no CUDA library needed
         return Expectation(cell.distribution, cell.wheel_version, cell.torch_pin, None,
                            frozenset(), cell.platform, max_size=max_size, cpu_only=True)

@@ -24,10 +24,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version as PackagingVersion
 
 from ..errors import BuildError, CommandFailed
-from ..plan.cells import Cell
-from ..system.process import Log
 from ..toolchain.cutile import provide_assembler
-from ..toolchain.torch import TorchEnv
 from ..wheel.assemble import relabelled, write_wheel
 from ..wheel.read import PROVENANCE_FILE
 from .job import Built, Job, cell_torch, stage_source, unpack_wheel
@@ -35,7 +32,7 @@ from .pep517 import build_requirements, first_statement_line, provide_build_env
 from .records import provenance_file, toolchain_facts
 from .sandbox import confined_command, confined_environment
 
-__all__ = ["LOADER_MODULE", "build_cutile", "cutile_build_requirements", "import_python"]
+__all__ = ["LOADER_MODULE", "build_cutile", "cutile_build_requirements"]
 
 LOADER_MODULE = "_kernel_wheel_factory_cutile"
 _HERE = Path(__file__).resolve().parent.parent / "data" / "cutile"
@@ -46,14 +43,6 @@ def cutile_build_requirements(root: Path, requirement: str) -> list[str]:
     wanted = Requirement(requirement)
     wanted.extras = set(wanted.extras) - {"tileiras"}
     return [*build_requirements(root), str(wanted)]
-
-
-def import_python(cell: Cell, torch: TorchEnv, cache: Path, log: Log) -> Path:
-    """The interpreter the import gate loads a cuTile wheel with: its build environment's, the
-    cell's torch with cuda-tile beside it (the wheel's own requirement), made by the build."""
-    assert cell.spec.cutile_requirement is not None
-    requires = cutile_build_requirements(cell.spec.root, cell.spec.cutile_requirement)
-    return provide_build_env(torch, requires, cache, log, create=False)
 
 
 def build_cutile(job: Job) -> Built:

@@ -51,10 +51,11 @@ def build(job: Job) -> Built:
     stage_source(cell.spec.root, src)
     package = work / "pkg" / cell.spec.python_name
     _copy_package(cell, src, package)
-    if cell.label is None:
+    if cell.spec.is_noarch:  # one wheel for all, or one per cell for a run-time compiler
         (package / "_ops.py").write_text(noarch_ops_module(cell.ops_namespace))
-        return Built(_final_wheel(cell, job.options, work / "pkg", "py3-none-any",
-                                  toolchain_facts(), work / "dist"))
+        facts = toolchain_facts(torch=str(cell.torch) if cell.torch else None)
+        return Built(_final_wheel(cell, job.options, work / "pkg", "py3-none-any", facts,
+                                  work / "dist"))
     return _build_extension(job, src, package)
 
 
@@ -114,7 +115,8 @@ def _final_wheel(cell: Cell, options: BuildOptions, content: Path, tag: str,
     """The published form: the package with its metadata.json, the wheel with provenance."""
     package = content / cell.spec.python_name
     (package / "metadata.json").write_bytes(kernel_metadata(cell, package))
-    return write_wheel(content, dist, _metadata(cell), tag, purelib=cell.label is None,
+    return write_wheel(content, dist, _metadata(cell), tag,
+                       purelib=cell.label is None or cell.spec.is_noarch,
                        epoch=options.epoch(cell),
                        extra_dist_info={PROVENANCE_FILE: provenance_file(cell, options, facts,
                                                                          content)})
@@ -397,6 +399,12 @@ def _metadata(cell: Cell) -> CoreMetadata:
     if cell.torch is None:
         summary = f"{spec.name} kernel (pure Python, any torch), built by kernel-wheel-factory"
         requires: tuple[str, ...] = ("torch", *spec.requirements(None))
+    elif spec.is_noarch and cell.cuda is not None:  # pure Python that compiles when it runs
+        summary = (f"{spec.name} kernel (pure Python, compiling its GPU code when it runs) for "
+                   f"torch {cell.torch_shown} and CUDA {cell.cuda.version}, built by "
+                   "kernel-wheel-factory")
+        requires = (f"torch{cell.torch_pin}",
+                    *spec.requirements("cuda", cell.cuda.version.major))
     elif cell.cuda is None:
         summary = (f"{spec.name} kernel for torch {cell.torch_shown} on the CPU, built by "
                    "kernel-wheel-factory")

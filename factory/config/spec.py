@@ -32,10 +32,22 @@ BACKEND_PYTHON_DEPENDS = {
 }
 
 
+# Python dependencies with a build of their own per CUDA major, asked for with an extra
+# (nvidia-cutlass-dsl pulls its CUDA 12 libraries unless `cu13` is asked for).
+CUDA_MAJOR_EXTRAS = {"nvidia-cutlass-dsl": {13: "cu13"}}
+# python-depends whose code compiles GPU code when the kernel runs (CuTe DSL, TVM FFI's JIT).
+RUNTIME_COMPILERS = ("nvidia-cutlass-dsl", "tvm-ffi")
+
+
 # Where each backend's kernels run (sys_platform values): what a noarch wheel's markers say.
 _BACKEND_PLATFORMS = {"cuda": {"linux", "win32"}, "rocm": {"linux"}, "xpu": {"linux", "win32"},
                       "metal": {"darwin"}, "neuron": {"linux"}, "tpu": {"linux"},
                       "cann": {"linux"}, "cpu": {"linux", "win32", "darwin"}}
+
+
+def _for_cuda(requirement: str, cuda_major: int | None) -> str:
+    extra = CUDA_MAJOR_EXTRAS.get(requirement, {}).get(cuda_major or 0)
+    return f"{requirement}[{extra}]" if extra else requirement
 
 
 def _platforms(backends: tuple[str, ...]) -> set[str]:
@@ -127,12 +139,15 @@ class KernelSpec:
     def cuda_python_depends(self) -> tuple[str, ...]:
         return dict(self.backend_python_depends).get("cuda", ())
 
-    def requirements(self, backend: str | None) -> tuple[str, ...]:
+    def requirements(self, backend: str | None, cuda_major: int | None = None
+                     ) -> tuple[str, ...]:
         """The Requires-Dist the python-depends names stand for, mapped as kernel-builder maps
         them. A build for one backend (`backend`) needs the general ones and that backend's. A
         noarch wheel (None) serves every backend of the kernel: a backend's dependencies are
         required where that backend can run, with a platform marker when the wheel also
-        serves platforms it cannot run on (metal's on macOS only, CUDA's not there)."""
+        serves platforms it cannot run on (metal's on macOS only, CUDA's not there). A wheel
+        for one CUDA major (`cuda_major`) asks for that major's build of a dependency that has
+        one (nvidia-cutlass-dsl[cu13])."""
         found = [GENERAL_PYTHON_DEPENDS[name] for name in self.python_depends]
         served = _platforms(self.backends)
         for name, names in self.backend_python_depends:
@@ -143,8 +158,15 @@ class KernelSpec:
             where = _platforms((name,)) & served
             marker = "" if backend is not None or where >= served else \
                 "; " + " or ".join(f'sys_platform == "{p}"' for p in sorted(where))
-            found += [BACKEND_PYTHON_DEPENDS[name][item] + marker for item in names]
+            found += [_for_cuda(BACKEND_PYTHON_DEPENDS[name][item], cuda_major) + marker
+                      for item in names]
         return tuple(dict.fromkeys(found))
+
+    @property
+    def runtime_compilers(self) -> tuple[str, ...]:
+        """The python-depends of the kernel that compile GPU code when it runs."""
+        named = (*self.python_depends, *self.cuda_python_depends)
+        return tuple(name for name in RUNTIME_COMPILERS if name in named)
 
     @property
     def python_name(self) -> str:

@@ -48,7 +48,7 @@ from .labels import check_label, matrix_labels, render_label
 __all__ = ["CUDA_SUFFIXES", "CXX_SUFFIXES", "HEADER_SUFFIXES", "Cell", "Kernel", "Plan",
            "SectionPlan", "ServedCell", "SkippedCell", "Unit", "check_unique_names",
            "cuda_bounds_reason", "cutile_cell", "dependency_names", "make_cell", "make_plan",
-           "noarch_cell", "skip_reason", "stable_abi_reason", "stable_pin",
+           "noarch_cell", "runtime_compiled", "skip_reason", "stable_abi_reason", "stable_pin",
            "torch_bounds_reason", "widened_notes"]
 
 CUDA_SUFFIXES = frozenset({".cu"})
@@ -359,6 +359,8 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
                               "extensions ([torch] or [torch-noarch])", file=spec.build_toml,
                               key="tvm-ffi")
         if spec.is_noarch:
+            if runtime_compiled(spec) is not None and planner.per_cell_noarch(kernel):
+                continue
             if not _excluded(matrix, spec.name, None, None, "any", planner.used_excludes):
                 planner.cells.append(noarch_cell(spec, kernel.source, kernel.version,
                                                  kernel.entry.tests))
@@ -493,6 +495,30 @@ class _Planner:
                 self.cells.append(cell)
         return no_sm
 
+    def per_cell_noarch(self, kernel: Kernel) -> bool:
+        """A pure-Python kernel that compiles GPU code when it runs: a wheel per torch x CUDA
+        of the matrix, labelled as the cell's, requiring that CUDA major's build of its
+        dependencies and proven (import, its own tests) on that torch. One platform's cell
+        stands for every platform: the wheel is py3-none-any, and a label's index serves them
+        all. False when the matrix has no such cell to plan (then one noarch wheel serves)."""
+        spec = kernel.spec
+        platforms = self.matrix.platforms
+        platform = self.host if self.host in platforms else platforms[0]
+        planned = False
+        for slot in self.slots(kernel):
+            if slot.platform != platform:
+                continue
+            planned = True
+            reason = _kernel_reason(spec, slot.entry.release, slot.cuda) or \
+                _index_only(slot.entry) or \
+                _build_reason(slot.entry.release, slot.cuda, slot.platform, self.host,
+                              slot.entry.installed)
+            if reason:
+                self.skip(kernel, slot, reason)
+                continue
+            self.cells.append(self.cell(kernel, slot))
+        return planned
+
     def stable(self, kernel: Kernel) -> list[SkippedCell]:
         """A stable-ABI kernel: one cell per CUDA major x platform, built against the lowest
         torch of the matrix its cells can be built with (the lowest CUDA minor of that torch),
@@ -591,6 +617,27 @@ class _Planner:
                 continue
             raise ConfigError(f"the stable-label template gives {problem}", file=matrix.path,
                               line=matrix.stable_label_line, key="stable-label")
+
+
+_IMPORTS_TRITON = re.compile(r"^\s*(import|from)\s+triton\b", re.MULTILINE)
+
+
+def runtime_compiled(spec: KernelSpec) -> str | None:
+    """Why a pure-Python CUDA kernel compiles GPU code when it runs, or None: python-depends
+    that do (CuTe DSL, TVM FFI), or a package that imports triton (which torch brings). A
+    kernel that also serves other backends stays one wheel for all (its CUDA dependencies
+    required where CUDA runs)."""
+    if not spec.is_noarch or spec.backends != ("cuda",):
+        return None
+    if spec.runtime_compilers:
+        return f"its python-depends {', '.join(spec.runtime_compilers)} compile GPU code"
+    for path in sorted(spec.package_dir.rglob("*.py")):
+        try:
+            if _IMPORTS_TRITON.search(path.read_text(encoding="utf-8", errors="replace")):
+                return "its package imports triton, which compiles GPU code"
+        except OSError:
+            continue
+    return None
 
 
 def _index_only(entry: TorchEntry) -> str | None:

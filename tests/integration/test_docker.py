@@ -458,3 +458,28 @@ def test_an_image_with_its_own_torch_and_nvcc_builds_the_example(tmp_path, torch
     venv = new_torch_venv(tmp_path / "venv", factory_cache)
     assert run_example(venv, wheel, tmp_path)["results"] == [True] * 4
     assert our_containers() == []
+
+
+def test_cutile_and_triton_cells_build_and_load_in_the_builder_image(tmp_path, factory_cache,
+                                                                     bullseye_base):
+    """A cuTile project (its build environment and assembler prepared with the network on,
+    compiled and imported with it off) and a triton kernel (a wheel per cell, imported with
+    its torch) through the docker runner."""
+    write(tmp_path / "matrix.yaml", f"""
+        kernels:
+          - {{path: {REPO / "examples" / "tile-add"}}}
+          - {{path: {REPO / "tests" / "fixtures" / "triton-add"}, version: 1.0.0}}
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+        runner: docker
+        docker: {{base: {BASE}}}
+    """)
+    result = run_factory("build", "matrix.yaml", cwd=tmp_path, env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    assert "runner: docker" in result.stdout
+    names = sorted(w.name for w in (tmp_path / "index" / "files").glob("*.whl"))
+    assert names == ["tile_add-1.0.0+cu130torch211-py3-none-manylinux_2_17_x86_64."
+                     "manylinux2014_x86_64.whl",
+                     "triton_add-1.0.0+cu130torch211-py3-none-any.whl"]
+    log = (tmp_path / "index" / "logs" / "tile-add-cu130torch211-x86_64.log").read_text()
+    assert "cubins: sm_90 6" in log and "op tile_add::add" in log

@@ -203,3 +203,25 @@ def test_the_cubin_gate_wants_every_sm_of_every_signature(tmp_path):
         "first launch, or fail without a toolkit)",
         "cubins: tile_thing/_kwf_cutile/sm_90/wrong.cubin is filed for sm_90 but holds sm_80 "
         "code"]
+
+
+def test_a_cuda_major_asks_for_its_build_of_the_cute_dsl(tmp_path):
+    from factory.config.buildtoml import read_build_toml
+
+    write(tmp_path / "build.toml", """
+        [general]
+        name = "dsl-thing"
+        version = 1
+        license = "MIT"
+        backends = ["cuda"]
+        python-depends = ["einops", "tvm-ffi"]
+        [general.cuda]
+        python-depends = ["nvidia-cutlass-dsl"]
+        [torch-noarch]
+    """)
+    write(tmp_path / "torch-ext" / "dsl_thing" / "__init__.py", "")
+    spec = read_build_toml(tmp_path)
+    assert spec.requirements("cuda", 13) == ("einops", "apache-tvm-ffi",
+                                             "nvidia-cutlass-dsl[cu13]")
+    assert spec.requirements("cuda", 12) == ("einops", "apache-tvm-ffi", "nvidia-cutlass-dsl")
+    assert spec.runtime_compilers == ("nvidia-cutlass-dsl", "tvm-ffi")

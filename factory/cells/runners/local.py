@@ -21,7 +21,7 @@ from ...toolchain.cuda import locate_cuda
 from ...toolchain.emulated import cross_compiler
 from ...values.versions import Version
 from ..builders import build_cell
-from ..cutile import import_python
+from ..gate_env import gate_python
 from ..job import Built, Compiling, cell_torch
 from ..options import BuildOptions
 
@@ -70,10 +70,10 @@ class LocalRunner:
 
     def load(self, cell: Cell, wheel: Path, modules: list[str], log: Log) -> LoadReport:
         env = cell_torch(cell, self.cache, self.options, log, prepared=False)
-        python = import_python(cell, env, self.cache, log) if cell.spec.is_cutile \
-            else env.python
         folder = self.options.build_root / cell.key / "load"
         with exclusive(folder.parent):
+            python = gate_python(cell, env, self.cache, log, folder.parent / "load-env",
+                                 self.options.offline, self.options.wheelhouses)
             return load_wheel(wheel, modules, str(python), folder, log)
 
     def test(self, cell: Cell, wheel: Path, log: Log) -> TestReport:

@@ -2,7 +2,8 @@
 `python -m factory.cells.runners.docker.inside prepare|build` with a JSON job on stdin.
 
     prepare   make the torch environment a cell needs (and a PEP 517 project's build
-              environment), in the mounted cache (network on)
+              environment, or what its wheel needs beside torch to be imported; cuTile's
+              assembler), in the mounted cache (network on)
     build     build one cell (network off, the cache mounted read-only, a non-root user;
               the object cache's part of the image's base mounted read-write)
     load      import the wheel a build left, with its torch (prove/load.py), in the same
@@ -36,6 +37,7 @@ from ....prove.tests import run_tests
 from ....sources.depends import Dependency
 from ....sources.tree import SourceTree
 from ....system.process import Log
+from ....toolchain.cutile import provide_assembler
 from ....toolchain.torch import provide_torch
 from ....values.versions import parse_release
 from ...builders import build_cell
@@ -69,12 +71,16 @@ def main(argv: list[str]) -> int:
                                 job["torch_index"], Path(job["cache"]), log, python=python)
             if job.get("build_requires"):
                 provide_build_env(env, list(job["build_requires"]), Path(job["cache"]), log)
+            if job.get("assembler"):
+                provide_assembler(job["assembler"], Path(job["cache"]), log)
             say(result=env.torch_version)
         elif argv[0] == "load":
             env = provide_torch(parse_release(job["torch"]), parse_release(job["cuda"]),
                                 job["torch_index"], Path(job["cache"]), log,
                                 python=job.get("python") or sys.executable, create=False)
-            report = load_wheel(Path(job["wheel"]), list(job["modules"]), str(env.python),
+            python = provide_build_env(env, list(job["requires"]), Path(job["cache"]), log,
+                                       create=False) if job.get("requires") else env.python
+            report = load_wheel(Path(job["wheel"]), list(job["modules"]), str(python),
                                 Path(job["folder"]), log)
             say(result=report.to_json())
         elif argv[0] == "test":

@@ -44,7 +44,7 @@ from ....toolchain import CommandPrefix
 from ....toolchain.python import manylinux_python
 from ....values.versions import major_minor
 from ...builders import build_cell
-from ...cutile import cutile_build_requirements
+from ...gate_env import gate_requirements
 from ...job import Built, Compiling, Container
 from ...options import BuildOptions
 from ...pep517 import build_requirements
@@ -221,7 +221,7 @@ class DockerRunner:
                "torch_index": cell.cuda.torch_index, "python": python,
                "cache": str(CACHE / self._base_cache(group.image)),
                "wheel": str(OUTPUT / cell.key / wheel.name), "modules": modules,
-               "folder": str(OUTPUT / cell.key / "load")}
+               "folder": str(OUTPUT / cell.key / "load"), "requires": gate_requirements(cell)}
         outcome = self._exec(group.build, "load", job, log, lambda step: None)
         loaded = LoadReport.from_json(outcome["result"])
         if loaded is None:
@@ -325,9 +325,10 @@ class DockerRunner:
     def _prepare(self, group: _Group, cell: Cell, log: Log) -> None:
         assert cell.cuda is not None
         python = str(manylinux_python(cell.python)) if cell.python is not None else None
-        requires = [] if not cell.spec.is_pep517 else \
-            cutile_build_requirements(cell.source.root, cell.spec.cutile_requirement) \
-            if cell.spec.cutile_requirement else build_requirements(cell.source.root)
+        # a PEP 517 project's build environment; what a cuTile or run-time compiling wheel
+        # needs beside torch to be imported (network on here, off where it is imported)
+        requires = gate_requirements(cell) or \
+            (build_requirements(cell.source.root) if cell.spec.is_pep517 else [])
         key = (str(cell.torch), str(major_minor(cell.cuda.version)), cell.cuda.torch_index,
                python, tuple(requires))
         with group.lock:
@@ -344,7 +345,7 @@ class DockerRunner:
                     "--mount", f"type=bind,source={self.cache},target={CACHE}",
                 ])
             job = {"torch": key[0], "cuda": key[1], "torch_index": key[2], "python": python,
-                   "build_requires": requires,
+                   "build_requires": requires, "assembler": cell.spec.cutile_requirement,
                    "cache": str(CACHE / self._base_cache(group.image))}
             what = f" and the build environment of {cell.spec.name}" if requires else ""
             log.step(f"preparing torch {cell.torch} for CUDA {key[1]}{what} in {group.prepare}")

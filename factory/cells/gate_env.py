@@ -1,0 +1,68 @@
+"""The interpreter the import gate loads a cell's wheel with: the cell's torch, with what the
+wheel needs beside it where it needs more than torch.
+
+A compiled wheel needs torch alone. A cuTile wheel needs cuda-tile: its build environment has
+it beside the cell's torch. A pure-Python wheel of a kernel that compiles GPU code when it runs
+(CuTe DSL, TVM FFI, triton) needs its Python dependencies, in the build of the cell's CUDA
+major: they are resolved and installed beside the cell's torch (uv, from its cache or the
+--wheelhouse folders when offline), and what was resolved goes to the log, so the cell records
+the dependencies its proof ran with.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from ..errors import BuildError, CommandFailed
+from ..plan.cells import Cell
+from ..prove.testenv import Needed, unavailable
+from ..system.process import Log
+from ..system.uv import uv_bin
+from ..toolchain.torch import TorchEnv, env_beside_torch
+from .cutile import cutile_build_requirements
+from .pep517 import provide_build_env
+
+__all__ = ["gate_python", "gate_requirements"]
+
+
+def gate_requirements(cell: Cell) -> list[str]:
+    """What the cell's wheel needs beside torch to be imported: a cuTile wheel its build
+    environment's requirements (cuda-tile among them), a pure-Python wheel of a kernel that
+    compiles when it runs its dependencies for the cell's CUDA major; nothing for the rest."""
+    spec = cell.spec
+    if spec.is_cutile:
+        assert spec.cutile_requirement is not None
+        return cutile_build_requirements(spec.root, spec.cutile_requirement)
+    if spec.is_noarch and cell.cuda is not None:
+        return list(spec.requirements("cuda", cell.cuda.version.major))
+    return []
+
+
+def gate_python(cell: Cell, torch: TorchEnv, cache: Path, log: Log, folder: Path,
+                offline: bool = False, wheelhouses: tuple[Path, ...] = ()) -> Path:
+    """The interpreter to import `cell`'s wheel with (`folder`: where an environment of its
+    own is made, when it needs one)."""
+    requires = gate_requirements(cell)
+    if cell.spec.is_cutile:  # its build made that environment
+        return provide_build_env(torch, requires, cache, log, create=False)
+    if not requires:
+        return torch.python
+    assert cell.cuda is not None
+    log.step(f"installing the wheel's requirements beside torch {torch.torch_version}: "
+             f"{' '.join(requires)}")
+    try:
+        env_beside_torch(folder, torch, requires, cache, log, offline,
+                         "installing the wheel's requirements",
+                         "a requirement of the wheel installed a torch of its own",
+                         wheelhouses, view=True)
+    except CommandFailed as failed:
+        needed = [Needed(text, "build.toml (python-depends)") for text in requires]
+        raise BuildError(unavailable(failed.output, needed, offline, wheelhouses)
+                         .replace("its test environment", "its import environment")) from None
+    python = folder / "bin" / "python"
+    resolved = subprocess.run([uv_bin(), "pip", "freeze", "--python", str(python)],
+                              capture_output=True, text=True, check=False).stdout.split()
+    log.write(f"   resolved for torch {torch.torch_version} (CUDA {cell.cuda.version}): "
+              f"{', '.join(resolved) or 'nothing'}")
+    return python
