@@ -1,8 +1,9 @@
 """cuTile-Python projects built for real: the shipped example (examples/tile-add) and a
 second kernel written for the suite (tests/fixtures/tile-rmsnorm) compiled ahead of time by
 cuda-tile's own compiler and tileiras from PyPI for four SMs, held to the cubin gate, imported
-by the import gate, rebuilt byte for byte from provenance by `factory verify`; the cells cuTile cannot serve skipped with
-their reason, and a declaration cuTile refuses stopping its cell with one line."""
+by the import gate, rebuilt byte for byte from provenance by `factory verify`; the cells
+cuTile cannot serve skipped with their reason, and a declaration cuTile refuses stopping its
+cell with one line."""
 
 from __future__ import annotations
 
