@@ -4,6 +4,7 @@ report they read is handed on, so the index never reads the wheel again."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from ..config.model import SizeLimit
@@ -58,11 +59,9 @@ def check_cell_wheel(cell: Cell, wheel: Path, log: Log,
             log.write("   GPU code " + ", ".join(describe_code_size(code, size)
                                                   for code, size in so.gpu_sizes))
     if report.cubins:
-        by_sm: dict[str, int] = {}
-        for cubin in report.cubins:
-            by_sm[cubin.sm] = by_sm.get(cubin.sm, 0) + 1
-        log.write("   cubins: " + ", ".join(f"{sm} {count}" for sm, count in sorted(
-            by_sm.items(), key=lambda item: int(item[0][3:]))))
+        by_sm = Counter(cubin.sm for cubin in report.cubins)
+        log.write("   cubins: " + ", ".join(f"{sm} {by_sm[sm]}" for sm in sorted(
+            by_sm, key=lambda sm: int(sm[3:]))))
     problems = check_wheel(report, cell_expectation(cell, max_size))
     for problem in problems:
         log.write(f"   gate failed: {problem}")

@@ -25,10 +25,10 @@ from packaging.version import Version as PackagingVersion
 
 from ..errors import BuildError, CommandFailed
 from ..toolchain.cutile import provide_assembler
-from ..wheel.assemble import relabelled, write_wheel
+from ..wheel.assemble import write_wheel
 from ..wheel.read import PROVENANCE_FILE
 from .job import Built, Job, cell_torch, stage_source, unpack_wheel
-from .pep517 import build_requirements, first_statement_line, provide_build_env
+from .pep517 import build_requirements, import_first, provide_build_env, reissued_metadata
 from .records import provenance_file, toolchain_facts
 from .sandbox import confined_command, confined_environment
 
@@ -92,22 +92,13 @@ def build_cutile(job: Job) -> Built:
     log.write(f"   {exported['cubins']} cubins with {exported['assembler']} (cuda-tile "
               f"{exported['cuda_tile']})")
     for package in exported["packages"]:
-        _load_first(content / package / "__init__.py")
+        # before anything else, so that no kernel launches before the loader serves it
+        import_first(content / package / "__init__.py", LOADER_MODULE)
 
     job.progress("packaging")
-    metadata_bytes = extra.pop("METADATA", b"")
-    for generated in ("RECORD", "WHEEL", "RECORD.jws", "RECORD.p7s"):
-        extra.pop(generated, None)
-    if not metadata_bytes:
-        raise BuildError(f"{wheels[0].name} has no METADATA")
     release = PackagingVersion(exported["cuda_tile"])
     pinned = f"cuda-tile>={release.base_version},<{release.major}.{release.minor + 1}"
-    try:
-        metadata = relabelled(metadata_bytes, cell.wheel_version, f"torch{cell.torch_pin}",
-                              name=cell.dist_name, replace={"cuda-tile": pinned})
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BuildError(f"the METADATA of {wheels[0].name} cannot be re-issued "
-                         f"({exc})") from None
+    metadata = reissued_metadata(cell, wheels[0].name, extra, {"cuda-tile": pinned})
     facts = toolchain_facts(torch=torch.torch_version)
     facts["cuda_tile"] = exported["cuda_tile"]
     facts["tileiras"] = exported["assembler"]
@@ -139,13 +130,3 @@ def _run(job: Job, argv: list[str], cwd: Path, variables: dict[str, str], what: 
         if refused:
             raise BuildError(refused[-1]) from None
         raise
-
-
-def _load_first(init: Path) -> None:
-    """The package's __init__.py imports the loader before anything else (after its docstring
-    and __future__ imports), so that no kernel launches before it serves them."""
-    text = init.read_text(encoding="utf-8")
-    lines = text.splitlines(keepends=True)
-    at = first_statement_line(text)
-    lines.insert(at, f"from . import {LOADER_MODULE}  # noqa: F401  (kernel-wheel-factory)\n")
-    init.write_text("".join(lines), encoding="utf-8")

@@ -58,8 +58,8 @@ def gate_python(cell: Cell, torch: TorchEnv, cache: Path, log: Log, folder: Path
                          wheelhouses, view=True)
     except CommandFailed as failed:
         needed = [Needed(text, "build.toml (python-depends)") for text in requires]
-        raise BuildError(unavailable(failed.output, needed, offline, wheelhouses)
-                         .replace("its test environment", "its import environment")) from None
+        raise BuildError(unavailable(failed.output, needed, offline, wheelhouses,
+                                     "import")) from None
     python = folder / "bin" / "python"
     resolved = subprocess.run([uv_bin(), "pip", "freeze", "--python", str(python)],
                               capture_output=True, text=True, check=False).stdout.split()

@@ -23,22 +23,25 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import BuildError
-from ..plan.cells import Cell
+from ..plan.cells import HEADER_SUFFIXES, Cell
 from ..system.process import Log
 from ..toolchain import Toolchain
 from ..values.units import human_size
 
-__all__ = ["HEADER_SUFFIXES", "check_jit_headers", "ship_jit_headers"]
+__all__ = ["check_jit_headers", "ship_jit_headers"]
 
-HEADER_SUFFIXES = frozenset({".h", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".hh"})
 _MISSING = re.compile(r"fatal error: ([^\s:]+): No such file or directory")
 _STANDARD = re.compile(r"^-std=(c\+\+\d+)$")
+
+
+def _is_header(path: Path) -> bool:
+    return path.suffix.lower() in HEADER_SUFFIXES
 
 
 def jit_include(package: Path) -> Path | None:
     """The package's include/ folder when it ships headers for a run-time compiler."""
     folder = package / "include"
-    if folder.is_dir() and any(path.suffix in HEADER_SUFFIXES for path in folder.rglob("*")):
+    if folder.is_dir() and any(_is_header(path) for path in folder.rglob("*")):
         return folder
     return None
 
@@ -49,12 +52,12 @@ def ship_jit_headers(cell: Cell, package: Path, log: Log) -> list[Path]:
     folder = jit_include(package)
     if folder is None:
         return []
-    own = sorted(path for path in folder.rglob("*") if path.suffix in HEADER_SUFFIXES)
+    own = sorted(path for path in folder.rglob("*") if _is_header(path))
     for dependency in cell.depends:
         added = size = 0
         for root in dependency.folders:
             for path in sorted(root.rglob("*")):
-                if not path.is_file() or path.suffix not in HEADER_SUFFIXES:
+                if not path.is_file() or not _is_header(path):
                     continue
                 target = folder / path.relative_to(root)
                 if target.exists():

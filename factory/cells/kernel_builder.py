@@ -116,7 +116,7 @@ def _final_wheel(cell: Cell, options: BuildOptions, content: Path, tag: str,
     package = content / cell.spec.python_name
     (package / "metadata.json").write_bytes(kernel_metadata(cell, package))
     return write_wheel(content, dist, _metadata(cell), tag,
-                       purelib=cell.label is None or cell.spec.is_noarch,
+                       purelib=cell.spec.is_noarch,
                        epoch=options.epoch(cell),
                        extra_dist_info={PROVENANCE_FILE: provenance_file(cell, options, facts,
                                                                          content)})

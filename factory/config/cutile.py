@@ -57,10 +57,6 @@ class CutileKernel:
     signatures: tuple[tuple[dict[str, Any], ...], ...]
     line: int | None = None
 
-    @property
-    def module(self) -> str:
-        return self.function.partition(":")[0]
-
     def to_json(self) -> dict[str, Any]:
         return {"function": self.function, "signatures": [list(s) for s in self.signatures]}
 

@@ -115,19 +115,20 @@ def make_test_env(root: Path, torch: TorchEnv, wheel: Path, needed: list[Needed]
 
 
 def unavailable(output: str, needed: list[Needed], offline: bool,
-                wheelhouses: tuple[Path, ...]) -> str:
-    """One line for a test environment uv could not make: which package could not be had, who
-    asked for it, and the ways out; else uv's own first error."""
+                wheelhouses: tuple[Path, ...], environment: str = "test") -> str:
+    """One line for a test (or, for the import gate, import) environment uv could not make:
+    which package could not be had, who asked for it, and the ways out (a test requirement may
+    also be left out); else uv's own first error."""
     missing = next((found[1] for pattern in _NOT_FOUND
                     if (found := pattern.search(output)) is not None), None)
     if missing is None:
-        return f"its test environment could not be made: {first_error(output)}"
+        return f"its {environment} environment could not be made: {first_error(output)}"
     name = canonicalize_name(missing)
     roots = {canonicalize_name(root) for root in _ROOT.findall(output)}
     asker = next((n for n in needed if n.name == name), None) or \
         next((n for n in needed if n.name in roots), None)
     why = f"asked for by {asker.source}: {asker.requirement}" if asker is not None else \
-        "needed by the test requirements"
+        f"needed by the {environment} requirements"
     if asker is not None and asker.name != name:
         why += f", which needs {name}"
     held = "the wheelhouse" + ("s" if len(wheelhouses) > 1 else "")
@@ -141,7 +142,7 @@ def unavailable(output: str, needed: list[Needed], offline: bool,
                              "makes one where the network is)",)
     if offline:
         ways += ("build with the network",)
-    if asker is None or asker.name not in TEST_TOOLS:
+    if environment == "test" and (asker is None or asker.name not in TEST_TOOLS):
         ways += (f"leave it out with tests: {{without: [{name}]}} in matrix.yaml",)
     listed = f"{', '.join(ways[:-1])} or {ways[-1]}" if len(ways) > 1 else ways[0]
     return f"{name} cannot be had {where} ({why}): {listed}"

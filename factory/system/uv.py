@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
-__all__ = ["uv_bin", "uv_env"]
+from .process import Log, run
+
+__all__ = ["install_into", "uv_bin", "uv_env"]
 
 
 def uv_bin() -> str:
@@ -22,3 +25,14 @@ def uv_env(cache: Path, offline: bool = False) -> dict[str, str]:
     if "UV_CACHE_DIR" not in os.environ:
         env["UV_CACHE_DIR"] = str(cache / "uv")
     return env
+
+
+def install_into(target: Path, requirements: list[str], cache: Path, log: Log, offline: bool,
+                 title: str, what: str) -> None:
+    """`requirements` installed by uv into the folder `target`, made afresh: tools shipped as
+    wheels (a CUDA toolkit, cuTile's assembler) that no interpreter imports."""
+    log.step(f"{title} into {target}" + (" (offline: from uv's cache only)" if offline else ""))
+    if target.exists():
+        shutil.rmtree(target)
+    run([uv_bin(), "pip", "install", "--quiet", "--target", target, *requirements], log,
+        env=uv_env(cache, offline), what=what)

@@ -20,8 +20,8 @@ from ..config.torches import InstalledTorch
 from ..errors import BuildError
 from ..policy import cuda_policy
 from ..system.cache import exclusive
-from ..system.process import Log, run
-from ..system.uv import uv_bin, uv_env
+from ..system.process import Log
+from ..system.uv import install_into
 from ..values.versions import Version, major_minor, parse_release
 
 __all__ = ["PYPI_TOOLKIT", "CudaToolkit", "image_toolkit", "locate_cuda", "nvcc_seeds",
@@ -155,13 +155,9 @@ def _from_pypi(version: Version, cache: Path, log: Log, offline: bool) -> CudaTo
     marker = target / "toolkit.json"
     with exclusive(target):
         if not marker.is_file():
-            log.step(f"installing the CUDA {version} toolkit from PyPI into {target}"
-                     + (" (offline: from uv's cache only)" if offline else ""))
-            if target.exists():
-                shutil.rmtree(target)
-            pins = [f"{name}=={version}.*" for name in PYPI_TOOLKIT]
-            run([uv_bin(), "pip", "install", "--quiet", "--target", target, *pins], log,
-                env=uv_env(cache, offline), what=f"installing CUDA {version} from PyPI")
+            install_into(target, [f"{name}=={version}.*" for name in PYPI_TOOLKIT], cache, log,
+                         offline, f"installing the CUDA {version} toolkit from PyPI",
+                         f"installing CUDA {version} from PyPI")
             home = target / "nvidia" / f"cu{version.major}"
             _add_unversioned_links(home / "lib")
             marker.write_text(json.dumps({"home": str(home.relative_to(target))}))

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 from packaging.requirements import Requirement
 
 from ..errors import BuildError
 from ..system.cache import exclusive
-from ..system.process import Log, run
-from ..system.uv import uv_bin, uv_env
+from ..system.process import Log
+from ..system.uv import install_into
 
 __all__ = ["provide_assembler"]
 
@@ -39,12 +38,9 @@ def provide_assembler(requirement: str, cache: Path, log: Log, offline: bool = F
     if create:
         with exclusive(target):
             if not marker.is_file():
-                log.step(f"installing the Tile IR assembler of {wanted} into {target}"
-                         + (" (offline: from uv's cache only)" if offline else ""))
-                if target.exists():
-                    shutil.rmtree(target)
-                run([uv_bin(), "pip", "install", "--quiet", "--target", target, str(wanted)],
-                    log, env=uv_env(cache, offline), what="installing cuTile's assembler")
+                install_into(target, [str(wanted)], cache, log, offline,
+                             f"installing the Tile IR assembler of {wanted}",
+                             "installing cuTile's assembler")
                 found = sorted(target.glob("nvidia/cu*/bin/tileiras"))
                 if not found:
                     raise BuildError(f"{wanted} installed no tileiras into {target}")

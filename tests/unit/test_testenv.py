@@ -74,6 +74,19 @@ def test_a_requirement_that_cannot_be_had_is_one_line_with_who_asked_and_the_way
                               "download `x`"
 
 
+def test_the_import_gate_environment_offers_no_leaving_out():
+    """A wheel's own requirement, missing for the import gate, cannot be left out of tests."""
+    runtime = [Needed("torchmetrics", "build.toml (python-depends)")]
+    line = unavailable(UV_NO_NUMPY, runtime, True, (), "import")
+    assert line == (
+        "numpy cannot be had offline: uv's cache does not hold it (asked for by build.toml "
+        "(python-depends): torchmetrics, which needs numpy): give it in a --wheelhouse folder "
+        "(`factory wheelhouse MATRIX DIR` makes one where the network is) or build with the "
+        "network")
+    assert unavailable("error: disk full", runtime, False, (), "import") == \
+        "its import environment could not be made: error: disk full"
+
+
 def write_wheel(folder: Path, name: str, version: str, metadata_name: str | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as archive:
