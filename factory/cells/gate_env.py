@@ -16,34 +16,41 @@ from pathlib import Path
 
 from ..errors import BuildError, CommandFailed
 from ..plan.cells import Cell
-from ..prove.testenv import Needed, unavailable
+from ..prove.testenv import Needed, requirement_sources, unavailable
 from ..system.process import Log
 from ..system.uv import uv_bin
 from ..toolchain.torch import TorchEnv, env_beside_torch
+from ..wheel.read import read_wheel
 from .cutile import cutile_build_requirements
 from .pep517 import provide_build_env
 
 __all__ = ["gate_python", "gate_requirements"]
 
 
-def gate_requirements(cell: Cell) -> list[str]:
+def gate_requirements(cell: Cell, wheel: Path | None = None) -> list[str]:
     """What the cell's wheel needs beside torch to be imported: a cuTile wheel its build
     environment's requirements (cuda-tile among them), a pure-Python wheel of a kernel that
-    compiles when it runs its dependencies for the cell's CUDA major; nothing for the rest."""
+    compiles when it runs its dependencies for the cell's CUDA major, a PEP 517 project's wheel
+    (once built: `wheel`) its own Requires-Dist but torch; nothing for the rest."""
     spec = cell.spec
     if spec.is_cutile:
         assert spec.cutile_requirement is not None
         return cutile_build_requirements(spec.root, spec.cutile_requirement)
     if spec.is_noarch and cell.cuda is not None:
         return list(spec.requirements("cuda", cell.cuda.version.major))
+    if spec.is_pep517 and wheel is not None:
+        return [needed.requirement for needed in requirement_sources(
+                    wheel.name, read_wheel(wheel).requires)
+                if needed.source == wheel.name]
     return []
 
 
 def gate_python(cell: Cell, torch: TorchEnv, cache: Path, log: Log, folder: Path,
-                offline: bool = False, wheelhouses: tuple[Path, ...] = ()) -> Path:
-    """The interpreter to import `cell`'s wheel with (`folder`: where an environment of its
-    own is made, when it needs one)."""
-    requires = gate_requirements(cell)
+                offline: bool = False, wheelhouses: tuple[Path, ...] = (),
+                wheel: Path | None = None) -> Path:
+    """The interpreter to import `cell`'s wheel (`wheel`) with (`folder`: where an environment
+    of its own is made, when it needs one)."""
+    requires = gate_requirements(cell, wheel)
     if cell.spec.is_cutile:  # its build made that environment
         return provide_build_env(torch, requires, cache, log, create=False)
     if not requires:
@@ -57,7 +64,9 @@ def gate_python(cell: Cell, torch: TorchEnv, cache: Path, log: Log, folder: Path
                          "a requirement of the wheel installed a torch of its own",
                          wheelhouses, view=True)
     except CommandFailed as failed:
-        needed = [Needed(text, "build.toml (python-depends)") for text in requires]
+        source = f"{wheel.name} (Requires-Dist)" if cell.spec.is_pep517 and wheel else \
+            "build.toml (python-depends)"
+        needed = [Needed(text, source) for text in requires]
         raise BuildError(unavailable(failed.output, needed, offline, wheelhouses,
                                      "import")) from None
     python = folder / "bin" / "python"

@@ -18,7 +18,7 @@ import stat
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -239,8 +239,9 @@ def _check_unchanged(installed: InstalledTorch) -> None:
                          f"planned and has {now.version} in {now.site_packages} now")
 
 
-def build_facts(toolchain: Toolchain, work: Path) -> dict[str, str]:
-    """The provenance's toolchain facts of a compiled cell, each tool asked where it ran."""
+def build_facts(toolchain: Toolchain, work: Path, rules: Sequence[str] = ()) -> dict[str, str]:
+    """The provenance's toolchain facts of a compiled cell, each tool asked where it ran, and
+    what its toolchain rules changed (cells/compilers.py's log_changes)."""
     def ask(argv: list[str]) -> str:
         command, _ = toolchain.runs_in.argv(argv, work)
         return first_output_line(command)
@@ -253,6 +254,8 @@ def build_facts(toolchain: Toolchain, work: Path) -> dict[str, str]:
         headers = [name for name in toolchain.torch.emulated
                    if name.startswith("libpython") and "-dev " in name]
         facts["target_python"] = f"{toolchain.torch.platform}: Debian {', '.join(headers)}"
+    if rules:
+        facts["toolchain_rules"] = "; ".join(rules)
     return facts
 
 

@@ -25,7 +25,7 @@ from ..compile.deps import unprovided
 from ..compile.generated import REGISTRATION_HEADER, noarch_ops_module, ops_module
 from ..compile.objects import compilers_identity, names_namespace, unit_identity
 from ..compile.pool import TimeLimitReached
-from ..errors import BuildError
+from ..errors import BuildError, CommandFailed
 from ..plan.cells import Cell
 from ..plan.costs import UnitCost, cost_key, estimated_seconds, unit_memory
 from ..system.process import Log, bounded_run, run
@@ -33,6 +33,7 @@ from ..toolchain import Toolchain
 from ..wheel.assemble import CoreMetadata, compressed_tag, write_wheel
 from ..wheel.read import PROVENANCE_FILE
 from ..wheel.repair import repair
+from .compilers import log_changes, rule_note
 from .jit import check_jit_headers, ship_jit_headers
 from .job import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
 from .options import BuildOptions
@@ -80,7 +81,12 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
         compile_job.object.parent.mkdir(parents=True, exist_ok=True)
     if job.container is not None:
         job.container.hand_over(work)
-    compiled, cached = _compile_all(job, jobs, toolchain)
+    changes = [change for compile_job in jobs for change in compile_job.changes]
+    applied = log_changes(log, changes, "build.toml's flags")
+    try:
+        compiled, cached = _compile_all(job, jobs, toolchain)
+    except CommandFailed as failure:
+        raise rule_note(failure, changes, cell) from None
     if only is not None:
         log.write(f"\nthis shard's {len(jobs)} unit(s) are in the object cache; the cell is "
                   "linked by the build that takes every shard's objects")
@@ -106,7 +112,7 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
     unpack_wheel(repaired, content)
     job.progress("packaging")
     wheel = _final_wheel(cell, options, content, compressed_tag(repaired.name),
-                         build_facts(toolchain, work), work / "dist")
+                         build_facts(toolchain, work, applied), work / "dist")
     return Built(wheel, len(jobs), compiled, cached)
 
 

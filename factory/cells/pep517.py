@@ -45,13 +45,15 @@ from ..system.cache import exclusive
 from ..system.process import Log
 from ..toolchain import Toolchain
 from ..toolchain.torch import TorchEnv, env_beside_torch
+from ..values.units import human_size
 from ..values.versions import Version
 from ..wheel.assemble import GivenMetadata, compressed_tag, relabelled, write_wheel
 from ..wheel.fatbin import fatbin_entries
 from ..wheel.read import PROVENANCE_FILE
 from ..wheel.repair import repair
+from .compilers import Wrapped, log_changes, rule_note, wrap_compilers
 from .job import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
-from .records import provenance_file
+from .records import gpu_code_sizes, provenance_file
 from .sandbox import confined_command, confined_environment
 
 __all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "c_compiler", "import_first",
@@ -87,10 +89,11 @@ def build_project(job: Job) -> Built:
     built_dir = work / "built"
     pool.queue(1)
     # the whole project's compilers in one: it starts before any single unit of another cell
+    wrapped = wrap_compilers(cell, toolchain, work, python, c_compiler(toolchain.cxx))
     with pool.admitted(pool.budget.share(job.compiling.cells).cores,
                        lambda threads: threads * defaults.UNIT_MEMORY["cuda"],
                        math.inf) as grant:
-        variables = _variables(job, toolchain, grant.threads, src)
+        variables = _variables(job, toolchain, grant.threads, src, wrapped)
         log.step("building with `build` (no isolation): " + " ".join(
             f"{name}={variables[name]}" for name in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
                                                      "NVCC_THREADS", "CUDA_HOME")))
@@ -111,7 +114,7 @@ def build_project(job: Job) -> Built:
         except CommandFailed as failure:
             reached = _NETWORK_FAILURE.search(failure.output)
             if reached is None:
-                raise
+                raise rule_note(failure, wrapped.changes() if wrapped else [], cell) from None
             raise BuildError(
                 f"the project's build tried to reach the network, and builds have no network "
                 f"(\"{reached[0].strip()}\"): set the variable that makes it compile from "
@@ -119,15 +122,22 @@ def build_project(job: Job) -> Built:
                 "matrix") from None
     peak = f", peak {finished.peak / 2**30:.2f} GiB" if finished.peak else ""
     log.write(f"   built in {finished.seconds:.1f} s with MAX_JOBS={grant.threads}{peak}")
+    applied = log_changes(log, wrapped.changes(), "the project's compiler commands") \
+        if wrapped else []
     wheels = sorted(built_dir.glob("*.whl"))
     if len(wheels) != 1:
         raise BuildError(f"the project's build made {len(wheels)} wheels, expected 1")
+    if wheels[0].name.endswith("-none-any.whl"):
+        raise BuildError(f"the project's build made a pure-Python wheel ({wheels[0].name}): it "
+                         "compiled no extension; if the project compiles its CUDA code only "
+                         "when asked, set the variable that asks for it under the kernel's env: "
+                         "in the matrix (its setup.py names it)")
 
     job.progress("auditwheel")
     log.step("auditwheel repair")
     repaired = repair(wheels[0], work / "wheelhouse", log)
     job.progress("packaging")
-    wheel = _issue(job, toolchain, repaired)
+    wheel = _issue(job, toolchain, repaired, applied)
     return Built(wheel)  # one build step, not units: nothing to count
 
 
@@ -185,22 +195,28 @@ def _create_build_env(root: Path, torch: TorchEnv, requires: list[str], cache: P
     (root / _BUILD_ENV_MARKER).write_text(json.dumps({"requires": requires}) + "\n")
 
 
-def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path) -> dict[str, str]:
-    """The environment of the project's build."""
+def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path,
+               wrapped: Wrapped | None) -> dict[str, str]:
+    """The environment of the project's build: its compilers behind the wrappers of the
+    cell's toolchain rules, where any is in force."""
     cell = job.cell
     assert cell.cuda is not None and toolchain.cuda is not None  # PEP 517 cells are CUDA's
     archs = " ".join(f"{cap.base}{'+PTX' if cap.ptx else ''}" for cap in cell.sms)
     sources = sum(1 for _ in src.rglob("*.cu"))
     home = toolchain.cuda.home
     cxx = toolchain.cxx
+    compilers = {"CUDA_HOME": str(home), "CUDA_PATH": str(home), "CC": c_compiler(cxx),
+                 "CXX": cxx, "PATH": os.pathsep.join([str(home / "bin"),
+                                                      os.environ.get("PATH", "")])}
+    if wrapped is not None:
+        compilers.update(wrapped.variables,
+                         PATH=os.pathsep.join([wrapped.variables["PATH"], compilers["PATH"]]))
     return {
         **dict(cell.env),
         "TORCH_CUDA_ARCH_LIST": archs,
         "MAX_JOBS": str(threads),
         "NVCC_THREADS": str(max(1, threads // max(1, min(threads, sources)))),
-        "CUDA_HOME": str(home), "CUDA_PATH": str(home),
-        "PATH": os.pathsep.join([str(home / "bin"), os.environ.get("PATH", "")]),
-        "CC": c_compiler(cxx), "CXX": cxx,
+        **compilers,
         "SOURCE_DATE_EPOCH": str(job.options.epoch(cell)),
         # nvcc names its temporary files, and so symbols of the object, after its process
         # id unless they live beside the object: the same build must give the same bytes.
@@ -225,7 +241,7 @@ def c_compiler(cxx: str) -> str:
     return cxx[:found.start()] + _C_OF_CXX[found[1]] + (found[2] or "")
 
 
-def _issue(job: Job, toolchain: Toolchain, repaired: Path) -> Path:
+def _issue(job: Job, toolchain: Toolchain, repaired: Path, applied: list[str]) -> Path:
     """The repaired wheel written again: the cell's version and torch pin, provenance, the
     factory's deterministic zip."""
     cell, work, log = job.cell, job.work, job.log
@@ -243,8 +259,10 @@ def _issue(job: Job, toolchain: Toolchain, repaired: Path) -> Path:
     if canonicalize_name(metadata.project) != canonicalize_name(cell.spec.name):
         raise BuildError(f"the project's build named its wheel '{metadata.project}', the "
                          f"project is '{cell.spec.name}'")
-    extra[PROVENANCE_FILE] = provenance_file(cell, job.options, build_facts(toolchain, work),
-                                             content, _gpu_code(content))
+    facts = build_facts(toolchain, work, applied)
+    found = _gpu_code(content)
+    _note_beyond_cell(cell, found, content, log)
+    extra[PROVENANCE_FILE] = provenance_file(cell, job.options, facts, content, found)
     return write_wheel(content, work / "dist", metadata, compressed_tag(repaired.name),
                        purelib=False, epoch=job.options.epoch(cell), extra_dist_info=extra)
 
@@ -314,6 +332,24 @@ def first_statement_line(source: str) -> int:
             break
         at = node.end_lineno or node.lineno
     return at
+
+
+def _note_beyond_cell(cell: Cell, found: dict[str, list[str]], content: Path, log: Log) -> None:
+    """A line in the log when the project compiled GPU code the cell did not ask for (its own
+    arch list, where the gencode rule is off or could not narrow it), with what that costs."""
+    archs = {cap.arch for cap in cell.sms}
+    beyond = sorted(code for code in {code for codes in found.values() for code in codes}
+                    if code.partition("_")[2] not in archs)
+    if not beyond:
+        return
+    sizes = gpu_code_sizes(content)
+    extra = sum(sizes[code][0] for code in beyond if code in sizes)
+    total = sum(size[0] for size in sizes.values())
+    log.write(f"note: the wheel carries GPU code the cell did not ask for: {', '.join(beyond)} "
+              f"({human_size(extra)} of its {human_size(total)} of GPU code, and the compile "
+              "time it took): the project names these architectures itself"
+              + ("" if any(rule.flag == "-gencode" for rule in cell.rules)
+                 else ", and no -gencode toolchain rule is in force"))
 
 
 def _gpu_code(content: Path) -> dict[str, list[str]]:

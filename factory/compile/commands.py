@@ -11,6 +11,8 @@ build of the kernel gets through CMake:
 - for every file, the compile definitions torch's CMake targets carry (read from the torch
   built against), TORCH_EXTENSION_NAME set to the op namespace, CUDA_KERNEL and USE_CUDA,
   torch's C++ ABI and Python's limited API 3.9;
+- the unit's own flags as the cell's toolchain rules have them (config/rules.py: a C++ standard
+  raised for a torch that needs it, say);
 - -gencode for the archs the plan chose per section, PTX where it said so;
 - the torch environment and the toolkit mapped to fixed names in what the objects record
   (-ffile-prefix-map), the compilers' random names seeded by the unit (-frandom-seed, where
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..config.model import CompressMode
+from ..data.compilers.rewrite import Change, rewrite
 from ..errors import BuildError
 from ..plan.cells import CUDA_SUFFIXES, CXX_SUFFIXES, Cell, Unit
 from ..policy import nvcc_flags
@@ -34,7 +37,7 @@ from ..toolchain import Toolchain
 from ..values.versions import Version
 from .deps import dependency_includes, torch_includes
 
-__all__ = ["CompileJob", "compile_jobs", "compression_flags", "gencode_flags",
+__all__ = ["CompileJob", "compile_jobs", "compression_flags", "gencode_flags", "gpu_targets",
            "link_command"]
 
 LIMITED_API = "0x03090000"  # CPython 3.9: one abi3 wheel serves 3.9 and every later version
@@ -52,6 +55,7 @@ class CompileJob:
     depfile: Path
     argv: tuple[str, ...]
     cwd: Path  # the repo's copy: relative paths in a build.toml's flags are the repo's
+    changes: tuple[Change, ...] = ()  # what the cell's toolchain rules changed in its flags
 
     @property
     def source(self) -> str:  # repo-relative, for messages
@@ -83,15 +87,33 @@ def compile_jobs(cell: Cell, toolchain: Toolchain, work: Path) -> list[CompileJo
             if toolchain.cuda is None:
                 raise BuildError(f"{unit.source}: a CPU cell compiles no CUDA file, and "
                                  f"[kernel.{unit.section}] of its CPU backend lists one")
-            argv = _nvcc(cell, toolchain, unit, work, obj)
+            flags, changes = _ruled(cell, unit, unit.cuda_flags, nvcc=True)
+            argv = _nvcc(cell, toolchain, unit, work, obj, flags)
         elif suffix in CXX_SUFFIXES:
-            argv = _cxx(cell, toolchain, unit, work, obj)
+            flags, changes = _ruled(cell, unit, unit.cxx_flags, nvcc=False)
+            argv = _cxx(cell, toolchain, unit, work, obj, flags)
         else:
             raise BuildError(f"{unit.source}: the factory does not know how to compile "
                              f"'{suffix}' files in a CUDA build")
         argv += ["-MD", "-MF", str(depfile)]
-        jobs.append(CompileJob(unit, obj, depfile, tuple(argv), src_root))
+        jobs.append(CompileJob(unit, obj, depfile, tuple(argv), src_root, tuple(changes)))
     return jobs
+
+
+def _ruled(cell: Cell, unit: Unit, flags: tuple[str, ...],
+           nvcc: bool) -> tuple[list[str], list[Change]]:
+    """A unit's own flags (build.toml's cxx-flags or cuda-flags) as the cell's toolchain rules
+    have them, and what they changed."""
+    if not cell.rules:
+        return list(flags), []
+    return rewrite(flags, [rule.to_json() for rule in cell.rules], gpu_targets(unit.archs),
+                   nvcc)
+
+
+def gpu_targets(archs: Iterable[Capability]) -> list[str]:
+    """The GPU code names of `archs` as -gencode writes them: sm_90, and compute_90 for PTX."""
+    return [name for cap in archs
+            for name in (f"sm_{cap.arch}", *([f"compute_{cap.arch}"] if cap.ptx else []))]
 
 
 def gencode_flags(archs: Iterable[Capability]) -> list[str]:
@@ -178,20 +200,21 @@ def _seed(unit: Unit) -> str:
     return f"-frandom-seed={unit.source}"
 
 
-def _cxx(cell: Cell, toolchain: Toolchain, unit: Unit, work: Path, obj: Path) -> list[str]:
+def _cxx(cell: Cell, toolchain: Toolchain, unit: Unit, work: Path, obj: Path,
+         flags: list[str]) -> list[str]:
     src_root = work / "src"
     return [
         toolchain.cxx, "-c", str(src_root / unit.source), "-o", str(obj),
         f"-std=gnu++{toolchain.cxx_std}", "-O3", "-DNDEBUG", "-fPIC", "-fno-gnu-unique",
         _seed(unit), *_prefix_maps(toolchain), *_defines(cell, toolchain),
-        *_includes(unit, toolchain, src_root), *unit.cxx_flags,
+        *_includes(unit, toolchain, src_root), *flags,
     ]
 
 
-def _nvcc(cell: Cell, toolchain: Toolchain, unit: Unit, work: Path, obj: Path) -> list[str]:
+def _nvcc(cell: Cell, toolchain: Toolchain, unit: Unit, work: Path, obj: Path,
+          cuda_flags: list[str]) -> list[str]:
     src_root = work / "src"
     assert toolchain.cuda is not None  # compile_jobs refuses CUDA files of CPU cells
-    cuda_flags = list(unit.cuda_flags)
     if toolchain.cuda.version < Version("12.8"):
         cuda_flags = [flag for flag in cuda_flags
                       if not flag.startswith("-static-global-template-stub")]

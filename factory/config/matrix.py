@@ -63,6 +63,7 @@ from .model import (
 )
 from .nodes import Node, load_yaml
 from .project import project_kind
+from .rules import ToolchainRule, apply_rule_entries, shipped_rules
 from .spec import PROJECT_KINDS, ProjectKind
 from .wheelhouse import wheelhouse_problem
 
@@ -85,7 +86,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None,
     top = root.table(["kernels", "torch", "cuda", "python", "platforms", "label",
                       "stable-label", "exclude", "runner", "docker", "depends", "compress",
                       "max-wheel-size", "costs", "dist-name", "name-clash", "variants", "cross",
-                      "cpu", "tests", "wheelhouse"],
+                      "cpu", "tests", "wheelhouse", "toolchain-rules"],
                      required=["kernels", "torch", "cuda"])
     base = path.parent
     latest = _latest(top["torch"]) if isinstance(top["torch"].value, dict) and \
@@ -96,9 +97,11 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None,
         raise ConfigError("cuda: {follow: torch} takes the CUDA versions of torch releases; "
                           "with --torch-python list the CUDA versions", key="--torch-python")
     tests = _tests(top["tests"], ALL_TESTS, every_kernel=True) if "tests" in top else ALL_TESTS
+    rules = (apply_rule_entries(shipped_rules(), top["toolchain-rules"])
+             if "toolchain-rules" in top else shipped_rules())
     matrix = Matrix(
         path=path,
-        kernels=_kernels(top["kernels"], base, tests),
+        kernels=_kernels(top["kernels"], base, tests, rules),
         torch=(_command_line_torches(torch_pythons) if torch_pythons
                else () if latest else _torch_entries(top["torch"], base)),
         cuda=() if follow else _cuda_entries(top["cuda"], base),
@@ -125,6 +128,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None,
         cpu=_cpu(top["cpu"]) if "cpu" in top else None,
         wheelhouses=_wheelhouses(top["wheelhouse"], base, filling) if "wheelhouse" in top else (),
         wheelhouse_line=top["wheelhouse"].line if "wheelhouse" in top else None,
+        rules=rules,
     )
     if follow is not None and latest is None:
         matrix = with_resolved_torches(matrix, _known_builds(matrix, top["cuda"]))
@@ -142,7 +146,8 @@ def _nonempty_list(node: Node) -> list[Node]:
     return items
 
 
-_ENTRY_KEYS = ("version", "kind", "env", "guard", "compress", "tests", "dist-name")
+_ENTRY_KEYS = ("version", "kind", "env", "guard", "compress", "tests", "dist-name",
+               "toolchain-rules")
 _KERNEL_KEYS: dict[SourceKind, tuple[str, ...]] = {
     "path": ("path", *_ENTRY_KEYS),
     "git": ("git", "rev", "subdir", *_ENTRY_KEYS),
@@ -153,7 +158,8 @@ _GIT_URL = re.compile(r"(https?|ssh|git|file)://\S+|[A-Za-z0-9_.-]+@[A-Za-z0-9_.
 _REV = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+@-]*")
 
 
-def _kernels(node: Node, base: Path, tests: TestSelection) -> tuple[KernelEntry, ...]:
+def _kernels(node: Node, base: Path, tests: TestSelection,
+             rules: tuple[ToolchainRule, ...]) -> tuple[KernelEntry, ...]:
     entries = []
     for index, item in enumerate(_nonempty_list(node)):
         if not isinstance(item.value, dict):
@@ -183,8 +189,10 @@ def _kernels(node: Node, base: Path, tests: TestSelection) -> tuple[KernelEntry,
         compress = _compress(fields["compress"]) if "compress" in fields else None
         chosen = _tests(fields["tests"], tests) if "tests" in fields else tests
         dist_name = _dist_name(fields["dist-name"]) if "dist-name" in fields else None
+        own = (apply_rule_entries(rules, fields["toolchain-rules"])
+               if "toolchain-rules" in fields else None)
         entries.append(KernelEntry(source, version, item.line, index, stated, env, guard,
-                                   compress, chosen, dist_name))
+                                   compress, chosen, dist_name, own))
     return tuple(entries)
 
 
@@ -349,7 +357,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What the factory sets for every PEP 517 build itself, per cell.
 FACTORY_ENV = frozenset({
     "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDA_PATH", "MAX_JOBS", "NVCC_THREADS",
-    "SOURCE_DATE_EPOCH", "CC", "CXX", "PATH", "PYTHONPATH", "HOME",
+    "SOURCE_DATE_EPOCH", "CC", "CXX", "PATH", "PYTHONPATH", "HOME", "PYTORCH_NVCC",
 })
 
 

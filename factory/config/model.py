@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from .. import defaults
 from ..values.units import human_size, parse_size
 from ..values.versions import Version
+from .rules import ToolchainRule, shipped_rules
 from .spec import ProjectKind
 from .torches import InstalledTorch
 
@@ -185,6 +186,7 @@ class KernelEntry:
     compress: CompressMode | None = None  # its GPU code's compression; None: the matrix's
     tests: TestSelection = ALL_TESTS  # which of its own tests prove a wheel
     dist_name: str | None = None  # its distribution's name template; None: the matrix's
+    rules: tuple[ToolchainRule, ...] | None = None  # its toolchain rules; None: the matrix's
 
     @property
     def key(self) -> str:
@@ -335,6 +337,8 @@ class Matrix:
     # folders of wheels the kernels' test environments may be installed from
     wheelhouses: tuple[Path, ...] = ()
     wheelhouse_line: int | None = None
+    # the toolchain rules of a kernel without its own: data/rules.toml as the matrix changes it
+    rules: tuple[ToolchainRule, ...] = field(default_factory=shipped_rules)
 
     def dependency(self, name: str) -> DependencyEntry | None:
         return next((entry for entry in self.depends if entry.name == name), None)

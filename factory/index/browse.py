@@ -132,6 +132,7 @@ def _wheel(record: FileRecord) -> dict[str, Any]:
         "platform": summary.get("platform"), "cross": summary.get("cross") is True,
         "installed_size": summary.get("installed_size"),
         "gpu_code_sizes": summary.get("gpu_code_sizes"),
+        "gpu_code_beyond": summary.get("gpu_code_beyond", []),
         "provenance": {key: summary[key] for key in ("source", "toolchain", "factory",
                                                      "build_time", "platform")
                        if summary.get(key)},

@@ -296,7 +296,16 @@ def _summary(record: Provenance | None) -> dict[str, Any]:
         **({"stable_abi": cell["stable_abi"]} if cell.get("stable_abi") else {}),
         **({"gpu_code_sizes": dict(record.gpu_code_sizes)}
            if record.gpu_code_sizes is not None else {}),
+        **({"gpu_code_beyond": beyond} if (beyond := _beyond_cell(record)) else {}),
     }
+
+
+def _beyond_cell(record: Provenance) -> list[str]:
+    """The GPU code a project compiled that its cell did not ask for (its own arch list)."""
+    if record.gpu_code_found is None:
+        return []
+    archs = {str(sm).replace(".", "") for sm in record.cell.get("sms", [])}
+    return [code for code in _gpu_code(record) if code.partition("_")[2] not in archs]
 
 
 Catalogue = dict[str, list[tuple[str, str, str]]]

@@ -29,6 +29,7 @@ from ..config.model import (
     distribution_name,
     is_project_name,
 )
+from ..config.rules import ToolchainRule, rules_for
 from ..config.spec import KernelSection, KernelSpec
 from ..config.torches import InstalledTorch
 from ..errors import ConfigError
@@ -133,6 +134,7 @@ class Cell:
     dist_name: str | None = None  # the wheel's distribution name, where dist-name renames it
     cross: bool = False  # built on a machine of another platform (defaults.CROSS_BUILT)
     cpu_index: str | None = None  # a CPU cell's torch index (matrix `cpu: {torch-index}`)
+    rules: tuple[ToolchainRule, ...] = ()  # the toolchain rules in force for its torch
 
     @property
     def backend(self) -> str:
@@ -461,9 +463,15 @@ class _Planner:
                          slot.entry.installed, self.dependencies, python, per_python,
                          kernel.entry.env, kernel.entry.guard,
                          kernel.entry.compress or self.matrix.compress, kernel.entry.tests)
+        cell = replace(cell, rules=self.rules(kernel, slot.entry.release))
         cross = crosses(self.matrix.cross, kernel.spec, slot.platform, slot.entry.installed)
         # a machine of the cell's own platform builds it natively (None: a CI plan's job)
         return replace(cell, cross=True) if cross and self.host != slot.platform else cell
+
+    def rules(self, kernel: Kernel, torch: Version) -> tuple[ToolchainRule, ...]:
+        """The toolchain rules in force for a kernel's cell: its own, else the matrix's."""
+        return rules_for(self.matrix.rules if kernel.entry.rules is None
+                         else kernel.entry.rules, torch)
 
     def per_torch(self, kernel: Kernel) -> list[SkippedCell]:
         """A cell per torch x CUDA x platform (x CPython); the cells skipped only because
@@ -476,7 +484,13 @@ class _Planner:
             if reason:
                 self.skip(kernel, slot, reason)
                 continue
-            for python, per_python in _pythons(self.matrix, kernel.spec, slot.entry):
+            pythons, unserved = _pythons(self.matrix, kernel.spec, slot.entry)
+            for python in unserved:
+                self.skipped.append(SkippedCell(
+                    f"{slot.id}/cp{python.major}{python.minor}",
+                    _unserved_reason(slot.entry.release, python), kernel.version,
+                    slot.entry.release, slot.cuda.version, slot.label))
+            for python, per_python in pythons:
                 cell = self.cell(kernel, slot, python=python, per_python=per_python)
                 if kernel.spec.is_cutile:
                     cell, reason = cutile_cell(cell)
@@ -593,9 +607,10 @@ class _Planner:
                                                     kernel.version, entry.release, None, label,
                                                     cpu=True))
                     continue
-                self.cells.append(make_cpu_cell(spec, kernel.source, kernel.version,
-                                                entry.release, platform, cpu.torch_index,
-                                                self.dependencies, kernel.entry.tests))
+                cell = make_cpu_cell(spec, kernel.source, kernel.version, entry.release,
+                                     platform, cpu.torch_index, self.dependencies,
+                                     kernel.entry.tests)
+                self.cells.append(replace(cell, rules=self.rules(kernel, entry.release)))
 
     def _check_stable_label(self, label: str, major: int) -> None:
         """A stable-ABI label must be a label of its own, and sort below the per-torch labels
@@ -647,22 +662,43 @@ def _index_only(entry: TorchEntry) -> str | None:
     return None
 
 
-def _pythons(matrix: Matrix, spec: KernelSpec,
-             torch: TorchEntry) -> list[tuple[Version | None, bool]]:
+def _pythons(matrix: Matrix, spec: KernelSpec, torch: TorchEntry
+             ) -> tuple[list[tuple[Version | None, bool]], list[Version]]:
     """The CPythons a kernel's cells are built with, and whether each wheel serves that one
-    only. A kernel-builder kernel is one abi3 wheel (its interpreter is the torch
+    only; and the CPythons of the matrix the torch release has no wheels for (their cells are
+    skipped). A kernel-builder kernel is one abi3 wheel (its interpreter is the torch
     environment's); a PEP 517 project gets a cell per CPython of the matrix (by default the
-    factory's own), or one abi3 cell, built with the oldest, when it declares py_limited_api.
-    An installed torch has its interpreter's CPython."""
+    factory's own) that the release has, or one abi3 cell, built with the oldest of them, when
+    it declares py_limited_api. An installed torch has its interpreter's CPython."""
     if not spec.is_pep517:
-        return [(None, False)]
+        return [(None, False)], []
     if torch.installed is not None:
-        pythons = [Version(torch.installed.python_version)]
-    else:
-        pythons = list(matrix.python) or [Version(defaults.host_python())]
+        return [(Version(torch.installed.python_version), True)], []
+    pythons = list(matrix.python) or [Version(defaults.host_python())]
+    served = torch_pythons(torch.release)
+    unserved = [python for python in pythons
+                if served is not None and f"{python.major}.{python.minor}" not in served]
+    pythons = [python for python in pythons if python not in unserved]
+    if not pythons:  # an abi3 wheel too: the release has none of the matrix's CPythons
+        return [], unserved
     if spec.limited_api or spec.is_cutile:  # one wheel for every CPython, built with the oldest
-        return [(min(pythons), False)]
-    return [(python, True) for python in pythons]
+        return [(min(pythons), False)], []
+    return [(python, True) for python in pythons], unserved
+
+
+def torch_pythons(release: Version) -> tuple[str, ...] | None:
+    """The CPythons a torch release has wheels for (the factory's table); None when unknown."""
+    known = torch_release(release)
+    return known.pythons if known is not None and known.pythons else None
+
+
+def _unserved_reason(release: Version, python: Version) -> str:
+    served = torch_pythons(release) or ()
+    plain = [item for item in served if not item.endswith("t")]
+    free = [item for item in served if item.endswith("t")]
+    return (f"torch {release} has no wheels for CPython {python.major}.{python.minor} (it has "
+            f"{', '.join(plain)}" + (f" and free-threaded {', '.join(free)}" if free else "")
+            + ")")
 
 
 def _platforms(matrix: Matrix, torch: TorchEntry) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from typing import Any, cast
 from .. import defaults
 from ..config.model import COMPRESS_MODES, CompressMode, CudaEntry, is_project_name
 from ..config.project import read_project
+from ..config.rules import ToolchainRule
 from ..config.spec import KernelSpec
 from ..config.torches import InstalledTorch
 from ..errors import ConfigError
@@ -51,6 +52,7 @@ def cell_record(cell: Cell) -> dict[str, Any]:
         **({"project": "pep517", "python": str(cell.python), "per_python": cell.per_python,
             "env": dict(cell.env), "guard": cell.guard} if cell.spec.is_pep517 else {}),
         **({"cutile": True} if cell.spec.is_cutile else {}),
+        **({"rules": [rule.to_json() for rule in cell.rules]} if cell.rules else {}),
     }
 
 
@@ -102,6 +104,8 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
             if reason is not None:
                 raise ConfigError(f"cell {record['id']} cannot be built from this source: "
                                   f"{reason}", file=origin)
+    if record.get("rules"):
+        cell = replace(cell, rules=_rules(record, origin))
     renamed = record.get("distribution")
     if renamed is not None:
         if not isinstance(renamed, str) or not is_project_name(renamed):
@@ -140,6 +144,15 @@ def _cpu_cell(record: dict[str, Any], spec: KernelSpec, source: SourceTree, vers
     except (KeyError, TypeError, ValueError) as error:
         raise ConfigError(f"the cell record is incomplete or malformed ({error!r})",
                           file=origin) from None
+
+
+def _rules(record: dict[str, Any], origin: Path) -> tuple[ToolchainRule, ...]:
+    """The toolchain rules a cell was built under, as recorded (the table may have changed
+    since): a record without any was built before rules existed, or with none in force."""
+    rules = record["rules"]
+    if not isinstance(rules, list):
+        raise ConfigError("the cell record's rules are not a list", file=origin)
+    return tuple(ToolchainRule.from_json(rule, origin) for rule in rules)
 
 
 def _compress(record: dict[str, Any], origin: Path) -> CompressMode | None:

@@ -32,11 +32,13 @@ class CudaPolicy:
 
 @dataclass(frozen=True)
 class TorchRelease:
-    """A PyTorch minor release: the CUDA version of its PyPI build, its C++ standard."""
+    """A PyTorch minor release: the CUDA version of its PyPI build, its C++ standard, the
+    CPythons it has wheels for ("3.14t": free-threaded)."""
 
     version: Version
     pypi_cuda: Version
     cxx_std: str
+    pythons: tuple[str, ...] = ()
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -90,7 +92,7 @@ def torch_releases() -> dict[Version, TorchRelease]:
     for text, entry in _load("torch.toml")["torch"].items():
         version = parse_release(text)
         releases[version] = TorchRelease(version, parse_release(entry["pypi-cuda"]),
-                                         entry["cxx-std"])
+                                         entry["cxx-std"], tuple(entry.get("pythons", ())))
     return releases
 
 

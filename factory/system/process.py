@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -157,9 +158,19 @@ def log_result(command: Sequence[str], output: str, status: int, log: Log,
                             f"{first_error(output)}", output)
 
 
+# A compiler's diagnostic: gcc's `file:12:5: error:`, nvcc's `file(12): error:`, `nvcc fatal`.
+_COMPILER_ERROR = re.compile(r"(:\d+(:\d+)?|\(\d+\)): (fatal )?error\b|^nvcc fatal\b|"
+                             r"^(cc1plus|g\+\+|gcc|c\+\+): (fatal )?error\b")
+
+
 def first_error(output: str) -> str:
-    """The line a person wants to see first: the first compiler error, else the last line."""
+    """The line a person wants to see first: the first compiler error (also where a build
+    system's traceback follows it), else a traceback's last line, else the first line that
+    says error, else the last line."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
+    compiler = next((line for line in lines if _COMPILER_ERROR.search(line)), None)
+    if compiler is not None:
+        return compiler[:300]
     if "Traceback (most recent call last)" in output:
         return lines[-1][:300]
     for line in lines:

@@ -5,25 +5,37 @@ from __future__ import annotations
 
 import json
 
+from factory.config.matrix import load_matrix
+from factory.config.project import read_project
+from factory.defaults import host_platform
+from factory.plan.cells import Kernel, make_plan
+from factory.sources.tree import resolve_path_source
+
 from ..conftest import EXAMPLE, factory_main, write
 from ..unit.test_projects import project
 
 
-def plan_ids(tmp_path, capsys, python: str, limited: str = "") -> list[str]:
+def planned(tmp_path, capsys, python: str, limited: str = "",
+            torch: str = '["2.11"]', cuda: str = '{"13.0": {sms: ["8.0", "9.0"]}}') -> dict:
     project(tmp_path / "fused", limited)
     write(tmp_path / "matrix.yaml", f"""
         kernels:
           - path: fused
             version: 1.0.0
             env: {{FUSED_FORCE_BUILD: "TRUE"}}
-        torch: ["2.11"]
-        cuda: {{"13.0": {{sms: ["8.0", "9.0"]}}}}
+        torch: {torch}
+        cuda: {cuda}
         {python}
     """)
     result = factory_main("plan", str(tmp_path / "matrix.yaml"), "--format", "json",
                           capsys=capsys)
     assert result.exit == 0, result.stderr
-    return [cell for job in json.loads(result.stdout)["jobs"] for cell in job["cells"]]
+    return json.loads(result.stdout)
+
+
+def plan_ids(tmp_path, capsys, python: str, limited: str = "") -> list[str]:
+    return [cell for job in planned(tmp_path, capsys, python, limited)["jobs"]
+            for cell in job["cells"]]
 
 
 def test_the_plan_has_a_cell_per_cpython(tmp_path, capsys):
@@ -34,6 +46,39 @@ def test_the_plan_has_a_cell_per_cpython(tmp_path, capsys):
 def test_an_abi3_project_has_one_cell_built_with_the_oldest_python(tmp_path, capsys):
     assert plan_ids(tmp_path, capsys, 'python: ["3.12", "3.10"]', ", py_limited_api=True") == [
         "fused_op/cu130torch211/x86_64"]
+
+
+def test_each_torch_release_gets_the_cpythons_it_has_wheels_for(tmp_path, capsys):
+    """torch 2.15 dropped 3.10 and added 3.15; 2.14 has no 3.15: the rest is skipped, saying
+    which CPythons the release has."""
+    plan = planned(tmp_path, capsys, 'python: ["3.10", "3.15"]', torch='["2.14", "2.15"]',
+                   cuda='{"13.0": {sms: ["9.0"]}, "13.2": {sms: ["9.0"]}}')
+    assert [cell for job in plan["jobs"] for cell in job["cells"]] == [
+        "fused_op/cu130torch214/x86_64/cp310", "fused_op/cu132torch215/x86_64/cp315"]
+    skipped = plan["skipped"]
+    assert skipped["fused_op/cu130torch214/x86_64/cp315"] == (
+        "torch 2.14 has no wheels for CPython 3.15 (it has 3.10, 3.11, 3.12, 3.13, 3.14 and "
+        "free-threaded 3.14t)")
+    assert skipped["fused_op/cu132torch215/x86_64/cp310"] == (
+        "torch 2.15 has no wheels for CPython 3.10 (it has 3.11, 3.12, 3.13, 3.14, 3.15 and "
+        "free-threaded 3.14t, 3.15t)")
+
+
+def test_an_abi3_project_is_built_with_the_oldest_cpython_the_release_has(tmp_path, capsys):
+    project(tmp_path / "fused", ", py_limited_api=True")
+    matrix = load_matrix(write(tmp_path / "matrix.yaml", """
+        kernels: [{path: fused, version: 1.0.0}]
+        torch: ["2.15"]
+        cuda: {"13.2": {sms: ["9.0"]}}
+        python: ["3.10", "3.12", "3.11"]
+    """))
+    (entry,) = matrix.kernels
+    plan = make_plan(matrix, [Kernel(entry, resolve_path_source(tmp_path / "fused"),
+                                     read_project(tmp_path / "fused", "pep517"), "1.0.0")],
+                     host_platform())
+    assert [(cell.id, str(cell.python)) for cell in plan.cells] == [
+        ("fused_op/cu132torch215/x86_64", "3.11")]
+    assert plan.skipped == ()  # the abi3 wheel serves 3.10 too, where a torch has it
 
 
 def test_guard_false_is_for_projects_only(tmp_path, capsys):

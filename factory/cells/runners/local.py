@@ -73,7 +73,7 @@ class LocalRunner:
         folder = self.options.build_root / cell.key / "load"
         with exclusive(folder.parent):
             python = gate_python(cell, env, self.cache, log, folder.parent / "load-env",
-                                 self.options.offline, self.options.wheelhouses)
+                                 self.options.offline, self.options.wheelhouses, wheel)
             return load_wheel(wheel, modules, str(python), folder, log)
 
     def test(self, cell: Cell, wheel: Path, log: Log) -> TestReport:

@@ -241,12 +241,24 @@ function gpuCode(wheel) {
   }).join(", ");
 }
 
+function beyondCell(wheel) {
+  // GPU code the project compiled for architectures its cell did not ask for (its own
+  // -gencode list): what the wheel carries, and costs, beyond the cell.
+  const beyond = wheel.gpu_code_beyond || [];
+  if (!beyond.length) return [];
+  const sizes = wheel.gpu_code_sizes || {};
+  const bytes = beyond.reduce((sum, code) => sum + ((sizes[code] || [0])[0]), 0);
+  const cost = bytes ? ` (${formatSize(bytes)} of the wheel's GPU code)` : "";
+  return [["beyond the cell", `${beyond.join(", ")}${cost}: the project names these architectures itself`]];
+}
+
 function wheelDetails(wheel, release) {
   const rows = [
     ["file", el("a", { href: wheel.url }, wheel.filename)],
     ["size", wheel.installed_size ? `${formatSize(wheel.size)} (${formatSize(wheel.installed_size)} installed)` : formatSize(wheel.size)],
     ["sha256", wheel.sha256],
     ["GPU code", gpuCode(wheel)],
+    ...beyondCell(wheel),
     ["platform", platformText(wheel)],
     ["torch", wheel.torch || "any"],
     ["Python", wheel.requires_python || "any"],

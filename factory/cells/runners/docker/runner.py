@@ -217,11 +217,15 @@ class DockerRunner:
         group = self._group(self.image(cell))
         assert group.build is not None and cell.cuda is not None  # the cell was built there
         python = str(manylinux_python(cell.python)) if cell.python is not None else None
+        requires = gate_requirements(cell, wheel)
+        if cell.spec.is_pep517 and not cell.spec.is_cutile and requires:
+            # what the built wheel requires, installed while the network is on
+            self._prepare(group, cell, log, requires)
         job = {"torch": str(cell.torch), "cuda": str(major_minor(cell.cuda.version)),
                "torch_index": cell.cuda.torch_index, "python": python,
                "cache": str(CACHE / self._base_cache(group.image)),
                "wheel": str(OUTPUT / cell.key / wheel.name), "modules": modules,
-               "folder": str(OUTPUT / cell.key / "load"), "requires": gate_requirements(cell)}
+               "folder": str(OUTPUT / cell.key / "load"), "requires": requires}
         outcome = self._exec(group.build, "load", job, log, lambda step: None)
         loaded = LoadReport.from_json(outcome["result"])
         if loaded is None:
@@ -322,12 +326,14 @@ class DockerRunner:
             raise BuildError(f"building the image {image.name} failed (exit {status}): "
                              f"{first_error(chr(10).join(lines[-40:]))}")
 
-    def _prepare(self, group: _Group, cell: Cell, log: Log) -> None:
+    def _prepare(self, group: _Group, cell: Cell, log: Log,
+                 wheel_requires: list[str] | None = None) -> None:
         assert cell.cuda is not None
         python = str(manylinux_python(cell.python)) if cell.python is not None else None
         # a PEP 517 project's build environment; what a cuTile or run-time compiling wheel
-        # needs beside torch to be imported (network on here, off where it is imported)
-        requires = gate_requirements(cell) or \
+        # needs beside torch to be imported, or what a built wheel requires (`wheel_requires`)
+        # (network on here, off where it is imported)
+        requires = wheel_requires or gate_requirements(cell) or \
             (build_requirements(cell.source.root) if cell.spec.is_pep517 else [])
         key = (str(cell.torch), str(major_minor(cell.cuda.version)), cell.cuda.torch_index,
                python, tuple(requires))
