@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     for release in matrix.resolved if latest is not None else ():
         assert latest is not None
         torches.append(LockedTorch(str(release.release), release.version, str(release.cuda),
-                                   latest.index, latest.pre))
+                                   latest.index, latest.pre, pythons=release.pythons))
         console.print(f"torch {release.release}: {release.version} (CUDA {release.cuda}) on "
                       f"{latest.index}", markup=False, soft_wrap=True)
     wheelhouses = []

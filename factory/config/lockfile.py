@@ -73,10 +73,12 @@ class LockedTorch:
     index: str
     pre: bool = False  # resolved with release candidates
     line: int | None = None
+    pythons: tuple[str, ...] = ()  # the CPythons the index has its wheels for
 
     @property
     def resolved(self) -> ResolvedTorch:
-        return ResolvedTorch(Version(self.release), self.version, Version(self.cuda))
+        return ResolvedTorch(Version(self.release), self.version, Version(self.cuda),
+                             self.pythons)
 
 
 @dataclass(frozen=True)
@@ -108,14 +110,14 @@ def render(matrix: Path, entries: list[Locked],
                            "version")) for entry in entries]
     tables += [("dependency", entry, ("name", "kind", "location", "requested", "revision"))
                for entry in dependencies or []]
-    tables += [("torch", entry, ("release", "version", "cuda", "index", "pre"))
+    tables += [("torch", entry, ("release", "version", "cuda", "index", "pre", "pythons"))
                for entry in torches or []]
     tables += [("wheelhouse", entry, ("location", "digest")) for entry in wheelhouses or []]
     for table, entry, keys in tables:
         lines += ["", f"[[{table}]]"]
         for key in keys:
             value = getattr(entry, key)
-            if value is not None:
+            if value is not None and value != ():
                 lines.append(f"{key} = {json.dumps(value, ensure_ascii=False)}")
     return "\n".join(lines) + "\n"
 
@@ -176,14 +178,21 @@ def read_torches(path: Path) -> list[LockedTorch]:
     """The torch releases the lock pins `torch: {latest: N}` to, newest first."""
     found = []
     for node in _tables(path, "torch"):
-        fields = node.table(["release", "version", "cuda", "index", "pre"],
+        fields = node.table(["release", "version", "cuda", "index", "pre", "pythons"],
                             required=["release", "version", "cuda", "index"])
-        text = {key: value.nonempty_str() for key, value in fields.items() if key != "pre"}
+        text = {key: value.nonempty_str() for key, value in fields.items()
+                if key not in ("pre", "pythons")}
         for key in ("release", "cuda"):
             if not re.fullmatch(r"\d+\.\d+", text[key]):
                 raise fields[key].error(f"expected major.minor, got '{text[key]}'")
+        pythons = fields["pythons"].str_list() if "pythons" in fields else ()
+        for python in pythons:
+            if not re.fullmatch(r"\d+\.\d+t?", python):
+                raise fields["pythons"].error(f"expected CPython versions (3.14, 3.14t), got "
+                                              f"'{python}'")
         found.append(LockedTorch(text["release"], text["version"], text["cuda"], text["index"],
-                                 fields["pre"].bool() if "pre" in fields else False, node.line))
+                                 fields["pre"].bool() if "pre" in fields else False, node.line,
+                                 pythons))
     return found
 
 

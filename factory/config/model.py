@@ -222,6 +222,7 @@ class ResolvedTorch:
     release: Version  # major.minor
     version: str  # 2.15.1
     cuda: Version  # major.minor
+    pythons: tuple[str, ...] = ()  # the CPythons it has Linux wheels for (3.14t: free-threaded)
 
 
 @dataclass(frozen=True)

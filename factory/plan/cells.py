@@ -485,10 +485,10 @@ class _Planner:
                 self.skip(kernel, slot, reason)
                 continue
             pythons, unserved = _pythons(self.matrix, kernel.spec, slot.entry)
-            for python in unserved:
+            for missing in unserved:
                 self.skipped.append(SkippedCell(
-                    f"{slot.id}/cp{python.major}{python.minor}",
-                    _unserved_reason(slot.entry.release, python), kernel.version,
+                    f"{slot.id}/cp{missing.major}{missing.minor}",
+                    _unserved_reason(self.matrix, slot.entry.release, missing), kernel.version,
                     slot.entry.release, slot.cuda.version, slot.label))
             for python, per_python in pythons:
                 cell = self.cell(kernel, slot, python=python, per_python=per_python)
@@ -675,7 +675,7 @@ def _pythons(matrix: Matrix, spec: KernelSpec, torch: TorchEntry
     if torch.installed is not None:
         return [(Version(torch.installed.python_version), True)], []
     pythons = list(matrix.python) or [Version(defaults.host_python())]
-    served = torch_pythons(torch.release)
+    served = torch_pythons(matrix, torch.release)
     unserved = [python for python in pythons
                 if served is not None and f"{python.major}.{python.minor}" not in served]
     pythons = [python for python in pythons if python not in unserved]
@@ -686,14 +686,18 @@ def _pythons(matrix: Matrix, spec: KernelSpec, torch: TorchEntry
     return [(python, True) for python in pythons], unserved
 
 
-def torch_pythons(release: Version) -> tuple[str, ...] | None:
-    """The CPythons a torch release has wheels for (the factory's table); None when unknown."""
+def torch_pythons(matrix: Matrix, release: Version) -> tuple[str, ...] | None:
+    """The CPythons a torch release has wheels for: as its index listed them when `torch:
+    {latest: N}` was resolved, else the factory's table; None when neither knows."""
+    for found in matrix.resolved:
+        if found.release == release and found.pythons:
+            return found.pythons
     known = torch_release(release)
     return known.pythons if known is not None and known.pythons else None
 
 
-def _unserved_reason(release: Version, python: Version) -> str:
-    served = torch_pythons(release) or ()
+def _unserved_reason(matrix: Matrix, release: Version, python: Version) -> str:
+    served = torch_pythons(matrix, release) or ()
     plain = [item for item in served if not item.endswith("t")]
     free = [item for item in served if item.endswith("t")]
     return (f"torch {release} has no wheels for CPython {python.major}.{python.minor} (it has "

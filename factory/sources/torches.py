@@ -11,10 +11,11 @@ file, else the factory's own table of PyPI's builds.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion
 from packaging.version import Version as PackagingVersion
 
@@ -28,10 +29,11 @@ from .simple import read_failures, shown
 if TYPE_CHECKING:  # imported where used: only a matrix with torch: {latest: N} reads an index
     from pypi_simple import DistributionPackage, PyPISimple
 
-__all__ = ["cuda_of_requirements", "newest_torches"]
+__all__ = ["cuda_of_requirements", "newest_torches", "wheel_pythons"]
 
 _RUNTIME = re.compile(r"cuda-toolkit|nvidia-cuda-runtime(-cu\d+)?")
 _LABEL = re.compile(r"cu(\d+)(\d)")
+_CPYTHON_ABI = re.compile(r"cp(\d{2,3})(t?)")
 
 
 def cuda_of_requirements(requirements: list[str]) -> Version | None:
@@ -52,6 +54,22 @@ def cuda_of_requirements(requirements: list[str]) -> Version | None:
                 if len(release) >= 2:
                     return Version(f"{release[0]}.{release[1]}")
     return None
+
+
+def wheel_pythons(filenames: Iterable[str]) -> tuple[str, ...]:
+    """The CPythons Linux wheels named `filenames` are for: 3.14 for cp314, 3.14t for cp314t
+    (free-threaded), in version order."""
+    found = set()
+    for filename in filenames:
+        try:
+            _, _, _, tags = parse_wheel_filename(filename)
+        except InvalidWheelFilename:
+            continue
+        for tag in tags:
+            abi = _CPYTHON_ABI.fullmatch(tag.abi)
+            if abi and tag.platform.startswith(("linux", "manylinux")):
+                found.add((int(abi[1][0]), int(abi[1][1:]), abi[2]))
+    return tuple(f"{major}.{minor}{free}" for major, minor, free in sorted(found))
 
 
 def newest_torches(latest: LatestTorch, say: Callable[[str], None]) -> list[ResolvedTorch]:
@@ -91,12 +109,15 @@ def newest_torches(latest: LatestTorch, say: Callable[[str], None]) -> list[Reso
             for release in chosen:
                 version, packages = newest[release]
                 found.append(ResolvedTorch(release, str(version),
-                                           _cuda(index, release, version, packages, latest)))
+                                           _cuda(index, release, version, packages, latest),
+                                           wheel_pythons(package.filename
+                                                         for package in packages)))
     except read_failures() as exc:
         raise SourceError(f"cannot read the torch releases of {latest.index}: "
                           f"{type(exc).__name__}: {shown(exc)}") from None
     say(f"torch: latest {latest.count} on {latest.index}: " + ", ".join(
-        f"{found.version} (CUDA {found.cuda})" for found in found))
+        f"{found.version} (CUDA {found.cuda}, CPython {' '.join(found.pythons) or 'unknown'})"
+        for found in found))
     return found
 
 

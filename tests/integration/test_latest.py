@@ -13,17 +13,19 @@ from pathlib import Path
 from ..conftest import REPO, run_factory, write
 from ..conftest import static_server as served
 
-WHEEL = "torch-{version}-cp311-cp311-{platform}.whl"
+WHEEL = "torch-{version}-{tag}-{platform}.whl"
 
 
-def torch_index(root: Path, releases: dict[str, str | None]) -> None:
-    """simple/torch/: a wheel of each version (the files themselves are never fetched), with
-    a PEP 658 metadata file pinning `cuda-toolkit` to the given version (None: no metadata),
-    and a macOS wheel beside each that pins nothing."""
+def torch_index(root: Path, releases: dict[str, str | None],
+                tags: tuple[str, ...] = ("cp311-cp311",)) -> None:
+    """simple/torch/: a wheel of each version for each of `tags` (the files themselves are
+    never fetched), with a PEP 658 metadata file pinning `cuda-toolkit` to the given version
+    (None: no metadata), and a macOS wheel beside each that pins nothing."""
     links = []
     for version, cuda in releases.items():
-        for platform in ("manylinux_2_28_x86_64", "macosx_11_0_arm64"):
-            name = WHEEL.format(version=version, platform=platform)
+        for platform, tag in [(platform, tag) for tag in tags
+                              for platform in ("manylinux_2_28_x86_64", "macosx_11_0_arm64")]:
+            name = WHEEL.format(version=version, tag=tag, platform=platform)
             attributes = ""
             if cuda is not None and "linux" in platform:
                 metadata = (f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n"
@@ -56,7 +58,8 @@ def test_latest_resolves_locks_and_plan_new_lists_the_missing_cells(tmp_path):
         both = ["img2gray/cu130torch214/x86_64", "img2gray/cu132torch216/x86_64"]
         found, said = cells(matrix)
         assert found == both  # 2.16 is newer than the factory knows; 13.2 from its metadata
-        assert f"torch: latest 2 on {url}simple/: 2.16.0 (CUDA 13.2), 2.14.1 (CUDA 13.0)" in said
+        assert f"torch: latest 2 on {url}simple/: 2.16.0 (CUDA 13.2, CPython 3.11), 2.14.1 " \
+            "(CUDA 13.0, CPython 3.11)" in said
 
         refused = run_factory("plan", matrix, "--locked")
         assert refused.exit == 2
@@ -68,6 +71,7 @@ def test_latest_resolves_locks_and_plan_new_lists_the_missing_cells(tmp_path):
         assert f"torch 2.16: 2.16.0 (CUDA 13.2) on {url}simple/" in locked.stdout
         lock = (tmp_path / "matrix.lock").read_text()
         assert '[[torch]]\nrelease = "2.16"\nversion = "2.16.0"\ncuda = "13.2"' in lock
+        assert 'pre = false\npythons = ["3.11"]\n' in lock
 
         # 2.17 is released: a plain plan takes it (and says the lock differs); the lock holds
         torch_index(root, {"2.14.1": "13.0.2", "2.16.0": "13.2.1", "2.17.0": "13.3.0"})
@@ -123,3 +127,27 @@ def test_latest_and_follow_refuse_bad_input(tmp_path):
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, \
             result.stderr
         assert "u:p" not in result.stderr
+
+
+def test_a_release_newer_than_the_table_gets_the_cpythons_its_index_has(tmp_path):
+    """torch 2.16 (unknown to the factory) has wheels for 3.12 and free-threaded 3.13t only:
+    a setup.py project's 3.11 cell is skipped with that reason, and the lock keeps the list."""
+    root = tmp_path / "served"
+    torch_index(root, {"2.16.0": "13.2.1"}, ("cp312-cp312", "cp313-cp313t"))
+    with served(root) as url:
+        matrix = write(tmp_path / "matrix.yaml", f"""
+            kernels: [{{path: {REPO / "examples" / "relu-scale"}, version: 1.0.0}}]
+            torch: {{latest: 1, index: "{url}simple/"}}
+            cuda: {{follow: torch, sms: ["9.0"]}}
+            python: ["3.11", "3.12"]
+        """)
+        result = run_factory("plan", matrix, "--format", "json")
+        assert result.exit == 0, result.stdout + result.stderr
+        plan = json.loads(result.stdout)
+        assert sorted(plan["cells"]) == ["relu-scale/cu132torch216/x86_64/cp312"]
+        assert plan["skipped"] == {"relu-scale/cu132torch216/x86_64/cp311": (
+            "torch 2.16 has no wheels for CPython 3.11 (it has 3.12 and free-threaded 3.13t)")}
+        assert run_factory("lock", matrix).exit == 0
+        assert 'pythons = ["3.12", "3.13t"]' in (tmp_path / "matrix.lock").read_text()
+        again = json.loads(run_factory("plan", matrix, "--locked", "--format", "json").stdout)
+        assert again["skipped"] == plan["skipped"]
