@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..compile.commands import gpu_targets
-from ..data.compilers.rewrite import Change
+from ..data.compilers.rewrite import DROPPED, Change
 from ..errors import BuildError, FactoryError
 from ..plan.cells import Cell
 from ..system.process import Log
@@ -112,8 +112,15 @@ def log_changes(log: Log, changes: Iterable[Change], where: str) -> list[str]:
     as the provenance keeps them."""
     counted = Counter((change.rule, change.before, change.after) for change in changes)
     by_rule: dict[str, list[str]] = {}
+    dropped: dict[str, dict[str, int]] = {}
     for (rule, before, after), count in counted.items():
-        by_rule.setdefault(rule, []).append(f"{before} -> {after} ({count}x)")
+        if after == DROPPED:  # -gencode arch=compute_75,code=sm_75: named by its code
+            dropped.setdefault(rule, {})[before.rpartition("code=")[2]] = count
+        else:
+            by_rule.setdefault(rule, []).append(f"{before} -> {after} ({count}x)")
+    for rule, codes in dropped.items():
+        by_rule.setdefault(rule, []).append(
+            f"dropped the -gencode entries of {', '.join(codes)} ({max(codes.values())}x)")
     lines = [f"{rule}: {'; '.join(items)}" for rule, items in by_rule.items()]
     for line in lines:
         log.write(f"toolchain rule {line}, in {where}")

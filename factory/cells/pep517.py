@@ -209,8 +209,8 @@ def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path,
                  "CXX": cxx, "PATH": os.pathsep.join([str(home / "bin"),
                                                       os.environ.get("PATH", "")])}
     if wrapped is not None:
-        compilers.update(wrapped.variables,
-                         PATH=os.pathsep.join([wrapped.variables["PATH"], compilers["PATH"]]))
+        compilers.update(wrapped.variables, PATH=os.pathsep.join(
+            filter(None, [wrapped.variables.get("PATH"), compilers["PATH"]])))
     return {
         **dict(cell.env),
         "TORCH_CUDA_ARCH_LIST": archs,

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FLAGS", "Change", "cxx_standard_year", "rewrite"]
+__all__ = ["DROPPED", "FLAGS", "Change", "cxx_standard_year", "rewrite"]
 
 FLAGS = ("-std", "-gencode")
+DROPPED = "(dropped)"  # what a change's `after` says of an argument taken out
 
 # The year of each C++ standard name gcc and nvcc accept, the provisional names included.
 _YEARS = {"98": 1998, "03": 2003, "0x": 2011, "11": 2011, "1y": 2014, "14": 2014, "1z": 2017,
@@ -138,7 +139,7 @@ def _narrowed(args: list[str], rule: dict[str, Any], targets: frozenset[str],
             kept = _kept_entry(value, targets)
             if kept != value:
                 changes.append(Change(rule["name"], f"{name} {value}",
-                                      f"{name} {kept}" if kept else "(dropped)"))
+                                      f"{name} {kept}" if kept else DROPPED))
             if kept:
                 out.extend([f"{name}={kept}"] if joined else [name, kept])
         else:
