@@ -79,11 +79,13 @@ def test_provenance_and_kernel_metadata(example_wheel):
                                                                         "examples/img2gray")
     assert record["source"]["tree_sha256"] == tree_digest(EXAMPLE)
     assert record["kernel"]["build_toml_sha256"] == sha256(EXAMPLE / "build.toml")
-    assert record["cell"] | {"gpu_code": None} == {
+    assert record["cell"] | {"gpu_code": None, "rules": None} == {
         "id": "img2gray/cu130torch211/x86_64", "label": "cu130torch211",
         "label_template": "cu{cuda}torch{torch}", "torch": "2.11", "cuda": "13.0", "sms": ["9.0"],
         "ptx": True, "torch_index": None, "cuda_home": None, "platform": "x86_64",
-        "gpu_code": None, "compress": "size"}
+        "gpu_code": None, "compress": "size", "rules": None}
+    # the toolchain rules in force for torch 2.11 (the C++20 one starts at 2.14)
+    assert [rule["name"] for rule in record["cell"]["rules"]] == ["gencode-to-cell"]
     tools = record["toolchain"]
     assert tools["nvcc"].startswith("13.0.") and tools["torch"].startswith("2.11.")
     assert tools["cxx"].startswith("g++ ") and tools["python"] == ".".join(
