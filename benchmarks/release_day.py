@@ -60,10 +60,13 @@ def torch_page(root: Path, versions: list[str]) -> None:
         "<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
 
 
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 def serve(root: Path) -> str:
-    handler = partial(SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}/"
 
@@ -102,7 +105,8 @@ def scheduled_run(work: Path, matrix: Path, site: Path, run: int,
     """One scheduled run: the build of the cells SITE lacks, merged into SITE."""
     job = work / f"job{run}"
     start = time.perf_counter()
-    _, out = factory("build", matrix, "--new", site, "--out", job, *flags, cwd=work)
+    new = ["--new", site] if (site / "simple").is_dir() else []  # the first run: no site yet
+    _, out = factory("build", matrix, *new, "--out", job, *flags, cwd=work)
     factory("index", "--out", site, "--merge", job, cwd=work)
     seconds = time.perf_counter() - start
     built = sorted({found[2] for found in _PROGRESS.finditer(out)
@@ -122,7 +126,6 @@ def main() -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="release-day-"))
     work.mkdir(parents=True, exist_ok=True)
     torches, site = work / "torches", work / "site"
-    site.mkdir(exist_ok=True)
     torch_page(torches, [args.old])
     url = serve(torches)
     matrix = work / "matrix.yaml"

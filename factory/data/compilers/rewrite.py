@@ -21,10 +21,11 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the wrapper runs once per compiler command: it imports only what it runs
+    from collections.abc import Iterable, Sequence
+    from typing import Any
 
 __all__ = ["DROPPED", "FLAGS", "Change", "cxx_standard_year", "rewrite"]
 
@@ -47,13 +48,23 @@ def cxx_standard_year(name: str) -> int | None:
     return _YEARS.get(found[2]) if found else None
 
 
-@dataclass(frozen=True)
 class Change:
-    """One thing a rule changed in one command."""
+    """One thing a rule changed in one command. (A plain class: dataclasses imports inspect,
+    which would double the wrapper's start.)"""
 
-    rule: str
-    before: str
-    after: str
+    __slots__ = ("after", "before", "rule")
+
+    def __init__(self, rule: str, before: str, after: str) -> None:
+        self.rule, self.before, self.after = rule, before, after
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Change) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash((self.rule, self.before, self.after))
+
+    def __repr__(self) -> str:
+        return f"Change({self.rule!r}, {self.before!r}, {self.after!r})"
 
     def to_json(self) -> dict[str, str]:
         return {"rule": self.rule, "before": self.before, "after": self.after}
@@ -169,12 +180,13 @@ def _kept_entry(value: str, targets: frozenset[str]) -> str:
 # appended to (one JSON line per command that a rule changed).
 
 def main() -> None:
-    here = Path(sys.argv[0])
-    settings = json.loads(here.with_name(here.name + ".json").read_text("utf-8"))
+    here = sys.argv[0]
+    with open(here + ".json", encoding="utf-8") as handle:
+        settings = json.load(handle)
     args, changes = rewrite(sys.argv[1:], settings["rules"], settings["targets"],
                             settings["nvcc"])
     if changes:
-        line = json.dumps({"compiler": here.name,
+        line = json.dumps({"compiler": os.path.basename(here),
                            "changes": [change.to_json() for change in changes]}) + "\n"
         descriptor = os.open(settings["record"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
