@@ -793,6 +793,9 @@ def _pythons(node: Node) -> tuple[Version, ...]:
     for item in _nonempty_list(node):
         text = item.scalar_text().strip()
         match = re.fullmatch(r"3\.(\d+)", text)
+        if re.fullmatch(r"3\.\d+t", text):
+            raise item.error(f"'{text}' is a free-threaded CPython, and the factory builds no "
+                             "free-threaded (cpXYt) wheels: leave it out of python:")
         if match is None:
             raise item.error(f"give a CPython as 3.N (e.g. 3.12), got '{text}'")
         version = Version(text)

@@ -208,6 +208,30 @@ def test_a_build_that_downloads_fails_for_want_of_a_network(tmp_path, factory_ca
     assert list((tmp_path / "index" / "files").glob("*.whl")) == []
 
 
+def test_in_a_builder_container_the_import_gate_has_the_wheels_own_requirements(
+        tmp_path, factory_cache, bullseye_base):
+    """A package that imports a project it requires (six): the import gate's environment gets
+    it from the prepare container while the network is on, and the gate passes with the
+    network off."""
+    project = shutil.copytree(PROJECT, tmp_path / "needs-six", ignore=shutil.ignore_patterns(
+        "tests"))
+    package = project / "relu_scale" / "__init__.py"
+    package.write_text(package.read_text().replace("import torch\n", "import six\nimport torch\n",
+                                                   1))
+    setup = project / "setup.py"
+    setup.write_text(setup.read_text().replace('install_requires=["torch"]',
+                                               'install_requires=["torch", "six"]'))
+    project_matrix(tmp_path, project, ("3.11",))
+    result = run_factory("build", "matrix.yaml", "--out", tmp_path / "index", cwd=tmp_path,
+                         env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    log = (tmp_path / "index" / "logs" / f"relu-scale-{LABEL}-x86_64-cp311.log").read_text()
+    assert "the wheel's requirements beside torch 2.11 for its import: six\n" in log, log
+    assert "import relu_scale" in log and "gate failed" not in log
+    metadata = read_dist_info(wheel_of(tmp_path / "index", "3.11"), "METADATA")
+    assert "Requires-Dist: six\n" in metadata
+
+
 HOSTILE_PROLOGUE = """\
 import os as _os, pathlib as _pathlib
 print("hostile: planted", _os.environ.get("KWF_PLANTED_TOKEN", "absent"))

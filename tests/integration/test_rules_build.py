@@ -23,10 +23,15 @@ NEEDS_CXX17 = "#if __cplusplus > 201703L\n#error this project builds as C++17 on
 
 def pinned_project(folder: Path, name: str, prologue: str) -> Path:
     """The example with its own name, `-std=c++17` for both compilers and a -gencode list of
-    sm_80 and sm_90, and `prologue` at the top of each source."""
+    sm_80 and sm_90, and `prologue` at the top of each source; its package imports `six`,
+    which it requires (the import gate must install it)."""
     shutil.copytree(REPO / "examples" / "relu-scale", folder)
+    package = folder / "relu_scale" / "__init__.py"
+    package.write_text(package.read_text().replace("import torch\n", "import six\n"
+                                                                     "import torch\n", 1))
     setup = folder / "setup.py"
     setup.write_text(setup.read_text()
+                     .replace('install_requires=["torch"]', 'install_requires=["torch", "six"]')
                      .replace('name="relu-scale"', f'name="{name}"')
                      .replace('"cxx": ["-O3"], "nvcc": ["-O3"]',
                               '"cxx": ["-O3", "-std=c++17"], "nvcc": ["-O3", "-std=c++17", '
@@ -89,6 +94,9 @@ def test_a_project_pinning_cxx17_is_compiled_as_cxx20_and_says_so(ruled_build):
     # (cpp_extension adds none), so no PTX
     assert list(provenance["gpu_code_found"].values()) == [["sm_90"]]
     assert "carries GPU code the cell did not ask for" not in log
+    # the wheel's own requirement, installed beside torch for the import gate
+    assert "installing the wheel's requirements beside torch 2.11" in log
+    assert re.search(r"resolved for torch 2\.11\S* \(CUDA 13\.0\): .*six==", log), log
 
 
 def test_a_project_whose_gencode_rule_is_off_carries_more_and_the_page_says_what(ruled_build):

@@ -220,6 +220,8 @@ class DockerRunner:
         requires = gate_requirements(cell, wheel)
         if cell.spec.is_pep517 and not cell.spec.is_cutile and requires:
             # what the built wheel requires, installed while the network is on
+            log.step(f"the wheel's requirements beside torch {cell.torch} for its import: "
+                     f"{' '.join(requires)}")
             self._prepare(group, cell, log, requires)
         job = {"torch": str(cell.torch), "cuda": str(major_minor(cell.cuda.version)),
                "torch_index": cell.cuda.torch_index, "python": python,
