@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import BuildError, CommandFailed
 from ..plan.cells import Cell
-from ..prove.testenv import Needed, requirement_sources, unavailable
+from ..prove.testenv import Needed, installed_beside_torch, unavailable
 from ..system.process import Log
 from ..system.uv import uv_bin
 from ..toolchain.torch import TorchEnv, env_beside_torch
@@ -39,9 +39,7 @@ def gate_requirements(cell: Cell, wheel: Path | None = None) -> list[str]:
     if spec.is_noarch and cell.cuda is not None:
         return list(spec.requirements("cuda", cell.cuda.version.major))
     if spec.is_pep517 and wheel is not None:
-        return [needed.requirement for needed in requirement_sources(
-                    wheel.name, read_wheel(wheel).requires)
-                if needed.source == wheel.name]
+        return [text for text in read_wheel(wheel).requires if installed_beside_torch(text)]
     return []
 
 

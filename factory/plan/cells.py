@@ -485,10 +485,9 @@ class _Planner:
                 self.skip(kernel, slot, reason)
                 continue
             pythons, unserved = _pythons(self.matrix, kernel.spec, slot.entry)
-            for missing in unserved:
+            for missing, why in unserved:
                 self.skipped.append(SkippedCell(
-                    f"{slot.id}/cp{missing.major}{missing.minor}",
-                    _unserved_reason(self.matrix, slot.entry.release, missing), kernel.version,
+                    f"{slot.id}/cp{missing.major}{missing.minor}", why, kernel.version,
                     slot.entry.release, slot.cuda.version, slot.label))
             for python, per_python in pythons:
                 cell = self.cell(kernel, slot, python=python, per_python=per_python)
@@ -663,13 +662,13 @@ def _index_only(entry: TorchEntry) -> str | None:
 
 
 def _pythons(matrix: Matrix, spec: KernelSpec, torch: TorchEntry
-             ) -> tuple[list[tuple[Version | None, bool]], list[Version]]:
+             ) -> tuple[list[tuple[Version | None, bool]], list[tuple[Version, str]]]:
     """The CPythons a kernel's cells are built with, and whether each wheel serves that one
-    only; and the CPythons of the matrix the torch release has no wheels for (their cells are
-    skipped). A kernel-builder kernel is one abi3 wheel (its interpreter is the torch
-    environment's); a PEP 517 project gets a cell per CPython of the matrix (by default the
-    factory's own) that the release has, or one abi3 cell, built with the oldest of them, when
-    it declares py_limited_api. An installed torch has its interpreter's CPython."""
+    only; and the CPythons of the matrix the torch release has no wheels for, each with the
+    reason its cell is skipped. A kernel-builder kernel is one abi3 wheel (its interpreter is
+    the torch environment's); a PEP 517 project gets a cell per CPython of the matrix (by
+    default the factory's own) that the release has, or one abi3 cell, built with the oldest of
+    them, when it declares py_limited_api. An installed torch has its interpreter's CPython."""
     if not spec.is_pep517:
         return [(None, False)], []
     if torch.installed is not None:
@@ -679,11 +678,13 @@ def _pythons(matrix: Matrix, spec: KernelSpec, torch: TorchEntry
     unserved = [python for python in pythons
                 if served is not None and f"{python.major}.{python.minor}" not in served]
     pythons = [python for python in pythons if python not in unserved]
+    reasons = [(python, _unserved_reason(torch.release, python, served or ()))
+               for python in unserved]
     if not pythons:  # an abi3 wheel too: the release has none of the matrix's CPythons
-        return [], unserved
+        return [], reasons
     if spec.limited_api or spec.is_cutile:  # one wheel for every CPython, built with the oldest
         return [(min(pythons), False)], []
-    return [(python, True) for python in pythons], unserved
+    return [(python, True) for python in pythons], reasons
 
 
 def torch_pythons(matrix: Matrix, release: Version) -> tuple[str, ...] | None:
@@ -696,8 +697,7 @@ def torch_pythons(matrix: Matrix, release: Version) -> tuple[str, ...] | None:
     return known.pythons if known is not None and known.pythons else None
 
 
-def _unserved_reason(matrix: Matrix, release: Version, python: Version) -> str:
-    served = torch_pythons(matrix, release) or ()
+def _unserved_reason(release: Version, python: Version, served: tuple[str, ...]) -> str:
     plain = [item for item in served if not item.endswith("t")]
     free = [item for item in served if item.endswith("t")]
     return (f"torch {release} has no wheels for CPython {python.major}.{python.minor} (it has "

@@ -11,6 +11,7 @@ requirement that cannot be had is one line: the package, who asked for it and th
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +26,8 @@ from ..toolchain.emulated import emulated_env_beside, install_emulated
 from ..toolchain.torch import TorchEnv, env_beside_torch
 from ..wheel.read import read_wheel
 
-__all__ = ["TEST_TOOLS", "Needed", "TestEnvUnavailable", "make_test_env", "requirement_sources",
-           "test_requirements"]
+__all__ = ["TEST_TOOLS", "Needed", "TestEnvUnavailable", "installed_beside_torch",
+           "make_test_env", "requirement_sources", "test_requirements"]
 
 TEST_TOOLS = ("pytest",)
 # Requirements the environment provides otherwise: the cell's torch, and the stand-in for
@@ -80,15 +81,18 @@ def requirement_sources(wheel: str, requires: tuple[str, ...], needs: tuple[str,
     asked += [Needed(text, "matrix.yaml (tests: requires)")
               for text in (selection.requires if selection else ())]
     asked += [Needed(text, wheel) for text in requires]
-    found: list[Needed] = []
-    for needed in asked:
-        try:
-            name = needed.name
-        except InvalidRequirement:
-            continue
-        if name not in _PROVIDED and name not in without:
-            found.append(needed)
-    return found
+    return [needed for needed in asked if installed_beside_torch(needed.requirement, without)]
+
+
+def installed_beside_torch(requirement: str, without: Collection[str] = ()) -> bool:
+    """Whether an environment beside the cell's torch installs `requirement`: not for torch
+    (the cell's is there), `kernels` (the stand-in is), a name in `without` or a line that is
+    no requirement."""
+    try:
+        name = canonicalize_name(Requirement(requirement).name)
+    except InvalidRequirement:
+        return False
+    return name not in _PROVIDED and name not in without
 
 
 def make_test_env(root: Path, torch: TorchEnv, wheel: Path, needed: list[Needed], cache: Path,

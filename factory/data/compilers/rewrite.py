@@ -58,10 +58,13 @@ class Change:
         self.rule, self.before, self.after = rule, before, after
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Change) and self.to_json() == other.to_json()
+        return isinstance(other, Change) and self._fields() == other._fields()
 
     def __hash__(self) -> int:
-        return hash((self.rule, self.before, self.after))
+        return hash(self._fields())
+
+    def _fields(self) -> tuple[str, str, str]:
+        return self.rule, self.before, self.after
 
     def __repr__(self) -> str:
         return f"Change({self.rule!r}, {self.before!r}, {self.after!r})"
@@ -130,7 +133,7 @@ def _narrow_gencode(args: list[str], rule: dict[str, Any], targets: frozenset[st
     only hand the choice to nvcc's default)."""
     found: list[Change] = []
     out = _narrowed(args, rule, targets, found)
-    if not any(name in _GENCODE or name.split("=", 1)[0] in _GENCODE for name in out):
+    if not any(arg.partition("=")[0] in _GENCODE for arg in out):
         return args
     changes.extend(found)
     return out
