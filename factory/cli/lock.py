@@ -23,8 +23,12 @@ def add(commands: Any) -> None:
                     "the lock file beside it (matrix.lock for matrix.yaml), with the torch "
                     "releases `torch: {latest: N}` stands for and the digest of each "
                     "wheelhouse's wheels; `factory build --locked` then builds exactly those, "
-                    "and tests with exactly those wheels.")
+                    "and tests with exactly those wheels. The torch releases the lock already "
+                    "pins are kept unless --upgrade is given.")
     matrix_options(lock, help="the matrix.yaml", lockable=False, plans=False)
+    lock.add_argument("--upgrade", action="store_true",
+                      help="take the index's newest torch releases for `torch: {latest: N}` "
+                           "instead of the ones the lock pins")
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                           file=target)
     writable_folder(target.parent, "lock file")
     matrix, kernels = resolve_matrix(args.matrix, cache_dir(args), say_to(console, "yellow"),
-                                     args.offline)
+                                     args.offline, keep_torches=not args.upgrade)
     check_unique_names(matrix, kernels)
     entries = []
     for kernel in kernels:

@@ -27,7 +27,8 @@ __all__ = ["Locked", "LockedDependency", "LockedTorch", "LockedWheelhouse", "che
 LOCK_VERSION = 1
 _HEADER = """\
 # The sources `factory build --locked {matrix}` builds: written by `factory lock {matrix}`.
-# Commit it beside the matrix; run `factory lock` again to take newer commits.
+# Commit it beside the matrix; run `factory lock` again to take newer commits (with --upgrade,
+# newer torch releases).
 """
 
 

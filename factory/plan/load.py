@@ -25,15 +25,18 @@ __all__ = ["fetch_dependencies", "latest_torches", "plan_matrix", "resolve_matri
 def resolve_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
                    offline: bool = False, locked: bool = False,
                    torch_pythons: list[Path] | None = None,
-                   filling: bool = False) -> tuple[Matrix, list[Kernel]]:
+                   filling: bool = False,
+                   keep_torches: bool = False) -> tuple[Matrix, list[Kernel]]:
     """The validated matrix and its kernels: each source fetched, each build.toml read (its
     warnings said). Installed torches are not read yet (plan_matrix reads them). `filling`:
-    the matrix's wheelhouses are being filled."""
+    the matrix's wheelhouses are being filled. `keep_torches`: `torch: {latest: N}` keeps the
+    releases the lock pins (what `factory lock` without --upgrade does)."""
     matrix = load_matrix(matrix_path, torch_pythons, filling)
     if locked and not filling:
         lockfile.check_wheelhouses(matrix)
     if matrix.torch_latest is not None:
-        matrix = with_resolved_torches(matrix, latest_torches(matrix, offline, locked, say))
+        matrix = with_resolved_torches(
+            matrix, latest_torches(matrix, offline, locked, say, keep_torches))
     kernels = []
     for found in resolve_kernels(matrix, cache, offline=offline, locked=locked, say=say):
         kind = project_kind(found.tree.root, found.entry.kind)
@@ -55,9 +58,10 @@ def resolve_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
 
 
 def latest_torches(matrix: Matrix, offline: bool, locked: bool,
-                   say: Callable[[str], None]) -> list[ResolvedTorch]:
-    """What `torch: {latest: N}` stands for: the lock's releases with --locked or --offline,
-    else the index's newest (a lock that differs is noted)."""
+                   say: Callable[[str], None], keep: bool = False) -> list[ResolvedTorch]:
+    """What `torch: {latest: N}` stands for: the lock's releases with --locked or --offline (and
+    with `keep`, where the lock pins as many as the matrix asks for), else the index's newest
+    (a lock that differs is noted)."""
     latest = matrix.torch_latest
     assert latest is not None
     path = lockfile.lock_path(matrix.path)
@@ -75,10 +79,14 @@ def latest_torches(matrix: Matrix, offline: bool, locked: bool,
                               f"{latest.index}; run `factory lock {matrix.path.name}`",
                               file=matrix.path, line=latest.line, key="torch.latest")
         return pinned
+    if keep and len(pinned) == latest.count:
+        say(f"torch: {path.name} pins {', '.join(entry.version for entry in pinned)}; "
+            f"`factory lock {matrix.path.name} --upgrade` takes the index's newest")
+        return pinned
     found = newest_torches(latest, say)
     if pinned and pinned != found:
         say(f"note: {path.name} pins torch {', '.join(entry.version for entry in pinned)}; "
-            f"`factory lock {matrix.path.name}` takes the index's newest")
+            f"`factory lock {matrix.path.name} --upgrade` takes the index's newest")
     return found
 
 

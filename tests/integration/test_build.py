@@ -1,8 +1,9 @@
-"""Real builds: nvcc from PyPI, torch 2.11 from PyPI, auditwheel, pip. Minutes, not seconds.
+"""Real builds: nvcc from PyPI, torch from PyPI, auditwheel, pip. Minutes, not seconds.
 
-The shipped example is built exactly as README.md says; its wheel is installed with pip into a
-fresh virtual environment holding torch 2.11 and run there. The multi-kernel fixture's shared
-object is read with NVIDIA's cuobjdump to check each kernel's SASS and PTX.
+The shipped example is built exactly as README.md says (the newest torch, as matrix.lock pins
+it), and for the tests' torch 2.11, whose wheel is installed with pip into a fresh virtual
+environment holding torch 2.11 and run there. The multi-kernel fixture's shared object is read
+with NVIDIA's cuobjdump to check each kernel's SASS and PTX.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from ..conftest import (
     cache_env,
     pip_install,
     read_dist_info,
+    root_label,
     run_example,
     run_factory,
     venv_python,
@@ -69,6 +72,26 @@ def gpu_functions(shared_object: Path) -> dict[tuple[str, str], set[str]]:
 
 
 # ---- the shipped example -----------------------------------------------------------------------
+
+def test_the_readme_build_line_builds_the_torch_release_the_lock_pins(tmp_path, factory_cache):
+    """`factory build matrix.yaml --locked` from the repo: the release matrix.lock pins (the
+    newest on PyPI when it was written), with the CUDA version that torch was built with."""
+    (torch,) = tomllib.loads((REPO / "matrix.lock").read_text())["torch"]
+    label = root_label()
+    out = tmp_path / "index"
+    result = run_factory("build", "matrix.yaml", "--locked", "--out", out, cwd=REPO,
+                         env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    assert f"img2gray/{label}/x86_64: built" in result.stdout
+    (wheel,) = (out / "files").glob("*.whl")
+    assert re.fullmatch(rf"img2gray-1\.0\.0\+{label}-cp39-abi3-manylinux_\d+_\d+_x86_64\.whl",
+                        wheel.name), wheel.name
+    assert f"\nRequires-Dist: torch=={torch['release']}.*\n" in read_dist_info(wheel, "METADATA")
+    log = (out / "logs" / f"img2gray-{label}-x86_64.log").read_text()
+    assert f"imported img2gray with torch {torch['version']}+cu" in log, log
+    provenance = json.loads(read_dist_info(wheel, "provenance.json"))
+    assert provenance["toolchain"]["nvcc"].startswith(f"{torch['cuda']}.")
+
 
 def test_example_wheel_name_tags_and_metadata(example_wheel):
     assert EXAMPLE_WHEEL.fullmatch(example_wheel.name), example_wheel.name
@@ -134,7 +157,7 @@ def test_example_passes_its_own_tests(example_wheel, torch_venv, tmp_path):
 def test_running_again_rebuilds_nothing(example_build, example_wheel, factory_cache):
     out, first = example_build
     stamp = (example_wheel.stat().st_mtime_ns, example_wheel.read_bytes())
-    again = run_factory("build", "matrix.yaml", "--out", out, cwd=REPO,
+    again = run_factory("build", out.parent / "matrix.yaml", "--out", out,
                         env=cache_env(factory_cache))
     assert again.exit == 0, again.stdout + again.stderr
     assert "Nothing to rebuild: all 1 cell(s) are up to date." in again.stdout

@@ -24,11 +24,13 @@ from factory.plan.probe import read_torches
 from factory.sources.tree import resolve_path_source
 
 from ..conftest import (
+    EXAMPLE,
     EXAMPLE_WHEEL,
     REPO,
     Result,
     cache_env,
     new_torch_venv,
+    one_cell_matrix,
     read_dist_info,
     run_example,
     run_factory,
@@ -182,7 +184,8 @@ def test_the_example_builds_offline_against_an_existing_venv(tmp_path, torch_ven
     torch_files = snapshot(torch_dir / "include" / "ATen" / "core")
     out = tmp_path / "index"
     done = subprocess.run(
-        ["unshare", "--net", sys.executable, "-m", "factory", "build", "matrix.yaml",
+        ["unshare", "--net", sys.executable, "-m", "factory", "build",
+         str(one_cell_matrix(tmp_path, EXAMPLE)),
          "--torch-python", str(python), "--offline", "--runner", "auto", "--out", str(out)],
         cwd=REPO, capture_output=True, text=True, env={**os.environ, **cache_env(factory_cache)})
     result = Result(done.returncode, done.stdout, done.stderr)

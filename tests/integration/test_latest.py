@@ -77,10 +77,20 @@ def test_latest_resolves_locks_and_plan_new_lists_the_missing_cells(tmp_path):
         torch_index(root, {"2.14.1": "13.0.2", "2.16.0": "13.2.1", "2.17.0": "13.3.0"})
         found, said = cells(matrix)
         assert found == ["img2gray/cu132torch216/x86_64", "img2gray/cu133torch217/x86_64"]
-        assert "note: matrix.lock pins torch 2.16.0, 2.14.1; `factory lock matrix.yaml` takes " \
-               "the index's newest" in said
+        assert "note: matrix.lock pins torch 2.16.0, 2.14.1; `factory lock matrix.yaml " \
+               "--upgrade` takes the index's newest" in said
         assert cells(matrix, "--locked")[0] == both
         assert cells(matrix, "--offline")[0] == both
+        # locking again keeps the pinned releases; --upgrade moves them
+        kept = run_factory("lock", matrix)
+        assert kept.exit == 0 and "unchanged: " in kept.stdout, kept.stdout + kept.stderr
+        assert "torch: matrix.lock pins 2.16.0, 2.14.1; `factory lock matrix.yaml --upgrade` " \
+               "takes the index's newest" in kept.stderr + kept.stdout
+        assert (tmp_path / "matrix.lock").read_text() == lock
+        upgraded = run_factory("lock", matrix, "--upgrade")
+        assert upgraded.exit == 0, upgraded.stderr
+        assert 'release = "2.17"\nversion = "2.17.0"' in (tmp_path / "matrix.lock").read_text()
+        assert cells(matrix, "--locked")[0] == found
 
         # release candidates only when asked for
         torch_index(root, {"2.16.0": "13.2.1", "2.17.0": "13.3.0", "2.18.0rc2": "13.3.0"})

@@ -12,7 +12,7 @@ from factory.pipeline.build import only_cells
 from factory.pipeline.test import TestRequest, run_kernel_tests
 from factory.plan.load import plan_matrix
 
-from ..conftest import REPO
+from ..conftest import REPO, root_label, run_factory
 
 
 class RecordingVoice:
@@ -41,22 +41,31 @@ def test_factory_test_speaks_through_its_voice_and_prints_nothing(tmp_path, caps
     out.mkdir()
     voice = RecordingVoice()
     request = TestRequest(matrix=REPO / "matrix.yaml", out=out, cache=tmp_path / "cache",
-                          options=BuildOptions(tmp_path / "build", None), runner="local")
+                          options=BuildOptions(tmp_path / "build", None), runner="local",
+                          locked=True)
     assert run_kernel_tests(request, voice) == 1
     assert voice.notes == ["runner: local (asked for)"]
     ((entries, require_gpu),) = voice.shown
     assert require_gpu is False
     (entry,) = entries
-    assert entry.cell_id == "img2gray/cu130torch211/x86_64" and entry.report is None
+    assert entry.cell_id == f"img2gray/{root_label()}/x86_64" and entry.report is None
     assert entry.detail.startswith("no wheel of this cell is published")
     assert capsys.readouterr() == ("", "")
 
 
 def test_only_globs_that_match_no_cell_name_the_cells(tmp_path):
-    plan = plan_matrix(REPO / "matrix.yaml", tmp_path / "cache", lambda text: None)
+    plan = plan_matrix(REPO / "matrix.yaml", tmp_path / "cache", lambda text: None, locked=True)
     assert only_cells(plan, ()) is plan
     assert [cell.id for cell in only_cells(plan, ("img2gray/*",)).cells] == \
-        ["img2gray/cu130torch211/x86_64"]
+        [f"img2gray/{root_label()}/x86_64"]
     with pytest.raises(ConfigError) as raised:
         only_cells(plan, ("nope/*",))
     assert str(raised.value).startswith("--only: 'nope/*' matches no cell (cells: img2gray/")
+
+
+def test_the_committed_lock_is_current(tmp_path):
+    """The example's lock still matches its files: `--locked --offline` plans from it alone."""
+    planned = run_factory("plan", "matrix.yaml", "--locked", "--offline", "--cache-dir",
+                          tmp_path / "cache", cwd=REPO)
+    assert planned.exit == 0, planned.stdout + planned.stderr
+    assert f'"img2gray/{root_label()}/x86_64"' in planned.stdout

@@ -294,7 +294,8 @@ def test_the_example_passes_the_import_gate_and_records_its_op(example_build):
 # ---- factory test ---------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_factory_test_runs_the_example_tests_against_its_wheel(example_tested, factory_cache):
+def test_factory_test_runs_the_example_tests_against_its_wheel(example_build, example_tested,
+                                                               factory_cache):
     out, result = example_tested
     assert result.exit == 0, result.stdout + result.stderr
     # 8 CPU tests (the torch.compile one among them) pass; the 6 GPU ones are skipped here.
@@ -308,8 +309,8 @@ def test_factory_test_runs_the_example_tests_against_its_wheel(example_tested, f
     browse = json.loads((out / "browse" / "img2gray.json").read_text())
     (cell,) = browse["versions"][0]["cells"]
     assert cell["tests"]["passed"] == 8 and cell["ops"][0]["fake"] is True
-    strict = run_factory("test", "matrix.yaml", "--out", out, "--require-gpu", cwd=REPO,
-                         env=cache_env(factory_cache))
+    strict = run_factory("test", example_build[0].parent / "matrix.yaml", "--out", out,
+                         "--require-gpu", env=cache_env(factory_cache))
     assert strict.exit == 1 and "--require-gpu: some cells' tests ran with no GPU" in \
         strict.stdout
 
@@ -568,8 +569,8 @@ def test_bad_input_to_test_and_doctor_is_one_line(capsys, tmp_path):
 @pytest.mark.slow
 def test_build_with_test_tests_what_it_built_or_kept(example_build, tmp_path, factory_cache):
     out = shutil.copytree(example_build[0], tmp_path / "index", symlinks=True)
-    result = run_factory("build", "matrix.yaml", "--out", out, "--test", cwd=REPO,
-                         env=cache_env(factory_cache))
+    result = run_factory("build", example_build[0].parent / "matrix.yaml", "--out", out,
+                         "--test", env=cache_env(factory_cache))
     assert result.exit == 0, result.stdout + result.stderr
     assert "0 built, 1 unchanged" in result.stdout
     assert "8 passed, 0 failed, 6 skipped with no GPU" in result.stdout, result.stdout

@@ -15,7 +15,7 @@ def readme_commands() -> list[str]:
 
 def test_readme_gives_a_build_line_and_a_test_line():
     build, test = readme_commands()
-    assert build.endswith("factory build matrix.yaml")
+    assert build.endswith("factory build matrix.yaml --locked")
     assert "pytest" in test
 
 
