@@ -28,6 +28,7 @@ import platform
 import re
 import shlex
 import sys
+import sysconfig
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -46,7 +47,8 @@ def machine_facts() -> dict[str, Any]:
     return {
         "python": platform.python_version(),
         "implementation": sys.implementation.name,
-        "abi": f"cp{sys.version_info[0]}{sys.version_info[1]}",
+        "abi": f"cp{sys.version_info[0]}{sys.version_info[1]}{'t' if _free_threaded() else ''}",
+        "free_threaded": _free_threaded(),
         "platform": sys.platform,
         "machine": platform.machine(),
         "glibc": glibc[1] if glibc[0] == "glibc" else None,
@@ -141,6 +143,11 @@ def _tags(filename: str) -> tuple[str, str, str]:
     return parts[-3], parts[-2], parts[-1]
 
 
+def _free_threaded() -> bool:
+    """Whether this CPython is a free-threaded build (3.14t)."""
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
 def _python_fits(python_tag: str, abi_tag: str, facts: dict[str, Any]) -> str | None:
     if python_tag.startswith("py"):
         return None
@@ -149,6 +156,14 @@ def _python_fits(python_tag: str, abi_tag: str, facts: dict[str, Any]) -> str | 
     versions = [_release(tag[2:3] + "." + tag[3:]) for tag in python_tag.split(".")
                 if tag.startswith("cp")]
     have = _release(facts["python"])[:2]
+    free = bool(facts.get("free_threaded"))
+    if abi_tag == "abi3" and free:
+        return (f"an abi3 wheel cannot be loaded by a free-threaded CPython ({facts['python']}t); "
+                "it needs a cp" + "".join(map(str, have)) + "t wheel")
+    if abi_tag.startswith("cp") and abi_tag.endswith("t") != free:
+        wheel = "a free-threaded CPython" if abi_tag.endswith("t") else "CPython with the GIL"
+        this = f"free-threaded {facts['python']}t" if free else f"{facts['python']} with the GIL"
+        return f"it is for {wheel} ({abi_tag}), this is {this}"
     if abi_tag == "abi3":
         if any(have >= version for version in versions):
             return None

@@ -20,7 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import defaults
-from ..compile.commands import CompileJob, compile_jobs, link_command
+from ..compile.commands import (
+    CompileJob,
+    compile_jobs,
+    extension_suffix,
+    link_command,
+    python_tags,
+)
 from ..compile.deps import unprovided
 from ..compile.generated import REGISTRATION_HEADER, noarch_ops_module, ops_module
 from ..compile.objects import compilers_identity, names_namespace, unit_identity
@@ -97,14 +103,14 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
         check_jit_headers(cell, toolchain, package, own_headers, log,
                           job.compiling.pool.budget.share(job.compiling.cells).cores)
     job.progress("linking")
-    shared_object = package / f"{cell.ops_namespace}.abi3.so"
+    shared_object = package / f"{cell.ops_namespace}{extension_suffix(cell)}"
     argv, cwd = toolchain.runs_in.argv(link_command([j.object for j in jobs], shared_object,
                                                     toolchain), work)
     run(argv, log, cwd=cwd, what="linking")
 
     job.progress("auditwheel")
     draft = write_wheel(work / "pkg", work / "draft", _metadata(cell),
-                        f"cp39-abi3-linux_{cell.platform}", purelib=False,
+                        f"{python_tags(cell)}-linux_{cell.platform}", purelib=False,
                         epoch=options.epoch(cell))
     log.step("auditwheel repair")
     repaired = repair(draft, work / "wheelhouse", log)

@@ -371,7 +371,7 @@ def _import_gate(cell: Cell, runner: Runner, wheel: Path, files: Iterable[str],
         log.write(f"   not imported: {reason}")
         return None
     loaded = runner.load(cell, wheel, importable_modules(files), log)
-    problems = load_problems(loaded)
+    problems = load_problems(loaded, cell.needs_gil)
     for problem in problems:
         log.write(f"   gate failed: {problem}")
     if problems:
@@ -379,6 +379,10 @@ def _import_gate(cell: Cell, runner: Runner, wheel: Path, files: Iterable[str],
         raise BuildError(f"{wheel.name} failed its import gate: {problems[0]}{more}")
     log.write(f"   imported {', '.join(loaded.imported)} with torch {loaded.torch}: "
               f"{loaded.describe_ops()}")
+    if loaded.free_threaded:
+        log.write("   free-threaded CPython: the GIL stayed disabled" if loaded.gil_enabled_by
+                  is None else f"   free-threaded CPython: loading {loaded.gil_enabled_by} "
+                  "turned the GIL back on, which the kernel declares (needs-gil: true)")
     return loaded
 
 

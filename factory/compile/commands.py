@@ -18,7 +18,8 @@ build of the kernel gets through CMake:
   (-ffile-prefix-map), the compilers' random names seeded by the unit (-frandom-seed, where
   nvcc takes it), and a dependency file per unit (-MD) listing every file it read, which the
   object cache keys the object with;
-- one shared object `<namespace>.abi3.so` linked against torch and the CUDA runtime.
+- one shared object `<namespace>.abi3.so` linked against torch and the CUDA runtime (for a
+  free-threaded CPython, `<namespace>.cpython-314t-<platform>-linux-gnu.so`, no limited API).
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ from ..toolchain import Toolchain
 from ..values.versions import Version
 from .deps import dependency_includes, torch_includes
 
-__all__ = ["CompileJob", "compile_jobs", "compression_flags", "gencode_flags", "gpu_targets",
-           "link_command"]
+__all__ = ["CompileJob", "compile_jobs", "compression_flags", "extension_suffix", "gencode_flags",
+           "gpu_targets", "link_command", "python_tags"]
 
 LIMITED_API = "0x03090000"  # CPython 3.9: one abi3 wheel serves 3.9 and every later version
 TORCH_CPU_LIBRARIES = ("c10", "torch", "torch_cpu")
@@ -159,10 +160,27 @@ def link_command(objects: list[Path], output: Path, toolchain: Toolchain) -> lis
     ]
 
 
+def extension_suffix(cell: Cell) -> str:
+    """The file name ending of a kernel-builder cell's shared object: .abi3.so, or for a
+    free-threaded CPython (which loads no abi3 module) its own:
+    .cpython-314t-x86_64-linux-gnu.so."""
+    if cell.python is None or not cell.free_threaded:
+        return ".abi3.so"
+    return f".cpython-{cell.python.major}{cell.python.minor}t-{cell.platform}-linux-gnu.so"
+
+
+def python_tags(cell: Cell) -> str:
+    """The Python and ABI tags of a kernel-builder cell's wheel: cp39-abi3, or cp314-cp314t."""
+    if cell.python is None or not cell.free_threaded:
+        return "cp39-abi3"
+    return f"{cell.python.interpreter_tag}-{cell.python.abi_tag}"
+
+
 def _defines(cell: Cell, toolchain: Toolchain) -> list[str]:
     defines = [
         f"-DTORCH_EXTENSION_NAME={cell.ops_namespace}",
-        f"-DPy_LIMITED_API={LIMITED_API}",
+        # the free-threaded build has no limited API (PEP 703)
+        *([] if cell.free_threaded else [f"-DPy_LIMITED_API={LIMITED_API}"]),
         *(["-DCPU_KERNEL"] if cell.backend == "cpu" else ["-DCUDA_KERNEL", "-DUSE_CUDA=1"]),
         *[f"-D{definition}" for definition in toolchain.torch.definitions],
         f"-D_GLIBCXX_USE_CXX11_ABI={1 if toolchain.torch.cxx11_abi else 0}",

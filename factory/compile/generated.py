@@ -33,12 +33,22 @@ REGISTRATION_HEADER = """\
   STABLE_TORCH_LIBRARY_IMPL(ns, dispatch_key, module)
 
 // An empty Python module named after the namespace, so `from . import <namespace>` loads the
-// shared object and runs its static op registrations. Limited API only (abi3).
+// shared object and runs its static op registrations. Limited API only (abi3), except in a
+// free-threaded CPython, which has no limited API: there the module declares that it runs
+// without the GIL (it holds no Python state), so loading it keeps the GIL disabled.
+#ifdef Py_GIL_DISABLED
+#define KWF_RUNS_WITHOUT_GIL(module) \\
+  if ((module) != NULL) PyUnstable_Module_SetGIL((module), Py_MOD_GIL_NOT_USED);
+#else
+#define KWF_RUNS_WITHOUT_GIL(module)
+#endif
 #define REGISTER_EXTENSION(ns)                                      \\
   PyMODINIT_FUNC KWF_PASTE(PyInit_, ns)(void) {                     \\
     static PyModuleDef definition = {PyModuleDef_HEAD_INIT,         \\
                                      KWF_QUOTE(ns), NULL, -1, NULL}; \\
-    return PyModule_Create(&definition);                            \\
+    PyObject *module = PyModule_Create(&definition);                \\
+    KWF_RUNS_WITHOUT_GIL(module)                                    \\
+    return module;                                                  \\
   }
 """
 

@@ -29,6 +29,7 @@ from ..policy import (
 from ..policy.capabilities import Capability, check_supported
 from ..trust.credentials import refuse_credentials
 from ..trust.safety import leaves_root
+from ..values.pythons import CPython
 from ..values.units import parse_duration
 from ..values.versions import Version, major_minor, parse_release
 from .model import (
@@ -147,7 +148,7 @@ def _nonempty_list(node: Node) -> list[Node]:
 
 
 _ENTRY_KEYS = ("version", "kind", "env", "guard", "compress", "tests", "dist-name",
-               "toolchain-rules")
+               "toolchain-rules", "needs-gil")
 _KERNEL_KEYS: dict[SourceKind, tuple[str, ...]] = {
     "path": ("path", *_ENTRY_KEYS),
     "git": ("git", "rev", "subdir", *_ENTRY_KEYS),
@@ -191,8 +192,9 @@ def _kernels(node: Node, base: Path, tests: TestSelection,
         dist_name = _dist_name(fields["dist-name"]) if "dist-name" in fields else None
         own = (apply_rule_entries(rules, fields["toolchain-rules"])
                if "toolchain-rules" in fields else None)
+        needs_gil = fields["needs-gil"].bool() if "needs-gil" in fields else False
         entries.append(KernelEntry(source, version, item.line, index, stated, env, guard,
-                                   compress, chosen, dist_name, own))
+                                   compress, chosen, dist_name, own, needs_gil))
     return tuple(entries)
 
 
@@ -787,24 +789,21 @@ def _sms(node: Node, policy: CudaPolicy, cuda: Version) -> tuple[Version, ...]:
 OLDEST_PYTHON = Version("3.9")
 
 
-def _pythons(node: Node) -> tuple[Version, ...]:
-    """python: ["3.11", "3.12"]: the CPythons per-Python wheels are built for."""
-    found: list[Version] = []
+def _pythons(node: Node) -> tuple[CPython, ...]:
+    """python: ["3.11", "3.12", "3.14t"]: the CPythons per-Python wheels are built for (3.Nt:
+    a free-threaded build, which gets a wheel of its own whatever the project)."""
+    found: list[CPython] = []
     for item in _nonempty_list(node):
-        text = item.scalar_text().strip()
-        match = re.fullmatch(r"3\.(\d+)", text)
-        if re.fullmatch(r"3\.\d+t", text):
-            raise item.error(f"'{text}' is a free-threaded CPython, and the factory builds no "
-                             "free-threaded (cpXYt) wheels: leave it out of python:")
-        if match is None:
-            raise item.error(f"give a CPython as 3.N (e.g. 3.12), got '{text}'")
-        version = Version(text)
-        if version < OLDEST_PYTHON:
-            raise item.error(f"Python {version} is older than any torch the factory builds for "
-                             f"supports ({OLDEST_PYTHON} and newer)")
-        if version in found:
-            raise item.error(f"Python {version} is listed twice")
-        found.append(version)
+        try:
+            python = CPython.parse(item.scalar_text())
+        except ValueError as exc:
+            raise item.error(str(exc)) from None
+        if python.version < OLDEST_PYTHON:
+            raise item.error(f"Python {python.version} is older than any torch the factory "
+                             f"builds for supports ({OLDEST_PYTHON} and newer)")
+        if python in found:
+            raise item.error(f"Python {python} is listed twice")
+        found.append(python)
     return tuple(sorted(found))
 
 

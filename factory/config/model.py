@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from .. import defaults
+from ..values.pythons import CPython
 from ..values.units import human_size, parse_size
 from ..values.versions import Version
 from .rules import ToolchainRule, shipped_rules
@@ -187,6 +188,9 @@ class KernelEntry:
     tests: TestSelection = ALL_TESTS  # which of its own tests prove a wheel
     dist_name: str | None = None  # its distribution's name template; None: the matrix's
     rules: tuple[ToolchainRule, ...] | None = None  # its toolchain rules; None: the matrix's
+    # its extension modules need the GIL: a free-threaded interpreter that loads them turns it
+    # back on, which the import gate then accepts (and the log and the browse page say)
+    needs_gil: bool = False
 
     @property
     def key(self) -> str:
@@ -319,7 +323,7 @@ class Matrix:
     runner: RunnerChoice | None = None  # None: the command line's choice
     docker_base: str | None = None  # the builder images' base, "{arch}" standing for the platform
     depends: tuple[DependencyEntry, ...] = ()  # C++ dependencies taken from elsewhere
-    python: tuple[Version, ...] = ()  # CPythons of per-Python wheels; () = the factory's own
+    python: tuple[CPython, ...] = ()  # CPythons of per-Python wheels; () = the factory's own
     stable_label: str = defaults.STABLE_LABEL_TEMPLATE  # the stable-ABI wheels' labels
     stable_label_line: int | None = None
     compress: CompressMode = defaults.COMPRESS  # how the GPU code of every kernel is compressed

@@ -8,6 +8,7 @@ counts (published files are immutable: the same name cannot be built again).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from ..plan.cells import Cell, Plan
 from .merge import is_url, read_published_index
 
 __all__ = ["listed_wheels", "unpublished"]
+
+_FREE_THREADED = re.compile(r"cp[0-9]+t")  # a free-threaded CPython's ABI tag
 
 
 def listed_wheels(where: str) -> list[str]:
@@ -38,7 +41,7 @@ def listed_wheels(where: str) -> list[str]:
         if layout.files.is_dir() else []
 
 
-# (name, version) -> the (interpreter, platform) tags of the wheels listed for it
+# (name, version) -> the (ABI, platform) tags of the wheels listed for it
 Listed = dict[tuple[str, PackagingVersion], set[tuple[str, str]]]
 
 
@@ -46,9 +49,11 @@ def _has(cell: Cell, wheels: Listed) -> bool:
     tags = wheels.get((canonicalize_name(cell.distribution), PackagingVersion(cell.wheel_version)),
                       set())
     platform = "any" if cell.label is None else cell.platform
+    # a per-Python cell's wheel has its CPython's ABI tag (cp312, cp314t); any other cell's
+    # wheel is not a free-threaded one (abi3, none)
     return any(listed.endswith(platform) and
-               (not cell.per_python or interpreter == cell.python_tag)
-               for interpreter, listed in tags)
+               (abi == cell.python_tag if cell.per_python else not _FREE_THREADED.fullmatch(abi))
+               for abi, listed in tags)
 
 
 def unpublished(plan: Plan, wheel_names: Iterable[str]) -> tuple[Plan, list[str]]:
@@ -61,7 +66,7 @@ def unpublished(plan: Plan, wheel_names: Iterable[str]) -> tuple[Plan, list[str]
         except InvalidWheelFilename:
             continue  # not one of the factory's: it names no cell
         wheels.setdefault((name, version), set()).update(
-            (tag.interpreter, tag.platform) for tag in tags)
+            (tag.abi, tag.platform) for tag in tags)
     present = [cell.id for cell in plan.cells if _has(cell, wheels)]
     kept = {cell.id for cell in plan.cells} - set(present)
     return plan.select(kept | {skipped.id for skipped in plan.skipped}), present

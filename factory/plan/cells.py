@@ -42,6 +42,7 @@ from ..policy.capabilities import (
 )
 from ..sources.depends import Dependency
 from ..sources.tree import SourceTree
+from ..values.pythons import CPython
 from ..values.versions import Version, compact, major_minor
 from . import symbols
 from .labels import check_label, matrix_labels, render_label
@@ -125,7 +126,8 @@ class Cell:
     label_template: str | None = None  # the matrix's label, e.g. cu{cuda}torch{torch}
     installed: InstalledTorch | None = None  # the torch built against, when already installed
     depends: tuple[Dependency, ...] = ()  # the C++ dependencies its sections name, fetched
-    python: Version | None = None  # a PEP 517 project's: the CPython it is built with
+    # the CPython it is built with: a PEP 517 project's, or a free-threaded one (any project)
+    python: CPython | None = None
     per_python: bool = False  # the wheel serves that CPython only (cp312-cp312), not abi3
     env: tuple[tuple[str, str], ...] = ()  # the matrix's variables for the project's build
     guard: bool = True  # a PEP 517 project's packages get the import guard
@@ -135,6 +137,13 @@ class Cell:
     cross: bool = False  # built on a machine of another platform (defaults.CROSS_BUILT)
     cpu_index: str | None = None  # a CPU cell's torch index (matrix `cpu: {torch-index}`)
     rules: tuple[ToolchainRule, ...] = ()  # the toolchain rules in force for its torch
+    needs_gil: bool = False  # the kernel declares that its modules need the GIL (needs-gil:)
+
+    @property
+    def free_threaded(self) -> bool:
+        """Whether the wheel is for a free-threaded CPython (cp314t): no abi3, and the import
+        gate checks that loading it keeps the GIL disabled."""
+        return self.python is not None and self.python.free_threaded
 
     @property
     def backend(self) -> str:
@@ -162,8 +171,8 @@ class Cell:
 
     @property
     def python_tag(self) -> str | None:
-        """cp312 for a cell built with CPython 3.12."""
-        return f"cp{self.python.major}{self.python.minor}" if self.python else None
+        """The ABI tag of the CPython it is built with: cp312 for 3.12, cp314t for 3.14t."""
+        return self.python.abi_tag if self.python else None
 
     @property
     def key(self) -> str:
@@ -457,13 +466,14 @@ class _Planner:
                                         slot.cuda.version, slot.label))
 
     def cell(self, kernel: Kernel, slot: _Slot, label: str | None = None,
-             python: Version | None = None, per_python: bool = False) -> Cell:
+             python: CPython | None = None, per_python: bool = False) -> Cell:
         cell = make_cell(kernel.spec, kernel.source, kernel.version, slot.entry.release,
                          slot.cuda, slot.platform, label or slot.label, self.matrix.label,
                          slot.entry.installed, self.dependencies, python, per_python,
                          kernel.entry.env, kernel.entry.guard,
                          kernel.entry.compress or self.matrix.compress, kernel.entry.tests)
-        cell = replace(cell, rules=self.rules(kernel, slot.entry.release))
+        cell = replace(cell, rules=self.rules(kernel, slot.entry.release),
+                       needs_gil=kernel.entry.needs_gil)
         cross = crosses(self.matrix.cross, kernel.spec, slot.platform, slot.entry.installed)
         # a machine of the cell's own platform builds it natively (None: a CI plan's job)
         return replace(cell, cross=True) if cross and self.host != slot.platform else cell
@@ -487,10 +497,16 @@ class _Planner:
             pythons, unserved = _pythons(self.matrix, kernel.spec, slot.entry)
             for missing, why in unserved:
                 self.skipped.append(SkippedCell(
-                    f"{slot.id}/cp{missing.major}{missing.minor}", why, kernel.version,
+                    f"{slot.id}/{missing.abi_tag}", why, kernel.version,
                     slot.entry.release, slot.cuda.version, slot.label))
             for python, per_python in pythons:
                 cell = self.cell(kernel, slot, python=python, per_python=per_python)
+                if cell.free_threaded and cell.cross:
+                    self.skipped.append(SkippedCell(
+                        cell.id, f"a cross-compiled cell is proven with Debian's {slot.platform} "
+                        f"CPython, which has no free-threaded build", kernel.version,
+                        slot.entry.release, slot.cuda.version, slot.label))
+                    continue
                 if kernel.spec.is_cutile:
                     cell, reason = cutile_cell(cell)
                     if reason:
@@ -662,29 +678,40 @@ def _index_only(entry: TorchEntry) -> str | None:
 
 
 def _pythons(matrix: Matrix, spec: KernelSpec, torch: TorchEntry
-             ) -> tuple[list[tuple[Version | None, bool]], list[tuple[Version, str]]]:
+             ) -> tuple[list[tuple[CPython | None, bool]], list[tuple[CPython, str]]]:
     """The CPythons a kernel's cells are built with, and whether each wheel serves that one
     only; and the CPythons of the matrix the torch release has no wheels for, each with the
     reason its cell is skipped. A kernel-builder kernel is one abi3 wheel (its interpreter is
     the torch environment's); a PEP 517 project gets a cell per CPython of the matrix (by
     default the factory's own) that the release has, or one abi3 cell, built with the oldest of
-    them, when it declares py_limited_api. An installed torch has its interpreter's CPython."""
-    if not spec.is_pep517:
-        return [(None, False)], []
+    them, when it declares py_limited_api. A free-threaded CPython of the matrix (3.14t) loads
+    no abi3 module: every compiled project gets a cell of its own for it. An installed torch
+    has its interpreter's CPython."""
     if torch.installed is not None:
-        return [(Version(torch.installed.python_version), True)], []
-    pythons = list(matrix.python) or [Version(defaults.host_python())]
+        if not spec.is_pep517:
+            return [(None, False)], []
+        return [(CPython(Version(torch.installed.python_version)), True)], []
     served = torch_pythons(matrix, torch.release)
-    unserved = [python for python in pythons
-                if served is not None and f"{python.major}.{python.minor}" not in served]
-    pythons = [python for python in pythons if python not in unserved]
+    asked = list(matrix.python)
+    if spec.is_cutile:  # cubins, no extension module: nothing for a free-threaded one to load
+        asked = [python for python in asked if not python.free_threaded]
+    elif not spec.is_pep517:  # one abi3 wheel, and a wheel per free-threaded CPython
+        asked = [python for python in asked if python.free_threaded]
+    if spec.is_pep517 and not asked:
+        asked = [CPython(Version(defaults.host_python()))]
+    unserved = [python for python in asked if served is not None and str(python) not in served]
     reasons = [(python, _unserved_reason(torch.release, python, served or ()))
                for python in unserved]
-    if not pythons:  # an abi3 wheel too: the release has none of the matrix's CPythons
-        return [], reasons
-    if spec.limited_api or spec.is_cutile:  # one wheel for every CPython, built with the oldest
-        return [(min(pythons), False)], []
-    return [(python, True) for python in pythons], reasons
+    pythons = [python for python in asked if python not in unserved]
+    free = [(python, True) for python in pythons if python.free_threaded]
+    plain = [python for python in pythons if not python.free_threaded]
+    if not spec.is_pep517:
+        return [(None, False), *free], reasons
+    if (spec.limited_api or spec.is_cutile) and plain:
+        # one wheel for every CPython with the GIL, built with the oldest
+        return [(min(plain), False), *free], \
+            [reason for reason in reasons if reason[0].free_threaded]
+    return [*((python, True) for python in plain), *free], reasons
 
 
 def torch_pythons(matrix: Matrix, release: Version) -> tuple[str, ...] | None:
@@ -697,10 +724,10 @@ def torch_pythons(matrix: Matrix, release: Version) -> tuple[str, ...] | None:
     return known.pythons if known is not None and known.pythons else None
 
 
-def _unserved_reason(release: Version, python: Version, served: tuple[str, ...]) -> str:
+def _unserved_reason(release: Version, python: CPython, served: tuple[str, ...]) -> str:
     plain = [item for item in served if not item.endswith("t")]
     free = [item for item in served if item.endswith("t")]
-    return (f"torch {release} has no wheels for CPython {python.major}.{python.minor} (it has "
+    return (f"torch {release} has no wheels for {python.describe()} (it has "
             f"{', '.join(plain)}" + (f" and free-threaded {', '.join(free)}" if free else "")
             + ")")
 
@@ -739,7 +766,7 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
               cuda: CudaEntry, platform: str, label: str, label_template: str,
               installed: InstalledTorch | None = None,
               dependencies: Mapping[str, Dependency] | None = None,
-              python: Version | None = None, per_python: bool = False,
+              python: CPython | None = None, per_python: bool = False,
               env: tuple[tuple[str, str], ...] = (), guard: bool = True,
               compress: CompressMode | None = None,
               tests: TestSelection = ALL_TESTS) -> Cell:

@@ -22,7 +22,8 @@ from ..config.torches import InstalledTorch
 from ..errors import ConfigError
 from ..sources.depends import Dependency
 from ..sources.tree import SourceTree
-from ..values.versions import Version, parse_release
+from ..values.pythons import CPython
+from ..values.versions import parse_release
 from .cells import Cell, cutile_cell, make_cell, make_cpu_cell, noarch_cell, skip_reason
 
 __all__ = ["cell_from_record", "cell_record", "recorded_spec"]
@@ -51,6 +52,9 @@ def cell_record(cell: Cell) -> dict[str, Any]:
            if cell.depends else {}),
         **({"project": "pep517", "python": str(cell.python), "per_python": cell.per_python,
             "env": dict(cell.env), "guard": cell.guard} if cell.spec.is_pep517 else {}),
+        **({"python": str(cell.python), "per_python": True}
+           if cell.free_threaded and not cell.spec.is_pep517 else {}),
+        **({"needs_gil": True} if cell.needs_gil else {}),
         **({"cutile": True} if cell.spec.is_cutile else {}),
         **({"rules": [rule.to_json() for rule in cell.rules]} if cell.rules else {}),
     }
@@ -106,6 +110,8 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
                                   f"{reason}", file=origin)
     if record.get("rules"):
         cell = replace(cell, rules=_rules(record, origin))
+    if record.get("needs_gil") is True:
+        cell = replace(cell, needs_gil=True)
     renamed = record.get("distribution")
     if renamed is not None:
         if not isinstance(renamed, str) or not is_project_name(renamed):
@@ -165,17 +171,20 @@ def _compress(record: dict[str, Any], origin: Path) -> CompressMode | None:
 
 
 def _project_settings(record: dict[str, Any], spec: KernelSpec,
-                      origin: Path) -> tuple[Version | None, bool, tuple[tuple[str, str], ...]]:
-    """A PEP 517 cell's CPython, whether its wheel is per-Python, and its build variables."""
+                      origin: Path) -> tuple[CPython | None, bool, tuple[tuple[str, str], ...]]:
+    """A cell's CPython (a PEP 517 project's, or a free-threaded one), whether its wheel is
+    per-Python, and its build variables."""
     if (record.get("project") == "pep517") != spec.is_pep517:
         raise ConfigError(f"cell {record.get('id')} was built from a "
                           f"{record.get('project') or 'kernel-builder'} project; this source is "
                           f"a {spec.kind} one", file=origin)
-    if not spec.is_pep517:
-        return None, False, ()
     try:
+        if not spec.is_pep517:
+            python = record.get("python")
+            return (None if python is None else CPython.parse(str(python)),
+                    python is not None, ())
         env = record.get("env") or {}
-        return (parse_release(str(record["python"])), bool(record["per_python"]),
+        return (CPython.parse(str(record["python"])), bool(record["per_python"]),
                 tuple((str(name), str(value)) for name, value in env.items()))
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise ConfigError(f"the cell record's Python settings are malformed ({error!r})",

@@ -67,21 +67,28 @@ class LoadReport:
     error: str | None = None  # the first import that failed (the loader's message)
     # ops the import registered from modules outside the wheel (torch's own, lazily loaded)
     others: tuple[str, ...] = ()
+    free_threaded: bool = False  # loaded by a free-threaded CPython
+    gil_enabled_by: str | None = None  # there: the import that turned the GIL back on
 
     def to_json(self) -> dict[str, Any]:
         return {"torch": self.torch, "imported": list(self.imported),
                 "ops": [op.to_json() for op in self.ops], "error": self.error,
-                "others": list(self.others)}
+                "others": list(self.others),
+                **({"free_threaded": True, "gil_enabled_by": self.gil_enabled_by}
+                   if self.free_threaded else {})}
 
     @classmethod
     def from_json(cls, data: Any) -> LoadReport | None:
         """A recorded report, or None for anything else (an older record, a damaged one)."""
         try:
             error = data.get("error")
+            enabled_by = data.get("gil_enabled_by")
             return cls(str(data["torch"]), tuple(data["imported"]),
                        tuple(OpReport.from_json(op) for op in data["ops"]),
                        error["message"] if isinstance(error, dict) else error,
-                       tuple(str(name) for name in data.get("others") or ()))
+                       tuple(str(name) for name in data.get("others") or ()),
+                       data.get("free_threaded") is True,
+                       None if enabled_by is None else str(enabled_by))
         except (TypeError, KeyError, ValueError, AttributeError):
             return None
 
@@ -174,11 +181,17 @@ def _parse(stdout: str) -> LoadReport | None:
     return replace(report, error=demangle_text(data["error"]["message"]))
 
 
-def load_problems(report: LoadReport) -> list[str]:
-    """What loading showed to be wrong, in a user's words."""
+def load_problems(report: LoadReport, needs_gil: bool = False) -> list[str]:
+    """What loading showed to be wrong, in a user's words. In a free-threaded CPython, an
+    import that turns the GIL back on is one, unless the kernel declares `needs_gil`."""
     problems = []
     if report.error is not None:
         problems.append(f"import: {report.error}")
+    if report.gil_enabled_by is not None and not needs_gil:
+        problems.append(f"import: loading {report.gil_enabled_by} turned the GIL back on in "
+                        "free-threaded CPython (an extension module that does not declare it "
+                        "can run without it); declare Py_MOD_GIL_NOT_USED in the module, or "
+                        "set needs-gil: true on the kernel in matrix.yaml")
     for op in report.ops:
         if not op.resolves:
             problems.append(f"import: the op {op.name} does not resolve ({op.error})")

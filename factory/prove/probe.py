@@ -8,7 +8,8 @@ count); each MODULE is imported in turn, after torch. The last line of the outpu
 torch seen, the modules imported, the first import that failed (the loader's message, whose C++
 names load.py demangles), and every op the imports registered: its dispatch keys with a kernel,
 and whether torch.compile can trace it (a fake/meta implementation, or a composite kernel that
-needs none).
+needs none). In a free-threaded CPython it also says which import, if any, turned the GIL back
+on.
 
 A kernel's import may load modules from outside the wheel that register ops of their own (natten
 loads torch's flex attention, which loads torch._inductor), and may start CUDA (torch registers
@@ -34,8 +35,16 @@ TRACEABLE = ("Meta", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
 KEYS = ("CPU", "CUDA", *TRACEABLE)
 
 
+def gil_enabled() -> bool:
+    """Whether the GIL is on (always, in a CPython built with it)."""
+    return bool(getattr(sys, "_is_gil_enabled", lambda: True)())
+
+
 def main(argv: list[str]) -> int:
     folder, modules = argv[0], argv[1:]
+    # A free-threaded CPython turns the GIL back on when it loads an extension module that does
+    # not declare it can run without it (a warning, which is ignored below): the gate asks.
+    free_threaded = not gil_enabled()
     sys.path.insert(0, folder)
     site.addsitedir(folder)
     warnings.simplefilter("ignore")
@@ -43,6 +52,10 @@ def main(argv: list[str]) -> int:
 
     report: dict[str, object] = {"torch": torch.__version__, "cuda": torch.version.cuda,
                                  "imported": [], "error": None, "ops": []}
+    if free_threaded:
+        report["free_threaded"] = True
+        if gil_enabled():
+            report["gil_enabled_by"] = "torch"
     before = set(torch._C._dispatch_get_all_op_names())
     known = set(sys.modules)
     for name in modules:
@@ -52,6 +65,8 @@ def main(argv: list[str]) -> int:
             report["error"] = {"module": name, "message": f"{type(exc).__name__}: {exc}"}
             break
         report["imported"].append(name)  # type: ignore[attr-defined]
+        if free_threaded and "gil_enabled_by" not in report and gil_enabled():
+            report["gil_enabled_by"] = name  # its import turned the GIL back on
     added = set(torch._C._dispatch_get_all_op_names()) - before
     outside = [name for name, module in list(sys.modules.items())
                if name not in known and module is not None and not _within(module, folder)]

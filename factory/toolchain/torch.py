@@ -115,10 +115,11 @@ def provide_torch(torch: Version, cuda: Version | None, torch_index: str | None,
     (`offline`: from uv's cache only); with `create` false it must exist already, and the cache
     is only read (it may be read-only)."""
     try:
-        python_version = subprocess.run(
-            [python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
-            capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError) as exc:
+        python_version = subprocess.run(  # 3.12, or 3.14t for a free-threaded one
+            [python, "-c", "import sys, sysconfig; print(f'{sys.version_info[0]}."
+             "{sys.version_info[1]}' + ('t' if sysconfig.get_config_var('Py_GIL_DISABLED') "
+             "else ''))"], capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
         raise BuildError(f"the interpreter {python} cannot be run ({exc})") from None
     root = cache / "envs" / env_key(torch, cuda, torch_index, python_version)
     marker = root / _MARKER

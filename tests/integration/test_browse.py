@@ -75,7 +75,9 @@ def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser, si
     # The chosen cell's facts are shown with its commands: no click needed.
     page.wait_for_selector("#facts .wheel")
     details = page.text_content("#facts .wheel")
-    assert "sm_90" in details and "==2.11.*" in details and ">=3.9" in details
+    assert "sm_90" in details and "==2.11.*" in details
+    assert "Python>=3.9, with the GIL (abi3: a free-threaded CPython needs its own cpXYt wheel)" \
+        in details, details
     assert " installed)" in details and " inflated)" in details, details  # sizes, per SM too
     assert "examples/img2gray" in details and "nvcc 13.0" in details
     # sizes in binary units, as the factory prints them everywhere

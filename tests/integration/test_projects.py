@@ -94,3 +94,43 @@ def test_guard_false_is_for_projects_only(tmp_path, capsys):
     assert result.exit == 2
     assert "matrix.yaml:2: kernels[0].guard: a kernel-builder kernel's wheel always has its " \
         "import guard" in result.stderr, result.stderr
+
+
+def test_a_free_threaded_cpython_gets_a_cell_of_its_own_where_the_release_has_it(tmp_path,
+                                                                                 capsys):
+    """3.14t loads no abi3 module: a setup.py project, an abi3 one and a kernel-builder kernel
+    each get a cp314t cell for torch 2.15; torch 2.14 has no 3.15t (skipped, with the reason)."""
+    plan = planned(tmp_path, capsys, 'python: ["3.14t", "3.12", "3.15t"]',
+                   torch='["2.14", "2.15"]', cuda='{follow: torch, sms: ["9.0"]}')
+    assert [cell for job in plan["jobs"] for cell in job["cells"]] == [
+        "fused_op/cu130torch214/x86_64/cp312", "fused_op/cu130torch214/x86_64/cp314t",
+        "fused_op/cu132torch215/x86_64/cp312", "fused_op/cu132torch215/x86_64/cp314t",
+        "fused_op/cu132torch215/x86_64/cp315t"]
+    assert plan["skipped"] == {"fused_op/cu130torch214/x86_64/cp315t": (
+        "torch 2.14 has no wheels for free-threaded CPython 3.15t (it has 3.10, 3.11, 3.12, 3.13, "
+        "3.14 and free-threaded 3.14t)")}
+    limited = planned(tmp_path / "abi3", capsys, 'python: ["3.12", "3.11", "3.14t"]',
+                      ", py_limited_api=True", torch='["2.15"]', cuda='{"13.2": {sms: ["9.0"]}}')
+    assert [cell for job in limited["jobs"] for cell in job["cells"]] == [
+        "fused_op/cu132torch215/x86_64", "fused_op/cu132torch215/x86_64/cp314t"]
+
+    write(tmp_path / "kb" / "matrix.yaml", f"""
+        kernels:
+          - path: {EXAMPLE}
+            version: 1.0.0
+        torch: ["2.15"]
+        cuda: {{"13.2": {{sms: ["9.0"]}}}}
+        python: ["3.12", "3.14t"]
+        platforms: [x86_64, aarch64]
+        cross: true
+    """)
+    result = factory_main("plan", str(tmp_path / "kb" / "matrix.yaml"), "--format", "json",
+                          capsys=capsys)
+    assert result.exit == 0, result.stderr
+    kernel = json.loads(result.stdout)
+    assert sorted(cell for job in kernel["jobs"] for cell in job["cells"]) == [
+        "img2gray/cu132torch215/aarch64", "img2gray/cu132torch215/x86_64",
+        "img2gray/cu132torch215/x86_64/cp314t"]
+    assert kernel["skipped"] == {"img2gray/cu132torch215/aarch64/cp314t": (
+        "a cross-compiled cell is proven with Debian's aarch64 CPython, which has no "
+        "free-threaded build")}

@@ -79,10 +79,14 @@ def test_a_name_only_running_setup_py_would_tell_is_refused(tmp_path):
     ("env: {1BAD: x}", "", "'1BAD' is not an environment variable name"),
     ("", 'python: ["3.8"]', "Python 3.8 is older than any torch"),
     ("", 'python: ["3.11", "3.11"]', "Python 3.11 is listed twice"),
-    ("", 'python: ["311"]', "give a CPython as 3.N (e.g. 3.12), got '311'"),
-    ("", 'python: ["3.14x"]', "python[0]: give a CPython as 3.N (e.g. 3.12), got '3.14x'"),
-    ("", 'python: ["3.12", "3.14t"]', "python[1]: '3.14t' is a free-threaded CPython, and the "
-     "factory builds no free-threaded (cpXYt) wheels"),
+    ("", 'python: ["311"]', "give a CPython as 3.N or, free-threaded, 3.Nt (e.g. 3.12, 3.14t), "
+     "got '311'"),
+    ("", 'python: ["3.14x"]', "python[0]: give a CPython as 3.N or, free-threaded, 3.Nt (e.g. "
+     "3.12, 3.14t), got '3.14x'"),
+    ("", 'python: ["3.12", "3.12t"]', "python[1]: CPython 3.12 has no free-threaded build (it "
+     "starts with 3.13t)"),
+    ("", 'python: ["3.14t", "3.14t"]', "python[1]: Python 3.14t is listed twice"),
+    ("needs-gil: sometimes", "", "kernels[0].needs-gil:"),
 ])
 def test_bad_project_settings_are_refused_where_they_are(tmp_path, capsys, entry, top, expected):
     project(tmp_path / "fused")

@@ -252,6 +252,18 @@ function beyondCell(wheel) {
   return [["beyond the cell", `${beyond.join(", ")}${cost}: the project names these architectures itself`]];
 }
 
+function pythonText(wheel) {
+  // The wheel's ABI tag says which CPythons load it: an abi3 wheel every CPython with the GIL
+  // from its version on, a cp314t wheel only the free-threaded CPython 3.14t.
+  const parts = wheel.filename.replace(/\.whl$/, "").split("-");
+  const abi = parts.length >= 5 ? parts[parts.length - 2] : "";
+  const requires = wheel.requires_python || "any";
+  const free = /^cp(\d)(\d+)t$/.exec(abi);
+  if (free) return `free-threaded CPython ${free[1]}.${free[2]}t only (${abi}): it loads with the GIL disabled`;
+  if (abi === "abi3") return `${requires}, with the GIL (abi3: a free-threaded CPython needs its own cpXYt wheel)`;
+  return requires;
+}
+
 function wheelDetails(wheel, release) {
   const rows = [
     ["file", el("a", { href: wheel.url }, wheel.filename)],
@@ -261,7 +273,7 @@ function wheelDetails(wheel, release) {
     ...beyondCell(wheel),
     ["platform", platformText(wheel)],
     ["torch", wheel.torch || "any"],
-    ["Python", wheel.requires_python || "any"],
+    ["Python", pythonText(wheel)],
     ["uploaded", wheel.upload_time],
   ];
   if (wheel.stable_abi) {
