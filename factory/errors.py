@@ -79,6 +79,11 @@ class BuildError(FactoryError):
     exit_status = 1
 
 
+class Unavailable(BuildError):
+    """What a cell needs cannot be had on this machine (a free-threaded interpreter nothing here
+    provides): the cell is skipped, with this reason, rather than failed."""
+
+
 class CommandFailed(BuildError):
     """A tool of the build exited with an error; `output` is what it printed."""
 

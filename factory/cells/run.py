@@ -30,7 +30,7 @@ from .. import __version__, defaults
 from ..compile.objects import ObjectCache
 from ..compile.pool import Budget, CompilePool, grace_for, machine_budget
 from ..config.model import SizeLimit
-from ..errors import BuildError, FactoryError
+from ..errors import BuildError, FactoryError, Unavailable
 from ..outputs.files import file_sha256, process_alive
 from ..outputs.layout import Layout, refuse_links
 from ..plan.cells import Cell, Plan, SkippedCell
@@ -306,6 +306,11 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                 reporter.update(cell.id, "untested", str(exc))
                 return CellResult(cell.id, "untested", time.monotonic() - started,
                                   detail=str(exc), log=log_path, tested=exc.report)
+            if isinstance(exc, Unavailable):
+                log.write(f"\nSKIPPED: {exc}")
+                reporter.update(cell.id, "skipped", str(exc))
+                return CellResult(cell.id, "skipped", time.monotonic() - started,
+                                  detail=str(exc), log=log_path)
             if isinstance(exc, FactoryError):
                 detail = str(exc)
             else:

@@ -11,19 +11,20 @@ from rich.console import Console
 
 from ..config.model import PLATFORMS
 from ..errors import ConfigError
+from ..values.pythons import CPython
 from ..values.units import human_size
 from .common import cache_dir, path_argument, writable_folder
 
 __all__ = ["add", "run"]
 
-_PYTHON = re.compile(r"3\.\d{1,2}")
 _GLIBC = re.compile(r"2\.\d{1,2}")
 
 
 def _python(text: str) -> str:
-    if not _PYTHON.fullmatch(text.strip()):
-        raise argparse.ArgumentTypeError(f"'{text}' is not a CPython version such as 3.12")
-    return text.strip()
+    try:
+        return str(CPython.parse(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _glibc(text: str) -> str:
@@ -49,7 +50,8 @@ def add(commands: Any) -> None:
                                  "there are kept)")
     wheelhouse.add_argument("--python", type=_python, action="append", default=[],
                             metavar="X.Y",
-                            help="the target's CPython (repeatable; default: the matrix's "
+                            help="the target's CPython, 3.Nt for a free-threaded one "
+                                 "(repeatable; default: the matrix's "
                                  "python list, else the Python the factory runs on)")
     wheelhouse.add_argument("--platform", choices=PLATFORMS, action="append",
                             default=[], help="the target's platform (repeatable; default: the "

@@ -72,20 +72,31 @@ def browse_project(project: str, records: Iterable[FileRecord],
     name = project
     outcomes = list(outcomes)
     proof = {outcome.cell: outcome for outcome in outcomes if outcome.stable_abi}
+    # keyed by label too: two builds of one torch x CUDA pair for other GPUs (label templates
+    # that tell them apart) are two cells, each with its own index
+    grouped: dict[tuple[str, str, str | None, str], list[CellOutcome]] = {}
     for outcome in outcomes:
         name = outcome.kernel
         # a stable-ABI cell's wheel is shown in the cells it serves, not as a cell of its own
         if outcome.torch is None or outcome.cuda is None or outcome.stable_abi:
             continue
-        status = "built" if outcome.status in ("built", "unchanged") else outcome.status
-        builder = proof.get(outcome.served_by or outcome.cell, outcome)
-        # keyed by label too: two builds of one torch x CUDA pair for other GPUs (label
-        # templates that tell them apart) are two cells, each with its own index
-        release(outcome.version)["cells"][(outcome.torch, outcome.cuda, outcome.label)] = {
-            "torch": outcome.torch, "cuda": outcome.cuda, "label": outcome.label,
-            "status": status, "detail": None if status == "built" else outcome.detail,
+        key = (outcome.torch, outcome.cuda, outcome.label, outcome.version)
+        grouped.setdefault(key, []).append(outcome)
+    for (cell_torch, cell_cuda, label, version), found in grouped.items():
+        # several cells of one label (a wheel per CPython, a free-threaded one): the label's
+        # cell is built where any of them is, and each of the others that is not says why
+        built = [outcome for outcome in found if outcome.status in ("built", "unchanged")]
+        shown = built[0] if built else found[-1]
+        status = "built" if built else shown.status
+        builder = proof.get(shown.served_by or shown.cell, shown)
+        release(version)["cells"][(cell_torch, cell_cuda, label)] = {
+            "torch": cell_torch, "cuda": cell_cuda, "label": label,
+            "status": status, "detail": None if status == "built" else shown.detail,
             "wheels": [], "ops": builder.ops, "tests": builder.tests,
-            "served_by": outcome.served_by}
+            "served_by": shown.served_by,
+            **({"others": others} if (others := [
+                {"cell": outcome.cell, "status": outcome.status, "detail": outcome.detail}
+                for outcome in found if outcome is not shown and outcome not in built]) else {})}
     catalogue = cell_catalogue(outcomes)
     # variant wheels last: each joins the cell of the wheel it was made from
     for record in sorted(records, key=lambda r: ("variant" in r.summary, r.filename)):

@@ -27,6 +27,7 @@ from .. import defaults
 from ..errors import BuildError, ConfigError
 from ..system.process import bounded_run, first_error
 from ..system.uv import uv_bin, uv_env
+from ..values.pythons import CPython
 from .testenv import Needed
 
 __all__ = ["Target", "Wheelhouse", "download", "installed_pins", "manylinux_platforms", "resolve",
@@ -115,7 +116,8 @@ def _compile(target: Target, wanted: Path, output: Path, preferred: dict[str, st
                               if name != "torch"))
     index = ["--index", target.index] if target.index else []
     argv = [uv_bin(), "pip", "compile", "--quiet", "--no-header", "--no-annotate",
-            "--python-version", target.python, "--python-platform", target.uv_platform,
+            "--python-version", CPython.parse(target.python).series,
+            "--python-platform", target.uv_platform,
             *index, "--output-file", str(output), str(wanted)]
     try:
         done = bounded_run(argv, _RESOLVE_TIMEOUT, env={**os.environ, **uv_env(cache, offline)})
@@ -156,10 +158,12 @@ def download(target: Target, pins: dict[str, str], folder: Path, scratch: Path) 
     scratch.mkdir(parents=True, exist_ok=True)
     wanted = scratch / "download.txt"
     wanted.write_text("".join(f"{name}=={version}\n" for name, version in sorted(pins.items())))
-    tag = f"cp{target.python.replace('.', '')}"
+    python = CPython.parse(target.python)
+    # a free-threaded CPython loads no abi3 module: its own ABI's wheels, and pure ones
+    abis = [python.abi_tag, *([] if python.free_threaded else ["abi3"]), "none"]
     argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-            "--only-binary=:all:", "--dest", str(folder), "--python-version", target.python,
-            "--implementation", "cp", "--abi", tag, "--abi", "abi3", "--abi", "none",
+            "--only-binary=:all:", "--dest", str(folder), "--python-version", python.series,
+            "--implementation", "cp", *(argument for abi in abis for argument in ("--abi", abi)),
             *(argument for platform in manylinux_platforms(target.glibc, target.platform)
               for argument in ("--platform", platform)), "--requirement", str(wanted)]
     if target.index:

@@ -26,7 +26,7 @@ from pathlib import Path
 import requests
 
 from .. import defaults
-from ..errors import BuildError
+from ..errors import BuildError, Unavailable
 from ..system.cache import exclusive
 from ..system.process import Log, run
 from ..system.uv import uv_bin, uv_env
@@ -85,16 +85,18 @@ def find_python(python: CPython, cache: Path, log: Log, offline: bool = False) -
     source = python_sources().get(python.series) if python.free_threaded else None
     if source is not None:
         return _built(python, source, cache, log, offline)
+    # a free-threaded interpreter that cannot be had skips its cell; any other fails it
+    missing = Unavailable if python.free_threaded else BuildError
     if offline:
-        raise BuildError(f"no {python.describe()} on this machine (offline, so uv does not "
-                         "install one); install it, or leave it out of the matrix's python:")
+        raise missing(f"no {python.describe()} on this machine (offline, so uv does not "
+                      "install one); install it, or leave it out of the matrix's python:")
     log.step(f"installing {python.describe()} with uv into {cache / 'python'}")
     installed = _uv_python(["install", wanted], env)
     found = _uv_python(["find", "--no-project", wanted], env)
     if installed.returncode != 0 or found.returncode != 0:
         lines = (installed.stderr or installed.stdout).strip().splitlines()
-        raise BuildError(f"no {python.describe()} on this machine, and uv could not install "
-                         f"one ({lines[-1].strip() if lines else 'no output'})")
+        raise missing(f"no {python.describe()} on this machine, and uv could not install one "
+                      f"({lines[-1].strip() if lines else 'no output'})")
     return Path(found.stdout.strip())
 
 
@@ -113,7 +115,7 @@ def _built(python: CPython, source: PythonSource, cache: Path, log: Log,
         if (prefix / _MARKER).is_file() and executable.is_file():
             return executable
         if offline:
-            raise BuildError(f"no {python.describe()} on this machine (offline, so the factory "
+            raise Unavailable(f"no {python.describe()} on this machine (offline, so the factory "
                              f"does not build one from {source.url}); build it once with the "
                              "network, or leave it out of the matrix's python:")
         if prefix.exists():  # an earlier build that did not finish
@@ -163,7 +165,7 @@ def _unpacked(source: PythonSource, work: Path, log: Log) -> Path:
                 digest.update(chunk)
                 handle.write(chunk)
     except requests.RequestException as exc:
-        raise BuildError(f"cannot fetch {source.url} ({type(exc).__name__}), so no "
+        raise Unavailable(f"cannot fetch {source.url} ({type(exc).__name__}), so no "
                          f"free-threaded CPython {source.series}t can be built here") from None
     if digest.hexdigest() != source.sha256:
         raise BuildError(f"{source.url} does not have the sha256 factory/data/pythons.toml "

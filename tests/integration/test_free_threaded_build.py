@@ -54,6 +54,13 @@ def test_the_example_gets_a_cp314t_wheel_that_keeps_the_gil_disabled(tmp_path, f
     assert "-DPy_LIMITED_API" not in log and "free-threaded CPython: the GIL stayed disabled" in log
     assert re.search(r"kernel tests: proven: \d+ passed", log), log
 
+    # its variant wheel beside the abi3 one's, under the same label: the installer picks by tag
+    variants = run_factory("index", "--out", out, "--variants")
+    assert variants.exit == 0, variants.stdout + variants.stderr
+    listed = (out / "variants" / "torch215" / "simple" / "img2gray" / "index.html").read_text()
+    assert re.search(r"img2gray-1\.0\.0-cp314-cp314t-manylinux_\d+_\d+_x86_64-cu132torch215\.whl",
+                     listed) and "cp39-abi3" in listed, listed
+
     # as a user on CPython 3.14t installs it: uv, its cell's index, torch from PyPI
     python = next((factory_cache / "python").rglob("bin/python3.14t"), None) or "3.14t"
     venv = tmp_path / "try"
@@ -81,3 +88,29 @@ def test_the_example_gets_a_cp314t_wheel_that_keeps_the_gil_disabled(tmp_path, f
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split(" ", 1)[0] == "False", ran.stdout
     assert ran.stdout.strip().endswith("[[100, 100, 100], [100, 100, 100]]"), ran.stdout
+
+
+def test_a_free_threaded_cpython_nothing_here_gives_skips_its_cell(tmp_path, factory_cache):
+    """Offline, with no 3.15t on the machine and none whose source the factory knows: the
+    cp315t cell is skipped with that reason (the build succeeds), and the browse page keeps
+    the label's built cell and says why the free-threaded one has no wheel."""
+    matrix = write(tmp_path / "matrix.yaml", f"""
+        kernels: [{{path: {EXAMPLE}, version: 1.0.0}}]
+        torch: ["2.15"]
+        cuda: {{"13.2": {{sms: ["9.0"]}}}}
+        python: ["3.15t"]
+        runner: local
+    """)
+    out = tmp_path / "index"
+    done = run_factory("build", matrix, "--out", out, "--offline", env=cache_env(factory_cache))
+    assert done.exit == 0, done.stdout + done.stderr
+    assert "img2gray/cu132torch215/x86_64: built" in done.stdout
+    reason = ("no free-threaded CPython 3.15t on this machine (offline, so uv does not install "
+              "one)")
+    assert "img2gray/cu132torch215/x86_64/cp315t: skipped" in done.stdout
+    assert "1 built, 0 unchanged, 0 failed, 1 skipped" in done.stdout
+    (release,) = json.loads((out / "browse" / "img2gray.json").read_text())["versions"]
+    (cell,) = release["cells"]
+    assert cell["status"] == "built" and len(cell["wheels"]) == 1
+    (other,) = cell["others"]
+    assert other["status"] == "skipped" and other["detail"].startswith(reason), other

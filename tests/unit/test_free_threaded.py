@@ -73,3 +73,25 @@ def test_the_import_gate_fails_a_module_that_turns_the_gil_back_on_unless_declar
     assert LoadReport.from_json(report.to_json()) == report
     assert LoadReport.from_json(kept.to_json()) == kept
     assert "free_threaded" not in LoadReport("2.11.0", ("x",), ()).to_json()
+
+
+def test_the_browse_page_shows_a_label_built_when_one_of_its_cells_is():
+    """A label's cells (the abi3 one and a free-threaded one): built where any of them is,
+    and the other that was skipped says why, in whichever order the build recorded them."""
+    import json
+
+    from factory.index.browse import browse_project
+    from factory.index.records import CellOutcome
+
+    built = CellOutcome("img2gray/cu132torch215/x86_64", "img2gray", "1.0.0", "2.15", "13.2",
+                        "cu132torch215", "built", None, "img2gray-1.0.0+cu132torch215-cp39-"
+                        "abi3-manylinux_2_34_x86_64.whl")
+    skipped = CellOutcome("img2gray/cu132torch215/x86_64/cp315t", "img2gray", "1.0.0", "2.15",
+                          "13.2", "cu132torch215", "skipped", "no free-threaded CPython 3.15t",
+                          None)
+    for order in ([built, skipped], [skipped, built]):
+        (release,) = json.loads(browse_project("img2gray", [], order))["versions"]
+        (cell,) = release["cells"]
+        assert (cell["status"], cell["detail"]) == ("built", None)
+        assert cell["others"] == [{"cell": skipped.cell, "status": "skipped",
+                                   "detail": "no free-threaded CPython 3.15t"}]

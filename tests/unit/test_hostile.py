@@ -695,7 +695,11 @@ CASES: dict[str, Case] = {
         setup=lambda p: (p / "frozen.txt").write_text("numpy==2.5.2\nnot a requirement!\n")),
     "wheelhouse --python four": command(
         "wheelhouse", "matrix.yaml", "wh", "--python", "4",
-        expected="argument --python: '4' is not a CPython version such as 3.12"),
+        expected="argument --python: give a CPython as 3.N or, free-threaded, 3.Nt (e.g. 3.12, "
+                 "3.14t), got '4'"),
+    "wheelhouse --python 3.12t": command(
+        "wheelhouse", "matrix.yaml", "wh", "--python", "3.12t",
+        expected="argument --python: CPython 3.12 has no free-threaded build"),
     "wheelhouse into a file": command(
         "wheelhouse", "matrix.yaml", "matrix.yaml", expected="exists and is not a folder"),
     "verify an index without a manifest": command(

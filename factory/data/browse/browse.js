@@ -157,7 +157,7 @@ function showFacts(release, cell, noarch) {
     const build = cell.cuda === "cpu" ? "CPU" : `CUDA ${cell.cuda}`;
     facts.replaceChildren(el("h3", {}, `This wheel: torch ${cell.torch}, ${build}`),
       cellProof(cell), ...(cell.wheels || []).map((w) => wheelDetails(w, release)),
-      ...variantDetails(cell));
+      ...otherCells(cell), ...variantDetails(cell));
   } else if (noarch) {
     facts.replaceChildren(el("h3", {}, "This wheel: any torch"),
       ...noarch.anywhere.map((w) => wheelDetails(w, noarch)));
@@ -165,6 +165,17 @@ function showFacts(release, cell, noarch) {
     facts.replaceChildren();
   }
   markSelected();
+}
+
+function otherCells(cell) {
+  // The label's other cells (one per CPython, a free-threaded one) that have no wheel: why.
+  const others = cell.others || [];
+  if (!others.length) return [];
+  const list = el("ul", { class: "others" });
+  for (const other of others) {
+    list.append(el("li", {}, `${other.cell}: ${other.status}${other.detail ? ": " + other.detail : ""}`));
+  }
+  return [list];
 }
 
 function markSelected() {
