@@ -27,8 +27,7 @@ __all__ = ["Locked", "LockedDependency", "LockedTorch", "LockedWheelhouse", "che
 LOCK_VERSION = 1
 _HEADER = """\
 # The sources `factory build --locked {matrix}` builds: written by `factory lock {matrix}`.
-# Commit it beside the matrix; run `factory lock` again to take newer commits (with --upgrade,
-# newer torch releases).
+# Commit it beside the matrix; `factory lock` again takes newer commits (--upgrade: torch too).
 """
 
 
