@@ -483,3 +483,19 @@ def test_cutile_and_triton_cells_build_and_load_in_the_builder_image(tmp_path, f
                      "triton_add-1.0.0+cu130torch211-py3-none-any.whl"]
     log = (tmp_path / "index" / "logs" / "tile-add-cu130torch211-x86_64.log").read_text()
     assert "cubins: sm_90 6" in log and "op tile_add::add" in log
+
+
+def test_a_free_threaded_cell_the_builder_image_has_no_interpreter_for_is_skipped(
+        tmp_path, factory_cache, bullseye_base):
+    """The Debian base has CPython 3.11 and 3.13 with the GIL only: the example's cp313t cell
+    is skipped, saying what the image lacks, and its abi3 cell is built."""
+    matrix = docker_matrix(tmp_path, EXAMPLE)
+    write(matrix, matrix.read_text() + 'python: ["3.13t"]\n')
+    out = tmp_path / "index"
+    result = run_factory("build", matrix, "--out", out, env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    assert "img2gray/cu130torch211/x86_64: built" in result.stdout
+    log = (out / "logs" / "img2gray-cu130torch211-x86_64-cp313t.log").read_text()
+    assert "SKIPPED: the builder image kernel-wheel-factory/builder-cu130-x86_64:" in log, log
+    assert "has no free-threaded CPython 3.13t (/opt/python/cp313-cp313t/bin/python)" in log
+    assert "1 built, 0 unchanged, 0 failed, 1 skipped" in result.stdout

@@ -30,7 +30,7 @@ from typing import Any
 from .... import defaults
 from ....compile.objects import DOCKER_PARTS, ObjectStore
 from ....config.wheelhouse import wheelhouse_wheels
-from ....errors import BuildError
+from ....errors import BuildError, Unavailable
 from ....plan.cells import Cell
 from ....plan.codec import cell_record
 from ....plan.costs import UnitCost
@@ -352,6 +352,8 @@ class DockerRunner:
                     "--env", "HOME=/tmp", "--env", f"UV_CACHE_DIR={CACHE}/uv",
                     "--mount", f"type=bind,source={self.cache},target={CACHE}",
                 ])
+            if cell.free_threaded and python is not None:
+                self._check_interpreter(group, cell, python)
             job = {"torch": key[0], "cuda": key[1], "torch_index": key[2], "python": python,
                    "build_requires": requires, "assembler": cell.spec.cutile_requirement,
                    "cache": str(CACHE / self._base_cache(group.image))}
@@ -359,6 +361,16 @@ class DockerRunner:
             log.step(f"preparing torch {cell.torch} for CUDA {key[1]}{what} in {group.prepare}")
             self._exec(group.prepare, "prepare", job, log, lambda step: None)
             group.prepared.add(key)
+
+    def _check_interpreter(self, group: _Group, cell: Cell, python: str) -> None:
+        """A free-threaded cell's interpreter is where manylinux images keep it (pypa's have
+        3.13t and 3.14t; the factory's Debian base has none): else the cell is skipped."""
+        assert group.prepare is not None and cell.python is not None
+        if self.engine.stream(["exec", group.prepare, "test", "-x", python],
+                              lambda line: None) != 0:
+            raise Unavailable(f"the builder image {group.image.name} has no "
+                              f"{cell.python.describe()} ({python}); pypa's manylinux images "
+                              "have one, or build the cell on the host (runner: local)")
 
     @staticmethod
     def _base_cache(image: BuilderImage) -> str:
