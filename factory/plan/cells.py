@@ -590,6 +590,7 @@ class _Planner:
                                       slot.cuda.version, slot.label) for slot in slots]
                 continue
             self.cells.append(cell)
+            self.no_free_threaded(cell, "stable-ABI wheels")
             for slot in slots:
                 if slot.entry.release < base.entry.release:
                     self.skip(kernel, slot, f"the stable-ABI wheel for CUDA {major} is built "
@@ -626,6 +627,18 @@ class _Planner:
                                      platform, cpu.torch_index, self.dependencies,
                                      kernel.entry.tests)
                 self.cells.append(replace(cell, rules=self.rules(kernel, entry.release)))
+                self.no_free_threaded(cell, "CPU cells")
+
+    def no_free_threaded(self, cell: Cell, what: str) -> None:
+        """The matrix's free-threaded CPythons get no cell beside `cell`: each is skipped,
+        saying so (its wheel is abi3, which a free-threaded CPython cannot load)."""
+        for python in self.matrix.python:
+            if python.free_threaded:
+                self.skipped.append(SkippedCell(
+                    f"{cell.id}/{python.abi_tag}", f"the factory builds no free-threaded {what} "
+                    f"yet, and their abi3 wheel cannot be loaded by {python.describe()}",
+                    cell.version, cell.torch, cell.cuda.version if cell.cuda else None,
+                    cell.label, cpu=cell.cuda is None))
 
     def _check_stable_label(self, label: str, major: int) -> None:
         """A stable-ABI label must be a label of its own, and sort below the per-torch labels

@@ -13,7 +13,7 @@ from factory.index.new import unpublished
 from factory.plan.codec import cell_from_record, cell_record
 from factory.values.pythons import CPython
 
-from ..conftest import EXAMPLE
+from ..conftest import EXAMPLE, FIXTURES
 from ..unit.test_commands import TOOLCHAIN
 from ..unit.test_matrix import plan_for
 
@@ -65,3 +65,22 @@ def test_new_tells_the_free_threaded_wheel_from_the_abi3_one(tmp_path):
     assert present == ["img2gray/cu132torch215/x86_64/cp314t"]
     _, present = unpublished(plan, [name.format("cp39-abi3")])
     assert present == ["img2gray/cu132torch215/x86_64"]
+
+
+def test_stable_abi_and_cpu_cells_say_they_have_no_free_threaded_wheel(tmp_path):
+    stable = plan_for(tmp_path / "stable", f"""
+kernels: [{{path: {FIXTURES / "stable-kernel"}, version: 1.0.0}}]
+torch: ["2.11", "2.12"]
+cuda: {{"13.0": {{sms: ["9.0"]}}}}
+python: ["3.14t"]
+""")
+    (cell,) = stable.cells
+    reasons = {skipped.id: skipped.reason for skipped in stable.skipped}
+    assert reasons[f"{cell.id}/cp314t"] == (
+        "the factory builds no free-threaded stable-ABI wheels yet, and their abi3 wheel cannot "
+        "be loaded by free-threaded CPython 3.14t")
+    cpu = plan_for(tmp_path / "cpu", MATRIX + "cpu: true\n")
+    assert [cell.id for cell in cpu.cells] == [
+        "img2gray/cu132torch215/x86_64", "img2gray/cu132torch215/x86_64/cp314t",
+        "img2gray/cputorch215/x86_64"]
+    assert [skipped.id for skipped in cpu.skipped] == ["img2gray/cputorch215/x86_64/cp314t"]
