@@ -496,6 +496,6 @@ def test_a_free_threaded_cell_the_builder_image_has_no_interpreter_for_is_skippe
     assert result.exit == 0, result.stdout + result.stderr
     assert "img2gray/cu130torch211/x86_64: built" in result.stdout
     log = (out / "logs" / "img2gray-cu130torch211-x86_64-cp313t.log").read_text()
-    assert "SKIPPED: the builder image kernel-wheel-factory/builder-cu130-x86_64:" in log, log
+    assert "SKIPPED: the builder image kernel-wheel-factory/builder-cu13.0-x86_64:" in log, log
     assert "has no free-threaded CPython 3.13t (/opt/python/cp313-cp313t/bin/python)" in log
     assert "1 built, 0 unchanged, 0 failed, 1 skipped" in result.stdout
