@@ -32,6 +32,7 @@ from ..compile.pool import Budget, CompilePool, grace_for, machine_budget
 from ..config.model import SizeLimit
 from ..errors import BuildError, FactoryError, Unavailable
 from ..outputs.files import file_sha256, process_alive
+from ..outputs.journal import note_publishing, pending
 from ..outputs.layout import Layout, refuse_links
 from ..plan.cells import Cell, Plan, SkippedCell
 from ..plan.costs import COSTS_FOLDER, CostBook, UnitCost, known_costs, shard_of
@@ -289,7 +290,7 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                 if settings.test:
                     reporter.update(cell.id, "building", "testing")
                     tested = _test_gate(cell, runner, built.wheel, settings, log)
-                wheel = _publish(built.wheel, report.sha256, layout.files, settings.force,
+                wheel = _publish(built.wheel, report.sha256, layout, cell.id, settings.force,
                                  recorded.sha256 if recorded is not None
                                  and recorded.wheel == built.wheel.name else None,
                                  settings.published.get(built.wheel.name))
@@ -436,14 +437,19 @@ def _unchanged(layout: Layout, state: CellState, fingerprint: str) -> bool:
         file_sha256(wheel) == state.sha256
 
 
-def _publish(staged: Path, sha256: str, files: Path, force: bool,
+def _publish(staged: Path, sha256: str, layout: Layout, cell: str, force: bool,
              published_sha256: str | None, once: str | None = None) -> Path:
-    """Move a finished wheel into files/ atomically; refuse to change a published file.
-    `published_sha256` is what this folder's last build of the cell published under that name:
-    a file that no longer has it was changed behind the factory's back. `once` is what the
-    index published under that name, if it ever did: the name keeps those bytes even after its
-    file was removed."""
-    target = files / staged.name
+    """Move a finished wheel into files/ atomically, noted in the publish journal first (so
+    that a kill after the move leaves a wheel the next index update takes); refuse to change a
+    published file. `published_sha256` is what this folder's last build of the cell published
+    under that name: a file that no longer has it was changed behind the factory's back. `once`
+    is what the index published under that name, if it ever did: the name keeps those bytes
+    even after its file was removed. A file that a killed build of the cell moved there and no
+    index ever published is this build's to replace."""
+    target = layout.files / staged.name
+    left = pending(layout.publishing).get(target.name)
+    if left is not None and once is None and not process_alive(left.pid):
+        force = True  # never published: the killed build's bytes give way to this build's
     if not target.exists() and once is not None and once != sha256 and not force:
         raise BuildError(
             f"{target.name} was published with sha256 {once[:12]} and its file removed since; "
@@ -464,5 +470,6 @@ def _publish(staged: Path, sha256: str, files: Path, force: bool,
             raise BuildError(
                 f"{target} is already published with different content; published files are "
                 "immutable: raise the kernel's version in the matrix (or pass --force)")
+    note_publishing(layout.publishing, target.name, sha256, cell)
     os.replace(staged, target)
     return target

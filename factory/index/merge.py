@@ -102,8 +102,17 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
             manifest = load_manifest(layout.manifest)
             for wheel in sorted(layout.files.glob("*.whl")) if layout.files.is_dir() else []:
                 known = manifest.files.get(wheel.name)
-                offer(wheel.name, file_sha256(wheel), wheel, str(wheel),
-                      known.upload_time if known is not None else None)
+                digest = file_sha256(wheel)
+                # only what a build of that folder published and indexed: a wheel its manifest
+                # does not record, or records with other bytes, was put there by something else
+                if known is None or known.sha256 != digest:
+                    raise IndexConflict(
+                        f"{wheel}: no build of {folder} published it (its manifest "
+                        + ("does not record it" if known is None else
+                           f"records sha256 {known.sha256[:12]}, the file has {digest[:12]}")
+                        + "); nothing was merged: remove it, or run `factory index --out "
+                        f"{folder}` to index a wheel put there by hand")
+                offer(wheel.name, digest, wheel, str(wheel), known.upload_time)
             for name, outcome in manifest.cells.items():
                 old = outcomes.get(name)
                 if old is None or _RANK.get(outcome.status, 0) >= _RANK.get(old.status, 0):

@@ -34,6 +34,7 @@ from packaging.utils import canonicalize_name
 
 from ..errors import ConfigError, WheelReadError
 from ..outputs.files import file_sha256, remove_abandoned_temporaries, write_atomic
+from ..outputs.journal import Pending, pending, prune
 from ..outputs.layout import Layout, refuse_links
 from ..system.cache import exclusive
 from ..wheel.read import WheelFile
@@ -98,7 +99,8 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         previous = load_manifest(layout.manifest)
         full = full or interrupted or not layout.manifest.exists()
         trusted = None if published is None or full else set(previous.files) - set(published)
-        scan = _Scan(layout, previous, force, trusted, published or {}, published is not None)
+        scan = _Scan(layout, previous, force, trusted, published or {}, published is not None,
+                     pending(layout.publishing))
         records = scan.records()
         scan.problems += consistent_variants(records, previous.files)
         manifest = Manifest(records, dict(previous.cells), _withdrawn(previous, records))
@@ -111,6 +113,8 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         pages.write()
         if full or manifest.files != previous.files or manifest.cells != previous.cells:
             save_manifest(manifest, layout.manifest)
+        prune(layout.publishing, {name: record.sha256 for name, record in
+                                  manifest.files.items()}, layout.files)
         layout.index_in_progress.unlink()
     projects = len({record.project for record in manifest.files.values()})
     return IndexSummary(len(manifest.files), tuple(sorted(pages.labels)), projects,
@@ -221,7 +225,7 @@ class _Scan:
 
     def __init__(self, layout: Layout, manifest: Manifest, force: bool,
                  trusted: set[str] | None, published: Mapping[str, WheelFile],
-                 by_build: bool) -> None:
+                 by_build: bool, journal: Mapping[str, Pending]) -> None:
         self.layout = layout
         self.known = manifest.files
         self.force = force
@@ -230,6 +234,9 @@ class _Scan:
         self.problems: list[str] = []
         self.by_build = by_build  # a build's update: it indexes no stray file
         self.withdrawn = manifest.withdrawn
+        # wheels a build moved into files/ and no update indexed yet: a killed build's, or
+        # another build's into the same folder that is still running
+        self.journal = journal
 
     def records(self) -> dict[str, FileRecord]:
         records: dict[str, FileRecord] = {}
@@ -255,7 +262,8 @@ class _Scan:
             return None
         if self.trusted is not None and name in self.trusted and known is not None:
             return known
-        if self.by_build and known is None and name not in self.published:
+        noted = self.journal.get(name)
+        if self.by_build and known is None and name not in self.published and noted is None:
             self.problems.append(f"{path}: no build published it, so it is left out of the "
                                  "index; move it out of files/ (or run 'factory index' to "
                                  "index a wheel put there by hand)")
@@ -278,6 +286,12 @@ class _Scan:
                                      f"{known.sha256[:12]}: restore the published file")
                 return known
             self.problems.append(f"{exc.render()}: move it out of files/")
+            return None
+        if self.by_build and known is None and name not in self.published and \
+                noted is not None and noted.sha256 != record.sha256:
+            self.problems.append(f"{path}: not the bytes the build of {noted.cell} published "
+                                 f"(sha256 {noted.sha256[:12]}, now {record.sha256[:12]}), so "
+                                 "it is left out of the index; build the cell again")
             return None
         once = self.withdrawn.get(name)
         if known is None and once is not None and once != record.sha256 and not self.force:

@@ -44,6 +44,11 @@ class Layout:
         return self.private / "staging"
 
     @property
+    def publishing(self) -> Path:
+        """The publish journal: the wheels builds moved into files/ and no index records yet."""
+        return self.private / "publishing"
+
+    @property
     def manifest(self) -> Path:
         return self.private / "manifest.json"
 

@@ -330,3 +330,36 @@ def test_a_killed_update_leaves_no_temporaries_of_dead_runs_only(tmp_path):
     update_index(out)
     assert not left.exists() and mine.exists()  # a live run's work in progress is its own
     mine.unlink()
+
+
+def test_a_wheel_a_killed_build_moved_into_files_is_indexed_by_the_next_update(tmp_path):
+    """A build notes each wheel in the publish journal before it moves it into files/; killed
+    after the move, before its index update, it leaves a wheel no index records. The next
+    build's update takes it (and drops the note); a wheel no build noted is still left out,
+    and so is a noted one whose bytes are not the noted ones."""
+    from factory.outputs.files import file_sha256
+    from factory.outputs.journal import note_publishing, pending
+
+    out = small_index_files(tmp_path / "index")
+    update_index(out)
+    layout = Layout(out)
+    files = layout.files
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    killed = make_wheel(files, "img2gray", "1.0.0+cu130torch213")
+    stray = make_wheel(files, "stray", "9.9")
+    changed = make_wheel(files, "other", "1.0.0")
+    for wheel, digest in ((killed, file_sha256(killed)), (changed, "0" * 64)):
+        note = note_publishing(layout.publishing, wheel.name, digest, "img2gray/x")
+        note.rename(note.with_name(note.name.replace(f"{os.getpid()}-", f"{dead.pid}-", 1)))
+    lost = note_publishing(layout.publishing, "gone-1.0-py3-none-any.whl", "1" * 64, "gone/x")
+    lost.rename(lost.with_name(lost.name.replace(f"{os.getpid()}-", f"{dead.pid}-", 1)))
+
+    summary = update_index(out, published={})  # as a later build's update runs
+    manifest = json.loads(layout.manifest.read_text())
+    indexed = {row[0] for row in manifest["files"]}
+    assert killed.name in indexed and stray.name not in indexed and changed.name not in indexed
+    assert sorted(problem.split(": ", 1)[1][:40] for problem in summary.problems) == [
+        "no build published it, so it is left out", "not the bytes the build of img2gray/x pu"]
+    assert list(pending(layout.publishing)) == [changed.name]  # the others: indexed, or lost
+    assert index_problems(out) == []

@@ -432,6 +432,15 @@ def test_merge_keeps_what_a_published_site_holds(served_site, tmp_path):
                 tampered / "files")
     with zipfile.ZipFile(next((tampered / "files").glob("img2gray-1.0.0*.whl")), "a") as wheel:
         wheel.comment = b"rebuilt with other bytes"
+    # a wheel no build of the job published (its manifest does not record it): refused as such
+    stray = run_factory("index", "--merge", url, tampered, "--out", tmp_path / "refused")
+    assert stray.exit == 1 and stray.stderr.count("\n") == 1, stray.stderr
+    assert "img2gray-1.0.0+cu130torch211-cp39-abi3-linux_x86_64.whl: no build of " in \
+        stray.stderr and "published it (its manifest does not record it); nothing was " \
+        "merged" in stray.stderr
+    assert not (tmp_path / "refused").exists()
+    # indexed in the job, its other bytes meet the published ones: immutable
+    update_index(tampered, force=True)
     refused = run_factory("index", "--merge", url, tampered, "--out", tmp_path / "refused")
     assert refused.exit == 1 and "published files are immutable" in refused.stderr
     assert not (tmp_path / "refused").exists()

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from factory import defaults
+from factory.index.update import update_index
 
 from ..conftest import factory_main, run_factory
 from ..unit.test_index import make_wheel
@@ -112,6 +113,7 @@ def test_merge_refuses_an_unhashed_file_that_conflicts(site, tmp_path):
     job = tmp_path / "job"
     other = make_wheel(job / "files", "img2gray", "1.0.0+cu130torch211", payload="OTHER = 1\n")
     assert other.name == wheel.name and other.read_bytes() != wheel.read_bytes()
+    update_index(job)  # the job's own index records it, as a build's does
     result = run_factory("index", "--merge", url, job, "--out", tmp_path / "merged")
     assert result.exit == 1 and "published files are immutable" in result.stderr
     assert not (tmp_path / "merged").exists()

@@ -585,6 +585,12 @@ CASES: dict[str, Case] = {
             make_wheel(p / "merged" / "files", "extra", "1.0.0+cu130torch211"),
             (p / "old-site").mkdir(), shutil.move(p / "index" / "files", p / "old-site"),
             os.symlink("../old-site/files", p / "index" / "files"))),
+    "index --merge: a job's wheel that no build of it published": command(
+        "index", "--merge", "job", "--out", "site", exit=1,
+        expected="stray-9.9-cp39-abi3-linux_x86_64.whl: no build of job published it (its "
+                 "manifest does not record it); nothing was merged",
+        setup=lambda p: (shutil.copytree(p / "index", p / "job"),
+                         make_wheel(p / "job" / "files", "stray", "9.9"))),
     "index: .factory links outside": command(
         "index", expected="is a link to", setup=lambda p: (
             shutil.move(p / "index" / ".factory", p / "private"),

@@ -343,12 +343,19 @@ def test_a_published_name_keeps_its_bytes_after_its_file_is_removed(index_out):
 def test_a_build_does_not_publish_other_bytes_under_a_removed_name(tmp_path):
     from factory.cells.run import _publish
     from factory.errors import BuildError
+    from factory.outputs.journal import pending
+    from factory.outputs.layout import Layout
 
     staged = make_wheel(tmp_path / "build" / "staging", "img2gray", "1.0.0+cu130torch211")
-    files = tmp_path / "files"
+    layout = Layout(tmp_path)
+    files = layout.files
     files.mkdir()
     digest = hashlib.sha256(staged.read_bytes()).hexdigest()
     with pytest.raises(BuildError, match="was published with sha256 0123456789ab and its file "
                                          "removed since"):
-        _publish(staged, digest, files, False, None, once="0123456789ab" + "0" * 52)
-    assert _publish(staged, digest, files, False, None, once=digest) == files / staged.name
+        _publish(staged, digest, layout, "img2gray/x", False, None,
+                 once="0123456789ab" + "0" * 52)
+    assert _publish(staged, digest, layout, "img2gray/x", False, None, once=digest) == \
+        files / staged.name
+    # noted in the publish journal before it was moved there
+    assert pending(layout.publishing)[staged.name].sha256 == digest

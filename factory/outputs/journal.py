@@ -1,0 +1,74 @@
+"""The publish journal: a build notes each wheel it is about to move into files/ before it moves
+it, and an index update that has recorded the wheel drops the note.
+
+A wheel in files/ that the manifest does not know is either one a build put there and has not
+indexed yet (the build is still running, or was killed between the move and its index update)
+or one nothing of the factory's put there. The note tells them apart: the first is indexed by
+the next update, of whichever build, so a killed build leaves nothing a later one trips over and
+two builds into one output folder index each other's wheels; the second is still refused.
+
+Each note is .factory/publishing/<pid>-<wheel name>.json: {"wheel", "sha256", "cell"}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .files import process_alive, write_atomic
+
+__all__ = ["Pending", "note_publishing", "pending", "prune"]
+
+_NOTE_LIMIT = 4096  # bytes: a note is one short JSON object
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A wheel a build moved (or was about to move) into files/."""
+
+    wheel: str
+    sha256: str
+    cell: str
+    pid: int
+    note: Path
+
+
+def note_publishing(journal: Path, wheel: str, sha256: str, cell: str) -> Path:
+    """Note, before the move, that this process publishes `wheel` with these bytes."""
+    journal.mkdir(parents=True, exist_ok=True)
+    note = journal / f"{os.getpid()}-{wheel}.json"
+    write_atomic(note, json.dumps({"wheel": wheel, "sha256": sha256, "cell": cell}))
+    return note
+
+
+def pending(journal: Path) -> dict[str, Pending]:
+    """The notes, by wheel name (a note that is not one of the factory's is ignored)."""
+    found: dict[str, Pending] = {}
+    if not journal.is_dir():
+        return found
+    for note in sorted(journal.glob("*.json")):
+        pid = note.name.split("-", 1)[0]
+        try:
+            if not pid.isdigit() or note.is_symlink() or note.stat().st_size > _NOTE_LIMIT:
+                continue
+            data = json.loads(note.read_text())
+            entry = Pending(str(data["wheel"]), str(data["sha256"]), str(data["cell"]),
+                            int(pid), note)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if note.name == f"{pid}-{entry.wheel}.json":
+            found[entry.wheel] = entry
+    return found
+
+
+def prune(journal: Path, indexed: Mapping[str, str], files: Path) -> None:
+    """Drop the notes of wheels the manifest now records with the noted bytes (`indexed`: name
+    -> sha256), and those of dead processes whose wheel never reached files/."""
+    for entry in pending(journal).values():
+        done = indexed.get(entry.wheel) == entry.sha256
+        lost = not (files / entry.wheel).exists() and not process_alive(entry.pid)
+        if done or lost:
+            entry.note.unlink(missing_ok=True)
