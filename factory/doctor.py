@@ -565,6 +565,28 @@ def _printable(line: str) -> str:
     return "".join(char if char.isprintable() else f"\\x{ord(char):02x}" for char in line)
 
 
+def _secrets(url: str | None) -> list[str]:
+    """What an index URL may carry that is nobody else's to read: its user information (a
+    password, a token as user name) and its query's values (?token=...), each also as it is
+    percent-decoded; longest first."""
+    if not url:
+        return []
+    parts = urllib.parse.urlsplit(url)
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    found = [userinfo, *userinfo.split(":", 1)] + [
+        value for _, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=False)]
+    found += [urllib.parse.quote(value, safe="") for value in found]
+    found += [urllib.parse.unquote(value) for value in found]
+    return sorted({value for value in found if len(value) >= 3}, key=len, reverse=True)
+
+
+def _hidden(text: str, secrets: list[str]) -> str:
+    """`text` with every one of `secrets` written as ***."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="doctor.py", description="Report this machine's Python, torch, driver and GPUs; "
@@ -574,22 +596,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help=f"print JSON ({SCHEMA})")
     args = parser.parse_args(argv)
     facts = machine_facts()
+    secrets = _secrets(args.url)  # nothing printed shows them, not even the URL itself
     try:
         results = diagnose(args.url, args.package, facts) if args.url else None
     except DoctorError as exc:
-        sys.stderr.write(_printable(f"error: {exc}") + "\n")
+        sys.stderr.write(_printable(_hidden(f"error: {exc}", secrets)) + "\n")
         return 1
     except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError,
             AttributeError, RecursionError) as exc:
-        sys.stderr.write(_printable(f"error: the index at {args.url} cannot be read "
-                                    f"({type(exc).__name__}: {_shown(str(exc))})") + "\n")
+        sys.stderr.write(_printable(_hidden(f"error: the index at {args.url} cannot be read "
+                                            f"({type(exc).__name__}: {_shown(str(exc))})",
+                                            secrets)) + "\n")
         return 1
     if args.json:
-        sys.stdout.write(json.dumps({"schema": SCHEMA, "machine": facts, "packages": results},
-                                    indent=2, sort_keys=True) + "\n")
+        sys.stdout.write(_hidden(json.dumps({"schema": SCHEMA, "machine": facts,
+                                             "packages": results}, indent=2, sort_keys=True),
+                                 secrets) + "\n")
     else:
         lines = describe_machine(facts) + describe_diagnosis(results or [])
-        sys.stdout.write("\n".join(_printable(line) for line in lines) + "\n")
+        sys.stdout.write("\n".join(_printable(_hidden(line, secrets)) for line in lines) + "\n")
     return 1 if results is not None and any(r["fits"] is None for r in results) else 0
 
 

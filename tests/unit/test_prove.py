@@ -310,3 +310,15 @@ def test_doctor_without_arguments_reports_this_machine(capsys):
 def test_doctor_names_an_index_it_cannot_read(capsys):
     assert doctor.main(["http://127.0.0.1:9/nothing/"]) == 1
     assert capsys.readouterr().err.startswith("error: no kernel-wheel-factory index at ")
+
+
+@pytest.mark.parametrize("url", ["http://ci:SECRETPASS@127.0.0.1:9/",
+                                 "http://127.0.0.1:9/simple/?token=SECRETTOKEN",
+                                 "http://SECRETTOKEN@127.0.0.1:9/?key=SECRET%2FKEY"])
+def test_doctor_never_prints_what_an_index_url_carries(url, capsys):
+    """User information and query values of the index URL are written as ***, in every line
+    doctor prints (the served doctor.py is the same file)."""
+    assert doctor.main([url]) == 1
+    out, err = capsys.readouterr()
+    assert "SECRET" not in out + err and "***" in err, err
+    assert err.startswith("error: ") and err.count("\n") == 1
