@@ -69,6 +69,15 @@ def _str(node: Node) -> str:
     return node.nonempty_str()
 
 
+def _field(node: Node) -> str:
+    """A value that becomes a line of the wheel's METADATA (the license): one line of text."""
+    value = node.nonempty_str()
+    if any(not char.isprintable() for char in value):
+        raise node.error(f"{value!r} holds a control character or a line break; a METADATA "
+                         "field is one line of text")
+    return value
+
+
 def _str_list(node: Node) -> tuple[str, ...]:
     return node.str_list()
 
@@ -285,7 +294,7 @@ _TVM_FFI = {"include": _Key(_paths), "pyext": _Key(_str_list), "src": _Key(_path
 _GENERAL_V3 = {
     "name": _Key(_name, True),
     "version": _Key(lambda node: node.int()),
-    "license": _Key(_str),
+    "license": _Key(_field),
     "upstream": _Key(_str),
     "backends": _Key(_backends, True),
     "cuda": _cuda_general({}),
@@ -295,7 +304,7 @@ _GENERAL_V3 = {
     "xpu": _backend_general("xpu", {}),
 }
 _GENERAL_V4 = {**_GENERAL_V3, "version": _Key(lambda node: node.int(), True),
-               "license": _Key(_str, True), "source": _Key(_str)}
+               "license": _Key(_field, True), "source": _Key(_str)}
 _KERNEL_DEPENDS = {"kernel-depends": _Key(_kernel_depends)}
 _GENERAL_V5 = {**_GENERAL_V4, "edition": _Key(_edition, True), **_KERNEL_DEPENDS,
                "cuda": _cuda_general(_KERNEL_DEPENDS),

@@ -61,6 +61,8 @@ def say_to(console: Console, style: str | None = None) -> Callable[[str], None]:
 
 def say_error(console: Console, message: str) -> None:
     """An error as one line, whatever the message holds: credentials masked, line breaks
-    folded."""
+    folded, every other control character (an escape sequence a name of a build.toml or an
+    argument carried) written as an escape, so none reaches the terminal."""
     line = " ".join(redact(message).split())
+    line = "".join(char if char.isprintable() else f"\\x{ord(char):02x}" for char in line)
     console.print(f"error: {line}", markup=False, soft_wrap=True)

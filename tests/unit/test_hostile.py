@@ -172,6 +172,18 @@ CASES: dict[str, Case] = {
                              "kernels: expected a list, got nothing"),
     "kernel a string": replaced("  - path: demo\n    version: 1.0.0\n", "  - demo\n",
                                 "kernels[0]: expected a table with one of path:"),
+    "dist-name with an escape sequence": replaced(
+        "version: 1.0.0", 'version: 1.0.0\n    dist-name: "a\\e[2Jb-{name}"',
+        "kernels[0].dist-name: 'a\\x1b[2Jb-{name}'"),
+    "--select with an escape sequence": command(
+        "build", "matrix.yaml", "--select", "nope\x1b[2J=1",
+        expected="--select: 'nope\\x1b[2J=1' is not field=GLOB"),
+    "a build.toml license with a NUL": kernel(
+        'license = "MIT"', 'license = "MI\\u0000T"',
+        "general.license: 'MI\\x00T' holds a control character or a line break; a METADATA "
+        "field is one line of text"),
+    "a build.toml name with an escape sequence": kernel(
+        'name = "demo"', 'name = "de\\u001b[2Jmo"', "de\\x1b[2Jmo"),
     "dist-name another placeholder": matrix(GOOD_MATRIX + 'dist-name: "kwf-{torch}"\n',
                                             "dist-name: the only placeholder is {name}"),
     "dist-name a format spec": matrix(GOOD_MATRIX + 'dist-name: "{name:>9}"\n',
