@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import urllib.request
 from pathlib import Path
 
@@ -59,7 +60,18 @@ NEWER_THAN_ACTIONLINT = re.compile(
 
 
 def lint(actionlint: list[str], *files: Path) -> list[dict]:
-    done = subprocess.run([*actionlint, *map(str, files)], capture_output=True, text=True)
+    """actionlint's findings. It knows the inputs of popular actions by their major release
+    (actions/upload-artifact@v4), not by commit: each file is linted as a copy whose pinned
+    actions are named by the release their comment gives, so their inputs are checked too."""
+    with tempfile.TemporaryDirectory() as scratch:
+        copies = []
+        for file in files:
+            copy = Path(scratch) / str(len(copies)) / file.name
+            copy.parent.mkdir()
+            copy.write_text(re.sub(r"@[0-9a-f]{40}(\s+)# (v\d+)[.\d]*", r"@\2\1# \2",
+                                   file.read_text()))
+            copies.append(copy)
+        done = subprocess.run([*actionlint, *map(str, copies)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return [finding for finding in json.loads(done.stdout)
             if not NEWER_THAN_ACTIONLINT.match(finding["message"])]
@@ -139,3 +151,20 @@ def test_the_build_matrix_reads_keys_factory_plan_prints():
     assert include and used and used <= set(include[0])
     assert workflow["jobs"]["build"]["strategy"]["matrix"] == \
         "${{ fromJSON(needs.plan.outputs.jobs) }}"
+
+
+def test_every_action_is_pinned_to_a_commit():
+    """A tag can be moved to other code; a commit cannot. Every action the workflows and the
+    composite action use from elsewhere is named by its full commit id, the release it is in
+    a comment beside it (local actions, ./..., are the repo's own)."""
+    files = [*sorted((REPO / ".github").rglob("*.yml")), REPO / "action.yml"]
+    found = 0
+    for file in files:
+        for number, line in enumerate(file.read_text().splitlines(), 1):
+            used = re.match(r"\s*(?:-\s+)?uses:\s*(\S+)(.*)$", line)
+            if used is None or used.group(1).startswith("./"):
+                continue
+            found += 1
+            assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", used.group(1)) and \
+                re.fullmatch(r"\s+# v\d+(\.\d+)*", used.group(2)), f"{file}:{number}: {line}"
+    assert found >= 20
