@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,18 @@ def add(commands: Any) -> None:
                       help="replace files that are already there")
 
 
-def _target(path: Path, force: bool, key: str | None) -> Path:
+def _target(path: Path, force: bool, key: str | None, base: Path | None = None) -> Path:
+    """`path`, checked before anything is written: not a folder, not there unless `force`,
+    its folder writable, and no link on the way from `base` to it (a .github that is a link
+    would take the file wherever the link leads)."""
+    if base is not None:
+        current = base
+        for part in path.relative_to(base).parts:
+            current = current / part
+            if current.is_symlink():
+                raise ConfigError(f"is a link to {os.readlink(current)}; the factory writes "
+                                  "only inside the kernel's folder: remove the link, or make it "
+                                  "a folder", file=current, key=key)
     if path.is_dir() or (path.exists() and not path.is_file()):
         raise ConfigError("is in the way: it is not a file", file=path, key=key)
     if path.exists() and not force:
@@ -78,8 +90,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     spec = read_kernel(args.path)
     matrix = _target(args.out or args.path / "matrix.yaml", args.force,
                      "--out" if args.out else None)
-    workflow = _target(matrix.parent / WORKFLOW, args.force, "--github") if args.github \
-        else None
+    workflow = _target(matrix.parent / WORKFLOW, args.force, "--github", matrix.parent) \
+        if args.github else None
     proposal = propose(spec, args.newest, args.torch, args.sms)
     texts = {matrix: render_matrix(proposal, relative(args.path, matrix.parent), args.python,
                                    args.follow)}

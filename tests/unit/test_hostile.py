@@ -603,6 +603,11 @@ CASES: dict[str, Case] = {
                  "manifest does not record it); nothing was merged",
         setup=lambda p: (shutil.copytree(p / "index", p / "job"),
                          make_wheel(p / "job" / "files", "stray", "9.9"))),
+    "init --github through a .github that links outside": command(
+        "init", "demo", "--github", expected="demo/.github: --github: is a link to "
+        "../old-site/kept; the factory writes only inside the kernel's folder",
+        setup=lambda p: ((p / "old-site" / "kept").mkdir(parents=True),
+                         os.symlink("../old-site/kept", p / "demo" / ".github"))),
     "index: .factory links outside": command(
         "index", expected="is a link to", setup=lambda p: (
             shutil.move(p / "index" / ".factory", p / "private"),
