@@ -73,9 +73,22 @@ def read_wheel(path: Path) -> WheelFile:
         if damaged is not None:
             raise WheelReadError(f"cannot read the wheel ({damaged} fails its CRC check); it is "
                                  "damaged", file=path)
-        return wheel_file(path, data, {name: archive.read(name)
+        return wheel_file(path, data, {name: _member(path, archive, name)
                                         for name in _records_of(path, archive.namelist())},
                           sum(info.file_size for info in archive.infolist()))
+
+
+_MEMBER_LIMIT = 16 << 20  # bytes: METADATA, provenance.json or variant.json inflated
+
+
+def _member(path: Path, archive: zipfile.ZipFile, name: str) -> bytes:
+    """A metadata member, read whole: refused when it inflates past what metadata can need
+    (a small wheel may hold a member that inflates to gigabytes)."""
+    size = archive.getinfo(name).file_size
+    if size > _MEMBER_LIMIT:
+        raise WheelReadError(f"its {name} inflates to {size} bytes; a wheel's metadata is never "
+                             f"more than {_MEMBER_LIMIT >> 20} MiB", file=path)
+    return archive.read(name)
 
 
 def read_bytes(path: Path) -> bytes:
@@ -153,6 +166,8 @@ def read_json(contents: dict[str, bytes], name: str) -> dict[str, Any] | None:
         found = json.loads(contents[name])
     except ValueError as exc:
         return {"error": f"{name} is not JSON: {exc}"}
+    except RecursionError:
+        return {"error": f"{name} nests deeper than JSON metadata does"}
     return found if isinstance(found, dict) else {"error": f"{name} is not a JSON object"}
 
 

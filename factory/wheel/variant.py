@@ -122,6 +122,9 @@ def check_variant_json(data: bytes, label: str, where: str | Path) -> Properties
     except (ValidationError, ValueError, KeyError, TypeError) as exc:
         raise WheelReadError(f"its {VARIANT_FILE} is not valid variant metadata for label "
                              f"{label} ({exc})", file=where) from None
+    except RecursionError:
+        raise WheelReadError(f"its {VARIANT_FILE} nests deeper than variant metadata does",
+                             file=where) from None
     return {str(namespace): {str(feature): [str(value) for value in values]
                              for feature, values in features.items()}
             for namespace, features in properties.items()}

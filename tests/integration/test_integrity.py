@@ -363,3 +363,37 @@ def test_a_wheel_a_killed_build_moved_into_files_is_indexed_by_the_next_update(t
         "no build published it, so it is left out", "not the bytes the build of img2gray/x pu"]
     assert list(pending(layout.publishing)) == [changed.name]  # the others: indexed, or lost
     assert index_problems(out) == []
+
+
+def test_a_hostile_wheels_metadata_is_refused_in_a_line_not_read_whole(tmp_path):
+    """A small wheel whose provenance.json nests 200,000 deep, one whose variant.json does, and
+    one whose provenance.json inflates to 64 MiB: `factory index` says what each is in one line
+    and indexes the others; no internal error, nothing read whole."""
+    out = small_index_files(tmp_path / "index")
+    files = out / "files"
+    deep = make_wheel(files, "deep", "1.0.0+cu130torch211")
+    bomb = make_wheel(files, "bomb", "1.0.0+cu130torch211")
+    for wheel, member, data in (
+            (deep, "provenance.json", b"[" * 200_000 + b"]" * 200_000),
+            (bomb, "provenance.json", b" " * (64 << 20))):
+        with zipfile.ZipFile(wheel, "a", compression=zipfile.ZIP_DEFLATED) as archive:
+            folder = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+            archive.writestr(folder.replace("METADATA", member), data)
+    assert bomb.stat().st_size < 1 << 20
+    variant = files / "deepvariant-1.0.0-cp39-abi3-linux_x86_64-cu130torch211.whl"
+    plain = make_wheel(tmp_path / "plain", "deepvariant", "1.0.0")
+    with zipfile.ZipFile(plain) as source, zipfile.ZipFile(variant, "w") as archive:
+        for name in source.namelist():
+            archive.writestr(name, source.read(name))
+        archive.writestr("deepvariant-1.0.0.dist-info/variant.json",
+                         b'{"a":' * 100_000 + b"1" + b"}" * 100_000)
+    done = run_factory("index", "--out", out)
+    lines = (done.stdout + done.stderr).splitlines()
+    assert done.exit == 1 and "internal error" not in done.stdout + done.stderr, lines
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert any("bomb-1.0.0+cu130torch211" in line and "provenance.json inflates to 67108864 "
+               "bytes" in line for line in errors), errors
+    assert any(variant.name in line and "variant.json nests deeper than variant metadata "
+               "does" in line for line in errors), errors
+    indexed = {row[0] for row in json.loads(Layout(out).manifest.read_text())["files"]}
+    assert deep.name in indexed and bomb.name not in indexed and variant.name not in indexed
