@@ -8,6 +8,7 @@ and HF_HUB_OFFLINE work as they do for any other tool.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -35,6 +36,7 @@ def hub_errors(repo: str, revision: str | None, *, where: str,
         RevisionNotFoundError,
     )
 
+    _redacted_logs()
     try:
         yield
     except GatedRepoError:
@@ -60,12 +62,41 @@ def hub_errors(repo: str, revision: str | None, *, where: str,
         raise
 
 
+class _Redacted(logging.Filter):
+    """huggingface_hub's own log lines (its retries name the URL it requested, HF_ENDPOINT's
+    password included) with every credential masked, as the factory's errors are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from .trust.credentials import redact
+
+        record.msg, record.args = redact(record.getMessage()), ()
+        return True
+
+
+def _redacted_logs() -> None:
+    """Every handler of huggingface_hub's log lines (it adds its own, to stderr) masks them
+    with _Redacted; where it has none, one is added, and nothing reaches the root logger."""
+    logger = logging.getLogger("huggingface_hub")
+    if not logger.handlers:
+        logger.addHandler(logging.StreamHandler())
+    for handler in logger.handlers:
+        if not any(isinstance(item, _Redacted) for item in handler.filters):
+            handler.addFilter(_Redacted())
+    logger.propagate = False
+
+
 def parse_hf_target(spec: str, key: str) -> tuple[str, str, str | None, str]:
     """(repo type, repo id, revision or None, path in the repo) of an hf:// URL, read by
     huggingface_hub's parser (which knows special revisions such as refs/pr/1)."""
     from huggingface_hub import parse_hf_uri
     from huggingface_hub.errors import HfUriError
 
+    head, _, rest = spec.removeprefix("hf://").partition("/")
+    if "@" in head:  # hf://TOKEN@owner/name: a credential where the owner goes
+        shown = f"hf://***@{head.rpartition('@')[2]}/{rest}"
+        raise ConfigError(f"'{shown}' holds something before the repo's owner (a token?), "
+                          "which the factory would print and record: remove it and give the "
+                          "token through HF_TOKEN or `hf auth login`", key=key)
     try:
         uri = parse_hf_uri(spec)
     except HfUriError as error:

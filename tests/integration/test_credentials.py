@@ -22,3 +22,28 @@ def test_a_failed_cell_s_published_reason_holds_no_secret(tmp_path, monkeypatch)
     assert outcome.detail is not None and "git clone https://" in outcome.detail
     assert not any(secret in outcome.detail for secret in ("pw-s3cret", "tok-s3cret",
                                                            "hf_s3cretTOKEN")), outcome.detail
+
+
+def test_the_hubs_own_log_lines_and_an_hf_target_hold_no_secret(capsys):
+    """huggingface_hub logs each retry with the URL it requested (HF_ENDPOINT's password
+    included) through its own handler: once the factory talks to the Hub, those lines are
+    masked. An hf:// target with a token where the owner goes is refused without echoing it
+    (the Hub's parser would)."""
+    import logging
+
+    import pytest
+    from huggingface_hub.utils import logging as hub_logging
+
+    from factory.errors import ConfigError, FactoryError
+    from factory.hub import hub_errors, parse_hf_target
+
+    retrying = hub_logging.get_logger("huggingface_hub.utils._http")
+    with hub_errors("org/name", None, where="test", refused=FactoryError, failed=FactoryError):
+        retrying.warning("'[Errno 111] Connection refused' thrown while requesting GET "
+                         "http://user:pw-s3cret@127.0.0.1:9/api/models/org/name")
+    err = capsys.readouterr().err
+    assert "GET http://***@127.0.0.1:9/api/models/org/name" in err and "s3cret" not in err
+    assert logging.getLogger("huggingface_hub").propagate is False
+    with pytest.raises(ConfigError) as refused:
+        parse_hf_target("hf://hf_s3cretTOKEN@org/name", "--to")
+    assert "s3cret" not in str(refused.value) and "'hf://***@org/name'" in str(refused.value)
