@@ -58,6 +58,9 @@ def credential_in(url: str) -> str | None:
     match = _USERINFO.search(url)
     if match and _userinfo_secret(match.group("userinfo")):
         return "a password" if ":" in match.group("userinfo") else "a token in its user part"
+    scp = _SCP_LIKE.match(url) if "://" not in url else None
+    if scp and _userinfo_secret(scp.group("user")):
+        return "a token in its user part"
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -83,6 +86,9 @@ SAFE_KEYS = frozenset({
 SAFE_LOGINS = frozenset({"git", "hg", "svn", "anonymous", "ftp"})
 # scheme://... up to a character no URL holds unquoted, or a quote or bracket around it.
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()\[\]{}`|\\^]+")
+# git's scp-like form, USER@HOST:PATH, where no scheme is written (ssh's `git@github.com:...`)
+_SCP_LIKE = re.compile(r"(?<![\w.:/@-])(?P<user>[^\s@:/'\"<>]+)@"
+                       r"(?P<rest>[A-Za-z0-9.-]+:[^\s'\"<>]+)")
 # Environment variables whose values are secrets, by name.
 _SECRET_NAME = re.compile(
     r"TOKEN|PASSWORD|PASSWD|SECRET|CREDENTIAL|_KEY$|^KEY$|APIKEY|_AUTH|^AUTH|SESSION|COOKIE|"
@@ -170,6 +176,8 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     for value in secret_values(environ):
         text = text.replace(value, MASK)
     text = _URL.sub(_mask_found_url, text)
+    text = _SCP_LIKE.sub(lambda m: f"{MASK}@{m.group('rest')}"
+                         if _userinfo_secret(m.group("user")) else m.group(0), text)
     return _QUERY_SECRET.sub(lambda m: f"{m.group('name')}={MASK}", text)
 
 

@@ -48,6 +48,8 @@ URLS = [
     (f"?token={SECRET} outside a URL", "?token=*** outside a URL"),
     (f"git+https://u:{SECRET}@example.com/k.git@v1", "git+https://***@example.com/k.git@v1"),
     (f"ssh://deploy:{SECRET}@example.com:22/k.git", "ssh://***@example.com:22/k.git"),
+    (f"cannot reach ghp_{SECRET}0123456789abcdef@github.com:org/k.git: fatal",
+     "cannot reach ***@github.com:org/k.git: fatal"),
 ]
 
 
@@ -144,3 +146,11 @@ def test_the_provenance_names_build_variables_but_records_no_value(monkeypatch):
     monkeypatch.setenv("PRIVATE_MIRROR_TOKEN", SECRET)
     again, problem = _with_env_values(recorded)
     assert problem is None and again["env"] == cell["env"]
+
+
+def test_ssh_s_plain_login_in_an_scp_like_url_is_kept_and_a_token_is_not():
+    assert redact("git@github.com:org/k.git failed", {}) == "git@github.com:org/k.git failed"
+    assert redact("mail a@b.c", {}) == "mail a@b.c"
+    assert credential_in("git@github.com:org/k.git") is None
+    assert credential_in(f"ghp_{SECRET}0123456789abcdef@github.com:org/k.git") == \
+        "a token in its user part"

@@ -603,6 +603,9 @@ CASES: dict[str, Case] = {
                  "manifest does not record it); nothing was merged",
         setup=lambda p: (shutil.copytree(p / "index", p / "job"),
                          make_wheel(p / "job" / "files", "stray", "9.9"))),
+    "a git source whose scp-like user part is a token": replaced(
+        "path: demo", "git: ghp_s3cretTOKEN0123456789abcdefghij@github.com:org/k.git",
+        "kernels[0].git: '***@github.com:org/k.git' holds a token in its user part"),
     "init --github through a .github that links outside": command(
         "init", "demo", "--github", expected="demo/.github: --github: is a link to "
         "../old-site/kept; the factory writes only inside the kernel's folder",
