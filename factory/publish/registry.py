@@ -73,8 +73,17 @@ def local_wheels(out: Path) -> tuple[list[LocalWheel], list[str]]:
         if record is not None and record.yanked is not None:
             yanked.append(path.name)
             continue
+        digest = file_sha256(path)
+        # only what the folder's index publishes, with those bytes: a wheel dropped into files/
+        # is not uploaded with the registry's credentials
+        if record is None or record.sha256 != digest:
+            raise PublishError(
+                f"{path}: the index of {out} " + ("does not record it" if record is None else
+                                                   f"records other bytes ({record.sha256[:12]})")
+                + "; nothing was uploaded: remove it, or run `factory index --out "
+                f"{out}` to index a wheel put there by hand")
         name, version, _, _ = parse_wheel_filename(path.name)
-        wheels.append(LocalWheel(path, canonicalize_name(name), str(version), file_sha256(path)))
+        wheels.append(LocalWheel(path, canonicalize_name(name), str(version), digest))
     return wheels, yanked
 
 

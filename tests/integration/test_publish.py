@@ -98,11 +98,13 @@ def sha256(path: Path) -> str:
 
 
 def tampered_copy(out: Path, destination: Path) -> Path:
-    """A copy of an output folder whose wheels have other bytes under the same names."""
+    """A copy of an output folder whose wheels have other bytes under the same names, as its
+    own index records them (a rebuild that gave other bytes)."""
     shutil.copytree(out, destination)
     for wheel in (destination / "files").glob("*.whl"):
         with zipfile.ZipFile(wheel, "a") as archive:
             archive.comment = b"changed after publishing"
+    update_index(destination, force=True)
     return destination
 
 

@@ -70,6 +70,7 @@ def test_a_registry_page_with_a_base_href_is_read_as_pip_reads_it(site, tmp_path
     where the base points, found equal, and nothing is uploaded."""
     pages, url, asked = site
     wheel = make_wheel(tmp_path / "out" / "files", "img2gray", "1.0.0+cu130torch211")
+    update_index(tmp_path / "out")
     pages["/simple/img2gray/"] = html(f'<a href="{wheel.name}">{wheel.name}</a>',
                                       head='<base href="/packages/img2gray/">')
     pages[f"/packages/img2gray/{wheel.name}"] = ("application/zip", wheel.read_bytes())

@@ -611,6 +611,11 @@ CASES: dict[str, Case] = {
         "../old-site/kept; the factory writes only inside the kernel's folder",
         setup=lambda p: ((p / "old-site" / "kept").mkdir(parents=True),
                          os.symlink("../old-site/kept", p / "demo" / ".github"))),
+    "publish a folder holding a wheel its index does not record": command(
+        "publish", "index", "--repository-url", "http://127.0.0.1:9/", exit=1,
+        expected="stray-9.9-cp39-abi3-linux_x86_64.whl: the index of index does not record it; "
+                 "nothing was uploaded",
+        setup=lambda p: make_wheel(p / "index" / "files", "stray", "9.9")),
     "index: .factory links outside": command(
         "index", expected="is a link to", setup=lambda p: (
             shutil.move(p / "index" / ".factory", p / "private"),
