@@ -130,8 +130,9 @@ def describe_os_error(error: OSError) -> str:
 
 
 def _display_path(path: Path) -> str:
-    """Paths relative to the working directory when they are inside it, else absolute."""
+    """Paths relative to the working directory when they are inside it, else absolute; a link
+    is shown as itself, not as where it leads."""
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str((path.parent.resolve() / path.name).relative_to(Path.cwd().resolve()))
     except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
         return str(path)
