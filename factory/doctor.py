@@ -44,11 +44,12 @@ _TIMEOUT = 30.0
 def machine_facts() -> dict[str, Any]:
     """Python, platform, glibc, torch and the GPUs of this machine."""
     glibc = platform.libc_ver()
+    free = _free_threaded()
     return {
         "python": platform.python_version(),
         "implementation": sys.implementation.name,
-        "abi": f"cp{sys.version_info[0]}{sys.version_info[1]}{'t' if _free_threaded() else ''}",
-        "free_threaded": _free_threaded(),
+        "abi": f"cp{sys.version_info[0]}{sys.version_info[1]}{'t' if free else ''}",
+        "free_threaded": free,
         "platform": sys.platform,
         "machine": platform.machine(),
         "glibc": glibc[1] if glibc[0] == "glibc" else None,

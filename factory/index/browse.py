@@ -96,7 +96,9 @@ def browse_project(project: str, records: Iterable[FileRecord],
             "served_by": shown.served_by,
             **({"others": others} if (others := [
                 {"cell": outcome.cell, "status": outcome.status, "detail": outcome.detail}
-                for outcome in found if outcome is not shown and outcome not in built]) else {})}
+                for outcome in found
+                if outcome is not shown and outcome.status not in ("built", "unchanged")])
+               else {})}
     catalogue = cell_catalogue(outcomes)
     # variant wheels last: each joins the cell of the wheel it was made from
     for record in sorted(records, key=lambda r: ("variant" in r.summary, r.filename)):

@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 from .. import defaults
 from ..outputs.files import content_type
 from ..outputs.layout import PRIVATE_FOLDERS
-from ..trust.credentials import redact
+from ..trust.credentials import escape_controls, redact
 from ..trust.safety import served_parts
 from .pages import HTML_CONTENT_TYPE, JSON_CONTENT_TYPE
 
@@ -178,9 +178,7 @@ class IndexHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """One line per request, as a client sent it, but with control characters escaped (a
         request line may hold terminal escapes) and credentials masked."""
-        line = "".join(char if char.isprintable() else f"\\x{ord(char):02x}"
-                       for char in format % args)
-        sys.stderr.write(f"{self.address_string()} - {redact(line)}\n")
+        sys.stderr.write(f"{self.address_string()} - {redact(escape_controls(format % args))}\n")
         sys.stderr.flush()
 
 

@@ -99,8 +99,9 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         previous = load_manifest(layout.manifest)
         full = full or interrupted or not layout.manifest.exists()
         trusted = None if published is None or full else set(previous.files) - set(published)
+        notes = pending(layout.publishing)
         scan = _Scan(layout, previous, force, trusted, published or {}, published is not None,
-                     pending(layout.publishing))
+                     notes)
         records = scan.records()
         scan.problems += consistent_variants(records, previous.files)
         manifest = Manifest(records, dict(previous.cells), _withdrawn(previous, records))
@@ -113,8 +114,8 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         pages.write()
         if full or manifest.files != previous.files or manifest.cells != previous.cells:
             save_manifest(manifest, layout.manifest)
-        prune(layout.publishing, {name: record.sha256 for name, record in
-                                  manifest.files.items()}, layout.files)
+        prune(notes.values(), {name: record.sha256 for name, record in manifest.files.items()},
+              layout.files)
         layout.index_in_progress.unlink()
     projects = len({record.project for record in manifest.files.values()})
     return IndexSummary(len(manifest.files), tuple(sorted(pages.labels)), projects,
@@ -262,8 +263,11 @@ class _Scan:
             return None
         if self.trusted is not None and name in self.trusted and known is not None:
             return known
-        noted = self.journal.get(name)
-        if self.by_build and known is None and name not in self.published and noted is None:
+        # a build's update takes a file no build of its own published only where a journal
+        # note stands for it, and then only with the noted bytes
+        unclaimed = self.by_build and known is None and name not in self.published
+        noted = self.journal.get(name) if unclaimed else None
+        if unclaimed and noted is None:
             self.problems.append(f"{path}: no build published it, so it is left out of the "
                                  "index; move it out of files/ (or run 'factory index' to "
                                  "index a wheel put there by hand)")
@@ -287,8 +291,7 @@ class _Scan:
                 return known
             self.problems.append(f"{exc.render()}: move it out of files/")
             return None
-        if self.by_build and known is None and name not in self.published and \
-                noted is not None and noted.sha256 != record.sha256:
+        if noted is not None and noted.sha256 != record.sha256:
             self.problems.append(f"{path}: not the bytes the build of {noted.cell} published "
                                  f"(sha256 {noted.sha256[:12]}, now {record.sha256[:12]}), so "
                                  "it is left out of the index; build the cell again")

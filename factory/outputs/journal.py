@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,10 +64,11 @@ def pending(journal: Path) -> dict[str, Pending]:
     return found
 
 
-def prune(journal: Path, indexed: Mapping[str, str], files: Path) -> None:
-    """Drop the notes of wheels the manifest now records with the noted bytes (`indexed`: name
-    -> sha256), and those of dead processes whose wheel never reached files/."""
-    for entry in pending(journal).values():
+def prune(notes: Iterable[Pending], indexed: Mapping[str, str], files: Path) -> None:
+    """Of `notes` (read by pending()), drop those of wheels the manifest now records with the
+    noted bytes (`indexed`: name -> sha256), and those of dead processes whose wheel never
+    reached files/."""
+    for entry in notes:
         done = indexed.get(entry.wheel) == entry.sha256
         lost = not (files / entry.wheel).exists() and not process_alive(entry.pid)
         if done or lost:

@@ -27,8 +27,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigError
 
-__all__ = ["MASK", "SAFE_KEYS", "credential_in", "mask_url", "passed_environment", "redact",
-           "refuse_credentials", "secret_values"]
+__all__ = ["MASK", "SAFE_KEYS", "credential_in", "escape_controls", "mask_url",
+           "passed_environment", "redact", "refuse_credentials", "secret_values"]
 
 MASK = "***"
 
@@ -179,6 +179,12 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     text = _SCP_LIKE.sub(lambda m: f"{MASK}@{m.group('rest')}"
                          if _userinfo_secret(m.group("user")) else m.group(0), text)
     return _QUERY_SECRET.sub(lambda m: f"{m.group('name')}={MASK}", text)
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every character a terminal would act on (ESC, NUL, a line break) written as
+    an escape, \\x1b: what the factory prints of text it was given never drives the terminal."""
+    return "".join(char if char.isprintable() else f"\\x{ord(char):02x}" for char in text)
 
 
 def refuse_credentials(url: str, *, key: str, file: Path | str | None = None,

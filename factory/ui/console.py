@@ -11,7 +11,7 @@ from typing import TextIO, cast
 
 from rich.console import Console
 
-from ..trust.credentials import redact
+from ..trust.credentials import escape_controls, redact
 
 __all__ = ["make_console", "say_error", "say_to"]
 
@@ -63,6 +63,5 @@ def say_error(console: Console, message: str) -> None:
     """An error as one line, whatever the message holds: credentials masked, line breaks
     folded, every other control character (an escape sequence a name of a build.toml or an
     argument carried) written as an escape, so none reaches the terminal."""
-    line = " ".join(redact(message).split())
-    line = "".join(char if char.isprintable() else f"\\x{ord(char):02x}" for char in line)
+    line = escape_controls(" ".join(redact(message).split()))
     console.print(f"error: {line}", markup=False, soft_wrap=True)
