@@ -159,6 +159,24 @@ REGISTRY_TIMEOUT = 60
 DOWNLOAD_TIMEOUT = 120
 """One read of a published index or one of its wheels (index --merge URL)."""
 
+PAGE_DEADLINE = 300
+"""The longest one page of another server's simple index (or its answer to the name-clash
+lookup) may take to arrive whole, redirects included, however steadily it trickles in."""
+
+INDEX_DEADLINE = 1800
+"""The longest reading another server's whole simple index may take (index --merge URL,
+--new URL, the torch releases of `latest:`), every page of it together."""
+
+NAME_CHECK_DEADLINE = 120
+"""The longest the name-clash lookup against the public index may take, all names together."""
+
+DOWNLOAD_DEADLINE = 3600
+"""The longest one wheel downloaded from another server may take to arrive whole."""
+
+DEBIAN_INDEX_LIMIT = 256 * 2**20
+"""The most bytes a Debian suite's package index may inflate to (bookworm's arm64 one is about
+50 MiB); more is refused, not read into memory."""
+
 PAGE_LIMIT = 64 * 2**20
 """The most bytes one page of another server's simple index may have (a root page listing
 100,000 projects is a few MiB); more is refused, not read into memory."""

@@ -36,6 +36,8 @@ from .update import IndexSummary, update_index
 if TYPE_CHECKING:  # imported where used: a merge of folders reads nothing over HTTP
     import requests
 
+    from ..sources.http import BoundedSession
+
 __all__ = ["is_url", "merge_outputs", "read_published_index"]
 
 # When a cell appears in several folders (a job run again), the best outcome stands.
@@ -76,11 +78,11 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
             origins[name] = origin
 
     with tempfile.TemporaryDirectory(prefix="kwf-merge-") as scratch, \
-            requests.Session() as session:
+            requests.Session() as session:  # downloads: each bounded by _download
         downloaded: dict[str, Path] = {}
         for source in sources:
             if is_url(source):
-                listed = read_published_index(str(source), session)
+                listed = read_published_index(str(source))
                 assert listed is not None  # a missing root is refused with --merge named
                 unhashed = [entry for entry in listed.values() if entry.sha256 is None]
                 _download_all(session, unhashed, Path(scratch), downloaded)
@@ -154,10 +156,19 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
                         change=keep_history)
 
 
-def read_published_index(root: str, session: requests.Session,
+def read_published_index(root: str,
                          key: str | None = "--merge") -> dict[str, ListedFile] | None:
     """The wheels a published index lists (every project of its simple/ root), by name; None
-    when it has no simple/ root (a 404) and `key` is None, else that is refused."""
+    when it has no simple/ root (a 404) and `key` is None, else that is refused. All its pages
+    arrive within defaults.INDEX_DEADLINE, each at most defaults.PAGE_LIMIT."""
+    from ..sources.http import BoundedSession
+
+    with BoundedSession(defaults.INDEX_DEADLINE) as session:
+        return _read_index(root, key, session)
+
+
+def _read_index(root: str, key: str | None,
+                session: BoundedSession) -> dict[str, ListedFile] | None:
     base = root if root.endswith("/") else root + "/"
     index = SimpleIndex(base + "simple/", session, timeout=defaults.DOWNLOAD_TIMEOUT,
                         failure=SourceError)
@@ -193,12 +204,19 @@ def _download_all(session: requests.Session, entries: list[ListedFile], folder: 
 def _download(session: requests.Session, entry: ListedFile, path: Path) -> Path:
     import requests
 
-    try:
+    from ..sources.http import Overrun, within
+
+    def fetch() -> str:
         with session.get(entry.url, stream=True, timeout=defaults.DOWNLOAD_TIMEOUT) as response:
             if not response.ok:
                 raise SourceError(f"cannot download {entry.url}: HTTP {response.status_code} "
                                   f"{response.reason}")
-            digest = stream_sha256(response, path)
+            return stream_sha256(response, path)
+
+    try:
+        digest = within(defaults.DOWNLOAD_DEADLINE, fetch, entry.url)
+    except Overrun as exc:
+        raise SourceError(f"{exc}; the merge stops before writing anything") from None
     except TooLarge as exc:
         raise SourceError(f"{exc}: no wheel is that big; the merge stops before writing "
                           "anything") from None

@@ -29,10 +29,7 @@ def listed_wheels(where: str) -> list[str]:
     """The wheel names the index at `where` lists: a published index's URL (none when it has
     no simple/ root yet), or a factory output folder."""
     if is_url(where):
-        import requests
-
-        with requests.Session() as session:
-            return list(read_published_index(where, session, key=None) or ())
+        return list(read_published_index(where, key=None) or ())
     layout = Layout(Path(where))
     if not layout.files.is_dir() and not layout.manifest.is_file():
         raise ConfigError("is neither an index URL (http:// or https://) nor a factory output "

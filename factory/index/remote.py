@@ -27,6 +27,8 @@ from .records import index_time
 if TYPE_CHECKING:  # imported where used: a merge of folders needs neither (nor pydantic)
     import requests
 
+    from ..sources.http import BoundedSession
+
 __all__ = ["JSON_ACCEPT", "ListedFile", "SimpleIndex", "TooLarge", "stream_sha256"]
 
 JSON_ACCEPT = ("application/vnd.pypi.simple.v1+json, "
@@ -48,7 +50,7 @@ class ListedFile:
 class SimpleIndex:
     """The simple index at `url` (ending in /simple/ or the like)."""
 
-    def __init__(self, url: str, session: requests.Session, *, timeout: float,
+    def __init__(self, url: str, session: BoundedSession, *, timeout: float,
                  failure: Callable[[str], FactoryError],
                  http_error: Callable[[requests.Response], FactoryError] | None = None,
                  credentials: Callable[[], tuple[str, str]] | None = None,
@@ -67,6 +69,8 @@ class SimpleIndex:
         returned; any other failure raises."""
         import requests
 
+        from ..sources.http import Overrun
+
         try:
             for _ in range(_REDIRECTS):
                 response = self.session.get(url, headers={"Accept": JSON_ACCEPT},
@@ -82,6 +86,8 @@ class SimpleIndex:
                 if self.same_host and urlsplit(url).netloc != urlsplit(self.url).netloc:
                     response.status_code = 404
                     break
+        except Overrun as exc:
+            raise self.failure(shown(exc)) from None
         except requests.RequestException as exc:
             raise self.failure(f"cannot reach {self.url}: {shown(exc)}") from None
         if response.status_code != 404 and not response.ok:
@@ -91,20 +97,9 @@ class SimpleIndex:
         return response
 
     def page(self, url: str) -> requests.Response:
-        """A GET of a page, its body read whole but never past defaults.PAGE_LIMIT: a server
-        that sends on and on is refused, not read into memory."""
-        response = self.get(url, stream=True)
-        with contextlib.closing(response):
-            body = bytearray()
-            for block in response.iter_content(1 << 16):
-                body += block
-                if len(body) > defaults.PAGE_LIMIT:
-                    raise self.failure(f"{url} sends more than "
-                                       f"{human_size(defaults.PAGE_LIMIT)}: no page of an index "
-                                       "is that big")
-        # pypi-simple reads a response's body from it; requests keeps a read body here
-        response._content = bytes(body)
-        return response
+        """A GET of a page, its body read whole within the session's bounds (its deadline and
+        defaults.PAGE_LIMIT): a server that sends on and on, or drip by drip, is refused."""
+        return self.get(url)
 
     def project_names(self) -> list[str] | None:
         """The projects the root page lists; None when there is no root page (a 404)."""

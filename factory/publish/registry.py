@@ -34,6 +34,8 @@ from ..index.records import load_manifest
 from ..index.remote import ListedFile, SimpleIndex, TooLarge, stream_sha256
 from ..outputs.files import file_sha256
 from ..outputs.layout import Layout
+from ..sources.http import BoundedSession, within
+from ..sources.simple import shown
 from ..wheel.variant import split_variant
 
 __all__ = ["RegistryReport", "index_url_for", "publish_to_registry"]
@@ -258,7 +260,7 @@ class _IndexReader:
     pypi.org) means the registry does not hold the project."""
 
     def __init__(self, url: str, settings: Any) -> None:
-        session = requests.Session()
+        session = BoundedSession(defaults.PAGE_DEADLINE, each=True)
         session.verify = settings.cacert or True
         if settings.client_cert:
             session.cert = settings.client_cert
@@ -284,7 +286,10 @@ class _IndexReader:
         """A listed file's sha256 when the page gives none: its bytes, downloaded."""
         url = self.pages[project][filename].url
         try:
-            return stream_sha256(self.index.get(url, stream=True))
+            return within(defaults.DOWNLOAD_DEADLINE,
+                          lambda: stream_sha256(self.index.get(url, stream=True)), url)
+        except requests.RequestException as exc:  # past the deadline, or cut off
+            raise PublishError(f"cannot read {url} back: {shown(exc)}") from None
         except TooLarge as exc:
             raise PublishError(f"{exc}: no wheel is that big") from None
 

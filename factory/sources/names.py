@@ -67,12 +67,14 @@ def _fresh(entry: object, now: float) -> bool:
 
 
 def _ask(index: str, projects: list[str], now: float) -> dict[str, dict[str, Any]]:
-    import requests
     from pypi_simple import NoSuchProjectError, PyPISimple
+
+    from .http import BoundedSession
 
     answers: dict[str, dict[str, Any]] = {}
     try:
-        with requests.Session() as session, PyPISimple(endpoint=index, session=session) as api:
+        with BoundedSession(defaults.NAME_CHECK_DEADLINE) as session, \
+                PyPISimple(endpoint=index, session=session) as api:
             for project in projects:
                 try:
                     page = api.get_project_page(project, timeout=defaults.DOWNLOAD_TIMEOUT)

@@ -7,12 +7,14 @@ __all__ = ["read_failures", "shown"]
 
 def read_failures() -> tuple[type[Exception], ...]:
     """The exceptions of a server that fails or answers with something that is not an index:
-    requests' own, pypi-simple's content-type, digest and filename errors and bad JSON (all
-    ValueErrors), an index of an API version it does not read, a metadata file it lacks."""
+    requests' own (an Overrun among them), pypi-simple's content-type, digest and filename
+    errors and bad JSON (all ValueErrors), JSON nested past the parser's depth, an index of an
+    API version it does not read, a metadata file it lacks."""
     import requests
     from pypi_simple import NoMetadataError, UnsupportedRepoVersionError
 
-    return requests.RequestException, ValueError, UnsupportedRepoVersionError, NoMetadataError
+    return (requests.RequestException, ValueError, RecursionError, UnsupportedRepoVersionError,
+            NoMetadataError)
 
 
 def shown(exc: BaseException) -> str:

@@ -75,11 +75,12 @@ def wheel_pythons(filenames: Iterable[str]) -> tuple[str, ...]:
 def newest_torches(latest: LatestTorch, say: Callable[[str], None]) -> list[ResolvedTorch]:
     """The `latest.count` newest torch releases (major.minor) `latest.index` lists, newest
     first, release candidates only with `latest.pre`."""
-    import requests
     from pypi_simple import NoSuchProjectError, PyPISimple
 
+    from .http import BoundedSession
+
     try:
-        with requests.Session() as session, \
+        with BoundedSession(defaults.INDEX_DEADLINE) as session, \
                 PyPISimple(endpoint=latest.index, session=session) as index:
             try:
                 page = index.get_project_page("torch", timeout=defaults.DOWNLOAD_TIMEOUT)

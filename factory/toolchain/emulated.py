@@ -10,30 +10,24 @@ was built against. No GPU code runs: the SASS gate checks the GPU code, and runn
 aarch64 GPU is left to a machine that has one.
 
 Debian's packages are found in its archive's index of the suite (the version current there),
-each checked against the SHA-256 the index gives before it is unpacked; the versions taken are
-kept in the environment's marker and said in the log.
+each checked back to the suite's signature before it is unpacked (sources/debian.py); the
+versions taken are kept in the environment's marker and said in the log.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import lzma
 import os
 import shlex
 import shutil
 import stat
-import tempfile
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import requests
-from debian.deb822 import Packages
-from debian.debfile import DebError, DebFile
-
 from ..errors import BuildError
 from ..plan.probe import ProbeError, probe_interpreter
+from ..sources.debian import debian_archive, unpack_packages
 from ..system.cache import exclusive
 from ..system.process import Log, run
 from ..system.uv import uv_bin, uv_env
@@ -52,8 +46,6 @@ __all__ = ["EMULATED_PYTHON", "Emulation", "cross_compiler", "emulated_env_besid
            "install_emulated", "provide_emulated_torch", "wheel_platform_args"]
 
 _MARKER = "factory-emulated-env.v1.json"
-DEBIAN = "https://deb.debian.org/debian"
-SUITE = "bookworm"
 EMULATED_PYTHON = "3.11"  # bookworm's CPython, which the environment's torch is installed for
 # What Debian's CPython needs to start and import torch (its other extension modules' libraries,
 # readline's or sqlite's, are left out: torch loads none of them), and the headers of its C API.
@@ -151,66 +143,31 @@ def provide_emulated_torch(torch: Version, cuda: Version, torch_index: str | Non
 def _create(root: Path, torch: Version, torch_index: str | None, cache: Path, log: Log,
             target: Emulation) -> None:
     requirement = torch_requirement(torch)
+    archive = debian_archive()
     log.step(f"making the {target.platform} environment for {requirement} "
-             f"({torch_index or 'PyPI'}) in {root}: Debian {SUITE}'s {target.debian_arch} "
-             f"CPython {EMULATED_PYTHON}, run by {target.qemu}")
+             f"({torch_index or 'PyPI'}) in {root}: Debian {archive.suite}'s "
+             f"{target.debian_arch} CPython {EMULATED_PYTHON}, run by {target.qemu}")
     if root.exists():
         shutil.rmtree(root)
     sysroot = root / "sysroot"
     sysroot.mkdir(parents=True)
-    with requests.Session() as session:
-        chosen = _debian_packages(session, target.debian_arch, PACKAGES)
-        for paragraph in chosen:
-            _unpack(session, paragraph, sysroot)
-    taken = [f"{paragraph['Package']} {paragraph['Version']}" for paragraph in chosen]
-    log.write(f"   Debian {SUITE} {target.debian_arch}: {', '.join(taken)}")
+    taken = unpack_packages(archive, target.debian_arch, PACKAGES, sysroot)
+    log.write(f"   Debian {archive.suite} {target.debian_arch} ({archive.url}, InRelease signed by "
+              f"a key of {archive.keyring}): {', '.join(taken)}")
     site = sysroot / "usr" / "lib" / "python3" / "dist-packages"
-    site.mkdir(parents=True, exist_ok=True)
+    try:
+        site.mkdir(parents=True, exist_ok=True)
+        inside = site.resolve(strict=True).is_relative_to(sysroot.resolve())
+    except OSError as exc:  # a package's links that loop
+        raise BuildError(f"{site} cannot be made in Debian's root folder ({exc.strerror})") \
+            from None
+    if not inside:  # unpacking kept every link inside the root; checked all the same
+        raise BuildError(f"{site} leads outside {sysroot}; nothing is installed there")
     index = ["--index", torch_index] if torch_index else []
     run([uv_bin(), "pip", "install", "--quiet", "--target", site, *wheel_platform_args(target),
          *index, requirement], log, env=uv_env(cache, False),
         what=f"installing {target.platform} {requirement}")
     (root / _MARKER).write_text(json.dumps({"packages": taken}, indent=1))
-
-
-def _debian_packages(session: requests.Session, arch: str,
-                     names: Iterable[str]) -> list[Packages]:
-    """The index paragraphs of `names` in the suite's main component for `arch`."""
-    url = f"{DEBIAN}/dists/{SUITE}/main/binary-{arch}/Packages.xz"
-    text = lzma.decompress(_get(session, url)).decode()
-    wanted = set(names)
-    paragraphs = Packages.iter_paragraphs(text.splitlines(keepends=True), use_apt_pkg=False)
-    found = {paragraph["Package"]: paragraph for paragraph in paragraphs
-             if paragraph.get("Package") in wanted}
-    missing = sorted(wanted - set(found))
-    if missing:
-        raise BuildError(f"Debian {SUITE} {arch} has no package {', '.join(missing)} ({url})")
-    return [found[name] for name in names]
-
-
-def _unpack(session: requests.Session, paragraph: Packages, sysroot: Path) -> None:
-    url = f"{DEBIAN}/{paragraph['Filename']}"
-    data = _get(session, url)
-    if hashlib.sha256(data).hexdigest() != paragraph["SHA256"]:
-        raise BuildError(f"{url} does not have the SHA-256 Debian's index gives it")
-    with tempfile.NamedTemporaryFile(suffix=".deb") as handle:
-        handle.write(data)
-        handle.flush()
-        try:
-            with DebFile(handle.name).data.tgz() as archive:
-                # the archive is Debian's, checked above; "tar" keeps every member inside
-                archive.extractall(sysroot, filter="tar")
-        except (DebError, OSError, ValueError) as exc:
-            raise BuildError(f"{url} cannot be unpacked ({exc})") from None
-
-
-def _get(session: requests.Session, url: str) -> bytes:
-    try:
-        response = session.get(url, timeout=_TIMEOUT)
-        response.raise_for_status()
-    except requests.RequestException as exc:
-        raise BuildError(f"cannot fetch {url} ({type(exc).__name__})") from None
-    return response.content
 
 
 def emulated_env_beside(root: Path, torch: TorchEnv, requires: list[str], cache: Path,

@@ -9,18 +9,23 @@ import contextlib
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from factory import defaults
+from factory.errors import SourceError
 from factory.index.update import update_index
+from factory.sources.names import taken_names
 
-from ..conftest import factory_main, run_factory
+from ..conftest import EXAMPLE, factory_main, run_factory
 from ..unit.test_index import make_wheel
 
+EXAMPLE_MATRIX = EXAMPLE.parent.parent / "matrix.yaml"
 ENDLESS = b"<endless>"  # a body the server sends on and on, without a length
+DRIP = b"<drip>"  # a body the server sends a byte at a time, a byte every 0.2 s
 
 
 @pytest.fixture
@@ -44,6 +49,17 @@ def site() -> Iterator[tuple[dict[str, tuple[str, bytes]], str, list[str]]]:
                 with contextlib.suppress(OSError):
                     while True:
                         self.wfile.write(b"<a>x</a>" * 131072)  # 1 MiB
+                return
+            if body == DRIP:
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", "100000")
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    for _ in range(100000):
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                        time.sleep(0.2)
                 return
             self.send_response(200 if self.path in pages else 404)
             self.send_header("Content-Type", kind)
@@ -141,3 +157,56 @@ def test_a_server_that_sends_on_and_on_is_refused_not_read(site, tmp_path, monke
                                      "MiB: no wheel is that big; the merge stops before writing "
                                      "anything")
     assert not (tmp_path / "merged").exists()
+
+
+def test_a_server_that_drips_is_given_up_on_in_time(site, tmp_path, monkeypatch, capsys):
+    """A byte every 0.2 s never trips a read's timeout: the whole answer has a deadline, so
+    `index --merge URL` and `plan --new URL` end with one line, and nothing is written."""
+    pages, url, _ = site
+    pages["/drip/simple/"] = ("text/html", DRIP)
+    monkeypatch.setattr(defaults, "INDEX_DEADLINE", 2)
+    started = time.monotonic()
+    result = factory_main("index", "--merge", url + "drip/", "--out", tmp_path / "merged",
+                          capsys=capsys)
+    assert result.exit == 1, result.stdout + result.stderr
+    assert result.stderr.strip() == f"error: {url}drip/simple/ did not arrive whole within 2 s"
+    assert not (tmp_path / "merged").exists()
+    result = factory_main("plan", EXAMPLE_MATRIX, "--new", url + "drip/", "--locked",
+                          capsys=capsys)
+    assert result.exit == 1, result.stdout + result.stderr
+    assert result.stderr.strip() == f"error: {url}drip/simple/ did not arrive whole within 2 s"
+    assert time.monotonic() - started < 20
+
+
+def test_a_wheel_that_drips_is_given_up_on_in_time(site, tmp_path, monkeypatch, capsys):
+    pages, url, _ = site
+    wheel = make_wheel(tmp_path / "there", "img2gray", "1.0.0+cu130torch211")
+    pages["/slow/simple/"] = html('<a href="img2gray/">img2gray</a>')
+    pages["/slow/simple/img2gray/"] = html(f'<a href="../../files/{wheel.name}">{wheel.name}</a>')
+    pages[f"/slow/files/{wheel.name}"] = ("application/zip", DRIP)
+    monkeypatch.setattr(defaults, "DOWNLOAD_DEADLINE", 2)
+    result = factory_main("index", "--merge", url + "slow/", "--out", tmp_path / "merged",
+                          capsys=capsys)
+    assert result.exit == 1, result.stdout + result.stderr
+    assert result.stderr.strip() == (f"error: {url}slow/files/{wheel.name} did not arrive "
+                                     "whole within 2 s; the merge stops before writing anything")
+    assert not (tmp_path / "merged").exists()
+
+
+@pytest.mark.parametrize("body", ["drip", "endless", "deep"])
+def test_the_name_clash_lookup_is_bounded(site, tmp_path, monkeypatch, body):
+    """The public index's answer about a name arrives whole within the lookup's deadline, at
+    most a page's size, JSON no deeper than the parser goes: else one line, not a hang, a
+    MemoryError or a RecursionError."""
+    pages, url, _ = site
+    json_type = "application/vnd.pypi.simple.v1+json"
+    pages["/simple/img2gray/"] = {"drip": ("text/html", DRIP), "endless": ("text/html", ENDLESS),
+                                  "deep": (json_type, b"[" * 200_000 + b"]" * 200_000)}[body]
+    monkeypatch.setattr(defaults, "NAME_CHECK_DEADLINE", 2)
+    monkeypatch.setattr(defaults, "PAGE_LIMIT", 4 * 2**20)
+    with pytest.raises(SourceError) as raised:
+        taken_names(["img2gray"], url + "simple/", tmp_path / "cache")
+    said = {"drip": f"{url}simple/img2gray/ did not arrive whole within 2 s",
+            "endless": f"{url}simple/img2gray/ sends more than 4.0 MiB",
+            "deep": "RecursionError"}[body]
+    assert said in str(raised.value) and "\n" not in str(raised.value)
