@@ -188,12 +188,17 @@ copy read back by publish) may have: a file that goes on past it is refused, not
 SERVE_IDLE_TIMEOUT = 30
 """`factory serve` closes a connection that sends nothing for this long."""
 
-SERVE_HEADER_TIMEOUT = 60
+SERVE_HEADER_TIMEOUT = 20
 """`factory serve` closes a connection whose request line and headers take longer than this
 to arrive, however steadily they trickle in."""
 
-SERVE_WORKERS = 64
-"""Connections `factory serve` handles at once; one more is answered 503 at once."""
+SERVE_WORKERS = 1024
+"""Connections `factory serve` handles at once (a thread each, most of them waiting on a slow
+client); one more is answered 503 at once."""
+
+SERVE_PER_CLIENT = 32
+"""Connections one client address may hold at once (pip and uv open a few): one more from it
+is answered 503 at once, so one slow or greedy client cannot take the workers from others."""
 
 PROBE_OUTPUT_LIMIT = 4 * 2**20
 """The most a probe of an interpreter or an image may print (its answer is a few KiB)."""

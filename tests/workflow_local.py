@@ -213,7 +213,9 @@ class Run:
         unknown = set(inputs) - set(declared)
         assert not unknown, f"the workflow declares no input {unknown}"
         given = {name: inputs.get(name, spec.get("default")) for name, spec in declared.items()}
-        base = {"inputs": given, "github": self.github, "secrets": secrets or {}, "vars": {},
+        # the object cache's key as a caller's secret: the suite's, whose objects it shares
+        secrets = {"object-key": os.environ["KERNEL_WHEEL_FACTORY_OBJECT_KEY"], **(secrets or {})}
+        base = {"inputs": given, "github": self.github, "secrets": secrets, "vars": {},
                 "job": {"workflow_repository": "owner/kernel-wheel-factory",
                         "workflow_sha": "0" * 40}}
         base["env"] = substitute(workflow.get("env", {}), base)

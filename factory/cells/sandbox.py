@@ -18,17 +18,20 @@ import functools
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError
 from ..system.process import bounded_run, foreign_environment
+from ..toolchain import CommandPrefix
 
-__all__ = ["confined_command", "confined_environment"]
-_REFUSED = ("a setup.py / pyproject project's build runs its own code; on this machine the "
-            "factory runs it only confined by bubblewrap (bwrap), which {why}: install "
-            "bubblewrap (apt install bubblewrap), build with --runner docker, or pass "
-            "--unconfined to run it with your rights, your files and your network")
+__all__ = ["Confined", "confined_command", "confined_environment"]
+_REFUSED = ("{what} runs the kernel's own code; on this machine the factory runs it only "
+            "confined by bubblewrap (bwrap), which {why}: install bubblewrap (apt install "
+            "bubblewrap), build with --runner docker, or pass --unconfined to run it with your "
+            "rights, your files and your network")
+_BUILD = "a setup.py / pyproject project's build"
 
 
 def confined_environment(work: Path, variables: Mapping[str, str],
@@ -39,10 +42,24 @@ def confined_environment(work: Path, variables: Mapping[str, str],
     return {**foreign_environment(work, environ), **variables}
 
 
-def confined_command(argv: Sequence[str], work: Path, cwd: Path) -> list[str]:
+@dataclass(frozen=True)
+class Confined(CommandPrefix):
+    """Commands run by bubblewrap, writing only under `work` (a cross-compiled cell's gates:
+    the emulated CPython imports the wheel and runs the kernel's tests on this machine)."""
+
+    work: Path = Path("/nonexistent")
+    what: str = _BUILD
+
+    def argv(self, argv: Sequence[str], cwd: Path) -> tuple[list[str], Path | None]:
+        return confined_command(argv, self.work, cwd, self.what), None
+
+
+def confined_command(argv: Sequence[str], work: Path, cwd: Path,
+                     what: str = _BUILD) -> list[str]:
     """`argv` run by bubblewrap: everything read-only but `work`, no network, private /dev
-    and /proc, its own process namespace, ended when the factory ends."""
-    bwrap = _working_bwrap()
+    and /proc, its own process namespace, ended when the factory ends. `what` runs there, as
+    the refusal says when bwrap cannot run."""
+    bwrap = _working_bwrap(what)
     # /tmp stays as it is, read-only (the factory, its environments or the build folder may
     # live there); TMPDIR points into the build folder
     return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -51,18 +68,26 @@ def confined_command(argv: Sequence[str], work: Path, cwd: Path) -> list[str]:
             "--die-with-parent", "--", *argv]
 
 
-@functools.lru_cache(maxsize=1)
-def _working_bwrap() -> str:
+def _working_bwrap(what: str) -> str:
     """bwrap's path, once it has run a command here; BuildError saying what to do otherwise."""
+    found, why = _bwrap()
+    if found is None:
+        raise BuildError(_REFUSED.format(what=what, why=why))
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def _bwrap() -> tuple[str | None, str]:
+    """bwrap's path once it has run a command here, else None and why it cannot."""
     found = shutil.which("bwrap")
     if found is None:
-        raise BuildError(_REFUSED.format(why="is not installed"))
+        return None, "is not installed"
     try:
         done = bounded_run([found, "--ro-bind", "/", "/", "--unshare-net", "--", "true"],
                            defaults.COMPILER_PROBE_TIMEOUT)
     except (OSError, subprocess.SubprocessError) as exc:
-        raise BuildError(_REFUSED.format(why=f"cannot run here ({exc})")) from None
+        return None, f"cannot run here ({exc})"
     if done.returncode != 0:
         said = next((line for line in done.stderr.splitlines() if line.strip()), "no output")
-        raise BuildError(_REFUSED.format(why=f"cannot run here ({said})"))
-    return found
+        return None, f"cannot run here ({said})"
+    return found, ""

@@ -27,11 +27,17 @@ On disk, under the cache's root:
 
     manifests/<id[:2]>/<identity>.json   the input sets seen for an identity, newest first
     objects/<key[:2]>/<key>.o            an object
-    objects/<key[:2]>/<key>.json         its record: identity, source, size, sha256
+    objects/<key[:2]>/<key>.json         its record: identity, source, size, sha256, mac
 
 That is one part; builds in builder containers keep theirs in docker/<base>/ (written by the
 container's user). Beside them, costs/<kernel>.json holds what each unit cost to compile
 (plan/costs.py).
+
+An entry is the factory's only when its record's mac (HMAC-SHA256 of the key, identity, size
+and sha256 under the object cache's key: trust/keys.py, kept outside the cache) holds, and its
+manifest entry's input set gives its key: an object anyone else put in the cache folder, or an
+entry pointed at another object, is compiled again (the log says so), and an import takes only
+entries made under the same key.
 
 A lookup reads the identity's manifest and takes the first input set whose files all still
 have those hashes. Every file is written under a temporary name and renamed, so that builds
@@ -44,6 +50,7 @@ limit the least recently used objects go first (a hit touches its record).
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -63,6 +70,7 @@ from ..outputs.files import (
     write_atomic,
 )
 from ..system.cache import exclusive
+from ..trust.keys import object_cache_key, sign
 
 __all__ = ["DOCKER_PARTS", "ObjectCache", "ObjectStore", "evict", "merge_all",
            "compilers_identity", "names_namespace", "read_depfile", "store_parts", "unit_identity"]
@@ -166,8 +174,9 @@ class ObjectStore:
     """One object cache folder. Safe to share between the threads of a build and between
     builds running at once."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, key: bytes) -> None:
         self.root = root
+        self.key = key
         self._hashes = _Hashes()
         self._used: dict[str, str] = {}  # object key -> identity, for export
         self._lock = threading.Lock()
@@ -192,9 +201,11 @@ class ObjectStore:
         `sealed`: the files outside `work` are those of an image the identity names, and are
         not read."""
         for entry in _entries(_read_json(self._manifest(identity))):
+            key = str(entry["object"])
+            if key != _cache_key(identity, entry["inputs"]):
+                continue  # an entry pointing at another input set's object
             if not self._matches(entry["inputs"], work, namespace, sealed):
                 continue
-            key = str(entry["object"])
             if self._copy_checked(key, identity, target, note):
                 with self._lock:
                     self._used[key] = identity
@@ -230,17 +241,21 @@ class ObjectStore:
             return False  # evicted meanwhile, or never stored whole
         problem = None
         if not isinstance(record, dict) or record.get("identity") != identity:
-            problem = "its record is missing or names another command"
+            problem = "was damaged (its record is missing or names another command)"
+        elif not self.signed(key, record):
+            problem = ("was not written under this cache's key (an entry made by another user, "
+                       "machine or key)")
         else:
             actual = file_sha256(target)
             if actual != record.get("sha256"):
-                problem = f"sha256 {actual[:12]} instead of {str(record.get('sha256'))[:12]}"
+                problem = (f"was damaged (sha256 {actual[:12]} instead of "
+                           f"{str(record.get('sha256'))[:12]})")
         if problem is None:
             os.utime(self._record(key))  # least recently used goes first
             return True
         target.unlink(missing_ok=True)
-        note(f"object cache: the entry {key[:12]} was damaged ({problem}); removed, the unit "
-             "is compiled again")
+        note(f"object cache: the entry {key[:12]} {problem}; removed, the unit is compiled "
+             "again")
         self._object(key).unlink(missing_ok=True)
         self._record(key).unlink(missing_ok=True)
         return False
@@ -263,17 +278,25 @@ class ObjectStore:
         if names_namespace:
             inputs.append([NAMESPACE, namespace])
         inputs.sort()
-        key = hashlib.sha256(json.dumps([identity, inputs]).encode()).hexdigest()
+        key = _cache_key(identity, inputs)
         target = self._object(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         copy_atomic(obj, target)
+        size, digest = obj.stat().st_size, file_sha256(obj)
         write_atomic(self._record(key), json.dumps({
-            "format": FORMAT, "identity": identity, "source": source,
-            "size": obj.stat().st_size, "sha256": file_sha256(obj)}, indent=1))
+            "format": FORMAT, "identity": identity, "source": source, "size": size,
+            "sha256": digest, "mac": sign(self.key, key, identity, size, digest)}, indent=1))
         self._add_entries(identity, source, [{"object": key, "inputs": inputs}])
         with self._lock:
             self._used[key] = identity
         return key
+
+    def signed(self, key: str, record: dict[str, Any]) -> bool:
+        """Whether the record's mac is this cache's key's for what it states."""
+        mac = record.get("mac")
+        return isinstance(mac, str) and hmac.compare_digest(
+            mac, sign(self.key, key, record.get("identity"), record.get("size"),
+                      record.get("sha256")))
 
     def _add_entries(self, identity: str, source: str, new: list[dict[str, Any]]) -> None:
         """The identity's manifest with `new` entries first; entries whose object is gone, and
@@ -307,7 +330,7 @@ class ObjectStore:
         by_identity: dict[str, set[str]] = {}
         for key, identity in used.items():
             by_identity.setdefault(identity, set()).add(key)
-        out = ObjectStore(target)
+        out = ObjectStore(target, self.key)
         copied = 0
         for identity, keys in sorted(by_identity.items()):
             manifest = _read_json(self._manifest(identity))
@@ -322,8 +345,10 @@ class ObjectStore:
 
     def merge(self, source: Path) -> tuple[int, int]:
         """Take in the objects of another object cache folder (shard jobs' artifacts): each is
-        checked against its record, none replaces one already here. (taken, refused)."""
-        other = ObjectStore(source)
+        checked against its record, whose mac must be this cache's key's (the jobs of a run
+        share it: $KERNEL_WHEEL_FACTORY_OBJECT_KEY), none replaces one already here. (taken,
+        refused)."""
+        other = ObjectStore(source, self.key)
         taken = refused = 0
         for record in sorted((source / "objects").glob("*/*.json")):
             key = record.stem
@@ -334,7 +359,8 @@ class ObjectStore:
                 continue
             data = _read_json(record)
             obj = other._object(key)
-            if not isinstance(data, dict) or not _regular_of_size(obj, data.get("size")) or \
+            if not isinstance(data, dict) or not self.signed(key, data) or \
+                    not _regular_of_size(obj, data.get("size")) or \
                     file_sha256(obj) != data.get("sha256"):
                 refused += 1
                 continue
@@ -353,9 +379,11 @@ class ObjectCache:
     """An object cache root: its parts (one store each, made on first use), eviction, and the
     hand-over of objects between machines."""
 
-    def __init__(self, root: Path, limit: int = defaults.OBJECT_CACHE_LIMIT) -> None:
+    def __init__(self, root: Path, limit: int = defaults.OBJECT_CACHE_LIMIT,
+                 key: bytes | None = None) -> None:
         self.root = root
         self.limit = limit
+        self.key = object_cache_key() if key is None else key
         self._parts: dict[str, ObjectStore] = {}
         self._lock = threading.Lock()
 
@@ -363,7 +391,7 @@ class ObjectCache:
         """The store of builds on this machine (""), or of a builder image's containers."""
         with self._lock:
             return self._parts.setdefault(name, ObjectStore(self.root / name if name
-                                                            else self.root))
+                                                            else self.root, self.key))
 
     def export(self, target: Path) -> int:
         """Copy the objects this process found or made, part by part, into `target`."""
@@ -373,7 +401,7 @@ class ObjectCache:
                    for name, store in sorted(parts.items()))
 
     def merge(self, source: Path) -> tuple[int, int]:
-        return merge_all(source, self.root)
+        return merge_all(source, self.root, self.key)
 
     def evict(self) -> tuple[int, int]:
         return evict(self.root, self.limit)
@@ -385,13 +413,14 @@ def store_parts(root: Path) -> list[Path]:
     return [root, *sorted(path for path in (root / DOCKER_PARTS).glob("*") if path.is_dir())]
 
 
-def merge_all(source: Path, root: Path) -> tuple[int, int]:
-    """Take in every part of another object cache root (shard jobs' artifacts)."""
+def merge_all(source: Path, root: Path, key: bytes) -> tuple[int, int]:
+    """Take in every part of another object cache root (shard jobs' artifacts) made under
+    `key`."""
     taken = refused = 0
     for part in store_parts(source):
         if part.is_symlink():
             continue
-        got, bad = ObjectStore(root / part.relative_to(source)).merge(part)
+        got, bad = ObjectStore(root / part.relative_to(source), key).merge(part)
         taken, refused = taken + got, refused + bad
     return taken, refused
 
@@ -450,6 +479,11 @@ def _copy_entry(source: ObjectStore, target: ObjectStore, key: str,
     else:
         copy_atomic(record, target._record(key))
     return True
+
+
+def _cache_key(identity: str, inputs: list[list[str]]) -> str:
+    """An object's key: the sha256 of its command's identity and its sorted input set."""
+    return hashlib.sha256(json.dumps([identity, inputs]).encode()).hexdigest()
 
 
 def _normal(path: Path, work: Path) -> str:

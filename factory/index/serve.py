@@ -7,7 +7,11 @@ does not exist is a 404; nothing outside the served folder is ever read, and nei
 private folders (the build logs, the factory's records). Files are streamed
 (a wheel of gigabytes is never held in memory), a connection that sends nothing for
 `idle_timeout` seconds, or whose request line and headers take longer than `header_timeout`,
-is closed, and at most `workers` connections are served at once.
+is closed, at most `workers` connections are served at once and at most `per_client` of them
+from one client address: hundreds of slow connections from one client leave the others
+answered as before (benchmarks/serve_slow.py). Behind a reverse proxy every connection comes
+from the proxy's address; such a proxy keeps its own per-client limits (`per_client=None` turns
+the server's off).
 """
 
 from __future__ import annotations
@@ -183,17 +187,30 @@ class IndexHandler(BaseHTTPRequestHandler):
 
 
 class IndexServer(ThreadingHTTPServer):
-    """A thread per connection, at most `workers` at once: one more is answered 503 and
-    closed at once. A handler that fails is one line in the log, never a traceback."""
+    """A thread per connection, at most `workers` at once and `per_client` from one address
+    (None: no such limit): one more is answered 503 and closed at once. A handler that fails
+    is one line in the log, never a traceback."""
 
     daemon_threads = True
+    request_queue_size = 128  # connections the kernel holds before accept()
 
-    def __init__(self, address: tuple[str, int], handler: Any, workers: int) -> None:
+    def __init__(self, address: tuple[str, int], handler: Any, workers: int,
+                 per_client: int | None) -> None:
         super().__init__(address, handler)
-        self._slots = threading.BoundedSemaphore(workers)
+        self._slots = workers
+        self._per_client = per_client
+        self._held: dict[str, int] = {}  # client address -> its connections being served
+        self._lock = threading.Lock()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
+        client = client_address[0]
+        with self._lock:
+            taken = self._held.get(client, 0)
+            admitted = sum(self._held.values()) < self._slots and \
+                (self._per_client is None or taken < self._per_client)
+            if admitted:
+                self._held[client] = taken + 1
+        if not admitted:
             with contextlib.suppress(OSError):
                 request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
                                 b"Retry-After: 1\r\nConnection: close\r\n\r\n")
@@ -205,7 +222,12 @@ class IndexServer(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            with self._lock:
+                left = self._held[client_address[0]] - 1
+                if left:
+                    self._held[client_address[0]] = left
+                else:
+                    del self._held[client_address[0]]
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         kind = sys.exc_info()[0]
@@ -216,7 +238,8 @@ class IndexServer(ThreadingHTTPServer):
 def make_server(root: Path, host: str, port: int,
                 idle_timeout: float = defaults.SERVE_IDLE_TIMEOUT,
                 header_timeout: float = defaults.SERVE_HEADER_TIMEOUT,
-                workers: int = defaults.SERVE_WORKERS) -> IndexServer:
+                workers: int = defaults.SERVE_WORKERS,
+                per_client: int | None = defaults.SERVE_PER_CLIENT) -> IndexServer:
     handler = partial(IndexHandler, root=root.resolve(), idle_timeout=idle_timeout,
                       header_timeout=header_timeout)
-    return IndexServer((host, port), handler, workers)
+    return IndexServer((host, port), handler, workers, per_client)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from ..errors import WheelReadError
+from ..errors import IndexConflict, WheelReadError
 from ..values.versions import compact, major_minor
 from ..wheel.read import WheelFile, read_wheel
 from ..wheel.variant import (
@@ -118,7 +118,8 @@ def make_variants(files: Path, wheels: Mapping[str, FileRecord]) -> dict[str, Wh
             continue
         try:
             path = make_variant(files / name, files, record.label, properties)
-        except WheelReadError:
-            continue  # the wheel's own problem, reported by the index update that reads it
+        except WheelReadError as exc:
+            raise IndexConflict(f"{files / name}: {exc.message}; no variant wheel was made of "
+                                "it") from None
         made[path.name] = read_wheel(path)
     return made

@@ -31,6 +31,7 @@ from ..config.model import ALL_TESTS, TestSelection
 from ..errors import BuildError
 from ..outputs.files import read_small_json
 from ..system.process import Log, foreign_environment, streamed_run
+from ..toolchain import CommandPrefix
 from ..toolchain.torch import TorchEnv
 from .testenv import TestEnvUnavailable, make_test_env, test_requirements
 
@@ -184,12 +185,14 @@ class TestReport:
 def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Path,
               cache: Path, log: Log, offline: bool = False,
               selection: TestSelection = ALL_TESTS, needs: tuple[str, ...] = (),
-              wheelhouses: tuple[Path, ...] = ()) -> TestReport:
+              wheelhouses: tuple[Path, ...] = (),
+              runs_in: CommandPrefix | None = None) -> TestReport:
     """Make a fresh environment in `folder` beside `torch` with the wheel installed, and run
     the tests of the folder `tests` there with pytest (those `selection` chooses, within its
-    time); `module` is the kernel's import name, `needs` what its repo says its tests need,
-    `wheelhouses` folders of wheels to install them from. A report that says why when the
-    tests could not start (BuildError only for a suite that hung or crashed pytest)."""
+    time; behind `runs_in` when given); `module` is the kernel's import name, `needs` what its
+    repo says its tests need, `wheelhouses` folders of wheels to install them from. A report
+    that says why when the tests could not start (BuildError only for a suite that hung or
+    crashed pytest)."""
     if not tests.is_dir():
         log.write("   not tested: the kernel has no tests/ folder")
         return TestReport.untested("the kernel has no tests/ folder", torch.torch_version)
@@ -231,8 +234,9 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
                 "KERNEL_WHEEL_FACTORY_SEED": str(defaults.TEST_SEED)}
     log.step(f"running the kernel's tests: {' '.join(argv[1:])}")
     started = time.monotonic()
+    command, cwd = (runs_in or CommandPrefix()).argv(argv, folder)
     try:
-        status = streamed_run(argv, log, selection.timeout, env=env, cwd=folder)
+        status = streamed_run(command, log, selection.timeout, env=env, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise BuildError(f"the tests did not finish in {selection.timeout:.0f} s"
                          f"{_how_far(progress)} (a kernel's tests: {{timeout: ...}} in "

@@ -25,10 +25,11 @@ import csv
 import hashlib
 import io
 import json
+import logging
 import re
 import zipfile
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -36,6 +37,10 @@ from packaging.version import InvalidVersion, Version
 from ..errors import WheelReadError
 from ..outputs.files import atomic_target
 from .assemble import record_hash, wheel_name
+
+# variantlib logs each refused value with its traceback before raising; the factory says why
+# in its own one line (the ValidationError's message)
+logging.getLogger("variantlib").setLevel(logging.CRITICAL + 1)
 
 __all__ = ["NAMESPACE", "SCHEMA", "VARIANT_FILE", "Properties", "check_variant_json",
            "gpu_properties", "make_variant", "property_lines", "split_variant",
@@ -174,10 +179,17 @@ def make_variant(wheel: Path, folder: Path, label: str, properties: Properties) 
 def _copy(source: zipfile.ZipFile, archive: zipfile.ZipFile, label: str, document: bytes,
           wheel: Path) -> None:
     members = source.infolist()
+    for info in members:  # re-issued as they are: each must be a plain path inside the wheel
+        parts = PurePosixPath(info.filename).parts
+        if info.filename.startswith("/") or "\\" in info.filename or ".." in parts:
+            raise WheelReadError(f"holds the member {info.filename!r}, which leads outside the "
+                                 "wheel", file=wheel)
     old = next((info.filename.split("/")[0] for info in members
                 if info.filename.split("/")[0].endswith(".dist-info")), None)
     if old is None:
         raise WheelReadError("has no .dist-info folder", file=wheel)
+    if f"{old}/RECORD" not in source.namelist():
+        raise WheelReadError("has no RECORD in its .dist-info", file=wheel)
     name, _, version = old.removesuffix(".dist-info").partition("-")
     public = Version(version).public
     new = f"{name}-{public}.dist-info"
@@ -200,8 +212,6 @@ def _copy(source: zipfile.ZipFile, archive: zipfile.ZipFile, label: str, documen
             with source.open(info) as reader, archive.open(copy, "w") as writer:
                 while chunk := reader.read(1 << 24):
                     writer.write(chunk)
-    if f"{new}/{VARIANT_FILE}" not in archive.namelist():
-        raise WheelReadError("has no RECORD in its .dist-info", file=wheel)
 
 
 def _like(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:

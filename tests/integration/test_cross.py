@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import zipfile
@@ -25,17 +27,62 @@ pytestmark = [pytest.mark.slow]
 WHEEL = re.compile(r"img2gray-1\.0\.0\+cu130torch211-cp39-abi3-manylinux_(\d+)_(\d+)_aarch64\.whl")
 
 
+# A test of the kernel's own that reaches out of its sandbox: it writes beside the build's
+# folder and connects to a server of this machine, and passes whatever comes of it.
+REACHING = """
+import socket
+
+
+def test_reach_out():
+    try:
+        with open({sentinel!r}, "w") as handle:
+            handle.write("written from the emulated tests")
+    except OSError:
+        pass
+    try:
+        socket.create_connection(("127.0.0.1", {port}), timeout=5).close()
+    except OSError:
+        pass
+"""
+
+
 @pytest.fixture(scope="module")
 def cross_build(tmp_path_factory, factory_cache):
-    out, done = example_built_and_tested(tmp_path_factory.mktemp("cross"),
-                               "platforms: [aarch64]\ncross: true", factory_cache)
+    """The example (with a test that reaches out of the sandbox) cross-built and tested, while
+    a server here counts the connections it gets."""
+    folder = tmp_path_factory.mktemp("cross")
+    kernel = folder / "img2gray"
+    shutil.copytree(EXAMPLE, kernel)
+    sentinel = folder / "reached"
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(0)
+        (kernel / "tests" / "test_reach_out.py").write_text(REACHING.format(
+            sentinel=str(sentinel), port=listener.getsockname()[1]))
+        out, done = example_built_and_tested(folder, "platforms: [aarch64]\ncross: true",
+                                             factory_cache, kernel)
+        try:
+            listener.accept()[0].close()
+            connected = True
+        except BlockingIOError:
+            connected = False
     wheels = sorted((out / "files").glob("*.whl"))
     assert len(wheels) == 1 and WHEEL.fullmatch(wheels[0].name), wheels
-    return out, wheels[0], done
+    return out, wheels[0], done, sentinel, connected, kernel
+
+
+def test_the_emulated_tests_run_confined(cross_build):
+    """The kernel's tests ran (their test passed) but wrote nothing outside their folder and
+    reached no server of this machine."""
+    out, _, _, sentinel, connected, _ = cross_build
+    log = (out / "logs" / "img2gray-cu130torch211-aarch64.log").read_text()
+    assert re.search(r"tests/test_reach_out\.py \.", log), log
+    assert "the emulated CPython runs the kernel's code confined by bubblewrap" in log
+    assert not sentinel.exists()
+    assert not connected
 
 
 def test_the_cell_is_cross_compiled_into_an_aarch64_wheel(cross_build):
-    out, wheel, done = cross_build
+    out, wheel, done, *_ = cross_build
     assert "img2gray/cu130torch211/aarch64" in done.stdout
     assert "aarch64 cells are cross-compiled on this machine" in done.stdout
     with zipfile.ZipFile(wheel) as archive:
@@ -59,7 +106,7 @@ def test_the_cell_is_cross_compiled_into_an_aarch64_wheel(cross_build):
 
 
 def test_the_kernels_own_tests_run_its_cpu_op_under_emulation(cross_build):
-    out, _, done = cross_build
+    out, _, done, *_ = cross_build
     found = re.search(r"(\d+) passed, 0 failed, (\d+) skipped with no GPU", done.stdout)
     assert found and int(found[1]) >= 8, done.stdout
     log = (out / "logs" / "img2gray-cu130torch211-aarch64.log").read_text()
@@ -69,7 +116,7 @@ def test_the_kernels_own_tests_run_its_cpu_op_under_emulation(cross_build):
 
 def test_the_emulated_cpython_computes_what_the_reference_gives(cross_build, factory_cache,
                                                                  tmp_path):
-    _, wheel, _ = cross_build
+    _, wheel, *_ = cross_build
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(tmp_path / "site")
     [python] = Path(factory_cache, "envs").glob("torch2.11-cu130-aarch64-py3.11-*/bin/python")
@@ -86,8 +133,8 @@ def test_the_emulated_cpython_computes_what_the_reference_gives(cross_build, fac
 
 
 def test_a_cross_built_wheel_is_rebuilt_byte_for_byte(cross_build, factory_cache):
-    _, wheel, _ = cross_build
-    done = run_factory("verify", wheel, "--source", EXAMPLE, env=cache_env(factory_cache))
+    _, wheel, *_, kernel = cross_build
+    done = run_factory("verify", wheel, "--source", kernel, env=cache_env(factory_cache))
     assert done.exit == 0, done.stdout + done.stderr
     assert "byte-identical" in done.stdout
 
@@ -100,7 +147,7 @@ GH200 = {"python": "3.12.3", "implementation": "cpython", "abi": "cp312", "platf
 
 def test_doctor_and_the_browse_page_know_both_platforms(cross_build, example_build, browser,
                                                         tmp_path):
-    cross_out, cross_wheel, _ = cross_build
+    cross_out, cross_wheel, *_ = cross_build
     site = tmp_path / "site"
     merged = run_factory("index", "--out", site, "--merge", example_build[0], cross_out)
     assert merged.exit == 0, merged.stdout + merged.stderr

@@ -5,6 +5,7 @@ every machine."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -32,12 +33,15 @@ from factory.compile.pool import (
     grace_for,
     machine_budget,
 )
+from factory.errors import ConfigError
 from factory.system.process import Log
+from factory.trust.keys import OBJECT_KEY_VARIABLE, object_cache_key
 
 from ..conftest import write
 
 GiB = 2**30
 NS = "_demo_abc1234"  # the op namespace of the cells these objects are for
+KEY = bytes(range(32))  # the object cache's key of these tests' builds
 
 
 def compiled(work: Path, source: str, body: bytes, headers: dict[str, str]) -> tuple[Path, Path]:
@@ -63,7 +67,7 @@ def store_setup(tmp_path):
     work = tmp_path / "build" / "cell.1"
     obj, depfile = compiled(work, "a.cu", b"\x7fELF object one", {"a.h": "#define A 1\n",
                                                                   str(outside): "// toolkit\n"})
-    store = ObjectStore(tmp_path / "objects")
+    store = ObjectStore(tmp_path / "objects", KEY)
     identity = unit_identity(["nvcc", "-c", f"{work}/src/a.cu", "-o", str(obj)], "nvcc 13",
                              NS)
     key = store.put(identity, "a.cu", work, obj, depfile, work / "src", NS, False)
@@ -163,16 +167,83 @@ def test_a_damaged_or_wrong_entry_is_never_used_and_is_removed(store_setup, tmp_
 
 def test_objects_travel_to_another_cache_and_bad_ones_are_refused(store_setup, tmp_path):
     store, identity, key, work, _ = store_setup
-    cache = ObjectCache(store.root)
+    cache = ObjectCache(store.root, key=KEY)
     cache.part().mark_used(store.used)
     artifact = tmp_path / "artifact"
     assert cache.export(artifact) == 1
-    receiving = ObjectCache(tmp_path / "linker")
+    receiving = ObjectCache(tmp_path / "linker", key=KEY)
     assert receiving.merge(artifact) == (1, 0)
     assert receiving.part().fetch(identity, work, NS, work / "obj" / "got.o", print) == key
     # a tampered artifact: the object no longer matches its record
     (artifact / "objects" / key[:2] / f"{key}.o").write_bytes(b"evil")
-    assert ObjectCache(tmp_path / "third").merge(artifact) == (0, 1)
+    assert ObjectCache(tmp_path / "third", key=KEY).merge(artifact) == (0, 1)
+
+
+def test_an_entry_not_written_under_the_key_is_compiled_again(store_setup):
+    """A poisoned entry: its object replaced and its record re-hashed to match, as anyone who
+    can write the cache folder could, but without the key."""
+    store, identity, key, work, _ = store_setup
+    obj = store.root / "objects" / key[:2] / f"{key}.o"
+    record = obj.with_suffix(".json")
+    obj.write_bytes(b"\x7fELF poisoned")
+    data = json.loads(record.read_text())
+    record.write_text(json.dumps({**data, "sha256": hashlib.sha256(obj.read_bytes()).hexdigest(),
+                                  "size": obj.stat().st_size}))
+    notes: list[str] = []
+    target = work / "obj" / "fetched.o"
+    assert store.fetch(identity, work, NS, target, notes.append) is None
+    assert not target.exists() and not obj.exists() and not record.exists()
+    assert notes == [f"object cache: the entry {key[:12]} was not written under this cache's "
+                     "key (an entry made by another user, machine or key); removed, the unit "
+                     "is compiled again"]
+
+
+def test_another_keys_entries_are_compiled_again_and_not_imported(store_setup, tmp_path):
+    store, identity, _, work, _ = store_setup
+    other = ObjectStore(store.root, bytes(32))
+    notes: list[str] = []
+    assert other.fetch(identity, work, NS, work / "obj" / "got.o", notes.append) is None
+    assert "was not written under this cache's key" in notes[0]
+    again = ObjectStore(tmp_path / "again", KEY)
+    again.put(identity, "a.cu", work, work / "obj" / "a.cu.o", work / "obj" / "a.cu.d",
+              work / "src", NS, False)
+    cache = ObjectCache(again.root, key=KEY)
+    cache.part().mark_used(again.used)
+    assert cache.export(tmp_path / "artifact") == 1
+    assert ObjectCache(tmp_path / "elsewhere", key=bytes(32)).merge(tmp_path / "artifact") \
+        == (0, 1)
+    assert ObjectCache(tmp_path / "same", key=KEY).merge(tmp_path / "artifact") == (1, 0)
+
+
+def test_a_manifest_entry_pointing_at_another_object_is_passed_over(store_setup, tmp_path):
+    """Two builds of one command from different sources; the manifest's newest entry is then
+    made to name the older object for the newer sources: the lookup does not take it."""
+    store, identity, key, work, _ = store_setup
+    write(work / "src" / "a.h", "#define A 2\n")
+    obj, depfile = work / "obj" / "a.cu.o", work / "obj" / "a.cu.d"
+    obj.write_bytes(b"\x7fELF object two")
+    newer = store.put(identity, "a.cu", work, obj, depfile, work / "src", NS, False)
+    manifest = store.root / "manifests" / identity[:2] / f"{identity}.json"
+    data = json.loads(manifest.read_text())
+    assert data["entries"][0]["object"] == newer
+    data["entries"][0]["object"] = key
+    manifest.write_text(json.dumps(data))
+    assert store.fetch(identity, work, NS, work / "obj" / "got.o", print) is None
+
+
+def test_the_key_comes_from_the_variable_or_a_private_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv(OBJECT_KEY_VARIABLE, raising=False)
+    made = object_cache_key()
+    path = tmp_path / "config" / "kernel-wheel-factory" / "object-cache.key"
+    assert len(made) == 32 and path.stat().st_mode & 0o777 == 0o600
+    assert object_cache_key() == made
+    monkeypatch.setenv(OBJECT_KEY_VARIABLE, "a CI secret of some length")
+    assert object_cache_key() not in (made, b"a CI secret of some length")
+    assert object_cache_key() == object_cache_key()
+    monkeypatch.setenv(OBJECT_KEY_VARIABLE, "short")
+    with pytest.raises(ConfigError, match="needs at least 16"):
+        object_cache_key()
 
 
 def crafted(artifact: Path, key: str, how: str) -> None:
@@ -211,20 +282,20 @@ def crafted(artifact: Path, key: str, how: str) -> None:
     "a linked object", "a record without a size"])
 def test_a_crafted_import_is_refused_at_once(store_setup, tmp_path, how):
     store, _, key, _, _ = store_setup
-    cache = ObjectCache(store.root)
+    cache = ObjectCache(store.root, key=KEY)
     cache.part().mark_used(store.used)
     artifact = tmp_path / "artifact"
     assert cache.export(artifact) == 1
     crafted(artifact, key, how)
     started = time.monotonic()
-    receiving = ObjectCache(tmp_path / "receiving")
+    receiving = ObjectCache(tmp_path / "receiving", key=KEY)
     assert receiving.merge(artifact) == (0, 1)
     assert time.monotonic() - started < 10  # no read of a FIFO, no hashing of gigabytes
     assert not list((tmp_path / "receiving" / "objects").glob("*/*"))
 
 
 def test_the_cache_keeps_to_its_size_dropping_the_least_recently_used(tmp_path):
-    store = ObjectStore(tmp_path / "objects")
+    store = ObjectStore(tmp_path / "objects", KEY)
     keys = []
     for number in range(5):
         work = tmp_path / f"w{number}"
@@ -242,7 +313,7 @@ def test_the_cache_keeps_to_its_size_dropping_the_least_recently_used(tmp_path):
 
 def test_threads_sharing_a_store_all_succeed(tmp_path):
     """Eight builds of the same unit at once: each keeps and finds the same entry."""
-    store = ObjectStore(tmp_path / "objects")
+    store = ObjectStore(tmp_path / "objects", KEY)
     work = tmp_path / "cell"
     obj, dep = compiled(work, "a.cu", b"same object", {"a.h": "same\n"})
     identity = unit_identity(["nvcc", f"{work}/src/a.cu"], "x", NS)

@@ -133,6 +133,64 @@ def test_one_connection_more_than_the_workers_is_answered_503_at_once(tmp_path):
         stop()
 
 
+def connect(port: int, source: str) -> socket.socket:
+    """A connection to the server from the loopback address `source` (any 127.x.y.z is this
+    machine's): a client of its own, as the server counts them."""
+    client = socket.socket()
+    client.settimeout(10)
+    client.bind((source, 0))
+    client.connect(("127.0.0.1", port))
+    return client
+
+
+def test_one_client_holds_at_most_its_share_and_others_are_served(tmp_path):
+    (tmp_path / "files").mkdir()
+    port, stop = start(tmp_path, idle_timeout=5, header_timeout=5, per_client=3)
+    try:
+        held = [connect(port, "127.0.0.1") for _ in range(3)]
+        time.sleep(0.3)
+        with connect(port, "127.0.0.1") as fourth:
+            fourth.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert fourth.recv(1024).startswith(b"HTTP/1.1 503 Service Unavailable")
+        with connect(port, "127.0.0.2") as other:
+            other.sendall(b"GET /files/ HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert other.recv(1024).startswith(b"HTTP/1.0 404")
+        for connection in held:
+            connection.close()
+    finally:
+        stop()
+
+
+def test_hundreds_of_slow_connections_leave_other_clients_answered(tmp_path):
+    """256 connections trickling their headers, one client each and as many from one address
+    as it may hold: every request of another client is answered, each within a second."""
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "a.whl").write_bytes(b"wheel")
+    port, stop = start(tmp_path, idle_timeout=30, header_timeout=30)
+    slow: list[socket.socket] = []
+    try:
+        for number in range(224):
+            slow.append(connect(port, f"127.0.{1 + number // 200}.{1 + number % 200}"))
+        for _ in range(32):
+            slow.append(connect(port, "127.0.0.1"))
+        for connection in slow:
+            connection.sendall(b"GET /files/a.whl HTTP/1.1\r\nX-Slow: ")
+        time.sleep(0.5)
+        for _ in range(50):
+            started = time.monotonic()
+            with connect(port, "127.0.0.2") as client:
+                client.sendall(b"GET /files/a.whl HTTP/1.0\r\n\r\n")
+                answer = b""
+                while chunk := client.recv(4096):
+                    answer += chunk
+            assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(b"wheel")
+            assert time.monotonic() - started < 1
+    finally:
+        for connection in slow:
+            connection.close()
+        stop()
+
+
 def test_a_crafted_request_line_gets_a_404_and_one_escaped_line_in_the_log(tmp_path, capfd):
     (tmp_path / "files").mkdir()
     port, stop = start(tmp_path, idle_timeout=5, header_timeout=5)

@@ -15,7 +15,7 @@ from variantlib.variant_dist_info import VariantDistInfo
 from variantlib.variants_json import VariantsJson
 
 from factory import doctor
-from factory.errors import WheelReadError
+from factory.errors import IndexConflict, WheelReadError
 from factory.index.records import FileRecord
 from factory.index.variants import (
     consistent_variants,
@@ -194,6 +194,41 @@ def test_variants_are_made_once_from_compiled_labelled_wheels(tmp_path):
     first = (files / next(iter(made))).stat().st_mtime_ns
     assert make_variants(files, records) == {}  # there already: kept as it is
     assert (files / next(iter(made))).stat().st_mtime_ns == first
+
+
+def rewritten(wheel, change) -> None:
+    """The wheel's members, as `change` leaves the (name, bytes) list, written back."""
+    with zipfile.ZipFile(wheel) as archive:
+        members = [(name, archive.read(name)) for name in archive.namelist()]
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, data in change(members):
+            archive.writestr(name, data)
+
+
+@pytest.mark.parametrize("how", ["no RECORD", "a ../ member", "an absolute member"])
+def test_a_wheel_that_cannot_be_reissued_as_it_is_is_refused_in_one_line(tmp_path, how):
+    files = tmp_path / "files"
+    wheel = make_wheel(files, "img2gray", "1.0.0+cu130torch211")
+    rewritten(wheel, {
+        "no RECORD": lambda members: [m for m in members if not m[0].endswith("/RECORD")],
+        "a ../ member": lambda members: [*members, ("img2gray/../../evil.py", b"")],
+        "an absolute member": lambda members: [*members, ("/tmp/evil.py", b"")],
+    }[how])
+    records = {wheel.name: _record(wheel.name, "cu130torch211", variant=None)}
+    with pytest.raises(IndexConflict) as raised:
+        make_variants(files, records)
+    said = {"no RECORD": "has no RECORD in its .dist-info",
+            "a ../ member": "holds the member 'img2gray/../../evil.py', which leads outside",
+            "an absolute member": "holds the member '/tmp/evil.py', which leads outside"}[how]
+    assert said in str(raised.value) and "no variant wheel was made of it" in str(raised.value)
+    assert sorted(path.name for path in files.iterdir()) == [wheel.name]
+
+
+def test_a_refused_property_value_is_one_reason_not_a_logged_traceback(capfd):
+    with pytest.raises(WheelReadError, match="must match regex"):
+        variants_document({"cu130torch211": {"nvidia": {"sm_arch": ["9 0"]}}})
+    captured = capfd.readouterr()
+    assert captured.out == "" and captured.err == ""
 
 
 def test_the_doctor_names_the_variants_index_of_a_fitting_cell(tmp_path):

@@ -24,6 +24,7 @@ from ..builders import build_cell
 from ..gate_env import gate_python
 from ..job import Built, Compiling, cell_torch
 from ..options import BuildOptions
+from ..sandbox import Confined
 
 __all__ = ["LocalRunner"]
 
@@ -74,7 +75,8 @@ class LocalRunner:
         with exclusive(folder.parent):
             python = gate_python(cell, env, self.cache, log, folder.parent / "load-env",
                                  self.options.offline, self.options.wheelhouses, wheel)
-            return load_wheel(wheel, modules, str(python), folder, log)
+            return load_wheel(wheel, modules, str(python), folder, log,
+                              self._confined(cell, folder.parent, log))
 
     def test(self, cell: Cell, wheel: Path, log: Log) -> TestReport:
         env = cell_torch(cell, self.cache, self.options, log, prepared=False)
@@ -82,7 +84,23 @@ class LocalRunner:
         with exclusive(folder.parent):
             return run_tests(wheel, cell.spec.root / "tests", cell.spec.python_name, env, folder,
                              self.cache, log, self.options.offline, cell.tests,
-                             cell.spec.test_requires, self.options.wheelhouses)
+                             cell.spec.test_requires, self.options.wheelhouses,
+                             self._confined(cell, folder, log))
+
+    def _confined(self, cell: Cell, work: Path, log: Log) -> Confined | None:
+        """How a cross-compiled cell's gates run the kernel's code on this machine: by the
+        emulated CPython, confined as a host build is (unless --unconfined). A native cell's
+        gates run on the GPU, whose device files the sandbox's own /dev does not have: they run
+        unconfined here, confined in the docker runner's container."""
+        if not cell.cross:
+            return None
+        if self.options.unconfined:
+            log.write("unconfined (--unconfined): the emulated CPython runs the kernel's code "
+                      "with this user's rights, files and network")
+            return None
+        log.write(f"   the emulated CPython runs the kernel's code confined by bubblewrap: "
+                  f"read-only but {work}, no network")
+        return Confined(work=work, what="a cross-compiled cell's import gate and tests")
 
 
 def _toolchain_facts(cuda: Version, home: Path | None, cross: str | None) -> dict[str, Any]:

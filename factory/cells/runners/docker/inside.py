@@ -130,7 +130,8 @@ def _compiling(job: dict[str, Any], say: Callable[..., None]) -> Compiling:
                        float(job.get("grace") or 0.0))
     costs = {key: cost for key, data in job["costs"].items()
              if (cost := UnitCost.from_json(data)) is not None}
-    objects = ObjectCache(Path(job["objects"])) if job["objects"] else None
+    objects = ObjectCache(Path(job["objects"]), key=bytes.fromhex(job["object_key"])) \
+        if job["objects"] else None
     only = frozenset(job["only"]) if job["only"] is not None else None
     return Compiling(pool, objects, costs,
                      lambda key, cost: say(cost=[key, cost.to_json()]), only,

@@ -429,6 +429,10 @@ class DockerRunner:
             "time_left": None if deadline is None else max(0.0, deadline - time.monotonic()),
             "grace": compiling.pool.grace,
             "objects": str(OBJECTS) if compiling.objects is not None else None,
+            # on standard input, never on a command line: the container's factory signs the
+            # objects it keeps as this one does
+            "object_key": compiling.objects.key.hex() if compiling.objects is not None
+            else None,
             "costs": {key: cost.to_json() for key, cost in compiling.costs.items()},
             "only": sorted(compiling.only) if compiling.only is not None else None,
             "verify": compiling.verify,

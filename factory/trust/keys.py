@@ -1,0 +1,80 @@
+"""The object cache's key: what tells an entry this factory wrote from one written by anyone
+else who can write the cache folder (another user, a restored CI cache, a shard's artifact).
+
+An object's record carries an HMAC-SHA256, under this key, of the object's cache key (which
+covers its command and every input), its command's identity, its size and sha256. The key is
+$KERNEL_WHEEL_FACTORY_OBJECT_KEY (a CI secret, the same for every job of a run, so the jobs
+hand objects to each other), else a file of random bytes made on first use in the user's
+configuration folder, readable by the user alone; never inside the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+from ..errors import ConfigError, FactoryError
+
+__all__ = ["OBJECT_KEY_VARIABLE", "key_file", "object_cache_key", "sign"]
+
+OBJECT_KEY_VARIABLE = "KERNEL_WHEEL_FACTORY_OBJECT_KEY"
+
+
+def key_file() -> Path:
+    """$XDG_CONFIG_HOME/kernel-wheel-factory/object-cache.key, else under ~/.config."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "kernel-wheel-factory" / "object-cache.key"
+
+
+def object_cache_key() -> bytes:
+    """The key: the variable's value, else the key file's (made now when there is none)."""
+    given = os.environ.get(OBJECT_KEY_VARIABLE, "")
+    if given:
+        if len(given) < 16:
+            raise ConfigError(f"is {len(given)} characters long; an object cache key needs at "
+                              "least 16", key=f"${OBJECT_KEY_VARIABLE}")
+        return hashlib.sha256(given.encode()).digest()
+    path = key_file()
+    try:
+        return _read(path)
+    except FileNotFoundError:
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(partial, path)  # whole or not at all; a build that made one first wins
+        except FileExistsError:
+            pass
+        finally:
+            partial.unlink()
+    except OSError as exc:
+        raise FactoryError(f"cannot make the object cache's key {path} ({exc.strerror}); set "
+                           f"${OBJECT_KEY_VARIABLE} instead") from None
+    return _read(path)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        key = bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot be read as the object cache's key ({exc}); remove it to "
+                          "make another", file=path) from None
+    if len(key) < 16:
+        raise ConfigError("is too short to be the object cache's key; remove it to make "
+                          "another", file=path)
+    return key
+
+
+def sign(key: bytes, *fields: object) -> str:
+    """The HMAC-SHA256 (hex) of `fields` under `key`."""
+    message = "\0".join(str(field) for field in fields).encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
