@@ -59,6 +59,9 @@ def add(commands: Any) -> None:
     init.add_argument("--github", action="store_true",
                       help=f"also write {WORKFLOW.as_posix()} beside the matrix: a caller of "
                            "the factory's reusable workflow")
+    init.add_argument("--ref", metavar="COMMIT",
+                      help="the commit of kernel-wheel-factory the workflow's caller pins (40 "
+                           "hex digits; default: the commit this factory was installed from)")
     init.add_argument("--force", action="store_true",
                       help="replace files that are already there")
 
@@ -83,6 +86,24 @@ def _target(path: Path, force: bool, key: str | None, base: Path | None = None) 
     return path
 
 
+def _pinned(given: str | None) -> str:
+    """The commit the caller's `uses:` names: --ref, else the one this factory came from."""
+    from ..sources.itself import COMMIT, own_commit
+
+    if given is not None:
+        if not COMMIT.fullmatch(given):
+            raise ConfigError(f"is {given!r}; a caller pins the reusable workflow by a full "
+                              "commit (40 hex digits), which no one can move as a tag can be "
+                              "moved", key="--ref")
+        return given
+    found = own_commit()
+    if found is None:
+        raise ConfigError(f"this factory ({__version__}) records no commit it was installed "
+                          "from (installed from an index, not from git): name the commit of "
+                          f"the release to pin with --ref", key="--github")
+    return found
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..outputs.files import write_atomic
     from ..plan.starter import propose, read_kernel, relative, render_matrix, render_workflow
@@ -92,11 +113,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
                      "--out" if args.out else None)
     workflow = _target(matrix.parent / WORKFLOW, args.force, "--github", matrix.parent) \
         if args.github else None
+    commit = _pinned(args.ref) if workflow is not None else None
     proposal = propose(spec, args.newest, args.torch, args.sms)
     texts = {matrix: render_matrix(proposal, relative(args.path, matrix.parent), args.python,
                                    args.follow)}
     if workflow is not None:
-        texts[workflow] = render_workflow(relative(matrix, matrix.parent), f"v{__version__}")
+        assert commit is not None
+        texts[workflow] = render_workflow(relative(matrix, matrix.parent), commit,
+                                          f"v{__version__}")
     for path, text in texts.items():  # all made before any is written
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text)

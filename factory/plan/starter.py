@@ -209,9 +209,10 @@ def _stable_note(lines: list[str], spec: KernelSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_workflow(matrix: str, reference: str) -> str:
+def render_workflow(matrix: str, commit: str, release: str) -> str:
     """A caller of the factory's reusable workflow for the matrix at `matrix` (relative to
-    the repo root): wheels on every push to main, every Monday, and on demand."""
+    the repo root): wheels on every push to main, every Monday, and on demand. It pins the
+    workflow by `commit`, naming the `release` in a comment."""
     return f"""\
 # Wheels for every cell of {matrix}, published to GitHub Pages (written by `factory init`).
 name: wheels
@@ -225,7 +226,7 @@ on:
 permissions: {{contents: read, pages: write, id-token: write}}
 jobs:
   wheels:
-    uses: {defaults.WORKFLOW_REPOSITORY}/.github/workflows/kernel-wheels.yml@{reference}
+    uses: {defaults.WORKFLOW_REPOSITORY}/.github/workflows/kernel-wheels.yml@{commit}  # {release}
     with:
       matrix: {matrix}
 """

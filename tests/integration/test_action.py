@@ -10,6 +10,7 @@ from a registry this machine cannot reach (tests/integration/test_docker.py cove
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import subprocess
 import sys
@@ -63,8 +64,9 @@ def test_init_writes_a_caller_actionlint_accepts_whose_workflow_builds_the_examp
     assert len(lines) <= 15, lines
     assert lint(actionlint, caller) == []
     (job,) = yaml.safe_load(caller.read_text())["jobs"].values()
-    assert job["uses"] == (f"{WORKFLOW_REPOSITORY}/.github/workflows/kernel-wheels.yml"
-                           f"@v{__version__}")
+    assert re.fullmatch(f"{WORKFLOW_REPOSITORY}/.github/workflows/kernel-wheels.yml"
+                        "@[0-9a-f]{40}", job["uses"])
+    assert f"  # v{__version__}\n" in caller.read_text()
     assert job["with"] == {"matrix": "matrix.yaml"}
 
     run = Run(repo, tmp_path / "runner", runner_env(
