@@ -1,9 +1,11 @@
-"""Killed builds and builds side by side: SIGKILL at random moments of `factory build`, each run
-followed by a build that must succeed and give the same bytes as an uninterrupted one; then
-pairs of builds started at once into one output folder, both of which must succeed.
+"""Killed builds, indexes and merges, and builds side by side: SIGKILL at random moments of
+`factory build`, `factory index` and `factory index --merge`, each run followed by the same
+command, which must succeed and give the same bytes as an uninterrupted run; then pairs of
+builds started at once into one output folder, both of which must succeed.
 
-    .venv/bin/python benchmarks/kills.py [--kills 50] [--pairs 30] [--torch 2.11,2.14,2.15]
-        [--kernel examples/img2gray] [--work DIR]
+    .venv/bin/python benchmarks/kills.py [--kills 50] [--index-kills 50] [--merge-kills 50]
+        [--pairs 30] [--wheels 400] [--torch 2.11,2.14,2.15] [--kernel examples/img2gray]
+        [--work DIR]
 
 The kernel is built for torch 2.11, 2.14 and 2.15 (each with its PyPI build's CUDA), sm_90, on
 this machine (runner: local): three cells that finish at different moments, all indexed at the
@@ -13,6 +15,11 @@ objects, the gates, the move into files/ and the cell's record, the index update
 many kills landed before the build ended, how many left a wheel in files/ that no index
 recorded yet (the case the publish journal resolves), and how many reruns failed or gave other
 bytes; then the pairs' outcomes.
+
+The index and merge kills work on the built output beside --wheels small synthetic wheels (put
+in files/ by hand, so `factory index` reads and records every one of them: a few seconds of
+work to kill at any moment of), compared with an uninterrupted run over every published byte:
+files/, the pages and the browse page.
 """
 
 from __future__ import annotations
@@ -37,6 +44,73 @@ def build(matrix: Path, out: Path) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def factory(*args: object) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "factory", *map(str, args)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def published(out: Path) -> dict[str, str]:
+    """Every file of an output folder but its private records, with its sha256."""
+    return {str(path.relative_to(out)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(out.rglob("*")) if path.is_file()
+            and path.relative_to(out).parts[0] not in (".factory", "logs")}
+
+
+def synthetic(files: Path, count: int, scratch: Path) -> None:
+    """`count` small valid wheels of a few projects, as the factory writes wheels."""
+    sys.path.insert(0, str(REPO))
+    from factory.wheel.assemble import CoreMetadata, write_wheel
+
+    files.mkdir(parents=True, exist_ok=True)
+    for number in range(count):
+        project = f"synthetic-{number % 8}"
+        package = scratch / "content" / project.replace("-", "_")
+        package.mkdir(parents=True, exist_ok=True)
+        (package / "__init__.py").write_text(f"N = {number}\n")
+        metadata = CoreMetadata(project, f"1.0.{number}+cu130torch211", "synthetic kernel",
+                                ">=3.9", ("torch",), "MIT", None)
+        write_wheel(scratch / "content", files, metadata, "cp39-abi3-linux_x86_64", False,
+                    1767225600)
+        shutil.rmtree(package)
+
+
+def killed_and_rerun(name: str, runs: int, prepare, command, rng: random.Random) -> bool:
+    """`runs` times: a fresh folder from `prepare(folder)`, `command(folder)` killed at a random
+    moment of its uninterrupted time, then run again; it must end rc 0 with the published
+    bytes of an uninterrupted run."""
+    reference = prepare(Path(tempfile.mkdtemp(prefix=f"{name}-reference-")) / "out")
+    start = time.perf_counter()
+    done = command(reference)
+    if done.wait() != 0:
+        sys.exit(f"the uninterrupted {name} failed: {done.stderr.read().decode()[-2000:]}")
+    seconds = time.perf_counter() - start
+    expected = published(reference)
+    landed = failed = differ = 0
+    for run in range(runs):
+        folder = prepare(Path(tempfile.mkdtemp(prefix=f"{name}-kill{run}-")) / "out")
+        process = command(folder)
+        try:
+            process.wait(timeout=rng.uniform(0.2, seconds))
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            landed += 1
+        again = command(folder)
+        if again.wait() != 0:
+            failed += 1
+            print(f"  {name} run {run}: the rerun failed: "
+                  f"{again.stderr.read().decode().strip()[-400:]}")
+        elif published(folder) != expected:
+            differ += 1
+            print(f"  {name} run {run}: other bytes than the uninterrupted {name}'s")
+        shutil.rmtree(folder.parent, ignore_errors=True)
+    shutil.rmtree(reference.parent, ignore_errors=True)
+    print(f"{name} kills: {runs} runs of {seconds:.1f} s, {landed} killed before the end; "
+          f"after each, the rerun: {runs - failed} rc 0, {failed} failed, {differ} with other "
+          "bytes")
+    return failed == differ == 0
+
+
 def wheels(out: Path) -> dict[str, str]:
     return {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
             for path in sorted((out / "files").glob("*.whl"))}
@@ -55,6 +129,10 @@ def unindexed(out: Path) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=50)
+    parser.add_argument("--index-kills", type=int, default=50)
+    parser.add_argument("--merge-kills", type=int, default=50)
+    parser.add_argument("--wheels", type=int, default=400,
+                        help="synthetic wheels beside the built ones for the index and merge")
     parser.add_argument("--pairs", type=int, default=30)
     parser.add_argument("--kernel", type=Path, default=REPO / "examples" / "img2gray")
     parser.add_argument("--torch", default="2.11,2.14,2.15",
@@ -116,7 +194,27 @@ def main() -> int:
         shutil.rmtree(out, ignore_errors=True)
     print(f"two builds into one folder at once: {both} of {args.pairs} pairs both rc 0, "
           "every wheel indexed")
-    return 0 if failed == differ == 0 and both == args.pairs else 1
+
+    hand = work / "hand-placed"  # synthetic wheels, no index yet
+    synthetic(hand / "files", args.wheels, work / "scratch")
+    job = work / "job2"  # a second job: the synthetic wheels, indexed
+    shutil.copytree(hand, job)
+    if factory("index", "--out", job).wait() != 0:
+        sys.exit("indexing the synthetic job failed")
+
+    def with_hand_placed(folder: Path) -> Path:
+        shutil.copytree(reference, folder, dirs_exist_ok=True)
+        for wheel in (hand / "files").iterdir():
+            shutil.copy2(wheel, folder / "files" / wheel.name)
+        return folder
+
+    rng = random.Random(2)
+    indexed = killed_and_rerun("index", args.index_kills, with_hand_placed,
+                               lambda folder: factory("index", "--out", folder), rng)
+    merged = killed_and_rerun("merge", args.merge_kills, lambda folder: folder,
+                              lambda folder: factory("index", "--merge", reference, job,
+                                                     "--out", folder), rng)
+    return 0 if failed == differ == 0 and both == args.pairs and indexed and merged else 1
 
 
 if __name__ == "__main__":
