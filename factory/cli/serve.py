@@ -26,6 +26,18 @@ def add(commands: Any) -> None:
                        help=f"address to listen on (default: {defaults.SERVE_HOST})")
     serve.add_argument("--port", type=port, default=defaults.SERVE_PORT,
                        help=f"port (default: {defaults.SERVE_PORT}; 0 picks a free one)")
+    serve.add_argument("--per-client", type=_connections, default=defaults.SERVE_PER_CLIENT,
+                       metavar="N",
+                       help="connections one client address may hold at once (default: "
+                            f"{defaults.SERVE_PER_CLIENT}; 0: no limit, behind a reverse proxy "
+                            "whose connections all come from one address)")
+
+
+def _connections(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= defaults.SERVE_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a number of connections (0 to {defaults.SERVE_WORKERS})")
+    return int(text)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -35,7 +47,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if not folder.is_dir():
         raise ConfigError("no such folder", file=folder)
     try:
-        server = make_server(folder, args.host, args.port)
+        server = make_server(folder, args.host, args.port,
+                             per_client=args.per_client or None)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {args.host}:{args.port} ({exc.strerror})",
                           key="--port") from None

@@ -606,6 +606,12 @@ CASES: dict[str, Case] = {
     "a git source whose scp-like user part is a token": replaced(
         "path: demo", "git: ghp_s3cretTOKEN0123456789abcdefghij@github.com:org/k.git",
         "kernels[0].git: '***@github.com:org/k.git' holds a token in its user part"),
+    "serve with a negative per-client limit": command(
+        "serve", "index", "--per-client", "-3", expected="'-3' is not a number of connections "
+        "(0 to 1024)"),
+    "init --github pinned by a tag": command(
+        "init", "demo", "--github", "--ref", "v1.2.0", expected="--ref: is 'v1.2.0'; a caller "
+        "pins the reusable workflow by a full commit (40 hex digits)"),
     "init --github through a .github that links outside": command(
         "init", "demo", "--github", expected="demo/.github: --github: is a link to "
         "../old-site/kept; the factory writes only inside the kernel's folder",

@@ -161,6 +161,22 @@ def test_one_client_holds_at_most_its_share_and_others_are_served(tmp_path):
         stop()
 
 
+def test_without_a_per_client_limit_one_address_may_hold_every_worker(tmp_path):
+    """Behind a reverse proxy (--per-client 0) every connection is the proxy's."""
+    (tmp_path / "files").mkdir()
+    port, stop = start(tmp_path, idle_timeout=5, header_timeout=5, workers=40, per_client=None)
+    try:
+        held = [connect(port, "127.0.0.1") for _ in range(39)]
+        time.sleep(0.3)
+        with connect(port, "127.0.0.1") as last:
+            last.sendall(b"GET /files/ HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert last.recv(1024).startswith(b"HTTP/1.0 404")
+        for connection in held:
+            connection.close()
+    finally:
+        stop()
+
+
 def test_hundreds_of_slow_connections_leave_other_clients_answered(tmp_path):
     """256 connections trickling their headers, one client each and as many from one address
     as it may hold: every request of another client is answered, each within a second."""
