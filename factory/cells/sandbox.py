@@ -27,11 +27,11 @@ from ..system.process import bounded_run, foreign_environment
 from ..toolchain import CommandPrefix
 
 __all__ = ["Confined", "confined_command", "confined_environment"]
-_REFUSED = ("{what} runs the kernel's own code; on this machine the factory runs it only "
+_REFUSED = ("{what}; on this machine the factory runs it only "
             "confined by bubblewrap (bwrap), which {why}: install bubblewrap (apt install "
             "bubblewrap), build with --runner docker, or pass --unconfined to run it with your "
             "rights, your files and your network")
-_BUILD = "a setup.py / pyproject project's build"
+_BUILD = "a setup.py / pyproject project's build runs its own code"
 
 
 def confined_environment(work: Path, variables: Mapping[str, str],

@@ -29,13 +29,13 @@ def test_the_build_sees_an_allow_list_and_a_home_of_its_own(tmp_path):
 
 
 def test_without_bubblewrap_a_build_is_refused_with_what_to_do(monkeypatch):
-    sandbox._working_bwrap.cache_clear()
+    sandbox._bwrap.cache_clear()
     monkeypatch.setattr(shutil, "which", lambda name: None)
     try:
         with pytest.raises(BuildError) as caught:
             confined_command(["true"], sandbox.Path("/tmp"), sandbox.Path("/tmp"))
     finally:
-        sandbox._working_bwrap.cache_clear()
+        sandbox._bwrap.cache_clear()
     assert str(caught.value) == (
         "a setup.py / pyproject project's build runs its own code; on this machine the factory "
         "runs it only confined by bubblewrap (bwrap), which is not installed: install "
