@@ -39,14 +39,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def build(matrix: Path, out: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "factory", "build", matrix, "--out", out],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
 def factory(*args: object) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "factory", *map(str, args)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def build(matrix: Path, out: Path) -> subprocess.Popen[bytes]:
+    return factory("build", matrix, "--out", out)
 
 
 def published(out: Path) -> dict[str, str]:
@@ -74,18 +73,21 @@ def synthetic(files: Path, count: int, scratch: Path) -> None:
         shutil.rmtree(package)
 
 
-def killed_and_rerun(name: str, runs: int, prepare, command, rng: random.Random) -> bool:
+def killed_and_rerun(name: str, runs: int, prepare, command, rng: random.Random,
+                     compare=None, left=None) -> bool:
     """`runs` times: a fresh folder from `prepare(folder)`, `command(folder)` killed at a random
-    moment of its uninterrupted time, then run again; it must end rc 0 with the published
-    bytes of an uninterrupted run."""
+    moment of its uninterrupted time, then run again; it must end rc 0 with what `compare`
+    (default: every published byte) reads of an uninterrupted run. `left(folder)` tells a kill
+    that left something for the rerun to resolve."""
+    compare = compare or published
     reference = prepare(Path(tempfile.mkdtemp(prefix=f"{name}-reference-")) / "out")
     start = time.perf_counter()
     done = command(reference)
     if done.wait() != 0:
         sys.exit(f"the uninterrupted {name} failed: {done.stderr.read().decode()[-2000:]}")
     seconds = time.perf_counter() - start
-    expected = published(reference)
-    landed = failed = differ = 0
+    expected = compare(reference)
+    landed = resolved = failed = differ = 0
     for run in range(runs):
         folder = prepare(Path(tempfile.mkdtemp(prefix=f"{name}-kill{run}-")) / "out")
         process = command(folder)
@@ -95,17 +97,19 @@ def killed_and_rerun(name: str, runs: int, prepare, command, rng: random.Random)
             process.send_signal(signal.SIGKILL)
             process.wait()
             landed += 1
+            resolved += bool(left and left(folder))
         again = command(folder)
         if again.wait() != 0:
             failed += 1
             print(f"  {name} run {run}: the rerun failed: "
                   f"{again.stderr.read().decode().strip()[-400:]}")
-        elif published(folder) != expected:
+        elif compare(folder) != expected:
             differ += 1
             print(f"  {name} run {run}: other bytes than the uninterrupted {name}'s")
         shutil.rmtree(folder.parent, ignore_errors=True)
     shutil.rmtree(reference.parent, ignore_errors=True)
-    print(f"{name} kills: {runs} runs of {seconds:.1f} s, {landed} killed before the end; "
+    what = f" ({resolved} of them with a wheel in files/ that no index recorded)" if left else ""
+    print(f"{name} kills: {runs} runs of {seconds:.1f} s, {landed} killed before the end{what}; "
           f"after each, the rerun: {runs - failed} rc 0, {failed} failed, {differ} with other "
           "bytes")
     return failed == differ == 0
@@ -146,40 +150,15 @@ def main() -> int:
     matrix.write_text(f"kernels:\n  - {{path: {args.kernel.resolve()}, version: 1.0.0}}\n"
                       f'torch: [{torches}]\ncuda: {{follow: torch, sms: ["9.0"]}}\n'
                       "runner: local\n")
-    for name in ("warm", "reference"):  # the first fills the object cache, the second is timed
-        reference = work / name
-        start = time.perf_counter()
-        done = build(matrix, reference)
-        if done.wait() != 0:
-            sys.exit(f"the uninterrupted build failed: {done.stderr.read().decode()[-2000:]}")
-        seconds = time.perf_counter() - start
+    reference = work / "warm"  # fills the object cache; the pairs and the index start from it
+    if build(matrix, reference).wait() != 0:
+        sys.exit("the uninterrupted build failed")
     expected = wheels(reference)
-    print(f"uninterrupted build: {seconds:.1f} s, {', '.join(expected)}")
-
-    landed = left = failed = differ = 0
+    print(f"built: {', '.join(expected)}")
     rng = random.Random(1)
-    for run in range(args.kills):
-        out = work / f"kill{run}"
-        process = build(matrix, out)
-        try:
-            process.wait(timeout=rng.uniform(0.3, seconds))
-        except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGKILL)
-            process.wait()
-            landed += 1
-            left += unindexed(out)
-        again = build(matrix, out)
-        if again.wait() != 0:
-            failed += 1
-            print(f"  run {run}: the build after the kill failed: "
-                  f"{again.stderr.read().decode().strip()[-400:]}")
-        elif wheels(out) != expected:
-            differ += 1
-            print(f"  run {run}: other bytes than the uninterrupted build's")
-        shutil.rmtree(out, ignore_errors=True)
-    print(f"kills: {args.kills} runs, {landed} killed before the build ended, {left} of them "
-          f"with a wheel in files/ that no index recorded; after each, the next build: "
-          f"{args.kills - failed} rc 0, {failed} failed, {differ} with other bytes")
+    built = killed_and_rerun("build", args.kills, lambda folder: folder,
+                             lambda folder: build(matrix, folder), rng, compare=wheels,
+                             left=unindexed)
 
     both = 0
     for pair in range(args.pairs):
@@ -208,13 +187,12 @@ def main() -> int:
             shutil.copy2(wheel, folder / "files" / wheel.name)
         return folder
 
-    rng = random.Random(2)
     indexed = killed_and_rerun("index", args.index_kills, with_hand_placed,
                                lambda folder: factory("index", "--out", folder), rng)
     merged = killed_and_rerun("merge", args.merge_kills, lambda folder: folder,
                               lambda folder: factory("index", "--merge", reference, job,
                                                      "--out", folder), rng)
-    return 0 if failed == differ == 0 and both == args.pairs and indexed and merged else 1
+    return 0 if built and both == args.pairs and indexed and merged else 1
 
 
 if __name__ == "__main__":

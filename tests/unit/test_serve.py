@@ -143,38 +143,34 @@ def connect(port: int, source: str) -> socket.socket:
     return client
 
 
-def test_one_client_holds_at_most_its_share_and_others_are_served(tmp_path):
-    (tmp_path / "files").mkdir()
-    port, stop = start(tmp_path, idle_timeout=5, header_timeout=5, per_client=3)
+def answer_beside(root: Path, held: int, settings: dict, asker: str) -> bytes:
+    """The start of the answer `asker` gets while 127.0.0.1 holds `held` idle connections."""
+    (root / "files").mkdir(parents=True)
+    port, stop = start(root, idle_timeout=5, header_timeout=5, **settings)
     try:
-        held = [connect(port, "127.0.0.1") for _ in range(3)]
+        holding = [connect(port, "127.0.0.1") for _ in range(held)]
         time.sleep(0.3)
-        with connect(port, "127.0.0.1") as fourth:
-            fourth.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert fourth.recv(1024).startswith(b"HTTP/1.1 503 Service Unavailable")
-        with connect(port, "127.0.0.2") as other:
-            other.sendall(b"GET /files/ HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert other.recv(1024).startswith(b"HTTP/1.0 404")
-        for connection in held:
+        with connect(port, asker) as client:
+            client.sendall(b"GET /files/ HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = client.recv(1024)
+        for connection in holding:
             connection.close()
+        return answer
     finally:
         stop()
+
+
+def test_one_client_holds_at_most_its_share_and_others_are_served(tmp_path):
+    settings = {"per_client": 3}
+    assert answer_beside(tmp_path / "a", 3, settings, "127.0.0.1").startswith(
+        b"HTTP/1.1 503 Service Unavailable")
+    assert answer_beside(tmp_path / "b", 3, settings, "127.0.0.2").startswith(b"HTTP/1.0 404")
 
 
 def test_without_a_per_client_limit_one_address_may_hold_every_worker(tmp_path):
     """Behind a reverse proxy (--per-client 0) every connection is the proxy's."""
-    (tmp_path / "files").mkdir()
-    port, stop = start(tmp_path, idle_timeout=5, header_timeout=5, workers=40, per_client=None)
-    try:
-        held = [connect(port, "127.0.0.1") for _ in range(39)]
-        time.sleep(0.3)
-        with connect(port, "127.0.0.1") as last:
-            last.sendall(b"GET /files/ HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert last.recv(1024).startswith(b"HTTP/1.0 404")
-        for connection in held:
-            connection.close()
-    finally:
-        stop()
+    assert answer_beside(tmp_path, 39, {"workers": 40, "per_client": None},
+                         "127.0.0.1").startswith(b"HTTP/1.0 404")
 
 
 def test_hundreds_of_slow_connections_leave_other_clients_answered(tmp_path):
