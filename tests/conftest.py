@@ -125,7 +125,9 @@ EXAMPLE_WHEEL = re.compile(
 
 
 def cache_env(cache: Path) -> dict[str, str]:
-    return {"KERNEL_WHEEL_FACTORY_CACHE": str(cache)}
+    """The variables that point a factory at the tests' cache (with the tests' object key)."""
+    return {"KERNEL_WHEEL_FACTORY_CACHE": str(cache),
+            "KERNEL_WHEEL_FACTORY_OBJECT_KEY": os.environ["KERNEL_WHEEL_FACTORY_OBJECT_KEY"]}
 
 
 def root_label() -> str:

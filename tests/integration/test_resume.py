@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from factory.outputs.files import file_sha256
+from factory.trust.keys import object_cache_key, sign
 
 from ..conftest import FIXTURES, cache_env, one_cell_matrix, run_factory, write
 
@@ -274,20 +275,38 @@ def test_a_unit_stopped_at_the_time_limit_is_not_started_again_with_as_little_ti
     assert not [key for key, cost in book.items() if cost.get("at_least")]
 
 
-def poison(store: Path, victim: str, donor: str) -> None:
-    """Replace the object of unit `victim` by `donor`'s and hash its record again: an entry
-    that passes every check but a compile."""
+def poison(store: Path, victim: str, donor: str, signed: bool = True) -> None:
+    """Replace the object of unit `victim` by `donor`'s and hash its record again. `signed`:
+    its mac made again too, as only a holder of the object cache's key can (a leaked CI
+    secret): an entry that passes every check but a compile."""
     records = {json.loads(path.read_text())["source"]: path
                for path in (store / "objects").glob("*/*.json")}
     target = records[victim]
     data = json.loads(target.read_text())
     donor_object = records[donor].with_suffix(".o").read_bytes()
     target.with_suffix(".o").write_bytes(donor_object)
-    target.write_text(json.dumps({**data, "size": len(donor_object),
-                                  "sha256": hashlib.sha256(donor_object).hexdigest()}))
+    data |= {"size": len(donor_object), "sha256": hashlib.sha256(donor_object).hexdigest()}
+    if signed:
+        data["mac"] = sign(object_cache_key(), target.stem, data["identity"], data["size"],
+                           data["sha256"])
+    target.write_text(json.dumps(data))
 
 
 VICTIM, DONOR = "csrc/part5.cu", "csrc/part4.cu"
+
+
+def test_an_entry_written_without_the_key_is_compiled_again(tmp_path, cold, factory_cache):
+    """Anyone who can write the cache folder, but holds no key: the entry is not taken."""
+    folder, expected = cold
+    objects = warm_copy(folder, tmp_path)
+    poison(objects, VICTIM, DONOR, signed=False)
+    result = run_factory(*build_args(tmp_path, "out", objects), env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    log = log_of(tmp_path, "out")
+    assert "was not written under this cache's key (an entry made by another user, machine " \
+           "or key); removed, the unit is compiled again" in log
+    assert units(log, "compiled") == {VICTIM}
+    assert wheel_sha(tmp_path, "out") == expected
 
 
 def test_a_poisoned_cached_object_is_caught_before_publishing(tmp_path, cold, factory_cache):
