@@ -1,8 +1,9 @@
-"""Builds killed at random moments, and builds side by side: after a SIGKILL anywhere in a
-build of two cells (planning, compiling, the gates, the move into files/ and the cell's record,
-the index update at the end) the next build into the same folder succeeds and gives the same
-bytes as an uninterrupted one, and two builds started at once into one folder both succeed with
-every wheel indexed. (benchmarks/kills.py runs more of them and counts.)"""
+"""Builds, indexes and merges killed at random moments, and builds side by side: after a
+SIGKILL anywhere in a build of two cells (planning, compiling, the gates, the move into files/
+and the cell's record, the index update at the end) the next build into the same folder
+succeeds and gives the same bytes as an uninterrupted one, as does the next `factory index` or
+`factory index --merge` after one killed; two builds started at once into one folder both
+succeed with every wheel indexed. (benchmarks/kills.py runs more of them and counts.)"""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import time
 import pytest
 
 from ..conftest import EXAMPLE, cache_env, write
+from ..unit.test_index import make_wheel
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -80,3 +83,60 @@ def test_a_killed_build_never_blocks_the_next_and_two_at_once_both_succeed(tmp_p
         finished(first)
         finished(second)
         assert published(out) == expected
+
+
+def every_published_byte(out) -> dict[str, str]:
+    """Every file of an output folder but its private records, with its sha256."""
+    return {str(path.relative_to(out)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(out.rglob("*")) if path.is_file()
+            and path.relative_to(out).parts[0] not in (".factory", "logs")}
+
+
+def factory(*args) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "factory", *map(str, args)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_killed_index_or_merge_never_blocks_the_next(tmp_path):
+    """`factory index` over 300 wheels put in files/ by hand, and `factory index --merge` of two
+    jobs, each killed at random moments: the command run again succeeds with every published
+    byte of an uninterrupted run."""
+    hand = tmp_path / "hand"
+    for number in range(300):
+        make_wheel(hand / "files", f"synthetic-{number % 6}", f"1.0.{number}+cu130torch211")
+    jobs = []
+    for name, count in (("job1", 150), ("job2", 300)):
+        job = tmp_path / name
+        (job / "files").mkdir(parents=True)
+        for wheel in sorted((hand / "files").iterdir())[count - 150:count]:
+            shutil.copy2(wheel, job / "files" / wheel.name)
+        finished(factory("index", "--out", job))
+        jobs.append(job)
+    commands = {
+        "index": (lambda out: shutil.copytree(hand, out),
+                  lambda out: factory("index", "--out", out)),
+        "merge": (lambda out: None,
+                  lambda out: factory("index", "--merge", *jobs, "--out", out)),
+    }
+    rng = random.Random(11)
+    for name, (prepare, command) in commands.items():
+        reference = tmp_path / f"{name}-reference"
+        prepare(reference)
+        start = time.monotonic()
+        finished(command(reference))
+        seconds = time.monotonic() - start
+        expected = every_published_byte(reference)
+        landed = 0
+        for run in range(5):
+            out = tmp_path / f"{name}-kill{run}"
+            prepare(out)
+            process = command(out)
+            try:
+                process.wait(timeout=rng.uniform(0.1, seconds))
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGKILL)
+                landed += 1
+            process.communicate()
+            finished(command(out))
+            assert every_published_byte(out) == expected, (name, run)
+        assert landed >= 2, f"only {landed} of 5 kills of {name} landed before it ended"
