@@ -37,6 +37,18 @@ def finished(process: subprocess.Popen[str]) -> int:
     return process.returncode
 
 
+def killed(process: subprocess.Popen[str], after: float) -> bool:
+    """Whether the process was still running `after` seconds on, and so was killed."""
+    try:
+        process.wait(timeout=after)
+        return False
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGKILL)
+        return True
+    finally:
+        process.communicate()
+
+
 def published(out) -> dict[str, str]:
     """The wheels in files/, each with its sha256, all of them recorded by the index."""
     found = {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
@@ -66,13 +78,7 @@ def test_a_killed_build_never_blocks_the_next_and_two_at_once_both_succeed(tmp_p
     landed = 0
     for run in range(6):
         out = tmp_path / f"kill{run}"
-        process = build(matrix, out, factory_cache)
-        try:
-            process.wait(timeout=rng.uniform(0.5, seconds))
-        except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGKILL)
-            landed += 1
-        process.communicate()
+        landed += killed(build(matrix, out, factory_cache), rng.uniform(0.5, seconds))
         finished(build(matrix, out, factory_cache))
         assert published(out) == expected
     assert landed >= 3, f"only {landed} of 6 kills landed before the build ended"
@@ -130,13 +136,7 @@ def test_a_killed_index_or_merge_never_blocks_the_next(tmp_path):
         for run in range(5):
             out = tmp_path / f"{name}-kill{run}"
             prepare(out)
-            process = command(out)
-            try:
-                process.wait(timeout=rng.uniform(0.1, seconds))
-            except subprocess.TimeoutExpired:
-                process.send_signal(signal.SIGKILL)
-                landed += 1
-            process.communicate()
+            landed += killed(command(out), rng.uniform(0.1, seconds))
             finished(command(out))
             assert every_published_byte(out) == expected, (name, run)
         assert landed >= 2, f"only {landed} of 5 kills of {name} landed before it ended"
