@@ -272,6 +272,7 @@ def test_a_package_larger_than_its_index_says_is_not_read_past_it(mirror, tmp_pa
     assert "libdemo1_1.0_arm64.deb sends more than" in refused(tmp_path)
 
 
+@pytest.mark.network
 def test_debians_own_archive_is_signed_by_its_keys(tmp_path):
     """The real bookworm InRelease, checked with the machine's Debian keyring."""
     import requests
