@@ -160,8 +160,8 @@ DOWNLOAD_TIMEOUT = 120
 """One read of a published index or one of its wheels (index --merge URL)."""
 
 PAGE_DEADLINE = 300
-"""The longest one page of another server's simple index (or its answer to the name-clash
-lookup) may take to arrive whole, redirects included, however steadily it trickles in."""
+"""The longest one page of a registry's index (read before and after `factory publish`
+uploads) may take to arrive whole, redirects included, however steadily it trickles in."""
 
 INDEX_DEADLINE = 1800
 """The longest reading another server's whole simple index may take (index --merge URL,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from .. import defaults
 from ..errors import BuildError
 from ..system.process import OutputOverflow, bounded_run
+from ..trust.safety import leaves_root
 from ..values.units import human_size
 
 if TYPE_CHECKING:  # imported where used: a plan without cross cells reads no archive
@@ -176,7 +177,7 @@ def _unpack(session: requests.Session, archive: Archive, paragraph: dict[str, st
     from debian.debfile import DebError, DebFile
 
     where = PurePosixPath(paragraph.get("Filename", ""))
-    if where.is_absolute() or ".." in where.parts or not where.parts:
+    if leaves_root(str(where)) or not where.parts:
         raise BuildError(f"Debian's index gives {paragraph['Package']} the file name "
                          f"{str(where)!r}, outside the archive; nothing was unpacked")
     url = f"{archive.url}/{where}"

@@ -52,7 +52,6 @@ EMULATED_PYTHON = "3.11"  # bookworm's CPython, which the environment's torch is
 PACKAGES = ("libc6", "libgcc-s1", "libstdc++6", "zlib1g", "libexpat1", "libffi8", "libbz2-1.0",
             "liblzma5", "libcrypt1", "libuuid1", "python3.11-minimal", "libpython3.11-minimal",
             "libpython3.11-stdlib", "libpython3.11-dev")
-_TIMEOUT = 120  # seconds per download
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,14 @@ import logging
 import re
 import zipfile
 from collections.abc import Iterable, Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from ..errors import WheelReadError
 from ..outputs.files import atomic_target
+from ..trust.safety import leaves_root
 from .assemble import record_hash, wheel_name
 
 # variantlib logs each refused value with its traceback before raising; the factory says why
@@ -180,8 +181,7 @@ def _copy(source: zipfile.ZipFile, archive: zipfile.ZipFile, label: str, documen
           wheel: Path) -> None:
     members = source.infolist()
     for info in members:  # re-issued as they are: each must be a plain path inside the wheel
-        parts = PurePosixPath(info.filename).parts
-        if info.filename.startswith("/") or "\\" in info.filename or ".." in parts:
+        if leaves_root(info.filename) or "\\" in info.filename:
             raise WheelReadError(f"holds the member {info.filename!r}, which leads outside the "
                                  "wheel", file=wheel)
     old = next((info.filename.split("/")[0] for info in members

@@ -100,8 +100,8 @@ class LocalRunner:
             return None
         log.write(f"   the emulated CPython runs the kernel's code confined by bubblewrap: "
                   f"read-only but {work}, no network")
-        return Confined(work=work, what="a cross-compiled cell's import gate and tests run the "
-                                                 "kernel's own code")
+        return Confined(work=work, what="a cross-compiled cell's import gate and tests run "
+                                        "the kernel's own code")
 
 
 def _toolchain_facts(cuda: Version, home: Path | None, cross: str | None) -> dict[str, Any]:
