@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from factory.compile.generated import REGISTRATION_HEADER  # noqa: E402
-from factory.plan.load import plan_matrix  # noqa: E402
+from factory.pipeline.load import plan_matrix  # noqa: E402
 from factory.system.cache import default_cache_dir  # noqa: E402
 from factory.system.process import Log  # noqa: E402
 from factory.toolchain.cuda import provide_cuda  # noqa: E402

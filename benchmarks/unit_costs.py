@@ -32,8 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from factory.plan.costs import CostBook, cost_key, estimated_seconds  # noqa: E402
-from factory.plan.load import plan_matrix  # noqa: E402
+from factory.compile.costbook import CostBook  # noqa: E402
+from factory.pipeline.load import plan_matrix  # noqa: E402
+from factory.plan.costs import cost_key, estimated_seconds  # noqa: E402
 
 
 def main() -> int:

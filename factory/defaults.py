@@ -200,6 +200,24 @@ SERVE_PER_CLIENT = 32
 """Connections one client address may hold at once (pip and uv open a few): one more from it
 is answered 503 at once, so one slow or greedy client cannot take the workers from others."""
 
+LOG_OUTPUT_LIMIT = 256 * 2**20
+"""The most a command whose output goes to a cell's log may print (a compiler, an install, a
+kernel's tests); one that goes on is stopped."""
+
+TOOL_TIMEOUT = 600
+"""A quick tool the factory asks something (git's answers, c++filt, abi3audit, a version)."""
+
+GIT_FETCH_TIMEOUT = 3600
+"""A git clone or fetch of a kernel repository (its submodules included)."""
+
+STEP_TIMEOUT = 3 * 3600
+"""One step of a build the factory runs in the log: an install into a torch environment,
+building CPython, auditwheel, linking."""
+
+COMPILER_TIMEOUT = 4 * 3600
+"""One compiler run of the compile pool, whatever --time-limit says (a big template instance
+takes tens of minutes; hours mean it hangs)."""
+
 PROBE_OUTPUT_LIMIT = 4 * 2**20
 """The most a probe of an interpreter or an image may print (its answer is a few KiB)."""
 

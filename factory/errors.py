@@ -20,9 +20,13 @@ __all__ = [
     "FatbinError",
     "IndexConflict",
     "NotAnElfFile",
+    "NotStarted",
+    "OutputOverflow",
+    "ProcessError",
     "PublishError",
     "SourceError",
     "SourceRefused",
+    "TimedOut",
     "WheelReadError",
     "describe_os_error",
 ]
@@ -90,6 +94,33 @@ class CommandFailed(BuildError):
     def __init__(self, message: str, output: str) -> None:
         super().__init__(message)
         self.output = output
+
+
+class ProcessError(FactoryError):
+    """A program could not be run to its end: it did not start, ran past its time limit or
+    printed more than its output cap (system/process.py starts every program)."""
+
+    exit_status = 1
+
+
+class NotStarted(ProcessError):
+    """The program is not there or cannot be executed; `reason` is the system's word."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class TimedOut(ProcessError):
+    """The program ran past its time limit and was killed with everything it started."""
+
+    def __init__(self, message: str, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
+
+
+class OutputOverflow(ProcessError):
+    """The program printed more than its output cap and was killed."""
 
 
 class WheelReadError(ConfigError):

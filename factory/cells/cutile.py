@@ -24,7 +24,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version as PackagingVersion
 
 from ..errors import BuildError, CommandFailed
-from ..toolchain.cutile import provide_assembler
+from ..toolchain.cutile import assembler_facts, provide_assembler
 from ..wheel.assemble import write_wheel
 from ..wheel.read import PROVENANCE_FILE
 from .job import Built, Job, cell_torch, stage_source, unpack_wheel
@@ -76,9 +76,11 @@ def build_cutile(job: Job) -> Built:
     sms = [f"sm_{cap.arch}" for cap in cell.sms]
     request = work / "cutile-request.json"
     result = work / "cutile-result.json"
+    version, supported = assembler_facts(assembler)
     request.write_text(json.dumps({
         "content": str(content), "loader": str(_HERE / "runtime.py"), "module": LOADER_MODULE,
-        "sms": sms, "kernels": [kernel.to_json() for kernel in spec.cutile],
+        "sms": sms, "assembler": version, "supported": supported,
+        "kernels": [kernel.to_json() for kernel in spec.cutile],
         "result": str(result)}, indent=1) + "\n")
     signatures = sum(len(kernel.signatures) for kernel in spec.cutile)
     log.step(f"compiling {len(spec.cutile)} cuTile kernels ({signatures} signatures) ahead of "

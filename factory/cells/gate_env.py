@@ -11,13 +11,13 @@ the dependencies its proof ran with.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
+from .. import defaults
 from ..errors import BuildError, CommandFailed
 from ..plan.cells import Cell
 from ..prove.testenv import Needed, installed_beside_torch, unavailable
-from ..system.process import Log
+from ..system.process import Log, bounded_run
 from ..system.uv import uv_bin
 from ..toolchain.torch import TorchEnv, env_beside_torch
 from ..wheel.read import read_wheel
@@ -68,8 +68,8 @@ def gate_python(cell: Cell, torch: TorchEnv, cache: Path, log: Log, folder: Path
         raise BuildError(unavailable(failed.output, needed, offline, wheelhouses,
                                      "import")) from None
     python = folder / "bin" / "python"
-    resolved = subprocess.run([uv_bin(), "pip", "freeze", "--python", str(python)],
-                              capture_output=True, text=True, check=False).stdout.split()
+    resolved = bounded_run([uv_bin(), "pip", "freeze", "--python", str(python)],
+                           defaults.TOOL_TIMEOUT).stdout.split()
     log.write(f"   resolved for torch {torch.torch_version} (CUDA {cell.cuda.version}): "
               f"{', '.join(resolved) or 'nothing'}")
     return python

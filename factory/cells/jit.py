@@ -18,13 +18,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from .. import defaults
 from ..errors import BuildError
 from ..plan.cells import HEADER_SUFFIXES, Cell
-from ..system.process import Log
+from ..system.process import Log, bounded_run
 from ..toolchain import Toolchain
 from ..values.units import human_size
 
@@ -94,7 +94,8 @@ def check_jit_headers(cell: Cell, toolchain: Toolchain, package: Path, own: list
             [str(toolkit.nvcc), "-E", "-x", "cu", standard, "--expt-relaxed-constexpr",
              f"-arch=sm_{newest.arch}", "-ccbin", toolchain.cxx, "-I", str(folder), "-o",
              os.devnull, str(unit)], work)
-        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+        done = bounded_run(argv, defaults.COMPILER_PROBE_TIMEOUT, defaults.LOG_OUTPUT_LIMIT,
+                           cwd=cwd)
         missing = _MISSING.search(done.stdout + done.stderr)
         return header, missing[1] if missing else None
 

@@ -15,7 +15,6 @@ import os
 import platform
 import shutil
 import stat
-import subprocess
 import sys
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -30,10 +29,10 @@ from ..config.torches import InstalledTorch
 from ..errors import BuildError
 from ..plan.cells import Cell
 from ..plan.costs import UnitCost
-from ..plan.probe import ProbeError, probe_interpreter
 from ..policy import torch_release
+from ..sources.installed import ProbeError, probe_interpreter
 from ..sources.tree import IGNORED_DIRS
-from ..system.process import Log, bounded_run, first_output_line
+from ..system.process import Log, ProcessError, bounded_run, first_output_line
 from ..toolchain import CommandPrefix, Toolchain, cxx_standard, host_compiler
 from ..toolchain.cuda import CudaToolkit, image_toolkit, provide_cuda
 from ..toolchain.emulated import cross_compiler, emulation, provide_emulated_torch
@@ -167,7 +166,7 @@ def check_host_runtime(toolchain: Toolchain, work: Path, log: Log) -> None:
     try:
         done = bounded_run([toolchain.cxx, "-shared", "-fPIC", "-o", str(linked), str(source)],
                            defaults.COMPILER_PROBE_TIMEOUT, cwd=folder)
-    except (OSError, subprocess.SubprocessError) as exc:
+    except ProcessError as exc:
         raise BuildError(f"{named} cannot be run ({exc})") from None
     if done.returncode != 0 or not linked.is_file():
         log.write(done.stdout + done.stderr)

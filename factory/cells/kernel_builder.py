@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import random
 import shutil
-import subprocess
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -34,7 +33,7 @@ from ..compile.pool import TimeLimitReached
 from ..errors import BuildError, CommandFailed
 from ..plan.cells import Cell
 from ..plan.costs import UnitCost, cost_key, estimated_seconds, unit_memory
-from ..system.process import Log, bounded_run, run
+from ..system.process import Completed, Log, ProcessError, bounded_run, run
 from ..toolchain import Toolchain
 from ..wheel.assemble import CoreMetadata, compressed_tag, write_wheel
 from ..wheel.read import PROVENANCE_FILE
@@ -106,7 +105,7 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
     shared_object = package / f"{cell.ops_namespace}{extension_suffix(cell)}"
     argv, cwd = toolchain.runs_in.argv(link_command([j.object for j in jobs], shared_object,
                                                     toolchain), work)
-    run(argv, log, cwd=cwd, what="linking")
+    run(argv, log, timeout=defaults.STEP_TIMEOUT, cwd=cwd, what="linking")
 
     job.progress("auditwheel")
     draft = write_wheel(work / "pkg", work / "draft", _metadata(cell),
@@ -392,11 +391,11 @@ def _sealed_image(cell: Cell) -> str | None:
 
 def _compilers(toolchain: Toolchain, work: Path) -> str:
     """What the compilers are, asked where they run: part of every object's key."""
-    def ask(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    def ask(argv: list[str]) -> Completed[str]:
         command, cwd = toolchain.runs_in.argv(argv, work)
         try:
             return bounded_run(command, defaults.COMPILER_PROBE_TIMEOUT, cwd=cwd)
-        except (OSError, subprocess.SubprocessError) as exc:
+        except ProcessError as exc:
             raise BuildError(f"{argv[0]} cannot be run ({exc})") from None
 
     tools = ([str(toolchain.cuda.nvcc)] if toolchain.cuda else []) + [toolchain.cxx]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from .. import __version__, defaults
+from ..compile.costbook import COSTS_FOLDER, CostBook, known_costs
 from ..compile.objects import ObjectCache
 from ..compile.pool import Budget, CompilePool, grace_for, machine_budget
 from ..config.model import SizeLimit
@@ -35,7 +36,7 @@ from ..outputs.files import file_sha256, process_alive
 from ..outputs.journal import note_publishing, pending
 from ..outputs.layout import Layout, refuse_links
 from ..plan.cells import Cell, Plan, SkippedCell
-from ..plan.costs import COSTS_FOLDER, CostBook, UnitCost, known_costs, shard_of
+from ..plan.costs import UnitCost, shard_of
 from ..prove.load import LoadReport, importable_modules, load_problems
 from ..prove.tests import TestReport
 from ..system.process import Log

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import functools
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError
-from ..system.process import bounded_run, foreign_environment
+from ..system.process import ProcessError, bounded_run, foreign_environment
 from ..toolchain import CommandPrefix
 
 __all__ = ["Confined", "confined_command", "confined_environment"]
@@ -85,7 +84,7 @@ def _bwrap() -> tuple[str | None, str]:
     try:
         done = bounded_run([found, "--ro-bind", "/", "/", "--unshare-net", "--", "true"],
                            defaults.COMPILER_PROBE_TIMEOUT)
-    except (OSError, subprocess.SubprocessError) as exc:
+    except ProcessError as exc:
         return None, f"cannot run here ({exc})"
     if done.returncode != 0:
         said = next((line for line in done.stderr.splitlines() if line.strip()), "no output")

@@ -5,14 +5,13 @@ doctor.py for machines without the factory)."""
 from __future__ import annotations
 
 import argparse
-import subprocess
 from typing import Any
 
 from rich.console import Console
 
 from .. import defaults
 from ..errors import ConfigError, FactoryError
-from ..system.process import OutputOverflow, bounded_run
+from ..system.process import NotStarted, OutputOverflow, TimedOut, bounded_run
 from ..ui.console import make_console
 from .common import path_argument
 
@@ -46,10 +45,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     try:
         done = bounded_run([str(args.python), doctor.__file__, *forwarded],
                            defaults.DOCTOR_TIMEOUT)
-    except OSError as exc:
-        raise ConfigError(f"cannot be run ({exc.strerror})", file=args.python,
-                          key="--python") from None
-    except subprocess.TimeoutExpired:
+    except NotStarted as exc:
+        raise ConfigError(f"cannot be run ({exc.reason})",
+                          file=args.python, key="--python") from None
+    except TimedOut:
         raise FactoryError(f"{args.python} gave no report within {defaults.DOCTOR_TIMEOUT} s; "
                            "it was stopped") from None
     except OutputOverflow as exc:

@@ -28,7 +28,7 @@ def add(commands: Any) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     from ..cells.options import BuildOptions
     from ..cells.runners.docker.runner import DockerRunner
-    from ..plan.load import plan_matrix
+    from ..pipeline.load import plan_matrix
     from ..system.engine import Engine
     from ..system.process import Log
 

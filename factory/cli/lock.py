@@ -43,8 +43,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         write,
     )
     from ..config.wheelhouse import wheelhouse_digest, wheelhouse_wheels
+    from ..pipeline.load import fetch_dependencies, resolve_matrix
     from ..plan.cells import check_unique_names
-    from ..plan.load import fetch_dependencies, resolve_matrix
 
     target = lock_path(args.matrix)
     if target.exists() and not target.is_file():

@@ -31,7 +31,7 @@ On disk, under the cache's root:
 
 That is one part; builds in builder containers keep theirs in docker/<base>/ (written by the
 container's user). Beside them, costs/<kernel>.json holds what each unit cost to compile
-(plan/costs.py).
+(compile/costbook.py).
 
 An entry is the factory's only when its record's mac (HMAC-SHA256 of the key, identity, size
 and sha256 under the object cache's key: trust/keys.py, kept outside the cache) holds, and its

@@ -23,7 +23,6 @@ import math
 import os
 import shlex
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import defaults
-from ..errors import BuildError
-from ..system.process import Log, log_result, not_found
+from ..errors import BuildError, NotStarted, OutputOverflow, TimedOut
+from ..system.process import Child, Log, log_result, not_found
 
 __all__ = ["Budget", "CompilePool", "Finished", "Grant", "Stopped", "TimeLimitReached",
            "grace_for", "machine_budget"]
@@ -147,7 +146,7 @@ class CompilePool:
         self._queued: list[tuple[float, int]] = []  # (-estimate, arrival) of compilers waiting
         self._arrivals = itertools.count()
         self._stopped = False
-        self._processes: set[subprocess.Popen[bytes]] = set()
+        self._processes: set[Child] = set()
 
     @property
     def expired(self) -> bool:
@@ -259,65 +258,77 @@ class CompilePool:
             processes = list(self._processes)
             self._condition.notify_all()
         for process in processes:
-            _signal_group(process, signal.SIGTERM)
+            process.signal(signal.SIGTERM)
 
     def run(self, argv: Sequence[str], cwd: Path | None, log: Log, what: str,
             measure: bool = True, env: Mapping[str, str] | None = None) -> Finished:
-        """Run one compiler to its end; its output goes to the log as one block. A failure
-        raises BuildError; the stop or the time limit end it early (Stopped, TimeLimitReached)."""
+        """Run one compiler to its end; its output (at most LOG_OUTPUT_LIMIT bytes) goes to
+        the log as one block. A failure raises BuildError; the stop or the time limit end it
+        early (Stopped, TimeLimitReached); so does running past COMPILER_TIMEOUT (TimedOut)
+        or printing past the cap (OutputOverflow)."""
         command = [str(arg) for arg in argv]
         started = time.monotonic()
         with self._condition:
             self._check()
             try:
-                process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
-                                           stderr=subprocess.STDOUT, start_new_session=True,
-                                           env=None if env is None else dict(env))
-            except FileNotFoundError:
+                process = Child(command, cwd=cwd, env=env, merged=True, what=what)
+            except NotStarted:
                 raise not_found(command, what) from None
             self._processes.add(process)
-        chunks: list[bytes] = []
-        stream = process.stdout
+        chunks = bytearray()
+        overflowed = threading.Event()
+        stream = process.popen.stdout
         assert stream is not None
-        reader = threading.Thread(target=lambda: chunks.append(stream.read()), daemon=True)
+
+        def drain() -> None:
+            while chunk := stream.read(1 << 16):
+                if len(chunks) + len(chunk) > defaults.LOG_OUTPUT_LIMIT:
+                    overflowed.set()
+                    process.signal()
+                    return
+                chunks.extend(chunk)
+
+        reader = threading.Thread(target=drain, daemon=True)
         reader.start()
         try:
-            status, peak = self._wait(process)
+            status, peak = self._wait(process, started)
         finally:
             with self._condition:
                 self._processes.discard(process)
-        reader.join()
-        output = b"".join(chunks).decode(errors="replace")
-        if self._stopped or status is None:
+            process.close()
+        reader.join(timeout=5)
+        output = chunks.decode(errors="replace")
+        if self._stopped or status is None or overflowed.is_set():
             log.write(f"$ {shlex.join(command)}\n{output}")
             if self._stopped:
                 raise Stopped(f"{what}: stopped")
+            if overflowed.is_set():
+                raise OutputOverflow(f"{what} printed more than {defaults.LOG_OUTPUT_LIMIT} "
+                                     "bytes; it was stopped")
+            if time.monotonic() - started >= defaults.COMPILER_TIMEOUT:
+                raise TimedOut(f"{what} ran past {defaults.COMPILER_TIMEOUT} s and was "
+                               "stopped", defaults.COMPILER_TIMEOUT)
             raise TimeLimitReached(f"{what}: stopped at the time limit",
                                    ran=time.monotonic() - started)
         log_result(command, output, status, log, what)
         return Finished(time.monotonic() - started, peak if measure else None)
 
-    def _wait(self, process: subprocess.Popen[bytes]) -> tuple[int | None, int | None]:
-        """(exit status, peak bytes); status None when the deadline stopped it."""
+    def _wait(self, process: Child, started: float) -> tuple[int | None, int | None]:
+        """(exit status, peak bytes); status None when the deadline, or the compiler's own
+        limit, stopped it."""
         signalled_at: float | None = None
         while True:
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
             if pid:
-                process.returncode = os.waitstatus_to_exitcode(status)
+                process.popen.returncode = os.waitstatus_to_exitcode(status)
                 if signalled_at is not None and not self._stopped:
                     return None, None
-                return process.returncode, usage.ru_maxrss * 1024
+                return process.popen.returncode, usage.ru_maxrss * 1024
             now = time.monotonic()
-            if signalled_at is None and (self._stopped or self._overdue):
-                _signal_group(process, signal.SIGTERM)
+            if signalled_at is None and (self._stopped or self._overdue
+                                         or now - started >= defaults.COMPILER_TIMEOUT):
+                process.signal(signal.SIGTERM)
                 signalled_at = now
             elif signalled_at is not None and now - signalled_at > KILL_AFTER:
-                _signal_group(process, signal.SIGKILL)
+                process.signal(signal.SIGKILL)
             time.sleep(0.05)
-
-
-def _signal_group(process: subprocess.Popen[bytes], number: int) -> None:
-    try:
-        os.killpg(process.pid, number)
-    except (ProcessLookupError, PermissionError):
-        pass

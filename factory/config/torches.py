@@ -1,6 +1,7 @@
 """Torches already installed: the interpreter or container image a matrix's torch entry names,
-as read once while planning (plan/probe.py). What is read decides the cell's label, its torch
-pin and its import guard, and goes into its fingerprint, so a changed torch means a new build.
+as read once before planning (sources/installed.py). What is read decides the cell's label, its
+torch pin and its import guard, and goes into its fingerprint, so a changed torch means a new
+build.
 
 Release builds (2.11.0, 2.11.0+cu130: what PyPI and PyTorch's indexes serve) are labelled and
 pinned like index builds (cu130torch211, torch==2.11.*): the same release line has one C++ ABI.

@@ -138,7 +138,7 @@ class SimpleIndex:
         return files
 
 
-class TooLarge(Exception):
+class TooLarge(FactoryError):
     """A streamed download went on past its limit; what was read of it is removed."""
 
 

@@ -16,6 +16,7 @@ from ..cells.run import (
     test_cells,
 )
 from ..cells.runners import Runner, choose_runner
+from ..compile.costbook import COSTS_FOLDER, CostBook
 from ..compile.objects import ObjectCache
 from ..compile.pool import machine_budget
 from ..config.model import RunnerChoice, SizeLimit
@@ -26,10 +27,9 @@ from ..index.update import IndexSummary, update_index
 from ..index.variants import make_variants
 from ..outputs.layout import Layout
 from ..plan.cells import Plan
-from ..plan.costs import COSTS_FOLDER, CostBook
 from ..plan.jobs import select_job, select_shard
-from ..plan.load import plan_matrix
 from ..plan.select import Selection, select_cells
+from .load import plan_matrix
 from .plan import new_cells
 from .voice import Voice, status_of_tests
 

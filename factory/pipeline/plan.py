@@ -7,12 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..compile.costbook import COSTS_FOLDER, CostBook, known_costs
 from ..index.new import listed_wheels, unpublished
 from ..plan.cells import Plan
-from ..plan.costs import COSTS_FOLDER, CostBook, cell_seconds, known_costs, shard_count
+from ..plan.costs import cell_seconds, shard_count
 from ..plan.jobs import Job, UnitShard, plan_jobs, unit_shards
-from ..plan.load import plan_matrix
 from ..plan.select import Selection, select_cells
+from .load import plan_matrix
 from .names import check_plan_names
 
 __all__ = ["CellCost", "FanOut", "PlanRequest", "new_cells", "plan_fanout"]

@@ -12,8 +12,8 @@ from ..config.model import RunnerChoice
 from ..index.records import load_manifest
 from ..index.update import update_index
 from ..outputs.layout import Layout
-from ..plan.load import plan_matrix
 from .build import choose, only_cells, with_wheelhouses
+from .load import plan_matrix
 from .voice import Voice, status_of_tests
 
 __all__ = ["TestRequest", "run_kernel_tests"]

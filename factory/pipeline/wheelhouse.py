@@ -11,10 +11,10 @@ from pathlib import Path
 
 from ..config.wheelhouse import wheelhouse_problem, wheelhouse_wheels
 from ..errors import BuildError
-from ..plan.load import resolve_matrix
 from ..prove.testenv import requirement_sources
 from ..prove.wheelhouse import Target, Wheelhouse, download, resolve, torch_closure
 from ..toolchain.torch import torch_requirement
+from .load import resolve_matrix
 
 __all__ = ["WheelhouseRequest", "make_wheelhouse"]
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -28,7 +27,7 @@ from installer.destinations import SchemeDictionaryDestination
 from installer.sources import WheelFile as InstallerWheel
 
 from ..errors import BuildError
-from ..system.process import Log, OutputOverflow, bounded_run
+from ..system.process import Log, OutputOverflow, ProcessError, TimedOut, bounded_run
 from ..toolchain import CommandPrefix
 from ..wheel.elf import demangle_text
 
@@ -144,18 +143,23 @@ def load_wheel(wheel: Path, modules: list[str], python: str, folder: Path, log: 
     log.step(f"loading {wheel.name} with {python}: import {', '.join(modules)}")
     try:
         completed = bounded_run(argv, _TIMEOUT, cwd=cwd)
-    except subprocess.TimeoutExpired:
+    except TimedOut:
         raise BuildError(f"importing {wheel.name} did not finish in {_TIMEOUT:.0f} s") from None
     except OutputOverflow as exc:
-        raise BuildError(f"importing {wheel.name} {exc}: it was stopped") from None
-    except OSError as exc:
-        raise BuildError(f"{python} cannot be run ({exc.strerror})") from None
+        raise BuildError(f"importing {wheel.name}: {exc}; it was stopped") from None
+    except ProcessError as exc:
+        raise BuildError(f"{python} cannot be run ({exc})") from None
     report = _parse(completed.stdout)
     if report is None:
         detail = (completed.stderr or completed.stdout).strip().splitlines()
         log.write(completed.stderr)
         raise BuildError(f"importing {wheel.name} with {python} crashed (exit "
                          f"{completed.returncode}): {detail[-1] if detail else 'no output'}")
+    outside, cuda = _outside(completed.stdout)
+    if report.ops and (outside or cuda):
+        others = _registered_by_outside(python, probe, outside, cuda, folder, runs_in)
+        report = replace(report, ops=tuple(op for op in report.ops if op.name not in others),
+                         others=tuple(op.name for op in report.ops if op.name in others))
     for op in report.ops:
         log.write(f"   op {op.name}: kernels for {', '.join(op.keys) or 'no dispatch key'}; "
                   f"{'torch.compile can trace it' if op.fake else 'no fake implementation'}")
@@ -165,6 +169,32 @@ def load_wheel(wheel: Path, modules: list[str], python: str, folder: Path, log: 
                   f"registered when it loaded them (not the wheel's; namespaces "
                   f"{', '.join(namespaces)})")
     return report
+
+
+def _outside(stdout: str) -> tuple[list[str], bool]:
+    """The modules from outside the wheel its import loaded, and whether it started CUDA."""
+    data = json.loads(stdout.strip().splitlines()[-1])
+    return [str(name) for name in data.get("outside") or ()], data.get("cuda_started") is True
+
+
+def _registered_by_outside(python: str, probe: Path, modules: list[str], cuda: bool,
+                           folder: Path, runs_in: CommandPrefix | None) -> set[str]:
+    """The ops that importing `modules` (after torch, and starting CUDA when `cuda`) registers
+    in a fresh interpreter of the cell's torch, without the wheel: not the wheel's. Nothing
+    when that cannot be told (every op stays the wheel's, and the gate judges them all)."""
+    argv, cwd = (runs_in or CommandPrefix()).argv(
+        [python, "-I", "-B", str(probe), "--outside", *(["--cuda"] if cuda else []), *modules],
+        folder)
+    try:
+        completed = bounded_run(argv, _TIMEOUT, cwd=cwd)
+    except ProcessError:
+        return set()
+    lines = completed.stdout.strip().splitlines()
+    try:
+        return {str(name) for name in json.loads(lines[-1])} \
+            if completed.returncode == 0 and lines else set()
+    except (ValueError, TypeError):
+        return set()
 
 
 def _parse(stdout: str) -> LoadReport | None:

@@ -13,9 +13,10 @@ on.
 
 A kernel's import may load modules from outside the wheel that register ops of their own (natten
 loads torch's flex attention, which loads torch._inductor), and may start CUDA (torch registers
-its Triton sparse ops then). Those ops are not the wheel's: the probe imports the same outside
-modules in a fresh interpreter (`probe.py --outside [--cuda] MODULE ...`), starting CUDA there
-too when the import started it, and what that registers is reported apart ("others").
+its Triton sparse ops then). Those ops are not the wheel's: the report names the outside modules
+loaded ("outside") and whether CUDA started ("cuda_started"), and the factory then runs
+`probe.py --outside [--cuda] MODULE ...` in a fresh interpreter, which imports the same outside
+modules (starting CUDA too) and prints the ops that registers; load.py sets those apart.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import importlib
 import json
 import os
 import site
-import subprocess
 import sys
 import warnings
 from typing import Any
@@ -68,12 +68,12 @@ def main(argv: list[str]) -> int:
         if free_threaded and "gil_enabled_by" not in report and gil_enabled():
             report["gil_enabled_by"] = name  # its import turned the GIL back on
     added = set(torch._C._dispatch_get_all_op_names()) - before
-    outside = [name for name, module in list(sys.modules.items())
-               if name not in known and module is not None and not _within(module, folder)]
-    cuda = torch.cuda.is_initialized()  # the import started CUDA: torch registers ops then
-    others = added & _registered_by(outside, cuda) if added and (outside or cuda) else set()
-    report["ops"] = [describe(torch, name) for name in sorted(added - others)]
-    report["others"] = sorted(others)
+    report["outside"] = [name for name, module in list(sys.modules.items())
+                         if name not in known and module is not None
+                         and not _within(module, folder)]
+    # the import started CUDA: torch registers ops then
+    report["cuda_started"] = torch.cuda.is_initialized()
+    report["ops"] = [describe(torch, name) for name in sorted(added)]
     sys.stdout.write("\n" + json.dumps(report) + "\n")
     return 0
 
@@ -82,23 +82,6 @@ def _within(module: Any, folder: str) -> bool:
     """Whether a module was loaded from the wheel's folder."""
     where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", [])), "")
     return bool(where) and os.path.realpath(where).startswith(os.path.realpath(folder) + os.sep)
-
-
-def _registered_by(modules: list[str], cuda: bool) -> set[str]:
-    """The ops that importing `modules` (in this order, after torch, and starting CUDA when
-    `cuda`) registers in a fresh interpreter of this environment, without the wheel."""
-    argv = [sys.executable, "-I", "-B", __file__, "--outside", *(["--cuda"] if cuda else []),
-            *modules]
-    try:
-        completed = subprocess.run(argv, capture_output=True, text=True, check=False,
-                                   timeout=300)
-    except subprocess.TimeoutExpired:
-        return set()  # every op stays the wheel's: the gate judges them all
-    lines = completed.stdout.strip().splitlines()
-    try:
-        return set(json.loads(lines[-1])) if completed.returncode == 0 and lines else set()
-    except ValueError:
-        return set()
 
 
 def outside(modules: list[str]) -> int:

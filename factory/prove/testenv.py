@@ -18,6 +18,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from .. import defaults
 from ..config.model import TestSelection
 from ..errors import BuildError, CommandFailed
 from ..system.process import Log, first_error, run
@@ -111,7 +112,8 @@ def make_test_env(root: Path, torch: TorchEnv, wheel: Path, needed: list[Needed]
                                 "a requirement of the wheel installed a torch of its own; its "
                                 "tests must use the cell's torch", wheelhouses, view=True)
         run([uv_bin(), "pip", "install", "--quiet", "--no-deps", "--python",
-             root / "bin" / "python", wheel], log, env=uv_env(cache, offline),
+             root / "bin" / "python", wheel], log,
+            timeout=defaults.STEP_TIMEOUT, env=uv_env(cache, offline),
             what=f"installing {wheel.name}")
     except CommandFailed as exc:
         raise TestEnvUnavailable(unavailable(exc.output, needed, offline, wheelhouses)) from None

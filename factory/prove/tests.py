@@ -20,7 +20,6 @@ its own).
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,7 +29,7 @@ from .. import defaults
 from ..config.model import ALL_TESTS, TestSelection
 from ..errors import BuildError
 from ..outputs.files import read_small_json
-from ..system.process import Log, foreign_environment, streamed_run
+from ..system.process import Log, TimedOut, foreign_environment, streamed_run
 from ..toolchain import CommandPrefix
 from ..toolchain.torch import TorchEnv
 from .testenv import TestEnvUnavailable, make_test_env, test_requirements
@@ -237,7 +236,7 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
     command, cwd = (runs_in or CommandPrefix()).argv(argv, folder)
     try:
         status = streamed_run(command, log, selection.timeout, env=env, cwd=cwd)
-    except subprocess.TimeoutExpired:
+    except TimedOut:
         raise BuildError(f"the tests did not finish in {selection.timeout:.0f} s"
                          f"{_how_far(progress)} (a kernel's tests: {{timeout: ...}} in "
                          f"matrix.yaml gives them longer)") from None

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from packaging.utils import canonicalize_name
 
 from .. import defaults
 from ..errors import BuildError, ConfigError
-from ..system.process import bounded_run, first_error
+from ..system.process import TimedOut, bounded_run, first_error
 from ..system.uv import uv_bin, uv_env
 from ..values.pythons import CPython
 from .testenv import Needed
@@ -121,7 +120,7 @@ def _compile(target: Target, wanted: Path, output: Path, preferred: dict[str, st
             *index, "--output-file", str(output), str(wanted)]
     try:
         done = bounded_run(argv, _RESOLVE_TIMEOUT, env={**os.environ, **uv_env(cache, offline)})
-    except subprocess.TimeoutExpired:
+    except TimedOut:
         raise BuildError(f"uv could not resolve the requirements for {target.describe()} in "
                          f"{_RESOLVE_TIMEOUT:.0f} s") from None
     if done.returncode != 0:
@@ -171,7 +170,7 @@ def download(target: Target, pins: dict[str, str], folder: Path, scratch: Path) 
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
     try:
         done = bounded_run(argv, _DOWNLOAD_TIMEOUT, env=env)
-    except subprocess.TimeoutExpired:
+    except TimedOut:
         raise BuildError(f"pip did not download the wheels for {target.describe()} in "
                          f"{_DOWNLOAD_TIMEOUT:.0f} s") from None
     if done.returncode != 0:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import lzma
 import os
-import subprocess
 import tarfile
 import tempfile
 import tomllib
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from .. import defaults
 from ..errors import BuildError
-from ..system.process import OutputOverflow, bounded_run
+from ..system.process import NotStarted, ProcessError, bounded_run
 from ..trust.safety import leaves_root
 from ..values.units import human_size
 
@@ -100,10 +99,10 @@ def _signed_release(session: requests.Session, archive: Archive) -> str:
         try:
             result = bounded_run(["gpgv", "--keyring", str(archive.keyring), "--status-fd", "1",
                                   "--output", str(text), str(given)], _GPGV_TIMEOUT)
-        except FileNotFoundError:
+        except NotStarted:
             raise BuildError("checking Debian's archive needs gpgv (apt-get install gpgv)") \
                 from None
-        except (subprocess.TimeoutExpired, OutputOverflow):
+        except ProcessError:
             raise BuildError(f"gpgv did not check {url} in {_GPGV_TIMEOUT} s") from None
         signers = _good_signers(result.stdout)
         trusted = signers if archive.fingerprints is None else signers & archive.fingerprints

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from ..config.model import DependencyEntry
 from ..errors import ConfigError, SourceError, SourceRefused
 from ..outputs.files import file_sha256
 from ..policy import DependencyRelease, dependency_release
-from ..system.process import first_error
+from ..system.process import ProcessError, bounded_run, first_error
 from ..system.uv import uv_bin, uv_env
 from .git import COMMIT_ID, GitFetcher
 from .store import TreeStore
@@ -185,11 +184,13 @@ class DependencyFetcher:
 
     def _install(self, what: list[str], target: Path, describe: str) -> None:
         """uv unpacks the wheel (checking its hash where one is required) into `target`."""
-        done = subprocess.run(
-            [uv_bin(), "pip", "install", "--quiet", "--no-deps", "--no-compile", "--target",
-             str(target), *what],
-            capture_output=True, text=True, env={**os.environ, **uv_env(self.cache,
-                                                                         self.offline)})
+        try:
+            done = bounded_run(
+                [uv_bin(), "pip", "install", "--quiet", "--no-deps", "--no-compile", "--target",
+                 str(target), *what], defaults.STEP_TIMEOUT, defaults.LOG_OUTPUT_LIMIT,
+                env={**os.environ, **uv_env(self.cache, self.offline)})
+        except ProcessError as exc:
+            raise SourceError(f"installing {describe} failed: {exc}") from None
         if done.returncode != 0:
             problem = first_error(done.stderr or done.stdout)
             if self.offline:

@@ -16,14 +16,15 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import SourceError, SourceRefused
+from .. import defaults
+from ..errors import OutputOverflow, ProcessError, SourceError, SourceRefused, TimedOut
 from ..outputs.files import write_atomic
 from ..system.cache import exclusive
+from ..system.process import Child, Completed, bounded_run
 from ..trust.safety import link_target_inside, unsafe_name
 from .store import TreeStore
 
@@ -181,18 +182,25 @@ class GitFetcher:
         return entries
 
     def _write(self, repo: Path, entries: list[tuple[str, str, str]], target: Path) -> None:
-        """The listed blobs, read in one `git cat-file --batch`, written under target."""
-        process = subprocess.Popen(_command(["cat-file", "--batch"], repo),
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env())
-        assert process.stdin is not None and process.stdout is not None
+        """The listed blobs, read in one `git cat-file --batch`, written under target; git
+        has the fetch's time limit for all of them, and no blob is read past its size."""
+        reader = Child(_command(["cat-file", "--batch"], repo), env=_env(), stdin=True,
+                       what="git cat-file")
+        timer = reader.expire_after(defaults.GIT_FETCH_TIMEOUT)
+        asked, answers = reader.popen.stdin, reader.popen.stdout
+        assert asked is not None and answers is not None
         try:
             for mode, oid, path in entries:
-                process.stdin.write(f"{oid}\n".encode())
-                process.stdin.flush()
-                header = process.stdout.readline().split()
+                asked.write(f"{oid}\n".encode())
+                asked.flush()
+                header = answers.readline(200).split()
+                if len(header) != 3 or not header[2].isdigit():
+                    raise SourceError(f"git cat-file gave no object for {path} (it was stopped "
+                                      f"after {defaults.GIT_FETCH_TIMEOUT} s, or the "
+                                      "repository is damaged)")
                 size = int(header[2])
-                data = process.stdout.read(size)
-                process.stdout.read(1)
+                data = answers.read(size)
+                answers.read(1)
                 destination = target / path
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 if mode == "120000":
@@ -203,8 +211,8 @@ class GitFetcher:
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(data)
         finally:
-            process.stdin.close()
-            process.wait()
+            timer.cancel()
+            reader.close()
 
     def _run(self, argv: list[str], repo: Path | None, network: str | None = None) -> str:
         done = _git(argv, repo)
@@ -230,7 +238,16 @@ def _env() -> dict[str, str]:
     return {**os.environ, **_ENV}
 
 
-def _git(argv: list[str], repo: Path | None) -> subprocess.CompletedProcess[str]:
-    """Run git, its output captured as text; the caller judges the exit status."""
-    return subprocess.run(_command(argv, repo), capture_output=True, text=True,
-                          errors="replace", env=_env())
+def _git(argv: list[str], repo: Path | None) -> Completed[str]:
+    """Run git, its output captured as text; the caller judges the exit status. A clone or
+    fetch has GIT_FETCH_TIMEOUT, any other command TOOL_TIMEOUT; git hanging past it, or
+    printing more than LOG_OUTPUT_LIMIT, is a SourceError."""
+    limit = defaults.GIT_FETCH_TIMEOUT if argv[0] in ("fetch", "clone", "ls-remote") \
+        else defaults.TOOL_TIMEOUT
+    try:
+        return bounded_run(_command(argv, repo), limit, defaults.LOG_OUTPUT_LIMIT, env=_env(),
+                           what=f"git {argv[0]}")
+    except (TimedOut, OutputOverflow) as exc:
+        raise SourceError(str(exc)) from None
+    except ProcessError as exc:
+        raise SourceError(f"{exc}; git is needed to fetch kernel sources") from None

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import requests
 
 from .. import defaults
+from ..errors import FactoryError
 from ..values.units import human_size
 
 __all__ = ["BoundedSession", "Overrun", "read_body", "within"]
@@ -25,8 +26,9 @@ __all__ = ["BoundedSession", "Overrun", "read_body", "within"]
 _T = TypeVar("_T")
 
 
-class Overrun(requests.RequestException):
-    """An answer that went on past its deadline or its size bound."""
+class Overrun(FactoryError, requests.RequestException):
+    """An answer that went on past its deadline or its size bound (a RequestException too, so
+    that every handler of a failed request gives it one line)."""
 
 
 def within(seconds: float, work: Callable[[], _T], what: str) -> _T:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from ..system.process import OutputOverflow, bounded_run
+from ..system.process import ProcessError, bounded_run
 
 __all__ = ["COMMIT", "own_commit"]
 
@@ -36,7 +35,7 @@ def own_commit() -> str | None:
         return None
     try:
         done = bounded_run(["git", "-C", str(checkout), "rev-parse", "HEAD"], _GIT_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired, OutputOverflow):
+    except ProcessError:
         return None
     head = done.stdout.strip()
     return head if done.returncode == 0 and COMMIT.fullmatch(head) else None

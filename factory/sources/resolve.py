@@ -9,18 +9,19 @@ resolved commit.
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from .. import defaults
 from ..config import lockfile
 from ..config.model import KernelEntry, Matrix, SourceRequest
 from ..config.project import project_kind, static_version
 from ..errors import ConfigError, SourceError, SourceRefused
 from ..outputs.files import ZIP_EPOCH
+from ..system.process import ProcessError, bounded_run
 from .git import COMMIT_ID, GitFetcher
 from .hub import HubFetcher
 from .tree import GitState, SourceTree, resolve_path_source, scan_tree
@@ -111,8 +112,11 @@ class Sources:
             return self.hub.tags_at(tree.location, tree.revision)
         if tree.git is None or tree.git.dirty:
             return []
-        done = subprocess.run(["git", "-C", str(tree.root), "tag", "--points-at", "HEAD"],
-                              capture_output=True, text=True)
+        try:
+            done = bounded_run(["git", "-C", str(tree.root), "tag", "--points-at", "HEAD"],
+                               defaults.TOOL_TIMEOUT)
+        except ProcessError:
+            return []
         return done.stdout.split() if done.returncode == 0 else []
 
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from .. import defaults
 from ..config.model import SourceKind
 from ..errors import ConfigError
 from ..outputs.files import ZIP_EPOCH
+from ..system.process import ProcessError, bounded_run
 from ..trust.safety import check_entry, unsafe_name
 
 __all__ = ["IGNORED_DIRS", "GitState", "SourceTree", "resolve_path_source",
@@ -90,8 +91,8 @@ def resolve_path_source(root: Path) -> SourceTree:
 def _git(root: Path, *args: str) -> str | None:
     """A git command's output in `root`; None outside a work tree or without git."""
     try:
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
-    except OSError:
+        done = bounded_run(["git", "-C", str(root), *args], defaults.TOOL_TIMEOUT)
+    except ProcessError:
         return None
     return done.stdout.strip() if done.returncode == 0 else None
 

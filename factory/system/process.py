@@ -1,4 +1,6 @@
-"""Running tools with their output captured in a cell's log."""
+"""Every program the factory starts starts here (the container engine's docker commands in
+engine.py aside): in a process group of its own, with a time limit and a cap on what it may
+print, its output captured whole or streamed into a cell's log."""
 
 from __future__ import annotations
 
@@ -14,11 +16,15 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from .. import defaults
-from ..errors import BuildError, CommandFailed
+from ..errors import BuildError, CommandFailed, NotStarted, OutputOverflow, ProcessError, TimedOut
 from ..trust.credentials import passed_environment, redact
 
-__all__ = ["Log", "OutputOverflow", "bounded_run", "first_error", "first_output_line",
-           "foreign_environment", "log_result", "not_found", "run", "streamed_run"]
+__all__ = ["Child", "Completed", "Log", "NotStarted", "OutputOverflow", "ProcessError",
+           "TimedOut", "bounded_run", "first_error", "first_output_line", "foreign_environment",
+           "log_result", "not_found", "run", "streamed_run"]
+
+Completed = subprocess.CompletedProcess
+"""What a command that ran to its end gave: args, returncode, stdout, stderr."""
 
 
 class Log:
@@ -40,97 +46,163 @@ class Log:
         self.write(f"\n==> {title}")
 
 
-def run(argv: Sequence[str | Path], log: Log, *, cwd: Path | None = None,
+def run(argv: Sequence[str | Path], log: Log, *, timeout: float, cwd: Path | None = None,
         env: dict[str, str] | None = None, what: str | None = None) -> str:
-    """Run a command; its output goes to the log as one block. Failure raises BuildError."""
+    """Run a command to its end within `timeout` seconds; its output (stdout and stderr
+    together, at most LOG_OUTPUT_LIMIT bytes) goes to the log as one block. It failing raises
+    CommandFailed; not starting, BuildError; running past its time, TimedOut."""
     command = [str(arg) for arg in argv]
     merged_env = None if env is None else {**os.environ, **env}
     try:
-        result = subprocess.run(command, cwd=cwd, env=merged_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace")
-    except FileNotFoundError:
+        result = bounded_run(command, timeout, defaults.LOG_OUTPUT_LIMIT, env=merged_env,
+                             cwd=cwd, merged=True, what=what)
+    except NotStarted:
         raise not_found(command, what) from None
     log_result(command, result.stdout, result.returncode, log, what)
     return result.stdout
 
 
-class OutputOverflow(subprocess.SubprocessError):
-    """A command printed more than bounded_run takes; it was killed."""
+class Child:
+    """A program started in a process group of its own (Ctrl-C reaches the factory, which ends
+    its children itself), whose whole group a signal reaches. The one place a program starts:
+    the bounded runs below, the compile pool and git's batch reader build on it."""
+
+    def __init__(self, argv: Sequence[str | Path], *, cwd: Path | None = None,
+                 env: Mapping[str, str] | None = None, stdin: bool = False,
+                 merged: bool = False, what: str | None = None) -> None:
+        self.command = [str(arg) for arg in argv]
+        try:
+            self.popen = subprocess.Popen(
+                self.command, cwd=cwd, env=None if env is None else dict(env),
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+                start_new_session=True)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise NotStarted(f"{what or self.command[0]}: {self.command[0]} cannot be run "
+                             f"({reason})", reason) from None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def signal(self, number: int = signal.SIGKILL) -> None:
+        """Send a signal to the program and everything it started (gone already: nothing)."""
+        with contextlib.suppress(OSError):
+            os.killpg(self.popen.pid, number)
+
+    def wait(self, timeout: float, what: str | None = None) -> int:
+        """Its exit status; past `timeout` seconds the group is killed and TimedOut raised."""
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.signal()
+            self.popen.wait()
+            raise TimedOut(f"{what or Path(self.command[0]).name} ran past its time limit "
+                           f"({timeout:g} s) and was stopped", timeout) from None
+
+    def close(self) -> None:
+        """Kill what is left of the group and reap the program."""
+        self.signal()
+        for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self.popen.wait()
+
+    def expire_after(self, seconds: float) -> threading.Timer:
+        """Kill the group once `seconds` have passed (for a program the caller talks to, such
+        as a batch reader, whose reads would otherwise wait on it forever); cancel the timer
+        when done."""
+        timer = threading.Timer(seconds, self.signal)
+        timer.daemon = True
+        timer.start()
+        return timer
 
 
-def bounded_run(argv: Sequence[str], timeout: float, limit: int = defaults.PROBE_OUTPUT_LIMIT,
-                env: Mapping[str, str] | None = None,
-                cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run a command to its end and give its output, for commands whose output is read whole
-    (probes of an interpreter or an image the user named): it runs in a process group of its
-    own, which is killed when it runs past `timeout` (TimeoutExpired) or prints more than
-    `limit` bytes on either stream (OutputOverflow), so that neither a hung nor a flooding
-    program holds the factory or its memory."""
-    process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True, env=None if env is None else dict(env),
-                               cwd=cwd)
+def bounded_run(argv: Sequence[str | Path], timeout: float,
+                limit: int = defaults.PROBE_OUTPUT_LIMIT, env: Mapping[str, str] | None = None,
+                cwd: Path | None = None, *, input: str | bytes | None = None,
+                merged: bool = False, what: str | None = None) -> Completed[str]:
+    """Run a command to its end and give its output as text (stderr apart unless `merged`):
+    it runs in a process group of its own, which is killed when it runs past `timeout`
+    (TimedOut) or prints more than `limit` bytes on a stream (OutputOverflow), so that neither
+    a hung nor a flooding program holds the factory or its memory. `input` is written to its
+    standard input."""
+    child = Child(argv, cwd=cwd, env=env, stdin=input is not None, merged=merged, what=what)
     outputs = (bytearray(), bytearray())
     overflowed = threading.Event()
-
-    def kill() -> None:
-        with contextlib.suppress(OSError):
-            os.killpg(process.pid, signal.SIGKILL)
 
     def drain(stream: IO[bytes], into: bytearray) -> None:
         while chunk := stream.read(1 << 16):
             if len(into) + len(chunk) > limit:
                 overflowed.set()
-                kill()
+                child.signal()
                 return
             into += chunk
 
-    readers = [threading.Thread(target=drain, args=(stream, into), daemon=True)
-               for stream, into in ((process.stdout, outputs[0]), (process.stderr, outputs[1]))
-               if stream is not None]
-    for reader in readers:
-        reader.start()
+    def feed(stream: IO[bytes], data: bytes) -> None:
+        with contextlib.suppress(OSError):  # a program that does not read it all
+            stream.write(data)
+            stream.close()
+
+    streams = ((child.popen.stdout, outputs[0]), (child.popen.stderr, outputs[1]))
+    helpers = [threading.Thread(target=drain, args=(stream, into), daemon=True)
+               for stream, into in streams if stream is not None]
+    if input is not None and child.popen.stdin is not None:
+        data = input.encode() if isinstance(input, str) else input
+        helpers.append(threading.Thread(target=feed, args=(child.popen.stdin, data),
+                                        daemon=True))
+    for helper in helpers:
+        helper.start()
     try:
-        status = process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill()
-        process.wait()
-        raise
+        status = child.wait(timeout, what)
     finally:
-        for reader in readers:
-            reader.join(timeout=5)
+        for helper in helpers:
+            helper.join(timeout=5)
     if overflowed.is_set():
-        raise OutputOverflow(f"printed more than {limit} bytes")
-    return subprocess.CompletedProcess(list(argv), status,
+        raise OutputOverflow(f"{what or Path(child.command[0]).name} printed more than "
+                             f"{limit} bytes")
+    return subprocess.CompletedProcess(child.command, status,
                                        outputs[0].decode(errors="replace"),
                                        outputs[1].decode(errors="replace"))
 
 
 def streamed_run(argv: Sequence[str], log: Log, timeout: float,
-                 env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
+                 env: Mapping[str, str] | None = None, cwd: Path | None = None,
+                 limit: int = defaults.LOG_OUTPUT_LIMIT) -> int:
     """Run a long command (a kernel's test suite) with each line of its output written to the
     log as it comes, and give its exit status. It runs in a process group of its own, all of
-    which is killed when it runs past `timeout` (TimeoutExpired): a hung test, or a worker it
-    left holding the output open, cannot hold the factory."""
-    process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               start_new_session=True, env=None if env is None else dict(env),
-                               cwd=cwd, text=True, errors="replace")
+    which is killed when it runs past `timeout` (TimedOut) or prints more than `limit` bytes
+    (OutputOverflow): a hung test, a flood, or a worker it left holding the output open,
+    cannot hold the factory."""
+    child = Child(argv, cwd=cwd, env=env, merged=True)
+    overflowed = threading.Event()
 
     def drain() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            log.write(line.rstrip("\n"))
+        assert child.popen.stdout is not None
+        written = 0
+        for raw in child.popen.stdout:
+            written += len(raw)
+            if written > limit:
+                overflowed.set()
+                child.signal()
+                return
+            log.write(raw.decode(errors="replace").rstrip("\n"))
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
     try:
-        return process.wait(timeout=timeout)
+        status = child.wait(timeout)
     finally:  # what the command left running goes with it
-        with contextlib.suppress(OSError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        child.signal()
         reader.join(timeout=5)
-        if not reader.is_alive() and process.stdout is not None:
-            process.stdout.close()
+        if not reader.is_alive() and child.popen.stdout is not None:
+            child.popen.stdout.close()
+    if overflowed.is_set():
+        raise OutputOverflow(f"{Path(child.command[0]).name} printed more than {limit} bytes")
+    return status
 
 
 def foreign_environment(folder: Path, environ: Mapping[str, str] | None = None,
@@ -180,10 +252,11 @@ def first_error(output: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
-def first_output_line(argv: Sequence[str]) -> str:
+def first_output_line(argv: Sequence[str | Path],
+                      timeout: float = defaults.COMPILER_PROBE_TIMEOUT) -> str:
     """The first line a tool prints (its version, say); "missing" when it cannot be run."""
     try:
-        done = subprocess.run(list(argv), capture_output=True, text=True)
-    except OSError:
+        done = bounded_run(argv, timeout)
+    except ProcessError:
         return "missing"
     return (done.stdout.strip().splitlines() or ["unknown"])[0]

@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+from .. import defaults
 from .process import Log, run
 
 __all__ = ["install_into", "uv_bin", "uv_env"]
@@ -35,4 +36,5 @@ def install_into(target: Path, requirements: list[str], cache: Path, log: Log, o
     if target.exists():
         shutil.rmtree(target)
     run([uv_bin(), "pip", "install", "--quiet", "--target", target, *requirements], log,
+        timeout=defaults.STEP_TIMEOUT,
         env=uv_env(cache, offline), what=what)

@@ -9,14 +9,15 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import defaults
 from ..errors import BuildError
 from ..policy import cuda_policy, torch_release, torch_releases
 from ..sources.depends import Dependency
+from ..system.process import ProcessError, bounded_run
 from ..values.versions import Version
 from .cuda import CudaToolkit
 from .torch import TorchEnv
@@ -107,9 +108,8 @@ def path_compilers() -> dict[str, str]:
 
 def _dump_version(compiler: Path) -> str:
     try:
-        done = subprocess.run([str(compiler), "-dumpfullversion"], capture_output=True,
-                              text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
+        done = bounded_run([compiler, "-dumpfullversion"], defaults.COMPILER_PROBE_TIMEOUT)
+    except ProcessError:
         return ""
     return done.stdout.strip()
 

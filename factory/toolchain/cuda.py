@@ -3,7 +3,7 @@ one already installed on the machine (CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/l
 /usr/local/cuda, Debian's /usr/lib/cuda) whose nvcc is the cell's CUDA version; else PyPI's
 nvidia wheels installed into the cache, where NVIDIA publishes them (CUDA 13 and newer). A
 toolkit already there is never downloaded again; an image's own toolkit is read by its probe
-(plan/probe.py)."""
+(sources/installed.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .. import defaults
 from ..config.torches import InstalledTorch
 from ..errors import BuildError
 from ..policy import cuda_policy
 from ..system.cache import exclusive
-from ..system.process import Log
+from ..system.process import Log, ProcessError, bounded_run
 from ..system.uv import install_into
 from ..values.versions import Version, major_minor, parse_release
 
@@ -63,10 +63,12 @@ class CudaToolkit:
 
 def nvcc_version(nvcc: Path) -> Version:
     try:
-        output = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True,
-                                check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
+        done = bounded_run([nvcc, "--version"], defaults.COMPILER_PROBE_TIMEOUT)
+    except ProcessError as exc:
         raise BuildError(f"cannot run {nvcc}: {exc}") from None
+    if done.returncode != 0:
+        raise BuildError(f"cannot run {nvcc}: exit {done.returncode}")
+    output = done.stdout
     match = re.search(r"release \d+\.\d+, V(\d+\.\d+\.\d+)", output)
     if not match:
         raise BuildError(f"cannot read the version of {nvcc}")
@@ -76,9 +78,9 @@ def nvcc_version(nvcc: Path) -> Version:
 def nvcc_seeds(nvcc: Path) -> bool:
     """Whether this nvcc lists --frandom-seed among its options."""
     try:
-        return "--frandom-seed" in subprocess.run(
-            [str(nvcc), "--help"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
+        return "--frandom-seed" in bounded_run([nvcc, "--help"],
+                                               defaults.COMPILER_PROBE_TIMEOUT).stdout
+    except ProcessError:
         return False
 
 

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from packaging.requirements import Requirement
 
+from .. import defaults
 from ..errors import BuildError
 from ..system.cache import exclusive
-from ..system.process import Log
+from ..system.process import Log, ProcessError, bounded_run
 from ..system.uv import install_into
 
-__all__ = ["provide_assembler"]
+__all__ = ["assembler_facts", "provide_assembler"]
 
 _MARKER = "assembler.json"
 
@@ -49,3 +51,18 @@ def provide_assembler(requirement: str, cache: Path, log: Log, offline: bool = F
         raise BuildError(f"the Tile IR assembler was not prepared ({target} is missing)")
     folder: str = json.loads(marker.read_text())["bin"]
     return target / folder
+
+
+def assembler_facts(folder: Path) -> tuple[str, list[str]]:
+    """The tileiras in `folder` (the one cuTile finds first on PATH): its version line and the
+    SMs it compiles for, as it says itself."""
+    tileiras = folder / "tileiras"
+    try:
+        version = bounded_run([tileiras, "--version"], defaults.TOOL_TIMEOUT)
+        helped = bounded_run([tileiras, "--help"], defaults.TOOL_TIMEOUT)
+    except ProcessError as exc:
+        raise BuildError(f"the Tile IR assembler cannot be asked what it is ({exc})") from None
+    lines = version.stdout.strip().splitlines()
+    line = next((text for text in lines if "release" in text), lines[-1] if lines else "")
+    sms = sorted(set(re.findall(r"=\s*(sm_\d+)\b", helped.stdout)), key=lambda sm: int(sm[3:]))
+    return line.strip(), sms

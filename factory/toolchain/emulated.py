@@ -25,9 +25,10 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import defaults
 from ..errors import BuildError
-from ..plan.probe import ProbeError, probe_interpreter
 from ..sources.debian import debian_archive, unpack_packages
+from ..sources.installed import ProbeError, probe_interpreter
 from ..system.cache import exclusive
 from ..system.process import Log, run
 from ..system.uv import uv_bin, uv_env
@@ -164,7 +165,7 @@ def _create(root: Path, torch: Version, torch_index: str | None, cache: Path, lo
         raise BuildError(f"{site} leads outside {sysroot}; nothing is installed there")
     index = ["--index", torch_index] if torch_index else []
     run([uv_bin(), "pip", "install", "--quiet", "--target", site, *wheel_platform_args(target),
-         *index, requirement], log, env=uv_env(cache, False),
+         *index, requirement], log, timeout=defaults.STEP_TIMEOUT, env=uv_env(cache, False),
         what=f"installing {target.platform} {requirement}")
     (root / _MARKER).write_text(json.dumps({"packages": taken}, indent=1))
 
@@ -188,7 +189,8 @@ def emulated_env_beside(root: Path, torch: TorchEnv, requires: list[str], cache:
         with viewing(site, torch.site_packages):
             run([uv_bin(), "pip", "install", "--quiet", "--target", site, "--constraint",
                  constraints, *wheel_platform_args(target), *find_links(wheelhouses),
-                 *requires], log, env=uv_env(cache, offline), what=what)
+                 *requires], log,
+                timeout=defaults.STEP_TIMEOUT, env=uv_env(cache, offline), what=what)
     launcher = root / "bin" / "python"
     launcher.parent.mkdir()
     path = f"{shlex.quote(str(site))}${{PYTHONPATH:+:$PYTHONPATH}}"
@@ -204,6 +206,7 @@ def install_emulated(wheel: Path, site: Path, torch: TorchEnv, cache: Path, log:
     assert torch.platform is not None
     run([uv_bin(), "pip", "install", "--quiet", "--no-deps", "--target", site,
          *wheel_platform_args(emulation(torch.platform)), wheel], log,
+        timeout=defaults.STEP_TIMEOUT,
         env=uv_env(cache, offline), what=f"installing {wheel.name}")
 
 

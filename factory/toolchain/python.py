@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import sysconfig
 import tarfile
@@ -28,7 +27,7 @@ import requests
 from .. import defaults
 from ..errors import BuildError, Unavailable
 from ..system.cache import exclusive
-from ..system.process import Log, run
+from ..system.process import Completed, Log, bounded_run, run
 from ..system.uv import uv_bin, uv_env
 from ..values.pythons import CPython
 
@@ -100,9 +99,9 @@ def find_python(python: CPython, cache: Path, log: Log, offline: bool = False) -
     return Path(found.stdout.strip())
 
 
-def _uv_python(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([uv_bin(), "python", *args], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=defaults.DOWNLOAD_TIMEOUT * 10)
+def _uv_python(args: list[str], env: dict[str, str]) -> Completed[str]:
+    return bounded_run([uv_bin(), "python", *args], defaults.DOWNLOAD_TIMEOUT * 10,
+                       env={**os.environ, **env}, what="uv python")
 
 
 def _built(python: CPython, source: PythonSource, cache: Path, log: Log,
@@ -129,11 +128,12 @@ def _built(python: CPython, source: PythonSource, cache: Path, log: Log,
             log.step(f"building {python.describe()} ({source.version}, configure --disable-gil) "
                      f"into {prefix} with {cores} core(s): a few minutes, once")
             run(["./configure", "--quiet", f"--prefix={prefix}", "--disable-gil",
-                 "--with-ensurepip=no", "--disable-test-modules"], log, cwd=tree,
+                 "--with-ensurepip=no", "--disable-test-modules"], log,
+                timeout=defaults.STEP_TIMEOUT, cwd=tree,
                 what=f"configuring CPython {source.version}")
-            run(["make", "--quiet", f"-j{cores}"], log, cwd=tree,
+            run(["make", "--quiet", f"-j{cores}"], log, timeout=defaults.STEP_TIMEOUT, cwd=tree,
                 what=f"compiling CPython {source.version}")
-            run(["make", "--quiet", "install"], log, cwd=tree,
+            run(["make", "--quiet", "install"], log, timeout=defaults.STEP_TIMEOUT, cwd=tree,
                 what=f"installing CPython {source.version}")
             _check_modules(executable, python)
         except BaseException:
@@ -179,9 +179,8 @@ def _unpacked(source: PythonSource, work: Path, log: Log) -> Path:
 def _check_modules(executable: Path, python: CPython) -> None:
     """The interpreter runs free-threaded and has the modules torch and uv's environments need
     (ctypes and zlib are built only where the machine has libffi's and zlib's headers)."""
-    done = subprocess.run([str(executable), "-c", "import sys, ctypes, zlib, bz2, lzma; "
-                           "print(sys._is_gil_enabled())"], capture_output=True, text=True,
-                          timeout=60)
+    done = bounded_run([executable, "-c", "import sys, ctypes, zlib, bz2, lzma; "
+                        "print(sys._is_gil_enabled())"], defaults.COMPILER_PROBE_TIMEOUT)
     if done.returncode != 0 or done.stdout.strip() != "False":
         lines = (done.stderr or done.stdout).strip().splitlines()
         raise BuildError(f"the {python.describe()} built here lacks a module torch needs "

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,11 +20,12 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import Version as PackagingVersion
 
+from .. import defaults
 from ..config.torches import InstalledTorch
 from ..errors import BuildError
-from ..plan.probe import ProbeError, probe_interpreter
+from ..sources.installed import ProbeError, probe_interpreter
 from ..system.cache import exclusive
-from ..system.process import Log, first_output_line, run
+from ..system.process import Log, ProcessError, bounded_run, first_output_line, run
 from ..system.uv import uv_bin, uv_env
 from ..values.versions import Version, compact, major_minor, parse_release
 
@@ -115,12 +115,15 @@ def provide_torch(torch: Version, cuda: Version | None, torch_index: str | None,
     (`offline`: from uv's cache only); with `create` false it must exist already, and the cache
     is only read (it may be read-only)."""
     try:
-        python_version = subprocess.run(  # 3.12, or 3.14t for a free-threaded one
+        asked = bounded_run(  # 3.12, or 3.14t for a free-threaded one
             [python, "-c", "import sys, sysconfig; print(f'{sys.version_info[0]}."
              "{sys.version_info[1]}' + ('t' if sysconfig.get_config_var('Py_GIL_DISABLED') "
-             "else ''))"], capture_output=True, text=True, check=True, timeout=60).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as exc:
+             "else ''))"], defaults.COMPILER_PROBE_TIMEOUT)
+    except ProcessError as exc:
         raise BuildError(f"the interpreter {python} cannot be run ({exc})") from None
+    if asked.returncode != 0:
+        raise BuildError(f"the interpreter {python} cannot be run (exit {asked.returncode})")
+    python_version = asked.stdout.strip()
     root = cache / "envs" / env_key(torch, cuda, torch_index, python_version)
     marker = root / _MARKER
     if create:
@@ -158,11 +161,13 @@ def _create(root: Path, torch: Version, torch_index: str | None, cache: Path, lo
     if root.exists():
         shutil.rmtree(root)
     env = uv_env(cache, offline)
-    run([uv_bin(), "venv", "--quiet", "--python", python, root], log, env=env,
+    run([uv_bin(), "venv", "--quiet", "--python", python, root], log,
+        timeout=defaults.STEP_TIMEOUT, env=env,
         what="making the torch environment")
     index = ["--index", torch_index] if torch_index else []
     run([uv_bin(), "pip", "install", "--quiet", "--python", root / "bin" / "python", *index,
-         requirement], log, env=env, what=f"installing {requirement} from {source}")
+         requirement], log,
+        timeout=defaults.STEP_TIMEOUT, env=env, what=f"installing {requirement} from {source}")
     try:
         found = probe_interpreter(root / "bin" / "python", require_cuda=False)
     except ProbeError as exc:
@@ -202,7 +207,8 @@ def env_beside_torch(root: Path, torch: TorchEnv, requires: list[str], cache: Pa
     if root.exists():
         shutil.rmtree(root)
     env = uv_env(cache, offline)
-    run([uv_bin(), "venv", "--quiet", "--python", torch.python, root], log, env=env,
+    run([uv_bin(), "venv", "--quiet", "--python", torch.python, root], log,
+        timeout=defaults.STEP_TIMEOUT, env=env,
         what="making an environment beside torch")
     python = root / "bin" / "python"
     site = Path(first_output_line(
@@ -212,7 +218,8 @@ def env_beside_torch(root: Path, torch: TorchEnv, requires: list[str], cache: Pa
     if requires:
         with viewing(site, torch.site_packages, view):
             run([uv_bin(), "pip", "install", "--quiet", "--python", python, "--constraint",
-                 constraints, *find_links(wheelhouses), *requires], log, env=env, what=what)
+                 constraints, *find_links(wheelhouses), *requires], log,
+                timeout=defaults.STEP_TIMEOUT, env=env, what=what)
     if (site / "torch").exists():
         raise BuildError(own_torch)
     return site

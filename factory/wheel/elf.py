@@ -6,7 +6,6 @@ stable ABI it calls."""
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +15,9 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 from elftools.elf.sections import SymbolTableSection
 
-from ..errors import NotAnElfFile
+from .. import defaults
+from ..errors import NotAnElfFile, ProcessError
+from ..system.process import bounded_run
 
 __all__ = ["PERSONALITY", "Linkage", "demangle", "demangle_text", "is_elf", "read_linkage"]
 
@@ -86,9 +87,10 @@ def demangle(names: tuple[str, ...]) -> tuple[str, ...]:
     if not names:
         return names
     try:
-        done = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True,
-                              text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
+        done = bounded_run(["c++filt"], defaults.TOOL_TIMEOUT, input="\n".join(names))
+    except ProcessError:
+        return names
+    if done.returncode != 0:
         return names
     readable = tuple(done.stdout.splitlines())
     return readable if len(readable) == len(names) else names

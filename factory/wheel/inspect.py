@@ -15,7 +15,6 @@ import csv
 import hashlib
 import io
 import json
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -29,7 +28,9 @@ from packaging.utils import (
     canonicalize_name,
 )
 
-from ..errors import FatbinError, NotAnElfFile, WheelReadError
+from .. import defaults
+from ..errors import FatbinError, NotAnElfFile, ProcessError, WheelReadError
+from ..system.process import bounded_run
 from .elf import demangle, is_elf, read_linkage
 from .fatbin import CodeSize, fatbin_sizes, summed
 from .manylinux import ARCHITECTURES, judge_object
@@ -374,8 +375,12 @@ def _abi3_verdicts(path: Path, tags: frozenset[Tag]) -> dict[str, Abi3Verdict]:
             audited.symlink_to(path.resolve())
         else:
             audited = path
-        done = subprocess.run([sys.executable, "-m", "abi3audit", "--report", audited],
-                              capture_output=True, text=True)
+        try:
+            done = bounded_run([sys.executable, "-m", "abi3audit", "--report", audited],
+                               defaults.TOOL_TIMEOUT, defaults.LOG_OUTPUT_LIMIT)
+        except ProcessError as exc:
+            version = f"{baseline[2]}.{baseline[3:]}"
+            return {"*": Abi3Verdict(False, version, None, (), (), f"abi3audit failed: {exc}")}
     try:
         report = json.loads(done.stdout)["specs"][str(audited)]["wheel"]
     except (ValueError, KeyError, TypeError):

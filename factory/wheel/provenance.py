@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..errors import FactoryError
+
 __all__ = ["SCHEMA", "BuildFacts", "GitFacts", "KernelFacts", "Provenance", "ProvenanceError",
            "SourceFacts", "SourceKind"]
 
@@ -28,8 +30,9 @@ SourceKind = Literal["path", "git", "hub"]
 _KINDS: dict[str, SourceKind] = {"path": "path", "git": "git", "hub": "hub"}
 
 
-class ProvenanceError(ValueError):
-    """A record that is not a provenance record of this schema; the message names the field."""
+class ProvenanceError(FactoryError, ValueError):
+    """A record that is not a provenance record of this schema; the message names the field
+    (a ValueError too, as any malformed value)."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from .. import defaults
 from ..errors import BuildError
 from ..system.process import Log, run
 
@@ -32,7 +33,8 @@ def repair(wheel: Path, wheelhouse: Path, log: Log) -> Path:
     wheelhouse.mkdir(parents=True)
     excludes = [arg for pattern in PROVIDED_BY_TORCH for arg in ("--exclude", pattern)]
     run([sys.executable, "-m", "auditwheel", "repair", "--plat", "auto", "-w", wheelhouse,
-         *excludes, wheel], log, env=_tool_env(), what="auditwheel repair")
+         *excludes, wheel], log,
+        timeout=defaults.STEP_TIMEOUT, env=_tool_env(), what="auditwheel repair")
     repaired = sorted(wheelhouse.glob("*.whl"))
     if len(repaired) != 1:
         raise BuildError(f"auditwheel produced {len(repaired)} wheels in {wheelhouse}, expected 1")

@@ -15,8 +15,8 @@ import pytest
 from packaging.version import Version
 
 from factory.compile.commands import compile_jobs
-from factory.plan.probe import probe_interpreter
 from factory.policy import nvcc_flags
+from factory.sources.installed import probe_interpreter
 from factory.system.process import Log
 from factory.toolchain.cuda import provide_cuda
 

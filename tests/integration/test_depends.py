@@ -17,7 +17,7 @@ from uv import find_uv_bin
 from factory.config.matrix import load_matrix
 from factory.config.model import DependencyEntry
 from factory.errors import ConfigError
-from factory.plan.load import plan_matrix
+from factory.pipeline.load import plan_matrix
 from factory.policy import dependency_release
 from factory.sources.depends import DependencyFetcher
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from factory.plan.costs import CostBook, UnitCost, cost_key
+from factory.compile.costbook import CostBook
+from factory.pipeline.load import plan_matrix
+from factory.plan.costs import UnitCost, cost_key
 from factory.plan.jobs import plan_jobs, select_shard
-from factory.plan.load import plan_matrix
 
 from ..conftest import EXAMPLE, FIXTURES, REPO, cache_env, run_factory, snapshot, write
 

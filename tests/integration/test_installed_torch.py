@@ -20,7 +20,7 @@ from factory.config.buildtoml import read_build_toml
 from factory.config.matrix import load_matrix
 from factory.errors import ConfigError
 from factory.plan.cells import Kernel, make_plan
-from factory.plan.probe import read_torches
+from factory.sources.installed import read_torches
 from factory.sources.tree import resolve_path_source
 
 from ..conftest import (
@@ -231,7 +231,7 @@ esac
 
 def test_an_images_probe_runs_in_a_labelled_container_with_no_network_and_a_time_limit(
         tmp_path, monkeypatch):
-    from factory.plan import probe
+    from factory.sources import installed as probe
     from factory.system.engine import OWNER_LABEL, RUN_LABEL, Engine
 
     docker, log = stand_in_docker(tmp_path, "sha256:ab12", "sleep 30")
@@ -249,7 +249,7 @@ def test_an_images_probe_runs_in_a_labelled_container_with_no_network_and_a_time
 
 
 def test_an_image_that_is_not_here_is_not_pulled_offline(tmp_path):
-    from factory.plan import probe
+    from factory.sources import installed as probe
     from factory.system.engine import Engine
 
     docker, log = stand_in_docker(tmp_path, None, "exit 0")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from factory.compile.costbook import CostBook, known_costs
 from factory.compile.objects import (
     compilers_identity,
     unit_identity,
@@ -28,12 +29,10 @@ from factory.compile.pool import (
 )
 from factory.errors import BuildError
 from factory.plan.costs import (
-    CostBook,
     UnitCost,
     cell_seconds,
     cost_key,
     estimated_seconds,
-    known_costs,
     shard_count,
     shard_of,
     unit_memory,

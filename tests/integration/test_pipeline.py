@@ -9,8 +9,8 @@ from factory.cells.options import BuildOptions
 from factory.cells.run import CellTests
 from factory.errors import ConfigError
 from factory.pipeline.build import only_cells
+from factory.pipeline.load import plan_matrix
 from factory.pipeline.test import TestRequest, run_kernel_tests
-from factory.plan.load import plan_matrix
 
 from ..conftest import REPO, root_label, run_factory
 

@@ -5,14 +5,21 @@ command whose output streams into a log (a kernel's tests) is bounded in time th
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from factory.system.process import Log, OutputOverflow, bounded_run, streamed_run
+from factory.system.process import (
+    Log,
+    NotStarted,
+    OutputOverflow,
+    TimedOut,
+    bounded_run,
+    run,
+    streamed_run,
+)
 
 from ..conftest import factory_main, make_kernel, write
 from ..unit.test_cli_errors import GOOD_KERNEL, GOOD_MATRIX, SOURCES
@@ -28,7 +35,7 @@ def test_a_flood_is_cut_at_the_limit():
 def test_a_hung_command_is_killed_with_its_children(tmp_path):
     marker = tmp_path / "child.pid"
     started = time.monotonic()
-    with pytest.raises(subprocess.TimeoutExpired):
+    with pytest.raises(TimedOut):
         bounded_run(["sh", "-c", f"sleep 300 & echo $! > {marker}; wait"], 1)
     assert time.monotonic() - started < 10
     child = int(marker.read_text())
@@ -43,7 +50,7 @@ def test_a_streamed_command_is_logged_line_by_line_and_killed_at_its_time(tmp_pa
         log = Log(handle)
         status = streamed_run(["sh", "-c", "echo one; echo two >&2; exit 4"], log, 30)
         started = time.monotonic()
-        with pytest.raises(subprocess.TimeoutExpired):
+        with pytest.raises(TimedOut):
             # the child holds the output open after its parent is gone
             streamed_run(["sh", "-c", f"echo started; sleep 300 & echo $! > {marker}; wait"],
                          log, 1)
@@ -73,3 +80,25 @@ def test_a_torch_python_that_floods_is_one_line(tmp_path, capsys):
     assert time.monotonic() - started < 30
     assert result.exit in (1, 2) and len(result.stderr.strip().splitlines()) == 1
     assert "printed more than" in result.stderr
+
+
+def test_what_a_command_is_given_reaches_it_and_a_missing_one_is_one_error():
+    done = bounded_run(["tr", "a-z", "A-Z"], 30, input="one two\n")
+    assert done.stdout == "ONE TWO\n"
+    with pytest.raises(NotStarted, match="no-such-program-here cannot be run"):
+        bounded_run(["no-such-program-here"], 30)
+
+
+def test_a_streamed_flood_is_cut_at_its_cap(tmp_path):
+    with open(tmp_path / "log", "w") as handle, \
+            pytest.raises(OutputOverflow, match="printed more than 100000 bytes"):
+        streamed_run(["yes"], Log(handle), 30, limit=100_000)
+    assert (tmp_path / "log").stat().st_size < 200_000
+
+
+def test_a_logged_step_past_its_time_is_stopped_in_one_line(tmp_path):
+    started = time.monotonic()
+    with open(tmp_path / "log", "w") as handle, \
+            pytest.raises(TimedOut, match=r"sleeping ran past its time limit \(1 s\)"):
+        run(["sleep", "300"], Log(handle), timeout=1, what="sleeping")
+    assert time.monotonic() - started < 10

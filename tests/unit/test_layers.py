@@ -4,6 +4,7 @@ modules), never one after, so data flows forward only. Read from the sources' ow
 from __future__ import annotations
 
 import ast
+import importlib
 
 from ..conftest import REPO
 
@@ -82,6 +83,95 @@ def test_no_module_imports_itself_back():
         if name not in state:
             visit(name, [name])
     assert circles == []
+
+
+# Files run by another interpreter (a cell's torch, a kernel's test environment, a cuTile
+# build environment, `doctor --python`), copied or named as files: they import nothing of the
+# factory, so its rules of layers and errors do not reach them.
+FOREIGN = {"doctor.py", "prove/probe.py", "prove/inject/_kernel_wheel_factory_pytest.py",
+           "prove/inject/kernels.py", "data/cutile/export.py", "data/cutile/runtime.py"}
+# Of those, the one that still starts programs itself: the test plugin runs a kernel's script
+# tests as `python FILE` inside the tests' own interpreter (and the factory's time limit).
+STARTS_ITS_OWN = {"prove/inject/_kernel_wheel_factory_pytest.py"}
+_PROCESS_MODULES = {"subprocess", "multiprocessing", "pty"}
+
+
+def _modules_imported(tree: ast.AST) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _sources() -> list[tuple[str, ast.AST]]:
+    return [(path.relative_to(REPO / "factory").as_posix(), ast.parse(path.read_text()))
+            for path in sorted((REPO / "factory").rglob("*.py"))]
+
+
+def test_only_system_starts_programs():
+    """Every program starts through system/ (process.py; engine.py for docker), with a time
+    limit and an output cap: no other module imports subprocess or starts one through os (an
+    exec replaces the process it runs in, one already started and bounded: the compiler
+    wrapper becomes the compiler)."""
+    starting = set()
+    for name, tree in _sources():
+        if name.startswith("system/"):
+            continue
+        spawns = any(isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                     and node.value.id == "os" and (node.attr in ("system", "popen", "fork",
+                                                                  "forkpty")
+                                                    or node.attr.startswith(("spawn",
+                                                                             "posix_spawn")))
+                     for node in ast.walk(tree))
+        if spawns or _modules_imported(tree) & _PROCESS_MODULES:
+            starting.add(name)
+    assert starting == STARTS_ITS_OWN
+
+
+def test_the_planner_is_pure():
+    """plan/ turns values into values: it imports nothing that starts programs or touches the
+    machine (system/, the output files' writers, shutil, tempfile) and writes no file, so
+    every plan can be made, and tested, without a process or a disk."""
+    impure = []
+    for name, tree in _sources():
+        if not name.startswith("plan/"):
+            continue
+        path = REPO / "factory" / name
+        targets = imports_of(path)
+        impure += [f"{name} imports {target}" for target in sorted(targets)
+                   if target.split(".")[0] == "system" or target == "outputs.files"]
+        impure += [f"{name} imports {module}" for module in sorted(
+            _modules_imported(tree) & (_PROCESS_MODULES | {"shutil", "tempfile"}))]
+        impure += [f"{name}:{node.lineno} calls {node.func.attr}" for node in ast.walk(tree)
+                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                   and node.func.attr in ("write_text", "write_bytes", "mkdir", "unlink",
+                                          "rename", "replace", "touch", "rmtree")]
+        impure += [f"{name}:{node.lineno} calls open" for node in ast.walk(tree)
+                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                   and node.func.id == "open"]
+    assert impure == []
+
+
+def test_every_error_is_a_factory_error():
+    """An error class the factory defines is a FactoryError (the command line prints it as one
+    line), whatever else it is."""
+    from factory.errors import FactoryError
+
+    loose = []
+    for name, _ in _sources():
+        if name in FOREIGN or name == "__main__.py" or name.startswith(("prove/inject/", "data/")):
+            continue
+        parts = ["factory", *name.removesuffix(".py").split("/")]
+        module = importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__"
+                                                  else parts))
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, BaseException) and \
+                    value.__module__ == module.__name__ and not issubclass(value, FactoryError):
+                loose.append(f"{name}: {value.__name__}")
+    assert loose == []
 
 
 def test_few_modules_stand_loose_at_the_top():

@@ -4,12 +4,14 @@ factory.
 
     python export.py REQUEST.json
 
-The request names the unpacked wheel (`content`, importable), the loader module's file, the SMs
-to compile for and the declared kernels with their signatures. For each kernel it writes, into
-<its top-level package>/_kwf_cutile, a cubin per signature and SM and the signature's Tile IR
-bytecode, and a manifest.json per package; the loader module is copied beside each package's
-__init__.py. What it did goes to the request's `result` file as JSON. A problem the project can
-fix is one line on stderr beginning with "error:" and exit status 3.
+The request names the unpacked wheel (`content`, importable), the loader module's file, the
+SMs to compile for, the assembler cuTile will find on PATH (its version line and the SMs it
+compiles for, as the factory asked it) and the declared kernels with their signatures. For
+each kernel it writes, into <its top-level package>/_kwf_cutile, a cubin per signature and SM
+and the signature's Tile IR bytecode, and a manifest.json per package; the loader module is
+copied beside each package's __init__.py. What it did goes to the request's `result` file as
+JSON. A problem the project can fix is one line on stderr beginning with "error:" and exit
+status 3.
 """
 
 import hashlib
@@ -17,8 +19,6 @@ import importlib
 import importlib.metadata
 import importlib.util
 import json
-import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,20 +36,6 @@ def _loader(path):
     return module
 
 
-def _assembler():
-    """The tileiras cuTile uses here: its path, version line and the SMs it compiles for."""
-    from cuda.tile._compile import _find_compiler_bin
-
-    binary = _find_compiler_bin()
-    version = subprocess.run([binary.path, "--version"], capture_output=True, text=True,
-                             check=False).stdout.strip().splitlines()
-    helped = subprocess.run([binary.path, "--help"], capture_output=True, text=True,
-                            check=False).stdout
-    sms = sorted(set(re.findall(r"=\s*(sm_\d+)\b", helped)), key=lambda sm: int(sm[3:]))
-    line = next((text for text in version if "release" in text), version[-1] if version else "")
-    return line.strip(), sms
-
-
 def _first_line(error):
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]
@@ -63,7 +49,7 @@ def export(request):
     content = Path(request["content"])
     sys.path.insert(0, str(content))
     loader = _loader(request["loader"])
-    assembler, supported = _assembler()
+    assembler, supported = request["assembler"], request["supported"]
     wanted = request["sms"]
     missing = [sm for sm in wanted if sm not in supported]
     if missing:

@@ -12,12 +12,12 @@ from ..config.matrix import load_matrix, with_resolved_torches
 from ..config.model import DependencyEntry, Matrix, ResolvedTorch
 from ..config.project import project_kind, read_project
 from ..errors import ConfigError, SourceError, SourceRefused
+from ..plan.cells import Kernel, Plan, dependency_names, make_plan, widened_notes
 from ..policy import dependency_release
 from ..sources.depends import Dependency, DependencyFetcher
+from ..sources.installed import read_torches
 from ..sources.resolve import resolve_kernels
 from ..sources.torches import newest_torches
-from .cells import Kernel, Plan, dependency_names, make_plan, widened_notes
-from .probe import read_torches
 
 __all__ = ["fetch_dependencies", "latest_torches", "plan_matrix", "resolve_matrix"]
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,9 @@ from packaging.version import InvalidVersion
 
 from ..config.model import Matrix, TorchEntry
 from ..config.torches import InstalledTorch
-from ..errors import BuildError, ConfigError
+from ..errors import BuildError, ConfigError, FactoryError
 from ..system.engine import Engine
-from ..system.process import bounded_run
+from ..system.process import ProcessError, TimedOut, bounded_run
 from ..values.versions import Version, major_minor
 
 __all__ = ["PROBE", "ProbeError", "probe_image", "probe_interpreter", "read_torches"]
@@ -128,8 +127,7 @@ print(json.dumps(out))
 """
 
 
-
-class ProbeError(Exception):
+class ProbeError(FactoryError):
     """The named interpreter or image could not be read; the message says why."""
 
 
@@ -138,9 +136,9 @@ def probe_interpreter(python: Path, require_cuda: bool = True) -> InstalledTorch
     otherwise)."""
     try:
         done = bounded_run([str(python), "-c", PROBE], PROBE_TIMEOUT)
-    except subprocess.TimeoutExpired:
+    except TimedOut:
         raise ProbeError(f"{python} gave no answer within {PROBE_TIMEOUT} s") from None
-    except (OSError, subprocess.SubprocessError) as exc:
+    except ProcessError as exc:
         raise ProbeError(f"cannot run {python}: {exc}") from None
     return _installed(str(python), _answer(done.returncode, done.stdout, done.stderr,
                                            str(python)), require_cuda)
