@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from ..plan.cells import Cell
+from ..plan.model import Cell
 from ..system.cache import exclusive
 from ..system.process import Log
 from . import kernel_builder

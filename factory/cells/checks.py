@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..config.model import SizeLimit
 from ..errors import BuildError
-from ..plan.cells import Cell
+from ..plan.model import Cell
 from ..system.process import Log
 from ..values.units import human_size
 from ..wheel.fatbin import describe_code_size

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..compile.commands import gpu_targets
 from ..data.compilers.rewrite import DROPPED, Change
 from ..errors import BuildError, FactoryError
-from ..plan.cells import Cell
+from ..plan.model import Cell
 from ..system.process import Log
 from ..toolchain import Toolchain
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError, CommandFailed
-from ..plan.cells import Cell
+from ..plan.model import Cell
 from ..prove.testenv import Needed, installed_beside_torch, unavailable
 from ..system.process import Log, bounded_run
 from ..system.uv import uv_bin

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError
-from ..plan.cells import HEADER_SUFFIXES, Cell
+from ..plan.model import HEADER_SUFFIXES, Cell
 from ..system.process import Log, bounded_run
 from ..toolchain import Toolchain
 from ..values.units import human_size

@@ -27,8 +27,8 @@ from ..compile.objects import ObjectCache, ObjectStore
 from ..compile.pool import CompilePool
 from ..config.torches import InstalledTorch
 from ..errors import BuildError
-from ..plan.cells import Cell
 from ..plan.costs import UnitCost
+from ..plan.model import Cell
 from ..policy import torch_release
 from ..sources.installed import ProbeError, probe_interpreter
 from ..sources.tree import IGNORED_DIRS

@@ -31,8 +31,8 @@ from ..compile.generated import REGISTRATION_HEADER, noarch_ops_module, ops_modu
 from ..compile.objects import compilers_identity, names_namespace, unit_identity
 from ..compile.pool import TimeLimitReached
 from ..errors import BuildError, CommandFailed
-from ..plan.cells import Cell
 from ..plan.costs import UnitCost, cost_key, estimated_seconds, unit_memory
+from ..plan.model import Cell
 from ..system.process import Completed, Log, ProcessError, bounded_run, run
 from ..toolchain import Toolchain
 from ..wheel.assemble import CoreMetadata, compressed_tag, write_wheel

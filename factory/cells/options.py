@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..plan.cells import Cell
+from ..plan.model import Cell
 
 __all__ = ["LATEST_ZIP_TIME", "BuildOptions", "source_date_epoch", "usable_build_root"]
 

@@ -40,7 +40,7 @@ from .. import defaults
 from ..compile.commands import compression_flags
 from ..config.nodes import load_toml
 from ..errors import BuildError, CommandFailed, ConfigError
-from ..plan.cells import Cell
+from ..plan.model import Cell
 from ..system.cache import exclusive
 from ..system.process import Log
 from ..toolchain import Toolchain

@@ -24,8 +24,8 @@ from typing import Any
 
 from .. import __version__
 from ..outputs.files import file_sha256
-from ..plan.cells import Cell
 from ..plan.codec import cell_record
+from ..plan.model import Cell
 from ..system.process import first_output_line
 from ..wheel.fatbin import fatbin_sizes, summed
 from ..wheel.provenance import BuildFacts, GitFacts, KernelFacts, Provenance, SourceFacts

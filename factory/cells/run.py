@@ -35,8 +35,8 @@ from ..errors import BuildError, FactoryError, Unavailable
 from ..outputs.files import file_sha256, process_alive
 from ..outputs.journal import note_publishing, pending
 from ..outputs.layout import Layout, refuse_links
-from ..plan.cells import Cell, Plan, SkippedCell
 from ..plan.costs import UnitCost, shard_of
+from ..plan.model import Cell, Plan, SkippedCell
 from ..prove.load import LoadReport, importable_modules, load_problems
 from ..prove.tests import TestReport
 from ..system.process import Log

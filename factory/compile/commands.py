@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from ..config.model import CompressMode
 from ..data.compilers.rewrite import Change, rewrite
 from ..errors import BuildError
-from ..plan.cells import CUDA_SUFFIXES, CXX_SUFFIXES, Cell, Unit
+from ..plan.model import CUDA_SUFFIXES, CXX_SUFFIXES, Cell, Unit
 from ..policy import nvcc_flags
 from ..policy.capabilities import Capability
 from ..toolchain import Toolchain

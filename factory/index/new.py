@@ -17,7 +17,7 @@ from packaging.version import Version as PackagingVersion
 
 from ..errors import ConfigError
 from ..outputs.layout import Layout
-from ..plan.cells import Cell, Plan
+from ..plan.model import Cell, Plan
 from .merge import is_url, read_published_index
 
 __all__ = ["listed_wheels", "unpublished"]

@@ -32,7 +32,7 @@ from ..wheel.read import WheelFile, read_wheel, torch_requirement
 
 if TYPE_CHECKING:  # the build's results, described here only as types
     from ..cells.run import CellResult, CellStatus
-    from ..plan.cells import Plan
+    from ..plan.model import Plan
 
 __all__ = ["MANIFEST_SCHEMA", "Catalogue", "CellOutcome", "FileRecord", "Manifest",
            "cell_catalogue", "cell_outcomes", "file_record", "index_time", "load_manifest",

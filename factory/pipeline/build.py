@@ -26,8 +26,8 @@ from ..index.records import cell_outcomes, file_record, load_manifest, published
 from ..index.update import IndexSummary, update_index
 from ..index.variants import make_variants
 from ..outputs.layout import Layout
-from ..plan.cells import Plan
 from ..plan.jobs import select_job, select_shard
+from ..plan.model import Plan
 from ..plan.select import Selection, select_cells
 from .load import plan_matrix
 from .plan import new_cells

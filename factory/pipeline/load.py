@@ -12,7 +12,8 @@ from ..config.matrix import load_matrix, with_resolved_torches
 from ..config.model import DependencyEntry, Matrix, ResolvedTorch
 from ..config.project import project_kind, read_project
 from ..errors import ConfigError, SourceError, SourceRefused
-from ..plan.cells import Kernel, Plan, dependency_names, make_plan, widened_notes
+from ..plan.cells import dependency_names, make_plan, widened_notes
+from ..plan.model import Kernel, Plan
 from ..policy import dependency_release
 from ..sources.depends import Dependency, DependencyFetcher
 from ..sources.installed import read_torches

@@ -18,7 +18,7 @@ from pathlib import Path
 from .. import defaults
 from ..config.model import NameCheck
 from ..errors import ConfigError, FactoryError, SourceError
-from ..plan.cells import Plan
+from ..plan.model import Plan
 from ..sources.names import TakenName, taken_names
 
 __all__ = ["check_names", "check_plan_names", "clash_text", "name_index"]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from ..compile.costbook import COSTS_FOLDER, CostBook, known_costs
 from ..index.new import listed_wheels, unpublished
-from ..plan.cells import Plan
 from ..plan.costs import cell_seconds, shard_count
 from ..plan.jobs import Job, UnitShard, plan_jobs, unit_shards
+from ..plan.model import Plan
 from ..plan.select import Selection, select_cells
 from .load import plan_matrix
 from .names import check_plan_names

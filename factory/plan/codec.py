@@ -24,7 +24,8 @@ from ..sources.depends import Dependency
 from ..sources.tree import SourceTree
 from ..values.pythons import CPython
 from ..values.versions import parse_release
-from .cells import Cell, cutile_cell, make_cell, make_cpu_cell, noarch_cell, skip_reason
+from .cells import cutile_cell, make_cell, make_cpu_cell, noarch_cell, skip_reason
+from .model import Cell
 
 __all__ = ["cell_from_record", "cell_record", "recorded_spec"]
 

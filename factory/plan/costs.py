@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import defaults
-from .cells import Cell, Unit
+from .model import Cell, Unit
 
 __all__ = ["UnitCost", "cell_seconds", "cost_key", "estimated_seconds", "shard_count",
            "shard_of", "unit_memory"]

@@ -20,7 +20,7 @@ from typing import Any
 from .. import defaults
 from ..errors import ConfigError
 from ..values.versions import compact, major_minor
-from .cells import Cell, Plan
+from .model import Cell, Plan
 
 __all__ = ["Job", "UnitShard", "image_group", "parse_shard", "plan_jobs", "select_job",
            "select_shard", "unit_shards"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..values.versions import major_minor
-from .cells import Plan
+from .model import Plan
 
 __all__ = ["SELECT_FIELDS", "Selection", "parse_selection", "select_cells"]
 

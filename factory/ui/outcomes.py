@@ -12,7 +12,7 @@ from rich.text import Text
 from ..cells.run import CellResult, CellTests
 from ..config.model import SizeLimit
 from ..index.update import IndexSummary
-from ..plan.cells import Plan
+from ..plan.model import Plan
 from ..values.units import human_size
 from .console import make_console, say_error
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..cells.run import Activity, CellResult, CellStatus
-from ..plan.cells import SkippedCell
+from ..plan.model import SkippedCell
 from ..prove.tests import VERDICTS
 
 __all__ = ["LiveReporter", "PlainReporter", "make_reporter", "print_summary"]

@@ -19,7 +19,8 @@ from factory.cells.run import cell_fingerprint
 from factory.config.buildtoml import read_build_toml
 from factory.config.matrix import load_matrix
 from factory.errors import ConfigError
-from factory.plan.cells import Kernel, make_plan
+from factory.plan.cells import make_plan
+from factory.plan.model import Kernel
 from factory.sources.installed import read_torches
 from factory.sources.tree import resolve_path_source
 

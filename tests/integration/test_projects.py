@@ -8,7 +8,8 @@ import json
 from factory.config.matrix import load_matrix
 from factory.config.project import read_project
 from factory.defaults import host_platform
-from factory.plan.cells import Kernel, make_plan
+from factory.plan.cells import make_plan
+from factory.plan.model import Kernel
 from factory.sources.tree import resolve_path_source
 
 from ..conftest import EXAMPLE, factory_main, write

@@ -18,7 +18,7 @@ from factory.cells.run import RunSettings, run_build
 from factory.cells.runners import choose_runner
 from factory.cells.runners.local import LocalRunner
 from factory.defaults import host_platform
-from factory.plan.cells import Cell
+from factory.plan.model import Cell
 from factory.system.process import Log
 from factory.ui.progress import PlainReporter
 

@@ -9,7 +9,8 @@ from packaging.version import Version
 from factory.config.buildtoml import read_build_toml
 from factory.config.matrix import load_matrix
 from factory.defaults import host_platform
-from factory.plan.cells import Kernel, make_plan
+from factory.plan.cells import make_plan
+from factory.plan.model import Kernel
 from factory.sources.tree import resolve_path_source
 
 from ..conftest import make_kernel, write

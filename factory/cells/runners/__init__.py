@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from ...config.model import RunnerChoice
 from ...errors import ConfigError
-from ...plan.cells import Cell, Plan
+from ...plan.model import Cell, Plan
 from ...prove.load import LoadReport
 from ...prove.tests import TestReport
 from ...system.engine import Engine

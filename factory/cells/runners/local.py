@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Any
 
 from ...errors import BuildError
-from ...plan.cells import Cell
+from ...plan.model import Cell
 from ...prove.load import LoadReport, load_wheel
 from ...prove.tests import TestReport, run_tests
 from ...system.cache import exclusive

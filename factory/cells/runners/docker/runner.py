@@ -31,9 +31,9 @@ from .... import defaults
 from ....compile.objects import DOCKER_PARTS, ObjectStore
 from ....config.wheelhouse import wheelhouse_wheels
 from ....errors import BuildError, Unavailable
-from ....plan.cells import Cell
 from ....plan.codec import cell_record
 from ....plan.costs import UnitCost
+from ....plan.model import Cell
 from ....prove.load import LoadReport, load_wheel
 from ....prove.tests import TestReport
 from ....sources.tree import source_files
