@@ -29,12 +29,21 @@ from .. import defaults
 from ..config.model import ALL_TESTS, TestSelection
 from ..errors import BuildError
 from ..outputs.files import read_small_json
-from ..system.process import Log, TimedOut, foreign_environment, streamed_run
+from ..system.process import (
+    Log,
+    OutputOverflow,
+    TimedOut,
+    bounded_run,
+    foreign_environment,
+    streamed_run,
+)
 from ..toolchain import CommandPrefix
 from ..toolchain.torch import TorchEnv
+from .inject._kernel_wheel_factory_gpu import NO_GPU
 from .testenv import TestEnvUnavailable, make_test_env, test_requirements
 
-__all__ = ["VERDICTS", "FileNote", "TestReport", "Verdict", "run_tests"]
+__all__ = ["VERDICTS", "FileNote", "TestReport", "Verdict", "run_scripts", "run_tests",
+           "script_tests"]
 
 INJECT = Path(__file__).with_name("inject")
 PLUGIN = "_kernel_wheel_factory_pytest"
@@ -44,7 +53,8 @@ GPU_VARIABLES = ("CUDA_", "NVIDIA_", "HIP_", "ROCR_", "TORCH_", "TRITON_", "NCCL
 _TALLY_LIMIT = 64 * 2**10  # bytes: the plugin's tally is a few numbers and one test's id
 _REPORT_LIMIT = 4 * 2**20  # bytes: the plugin's report, a note per file among its numbers
 _ASKED_LIMIT = 64 * 2**10  # bytes of the repo ids the tests asked the stand-in for
-_SCRIPT_MARGIN = 60.0  # seconds a script leaves of the suite's time limit
+_SCRIPT_LINES = 40  # of a failed script's output, written to the log as its failure
+_GPU_MODULE = "_kernel_wheel_factory_gpu"
 
 Verdict = Literal["proven", "untested", "failed"]
 VERDICTS: tuple[Verdict, ...] = ("proven", "untested", "failed")
@@ -209,7 +219,7 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
     except TestEnvUnavailable as exc:
         log.write(f"   not tested: {exc}")
         return TestReport.untested(str(exc), torch.torch_version)
-    for name in (f"{PLUGIN}.py", "kernels.py"):
+    for name in (f"{PLUGIN}.py", f"{_GPU_MODULE}.py", "kernels.py"):
         shutil.copyfile(INJECT / name, site / name)
     shutil.copytree(tests, folder / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     facts, progress, asked = folder / "report.json", folder / "progress.json", folder / "asked"
@@ -224,9 +234,7 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
             "KERNEL_WHEEL_FACTORY_KERNEL": module,
             "KERNEL_WHEEL_FACTORY_TEST_REPORT": str(facts),
             "KERNEL_WHEEL_FACTORY_TEST_PROGRESS": str(progress),
-            "KERNEL_WHEEL_FACTORY_STAND_IN": str(asked),
-            "KERNEL_WHEEL_FACTORY_SCRIPT_TIMEOUT": str(max(selection.timeout - _SCRIPT_MARGIN,
-                                                           selection.timeout / 2))}
+            "KERNEL_WHEEL_FACTORY_STAND_IN": str(asked)}
     if not selection.chosen or selection.budget is not None:
         env |= {"KERNEL_WHEEL_FACTORY_CHOOSE": "budget" if selection.chosen else "default",
                 "KERNEL_WHEEL_FACTORY_BUDGET": str(selection.budget or defaults.TEST_BUDGET),
@@ -240,12 +248,88 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
         raise BuildError(f"the tests did not finish in {selection.timeout:.0f} s"
                          f"{_how_far(progress)} (a kernel's tests: {{timeout: ...}} in "
                          f"matrix.yaml gives them longer)") from None
-    seconds = time.monotonic() - started
-    report = _report(facts, progress, seconds, status)
-    report = replace(report, selection=selection.describe(), stand_ins=_asked(asked, module, log))
+    report = _report(facts, progress, time.monotonic() - started, status)
+    report = run_scripts(report, script_tests(facts, folder / "tests"), argv[0], env, log,
+                         started + selection.timeout, runs_in)
+    report = replace(report, seconds=round(time.monotonic() - started, 1),
+                     selection=selection.describe(), stand_ins=_asked(asked, module, log))
     for note in report.files:
         log.write(f"   {note.describe()}")
     return report
+
+
+def script_tests(facts: Path, tests: Path) -> list[tuple[str, Path]]:
+    """The script tests the plugin's report names for the factory to run: (the path it notes
+    them by, the file), each a file inside the tests' folder (the report lies in the tests'
+    reach: anything else is refused)."""
+    data = read_small_json(facts, _REPORT_LIMIT)
+    listed = data.get("scripts") if isinstance(data, dict) else None
+    root = tests.resolve()
+    found = []
+    for entry in listed if isinstance(listed, list) else []:
+        try:
+            path, file = _printable(entry["path"]), Path(entry["file"]).resolve()
+        except (TypeError, KeyError, ValueError, OSError):
+            raise BuildError("the tests' report names a script it does not describe") from None
+        if not file.is_relative_to(root) or not file.is_file():
+            raise BuildError(f"the tests' report names a script outside the kernel's tests: "
+                             f"{path}")
+        found.append((path, file))
+    return found
+
+
+def run_scripts(report: TestReport, scripts: list[tuple[str, Path]], python: str,
+                env: dict[str, str], log: Log, deadline: float,
+                runs_in: CommandPrefix | None = None) -> TestReport:
+    """Run each script test as its authors run it (`python FILE` from its folder, behind
+    `runs_in`, before `deadline`) and count it in `report`: exit 0 passes, another exit fails
+    (its last lines go to the log), a script that fails only for want of a GPU where there is
+    none is skipped, and one still running at the deadline is stopped and skipped, without a
+    verdict."""
+    counts = {"passed": report.passed, "failed": report.failed, "skipped": report.skipped}
+    details = {note.path: note for note in report.files}
+    for path, file in scripts:
+        started = time.monotonic()
+        limit = deadline - started
+        argv, cwd = (runs_in or CommandPrefix()).argv([python, str(file)], file.parent)
+        log.write(f"$ python {path}")
+        try:
+            if limit < 1:
+                raise TimedOut("no time was left", 0)
+            done = bounded_run(argv, limit, defaults.LOG_OUTPUT_LIMIT, env=env, cwd=cwd,
+                               merged=True)
+        except TimedOut:
+            counts["skipped"] += 1
+            log.write(f"   skipped: the script did not end within the tests' time limit "
+                      f"({max(limit, 0):.0f} s left): no verdict")
+            continue
+        except OutputOverflow as exc:
+            counts["failed"] += 1
+            log.write(f"   failed: {exc}; it was stopped")
+            continue
+        lines = [line for line in done.stdout.rstrip().splitlines() if line.strip()]
+        said = next((line.strip() for line in reversed(lines) if NO_GPU.search(line)), None)
+        if done.returncode == 0:
+            counts["passed"] += 1
+            last = _printable(lines[-1].strip(), 200) if lines else ""
+            note = details.get(path)
+            if note is not None:  # what it printed last, as the log's word that it ran
+                details[path] = replace(note, detail=note.detail + (
+                    f"; it ended with exit 0 after {time.monotonic() - started:.1f} s"
+                    + (f", its last line: {last}" if last else "")))
+        elif not report.gpus and said is not None:
+            counts["skipped"] += 1
+            log.write(f"   skipped: needs a GPU, and this machine has none ({said[:200]})")
+        else:
+            counts["failed"] += 1
+            log.write("\n".join([f"python {file.name} ended with exit {done.returncode}; its "
+                                 "last lines:", *lines[-_SCRIPT_LINES:]]))
+    cases = report.cases
+    if cases is not None and scripts:
+        cases = (cases[0] + len(scripts), cases[1])
+    return replace(report, passed=counts["passed"], failed=counts["failed"],
+                   skipped=counts["skipped"], cases=cases,
+                   files=tuple(details.get(note.path, note) for note in report.files))
 
 
 def _asked(asked: Path, module: str, log: Log) -> tuple[str, ...]:

@@ -11,10 +11,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from factory.prove.tests import INJECT, PLUGIN, FileNote
+from factory.prove.tests import INJECT, PLUGIN, FileNote, _report, run_scripts, script_tests
+from factory.system.process import Log
 
 from ..conftest import write
 
@@ -23,8 +25,8 @@ KERNEL = {"kwf_probe/__init__.py": "def double(x):\n    return 2 * x\n"}
 
 def run_plugin(root: Path, tests: dict[str, str], *args: str,
                env: dict[str, str] | None = None) -> tuple[dict[str, Any], str]:
-    """pytest over root/tests with the plugin, as the factory runs it; the plugin's report and
-    pytest's output."""
+    """pytest over root/tests with the plugin, then the script tests it names, as the factory
+    runs them; the plugin's report with the scripts counted in, and the output of both."""
     write(root / "stand-in" / "torch" / "__init__.py", """
         __version__ = "0.0"
         class version:
@@ -54,7 +56,15 @@ def run_plugin(root: Path, tests: dict[str, str], *args: str,
                            "--continue-on-collection-errors", *(args or ("tests/",))],
                           cwd=root, env=environment, capture_output=True, text=True,
                           timeout=300, check=False)
-    return json.loads(report.read_text()), done.stdout + done.stderr
+    with open(root / "scripts.log", "w") as handle:
+        proven = run_scripts(_report(report, root / "progress.json", 0.0, done.returncode),
+                             script_tests(report, root / "tests"), sys.executable, environment,
+                             Log(handle), time.monotonic() + 300)
+    data = json.loads(report.read_text())
+    data |= {"passed": proven.passed, "failed": proven.failed, "skipped": proven.skipped,
+             "ended": proven.cases[0] if proven.cases else data["ended"],
+             "files": [note.to_json() for note in proven.files]}
+    return data, done.stdout + done.stderr + (root / "scripts.log").read_text()
 
 
 def notes(report: dict[str, Any]) -> dict[str, tuple[str, str]]:

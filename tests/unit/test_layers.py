@@ -89,10 +89,8 @@ def test_no_module_imports_itself_back():
 # build environment, `doctor --python`), copied or named as files: they import nothing of the
 # factory, so its rules of layers and errors do not reach them.
 FOREIGN = {"doctor.py", "prove/probe.py", "prove/inject/_kernel_wheel_factory_pytest.py",
-           "prove/inject/kernels.py", "data/cutile/export.py", "data/cutile/runtime.py"}
-# Of those, the one that still starts programs itself: the test plugin runs a kernel's script
-# tests as `python FILE` inside the tests' own interpreter (and the factory's time limit).
-STARTS_ITS_OWN = {"prove/inject/_kernel_wheel_factory_pytest.py"}
+           "prove/inject/_kernel_wheel_factory_gpu.py", "prove/inject/kernels.py",
+           "data/cutile/export.py", "data/cutile/runtime.py", "data/compilers/rewrite.py"}
 _PROCESS_MODULES = {"subprocess", "multiprocessing", "pty"}
 
 
@@ -128,7 +126,7 @@ def test_only_system_starts_programs():
                      for node in ast.walk(tree))
         if spawns or _modules_imported(tree) & _PROCESS_MODULES:
             starting.add(name)
-    assert starting == STARTS_ITS_OWN
+    assert starting == set()
 
 
 def test_the_planner_is_pure():

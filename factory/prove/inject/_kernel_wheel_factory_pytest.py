@@ -8,8 +8,9 @@ and says what it did, in files the factory reads.
 - A test whose parameters no fixture or parametrization gives (a script's function that its
   `__main__` block calls with arguments) is not a pytest test: it is left out, and named.
 - A file left with no test that has an `if __name__ == "__main__":` block (one that does not
-  just call unittest.main or pytest.main) is a script: it runs as its authors run it (`python
-  FILE`, from its folder), and passes when it exits with 0.
+  just call unittest.main or pytest.main) is a script: when chosen, it is named in the report
+  ("scripts"), and the factory runs it after pytest as its authors run it (`python FILE`, from
+  its folder, within the suite's time limit); it passes when it exits with 0.
 - With $KERNEL_WHEEL_FACTORY_CHOOSE=default (the matrix chose no tests), the tests marked
   `kernels_ci` are chosen where there are any; otherwise, and with =budget (the matrix's choice
   within a budget), every test function runs once (its first parameter set), then its other
@@ -25,22 +26,15 @@ import json
 import os
 import random
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from _kernel_wheel_factory_gpu import NO_GPU as _NO_GPU
 
 HAS_GPU = torch.cuda.is_available()
-# What torch and the CUDA runtime say when there is no GPU or driver to run on.
-_NO_GPU = re.compile(
-    r"Found no NVIDIA driver|no CUDA GPUs are available|no CUDA-capable device|"
-    r"CUDA driver initialization failed|cudaErrorNoDevice|cudaErrorInsufficientDriver|"
-    r"Torch not compiled with CUDA enabled|libcuda\.so[^ ]* cannot open|"
-    r"CUDA driver version is insufficient|cuInit", re.IGNORECASE)
 _MISSING_MODULE = re.compile(r"No module named '([^']+)'")
 _MAIN_BLOCK = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]\s*:""", re.MULTILINE)
 # A __main__ block that hands the file to a test runner runs no more than pytest collected.
@@ -53,8 +47,6 @@ KERNEL = _ENV.get("KERNEL_WHEEL_FACTORY_KERNEL", "")
 CHOOSE = _ENV.get("KERNEL_WHEEL_FACTORY_CHOOSE", "")
 BUDGET = float(_ENV.get("KERNEL_WHEEL_FACTORY_BUDGET") or 0)
 SEED = int(_ENV.get("KERNEL_WHEEL_FACTORY_SEED") or 0)
-SCRIPT_TIMEOUT = float(_ENV.get("KERNEL_WHEEL_FACTORY_SCRIPT_TIMEOUT") or 3600)
-_OUTPUT_LINES = 40  # of a failed script's output, shown as its failure
 
 
 def _duration(seconds: float) -> str:
@@ -64,11 +56,6 @@ def _duration(seconds: float) -> str:
 def _first_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return (lines[0] if lines else "")[:200]
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return "".join(char for char in (lines[-1] if lines else "") if char.isprintable())[:200]
 
 
 def _error_line(text: str) -> str:
@@ -86,6 +73,8 @@ class _Run:
         self.files: dict[str, dict[str, str]] = {}  # path: {kind, detail}
         self.collected = 0  # runnable cases found
         self.chosen = 0  # of those, chosen to run
+        self.in_pytest = 0  # of those, run by pytest (the rest are scripts the factory runs)
+        self.scripts: list[dict[str, str]] = []  # {path, file} of each chosen script
         self.ended = 0
         self.running = ""
         self.how = ""
@@ -123,7 +112,8 @@ class _Run:
         return {**self.counts, "gpus": gpus, "torch": torch.__version__,
                 "cuda": torch.version.cuda, "collected": self.collected, "chosen": self.chosen,
                 "ended": self.ended, "how": self.how, "stopped": self.stopped,
-                "files": [{"path": path, **note} for path, note in sorted(self.files.items())]}
+                "files": [{"path": path, **note} for path, note in sorted(self.files.items())],
+                "scripts": self.scripts}
 
 
 def _write(target: str, data: dict[str, Any]) -> None:
@@ -137,38 +127,12 @@ def _write(target: str, data: dict[str, Any]) -> None:
 RUN = _Run()
 
 
-class ScriptFailed(Exception):
-    def __init__(self, status: int, output: str) -> None:
-        super().__init__(f"exit {status}")
-        self.status, self.output = status, output
-
-
 class ScriptItem(pytest.Item):
-    """A test file that is a script, run as one."""
+    """A test file that is a script: chosen like any test, then handed to the factory, which
+    runs it after pytest (see the module's text)."""
 
     def runtest(self) -> None:
-        started = time.monotonic()
-        try:
-            done = subprocess.run([sys.executable, str(self.path)], cwd=self.path.parent,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  errors="replace", timeout=SCRIPT_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            pytest.skip(f"the script did not end within {SCRIPT_TIMEOUT:.0f} s: no verdict")
-        if done.returncode != 0:
-            raise ScriptFailed(done.returncode, done.stdout)
-        note = RUN.files.get(_path(self))
-        if note is not None:  # what it printed last, as the log's word that it ran
-            last = _last_line(done.stdout)
-            note["detail"] += (f"; it ended with exit 0 after {time.monotonic() - started:.1f} s"
-                               + (f", its last line: {last}" if last else ""))
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: Any = None) -> str:
-        if isinstance(excinfo.value, ScriptFailed):
-            tail = excinfo.value.output.rstrip().splitlines()[-_OUTPUT_LINES:]
-            return "\n".join([f"python {self.path.name} ended with exit {excinfo.value.status}; "
-                              "its last lines:", *tail])
-        return str(super().repr_failure(excinfo))
+        raise AssertionError("a script runs after pytest, not in it")
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"python {self.path.name}"
@@ -240,8 +204,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     left_out += [item for item in runnable if item not in chosen]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
-    items[:] = chosen
-    RUN.chosen = len(chosen)
+    scripts = [item for item in chosen if isinstance(item, ScriptItem)]
+    RUN.scripts = [{"path": _path(item), "file": str(item.path)} for item in scripts]
+    if CHOOSE:  # a script is the first case of its file: it runs whatever the budget
+        RUN.first -= len(scripts)
+    items[:] = [item for item in chosen if not isinstance(item, ScriptItem)]
+    RUN.chosen, RUN.in_pytest = len(chosen), len(items)
     RUN.tally()
 
 
@@ -306,7 +274,7 @@ def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
     """Past the budget, no further case starts (the first case of every function always
     does)."""
     if CHOOSE and RUN.session is not None and RUN.ended >= RUN.first and \
-            time.monotonic() - RUN.started >= BUDGET and RUN.ended < RUN.chosen:
+            time.monotonic() - RUN.started >= BUDGET and RUN.ended < RUN.in_pytest:
         RUN.stopped = f"the {_duration(BUDGET)} budget was spent"
         RUN.session.shouldstop = RUN.stopped
 
@@ -318,8 +286,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if HAS_GPU or not report.failed or call.excinfo is None:
         return
     message = str(call.excinfo.value)
-    if isinstance(call.excinfo.value, ScriptFailed):
-        message += "\n" + call.excinfo.value.output
     if _NO_GPU.search(message) or _NO_GPU.search(call.excinfo.typename):
         # the last line that says so: a traceback ends with the error it raised
         first = next((line.strip()[:200] for line in reversed(message.splitlines())
