@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.version import Version as PackagingVersion
@@ -73,7 +74,29 @@ def build_cutile(job: Job) -> Built:
     extra = unpack_wheel(wheels[0], content)
 
     job.progress("compiling (cuTile)")
-    sms = [f"sm_{cap.arch}" for cap in cell.sms]
+    exported = _export(job, python, assembler, content, variables)
+
+    job.progress("packaging")
+    release = PackagingVersion(exported["cuda_tile"])
+    pinned = f"cuda-tile>={release.base_version},<{release.major}.{release.minor + 1}"
+    metadata = reissued_metadata(cell, wheels[0].name, extra, {"cuda-tile": pinned})
+    facts = toolchain_facts(torch=torch.torch_version)
+    facts["cuda_tile"] = exported["cuda_tile"]
+    facts["tileiras"] = exported["assembler"]
+    extra[PROVENANCE_FILE] = provenance_file(cell, options, facts, content)
+    tag = f"py3-none-{_platform_tag(cell.platform)}"
+    wheel = write_wheel(content, work / "dist", metadata, tag, purelib=True,
+                        epoch=options.epoch(cell), extra_dist_info=extra)
+    return Built(wheel, units=exported["cubins"], compiled=exported["cubins"])
+
+
+def _export(job: Job, python: Path, assembler: Path, content: Path,
+            variables: dict[str, str]) -> dict[str, Any]:
+    """The declared kernels of the unpacked wheel in `content` compiled ahead of time by
+    data/cutile/export.py in the build environment, the loader put first in each package
+    that has them; what export.py says it did."""
+    spec, work, log = job.cell.spec, job.work, job.log
+    sms = [f"sm_{cap.arch}" for cap in job.cell.sms]
     request = work / "cutile-request.json"
     result = work / "cutile-result.json"
     version, supported = assembler_facts(assembler)
@@ -90,25 +113,13 @@ def build_cutile(job: Job) -> Built:
                  "PATH": os.pathsep.join([str(assembler), os.environ.get("PATH", "")])}
     _run(job, [str(python), str(_HERE / "export.py"), str(request)], content, exporting,
          "compiling the cuTile kernels")
-    exported = json.loads(result.read_text())
+    exported: dict[str, Any] = json.loads(result.read_text())
     log.write(f"   {exported['cubins']} cubins with {exported['assembler']} (cuda-tile "
               f"{exported['cuda_tile']})")
     for package in exported["packages"]:
         # before anything else, so that no kernel launches before the loader serves it
         import_first(content / package / "__init__.py", LOADER_MODULE)
-
-    job.progress("packaging")
-    release = PackagingVersion(exported["cuda_tile"])
-    pinned = f"cuda-tile>={release.base_version},<{release.major}.{release.minor + 1}"
-    metadata = reissued_metadata(cell, wheels[0].name, extra, {"cuda-tile": pinned})
-    facts = toolchain_facts(torch=torch.torch_version)
-    facts["cuda_tile"] = exported["cuda_tile"]
-    facts["tileiras"] = exported["assembler"]
-    extra[PROVENANCE_FILE] = provenance_file(cell, options, facts, content)
-    tag = f"py3-none-{_platform_tag(cell.platform)}"
-    wheel = write_wheel(content, work / "dist", metadata, tag, purelib=True,
-                        epoch=options.epoch(cell), extra_dist_info=extra)
-    return Built(wheel, units=exported["cubins"], compiled=exported["cubins"])
+    return exported
 
 
 def _platform_tag(platform: str) -> str:

@@ -165,10 +165,35 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
     """Every unit's object, from the object cache or compiled (the longest first, as many at
     once as the budget allows); (compiled, from the cache). When a unit fails, the compilers
     running finish (their objects are kept) and no other starts."""
-    log, compiling, work = job.log, job.compiling, job.work
-    identities = {}
+    log, compiling = job.log, job.compiling
+    identities, todo, checked = _from_cache(job, jobs, toolchain)
+    cached = len(jobs) - len(todo)
+    log.step(f"compiling {len(todo)} of {len(jobs)} unit(s), {cached} from the object cache "
+             f"(budget: {compiling.pool.budget.describe()})")
+    run = _CompileRun(job, toolchain, identities, todo, cached)
+    run.run()
+    timed_out = [exc for exc in run.failures if isinstance(exc, TimeLimitReached)]
+    kept = len(run.done) + cached if compiling.store is not None else 0
+    if run.failures and len(timed_out) < len(run.failures):
+        _say_kept(log, kept, len(jobs))
+        raise next(exc for exc in run.failures if not isinstance(exc, TimeLimitReached))
+    if run.late or timed_out:
+        _say_kept(log, kept, len(jobs))
+        killed = sum(1 for exc in timed_out if isinstance(exc, StoppedAtLimit))
+        raise TimeLimitReached(_time_limit_summary(kept, len(jobs), run.late,
+                                                   len(todo) - len(run.done) - killed,
+                                                   run.discarded, log))
+    _compare_checked(job, [j for j in jobs if j.source in checked])
+    return len(run.done), cached
+
+
+def _from_cache(job: Job, jobs: list[CompileJob],
+                toolchain: Toolchain) -> tuple[dict[str, str], list[CompileJob], set[str]]:
+    """Each unit's object taken from the object cache where it has one: (the units'
+    identities, the units left to compile, the cached ones to compile again and compare)."""
+    log, store, work = job.log, job.compiling.store, job.work
+    identities: dict[str, str] = {}
     sealed = _sealed_image(job.cell)
-    store = compiling.store
     if store is not None:
         compilers = _compilers(toolchain, work) + (f"\nimage {sealed}" if sealed else "")
         identities = {compile_job.source: unit_identity(compile_job.argv, compilers,
@@ -185,7 +210,7 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
             fetched[compile_job.source] = store.imported(key)
         else:
             todo.append(compile_job)
-    checked = _to_check(fetched, compiling.verify)
+    checked = _to_check(fetched, job.compiling.verify)
     if checked:
         log.write(f"   compiling {len(checked)} of them again to compare bytes: "
                   f"{', '.join(sorted(checked))}")
@@ -193,71 +218,71 @@ def _compile_all(job: Job, jobs: list[CompileJob], toolchain: Toolchain) -> tupl
             if compile_job.source in checked:
                 compile_job.object.replace(_cached_copy(compile_job.object))
                 todo.append(compile_job)
-    cached = len(jobs) - len(todo)
-    log.step(f"compiling {len(todo)} of {len(jobs)} unit(s), {cached} from the object cache "
-             f"(budget: {compiling.pool.budget.describe()})")
-    known = dict(compiling.costs)  # what earlier builds measured, and this one as it goes
-    todo.sort(key=lambda item: (-estimated_seconds(job.cell, item.unit, known), item.source))
-    queue = deque(todo)
-    lock = threading.Lock()
-    done: list[str] = []
-    late: list[tuple[str, float]] = []  # units not started: their estimate ends after the limit
-    discarded: list[float] = []  # core-seconds of compilers stopped at the limit
-    failures: list[BaseException] = []
+    return identities, todo, checked
 
-    def worker() -> None:
+
+class _CompileRun:
+    """The units left to compile, the longest first, by as many workers as the budget has
+    cores; what each ended as: compiled (`done`), not started because its estimate ends past
+    the time limit (`late`), or failed (`failures`; `discarded` the core-seconds of compilers
+    stopped at the limit)."""
+
+    def __init__(self, job: Job, toolchain: Toolchain, identities: dict[str, str],
+                 todo: list[CompileJob], cached: int) -> None:
+        self.job, self.toolchain, self.identities, self.cached = job, toolchain, identities, cached
+        self.known = dict(job.compiling.costs)  # what earlier builds measured, and this one
+        self.total = len(todo)
+        self.queue = deque(sorted(todo, key=lambda item: (
+            -estimated_seconds(job.cell, item.unit, self.known), item.source)))
+        self.lock = threading.Lock()
+        self.done: list[str] = []
+        self.late: list[tuple[str, float]] = []
+        self.discarded: list[float] = []
+        self.failures: list[BaseException] = []
+
+    def run(self) -> None:
+        pool = self.job.compiling.pool
+        self._say()
+        pool.queue(self.total)
+        try:
+            workers = min(self.total, pool.budget.cores)
+            if workers:
+                with ThreadPoolExecutor(max_workers=workers) as threads:
+                    for _ in range(workers):
+                        threads.submit(self._worker)
+        finally:
+            pool.withdraw(len(self.queue))
+
+    def _say(self) -> None:
+        self.job.progress(f"compiling {len(self.done)}/{self.total}"
+                          + (f" ({self.cached} cached)" if self.cached else ""))
+
+    def _worker(self) -> None:
+        cell = self.job.cell
         while True:
-            with lock:
-                if failures or not queue:
+            with self.lock:
+                if self.failures or not self.queue:
                     return
-                compile_job = queue.popleft()
-                costs = dict(known)  # as measured so far: other workers add to `known`
+                compile_job = self.queue.popleft()
+                costs = dict(self.known)  # as measured so far: other workers add to `known`
             try:
-                outcome = _compile_one(job, compile_job, toolchain,
-                                       identities.get(compile_job.source), costs)
-            except TimeLimitReached as exc:
-                with lock:
-                    discarded.append(exc.seconds if isinstance(exc, StoppedAtLimit) else 0.0)
-                    failures.append(exc)
-                return
+                outcome = _compile_one(self.job, compile_job, self.toolchain,
+                                       self.identities.get(compile_job.source), costs)
             except BaseException as exc:
-                with lock:
-                    failures.append(exc)
+                with self.lock:
+                    if isinstance(exc, TimeLimitReached):
+                        self.discarded.append(exc.seconds if isinstance(exc, StoppedAtLimit)
+                                              else 0.0)
+                    self.failures.append(exc)
                 return
-            with lock:
+            with self.lock:
                 if outcome is None:
-                    late.append((compile_job.source,
-                                 estimated_seconds(job.cell, compile_job.unit, costs,
-                                                   slowest=True)))
+                    self.late.append((compile_job.source, estimated_seconds(
+                        cell, compile_job.unit, costs, slowest=True)))
                     continue
-                known[cost_key(job.cell, compile_job.unit)] = outcome
-                done.append(compile_job.source)
-                job.progress(f"compiling {len(done)}/{len(todo)}"
-                             + (f" ({cached} cached)" if cached else ""))
-
-    job.progress(f"compiling 0/{len(todo)}" + (f" ({cached} cached)" if cached else ""))
-    compiling.pool.queue(len(todo))
-    try:
-        workers = min(len(todo), compiling.pool.budget.cores)
-        if workers:
-            with ThreadPoolExecutor(max_workers=workers) as threads:
-                for _ in range(workers):
-                    threads.submit(worker)
-    finally:
-        compiling.pool.withdraw(len(queue))
-    timed_out = [exc for exc in failures if isinstance(exc, TimeLimitReached)]
-    kept = len(done) + cached if store is not None else 0
-    if failures and len(timed_out) < len(failures):
-        _say_kept(log, kept, len(jobs))
-        raise next(exc for exc in failures if not isinstance(exc, TimeLimitReached))
-    if late or timed_out:
-        _say_kept(log, kept, len(jobs))
-        killed = sum(1 for exc in timed_out if isinstance(exc, StoppedAtLimit))
-        raise TimeLimitReached(_time_limit_summary(kept, len(jobs), late,
-                                                   len(todo) - len(done) - killed,
-                                                   discarded, log))
-    _compare_checked(job, [j for j in jobs if j.source in checked])
-    return len(done), cached
+                self.known[cost_key(cell, compile_job.unit)] = outcome
+                self.done.append(compile_job.source)
+                self._say()
 
 
 def _to_check(fetched: Mapping[str, bool], share: float) -> set[str]:

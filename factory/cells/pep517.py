@@ -39,7 +39,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from .. import defaults
 from ..compile.commands import compression_flags
 from ..config.nodes import load_toml
-from ..errors import BuildError, CommandFailed, ConfigError
+from ..errors import BuildError, CommandFailed, ConfigError, FactoryError
 from ..plan.model import Cell
 from ..system.cache import exclusive
 from ..system.process import Log
@@ -112,18 +112,35 @@ def build_project(job: Job) -> Built:
             finished = pool.run(argv, cwd, log, "building the project",
                                 measure=not toolchain.runs_in.prefix, env=env)
         except CommandFailed as failure:
-            reached = _NETWORK_FAILURE.search(failure.output)
-            if reached is None:
-                raise rule_note(failure, wrapped.changes() if wrapped else [], cell) from None
-            raise BuildError(
-                f"the project's build tried to reach the network, and builds have no network "
-                f"(\"{reached[0].strip()}\"): set the variable that makes it compile from "
-                "source (for many projects a FORCE_BUILD switch) under the kernel's env: in the "
-                "matrix") from None
+            raise _build_failure(failure, wrapped, cell) from None
     peak = f", peak {finished.peak / 2**30:.2f} GiB" if finished.peak else ""
     log.write(f"   built in {finished.seconds:.1f} s with MAX_JOBS={grant.threads}{peak}")
     applied = log_changes(log, wrapped.changes(), "the project's compiler commands") \
         if wrapped else []
+    job.progress("auditwheel")
+    log.step("auditwheel repair")
+    repaired = repair(_the_wheel(built_dir), work / "wheelhouse", log)
+    job.progress("packaging")
+    wheel = _issue(job, toolchain, repaired, applied)
+    return Built(wheel)  # one build step, not units: nothing to count
+
+
+def _build_failure(failure: CommandFailed, wrapped: Wrapped | None,
+                   cell: Cell) -> FactoryError:
+    """Why a project's build failed, in a user's words: it reached for the network, or the
+    compiler commands the rules changed (named), or what the build printed first."""
+    reached = _NETWORK_FAILURE.search(failure.output)
+    if reached is None:
+        return rule_note(failure, wrapped.changes() if wrapped else [], cell)
+    return BuildError(
+        f"the project's build tried to reach the network, and builds have no network "
+        f"(\"{reached[0].strip()}\"): set the variable that makes it compile from "
+        "source (for many projects a FORCE_BUILD switch) under the kernel's env: in the "
+        "matrix")
+
+
+def _the_wheel(built_dir: Path) -> Path:
+    """The one wheel a project's build made, with an extension in it."""
     wheels = sorted(built_dir.glob("*.whl"))
     if len(wheels) != 1:
         raise BuildError(f"the project's build made {len(wheels)} wheels, expected 1")
@@ -132,13 +149,7 @@ def build_project(job: Job) -> Built:
                          "compiled no extension; if the project compiles its CUDA code only "
                          "when asked, set the variable that asks for it under the kernel's env: "
                          "in the matrix (its setup.py names it)")
-
-    job.progress("auditwheel")
-    log.step("auditwheel repair")
-    repaired = repair(wheels[0], work / "wheelhouse", log)
-    job.progress("packaging")
-    wheel = _issue(job, toolchain, repaired, applied)
-    return Built(wheel)  # one build step, not units: nothing to count
+    return wheels[0]
 
 
 def build_requirements(root: Path) -> list[str]:

@@ -254,12 +254,7 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
     shard = compiling.only is not None
     if not shard and recorded is not None and _unchanged(layout, recorded, fingerprint):
         reporter.update(cell.id, "unchanged", recorded.wheel)
-        return CellResult(cell.id, "unchanged", 0.0, wheel=recorded.wheel,
-                          log=layout.log_file(cell.key), loaded=recorded.loaded,
-                          tested=recorded.tests,
-                          sizes=((layout.files / recorded.wheel).stat().st_size,
-                                 recorded.installed_size))
-
+        return _unchanged_result(cell, layout, recorded)
     started = time.monotonic()
     log_path = layout.log_file(cell.key)
     if compiling.pool.expired:
@@ -269,11 +264,7 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
     reporter.update(cell.id, "building")
     with open(log_path, "w", encoding="utf-8") as handle:
         log = Log(handle)
-        log.write(f"kernel-wheel-factory {__version__}: building {cell.id} "
-                  f"({cell.spec.name} {cell.wheel_version}) with the {runner.name} runner")
-        if shard and settings.unit_shard is not None:
-            log.write(f"compiling shard {settings.unit_shard[0]}/{settings.unit_shard[1]} of "
-                      "its units into the object cache; nothing is linked")
+        _log_head(log, cell, runner.name, settings.unit_shard if shard else None)
         try:
             staging = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=layout.staging))
             try:
@@ -298,30 +289,8 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         except Exception as exc:  # a bug fails this cell, not the whole run
-            if stopping.is_set():  # the run was interrupted: its compilers were stopped
-                log.write("\nINTERRUPTED: the build was stopped (Ctrl-C or SIGTERM) before "
-                          "this cell finished")
-                return CellResult(cell.id, "failed", time.monotonic() - started,
-                                  detail="interrupted", log=log_path)
-            if isinstance(exc, Untested):
-                log.write(f"\nUNTESTED: {exc}")
-                reporter.update(cell.id, "untested", str(exc))
-                return CellResult(cell.id, "untested", time.monotonic() - started,
-                                  detail=str(exc), log=log_path, tested=exc.report)
-            if isinstance(exc, Unavailable):
-                log.write(f"\nSKIPPED: {exc}")
-                reporter.update(cell.id, "skipped", str(exc))
-                return CellResult(cell.id, "skipped", time.monotonic() - started,
-                                  detail=str(exc), log=log_path)
-            if isinstance(exc, FactoryError):
-                detail = str(exc)
-            else:
-                detail = f"internal error: {exc!r}"
-                log.write(traceback.format_exc())
-            log.write(f"\nFAILED: {detail}")
-            reporter.update(cell.id, "failed", detail)
-            return CellResult(cell.id, "failed", time.monotonic() - started, detail=detail,
-                              log=log_path)
+            return _cell_failed(cell, exc, log, log_path, reporter,
+                                time.monotonic() - started, stopping.is_set())
         seconds = time.monotonic() - started
         log.write(f"\nbuilt {wheel.name} in {seconds:.1f} s ({built.compiled} unit(s) "
                   f"compiled, {built.cached} from the object cache)")
@@ -331,6 +300,51 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
     return CellResult(cell.id, "built", seconds, wheel=wheel.name, log=log_path,
                       published=report.wheel, units=units, loaded=loaded, tested=tested,
                       sizes=(report.size, report.wheel.installed_size))
+
+
+def _unchanged_result(cell: Cell, layout: Layout, recorded: CellState) -> CellResult:
+    """A cell whose published wheel still fits it: what its last build recorded."""
+    return CellResult(cell.id, "unchanged", 0.0, wheel=recorded.wheel,
+                      log=layout.log_file(cell.key), loaded=recorded.loaded,
+                      tested=recorded.tests,
+                      sizes=((layout.files / recorded.wheel).stat().st_size,
+                             recorded.installed_size))
+
+
+def _log_head(log: Log, cell: Cell, runner: str, unit_shard: tuple[int, int] | None) -> None:
+    log.write(f"kernel-wheel-factory {__version__}: building {cell.id} "
+              f"({cell.spec.name} {cell.wheel_version}) with the {runner} runner")
+    if unit_shard is not None:
+        log.write(f"compiling shard {unit_shard[0]}/{unit_shard[1]} of its units into the "
+                  "object cache; nothing is linked")
+
+
+def _cell_failed(cell: Cell, exc: Exception, log: Log, log_path: Path, reporter: Reporter,
+                 seconds: float, stopped: bool) -> CellResult:
+    """What a cell that raised `exc` ended as: interrupted (the run was stopped), untested
+    (tests required and not run), skipped (it needs what this machine cannot have) or failed
+    (a bug's traceback goes to its log); said in the log and to the reporter."""
+    if stopped:  # the run was interrupted: its compilers were stopped
+        log.write("\nINTERRUPTED: the build was stopped (Ctrl-C or SIGTERM) before "
+                  "this cell finished")
+        return CellResult(cell.id, "failed", seconds, detail="interrupted", log=log_path)
+    if isinstance(exc, Untested):
+        log.write(f"\nUNTESTED: {exc}")
+        reporter.update(cell.id, "untested", str(exc))
+        return CellResult(cell.id, "untested", seconds, detail=str(exc), log=log_path,
+                          tested=exc.report)
+    if isinstance(exc, Unavailable):
+        log.write(f"\nSKIPPED: {exc}")
+        reporter.update(cell.id, "skipped", str(exc))
+        return CellResult(cell.id, "skipped", seconds, detail=str(exc), log=log_path)
+    if isinstance(exc, FactoryError):
+        detail = str(exc)
+    else:
+        detail = f"internal error: {exc!r}"
+        log.write(traceback.format_exc())
+    log.write(f"\nFAILED: {detail}")
+    reporter.update(cell.id, "failed", detail)
+    return CellResult(cell.id, "failed", seconds, detail=detail, log=log_path)
 
 
 class Untested(BuildError):

@@ -46,6 +46,45 @@ def add(commands: Any) -> None:
     build.add_argument("--only", action="append", metavar="PATTERN", default=[],
                        help="build only cells whose id matches this glob, e.g. "
                             "'img2gray/*torch211*' (repeatable)")
+    _budget_options(build)
+    build.add_argument("--max-wheel-size", type=size_limit, default=None, metavar="LIMIT",
+                       help="fail a cell whose wheel is bigger: a size (100M, 2GiB) or pypi "
+                            "(100 MiB) or github-release (2 GiB); default: the matrix's "
+                            "max-wheel-size, else none")
+    site_limit_option(build)
+    _object_options(build)
+    build.add_argument("--force", action="store_true",
+                       help="replace a published wheel whose bytes changed")
+    _verify_option(build)
+    build.add_argument("--unconfined", action="store_true",
+                       help="run a setup.py / pyproject project's build on this machine "
+                            "without the bubblewrap sandbox (it then has your rights, files "
+                            "and network; its environment stays allow-listed)")
+    build.add_argument("--build-root", type=path_argument, default=defaults.BUILD_ROOT,
+                       metavar="DIR",
+                       help="where cells are compiled; a fixed path keeps builds reproducible "
+                            f"(default: {defaults.BUILD_ROOT})")
+    _slice_options(build)
+    build.add_argument("--test", action="store_true",
+                       help="run each kernel's own tests (its tests/ folder) against each "
+                            "wheel before it is published, as `factory test` does: a cell "
+                            "whose tests fail publishes nothing, one whose tests could not "
+                            "run is published as untested unless tests are required (a kept "
+                            "wheel never tested is tested too)")
+    test_options(build)
+    build.add_argument("--base-url", type=index_url, default=None, metavar="URL",
+                       help="the public URL the index will be served at: the import guard "
+                            "of each wheel then names the full URL of the index that fits "
+                            "the user's torch")
+    build.add_argument("--runner", choices=RUNNERS, default=None,
+                       help="where cells are built: on this machine (local), in builder "
+                            "containers (docker), or docker when a daemon answers and the "
+                            "images can be had, else local (auto, the default; the matrix's "
+                            "runner: key sets it too)")
+
+
+def _budget_options(build: Any) -> None:
+    """How much of the machine a build takes, and for how long."""
     build.add_argument("--cells", type=positive, default=defaults.CELLS, metavar="N",
                        help=f"cells built at once (default {defaults.CELLS}); their compilers "
                             "share the cores and memory")
@@ -62,11 +101,10 @@ def add(commands: Any) -> None:
                             "running then get a grace of 10%% of the limit (at most 20m) to "
                             "finish; what they finished stays in the object cache, so the "
                             "next build continues")
-    build.add_argument("--max-wheel-size", type=size_limit, default=None, metavar="LIMIT",
-                       help="fail a cell whose wheel is bigger: a size (100M, 2GiB) or pypi "
-                            "(100 MiB) or github-release (2 GiB); default: the matrix's "
-                            "max-wheel-size, else none")
-    site_limit_option(build)
+
+
+def _object_options(build: Any) -> None:
+    """The object cache, and the objects shard jobs hand on."""
     build.add_argument("--object-cache", type=path_argument, default=None, metavar="DIR",
                        help="the object cache (default: objects/ in the cache folder)")
     build.add_argument("--object-cache-size", type=size, default=defaults.OBJECT_CACHE_LIMIT,
@@ -84,22 +122,20 @@ def add(commands: Any) -> None:
                        metavar="DIR", help="take in the objects of DIR (exported by shard "
                                            "jobs; each is checked) before building "
                                            "(repeatable)")
-    build.add_argument("--force", action="store_true",
-                       help="replace a published wheel whose bytes changed")
+
+
+def _verify_option(build: Any) -> None:
+    """Compiling cached objects again to compare them."""
     build.add_argument("--verify-objects", type=fraction, default=0.0, metavar="FRACTION",
                        help="compile this share (0 to 1) of the units taken from the object "
                             "cache again and fail the cell if the bytes differ (imported "
                             f"objects: at least {round(defaults.VERIFY_IMPORTED * 100)}%% "
                             "of them, and "
                             "one, always)")
-    build.add_argument("--unconfined", action="store_true",
-                       help="run a setup.py / pyproject project's build on this machine "
-                            "without the bubblewrap sandbox (it then has your rights, files "
-                            "and network; its environment stays allow-listed)")
-    build.add_argument("--build-root", type=path_argument, default=defaults.BUILD_ROOT,
-                       metavar="DIR",
-                       help="where cells are compiled; a fixed path keeps builds reproducible "
-                            f"(default: {defaults.BUILD_ROOT})")
+
+
+def _slice_options(build: Any) -> None:
+    """Building one slice of a matrix's cells."""
     slices = build.add_mutually_exclusive_group()
     slices.add_argument("--job", metavar="ID", default=None,
                         help="build one job of `factory plan` (e.g. cu130-x86_64-1)")
@@ -108,22 +144,6 @@ def add(commands: Any) -> None:
     build.add_argument("--max-cells", type=positive, default=defaults.MAX_CELLS_PER_JOB,
                        metavar="N", help="cells per job, as given to `factory plan` (default "
                                          f"{defaults.MAX_CELLS_PER_JOB})")
-    build.add_argument("--test", action="store_true",
-                       help="run each kernel's own tests (its tests/ folder) against each "
-                            "wheel before it is published, as `factory test` does: a cell "
-                            "whose tests fail publishes nothing, one whose tests could not "
-                            "run is published as untested unless tests are required (a kept "
-                            "wheel never tested is tested too)")
-    test_options(build)
-    build.add_argument("--base-url", type=index_url, default=None, metavar="URL",
-                       help="the public URL the index will be served at: the import guard "
-                            "of each wheel then names the full URL of the index that fits "
-                            "the user's torch")
-    build.add_argument("--runner", choices=RUNNERS, default=None,
-                       help="where cells are built: on this machine (local), in builder "
-                            "containers (docker), or docker when a daemon answers and the "
-                            "images can be had, else local (auto, the default; the matrix's "
-                            "runner: key sets it too)")
 
 
 def run(args: argparse.Namespace, console: Console) -> int:

@@ -100,21 +100,30 @@ def import_guard(distribution: str, version: str, torch: str, cuda: str,
         facts["exact"] = exact
         only_this_build = _EXACT_CHECK
     if not cuda:  # a CPU build: any build of its torch release runs it
-        return _GUARD_HEAD + f"""\
+        return _GUARD_HEAD + _CPU_CHECK.format(fits=fits, where=_WHERE) + _guard_call(facts)
+    return (_GUARD_HEAD + _CUDA_FOUND + only_this_build
+            + _CUDA_CHECK.format(fits=fits, where=_WHERE) + _guard_call(facts))
+
+
+# The check of a CPU build, then of a CUDA build (after what it found of CUDA, and the check
+# of an exact build where there is one): {fits} is the test of the torch release, {where} the
+# index the user's wheel is in.
+_CPU_CHECK = """\
     if {fits}:
         return
     name = built["distribution"]
     label = built["label"].format(torch=torch_mm.replace(".", ""))
-{_WHERE}
+{where}
     raise ImportError(
         f"{{name}} {{built['version']}} was built for torch {{built['torch']}} (its CPU ops), "
         f"but this environment has torch {{installed}}. Install the {{name}} wheel built for "
         f"it, from {{where}}, or install torch {{built['torch']}}.")
-""" + _guard_call(facts)
-    return _GUARD_HEAD + '''\
+"""
+_CUDA_FOUND = '''\
     cuda = torch.version.cuda
     cuda_major = built["cuda"].split(".")[0]
-''' + only_this_build + f'''\
+'''
+_CUDA_CHECK = '''\
     if {fits} and cuda is not None and cuda.split(".")[0] == cuda_major:
         return
     name = built["distribution"]
@@ -123,7 +132,7 @@ def import_guard(distribution: str, version: str, torch: str, cuda: str,
         cuda=wanted[0] + wanted[1], torch=torch_mm.replace(".", ""), cuda_major=wanted[0],
         cuda_minor=wanted[1], torch_major=torch_mm.split(".")[0],
         torch_minor=torch_mm.split(".")[-1])
-{_WHERE}
+{where}
     if cuda is None:
         found_text = f"torch {{installed}}, a build without CUDA"
         advice = (f"This wheel needs a CUDA build of torch: install torch {{built['torch']}} "
@@ -136,7 +145,7 @@ def import_guard(distribution: str, version: str, torch: str, cuda: str,
     raise ImportError(
         f"{{name}} {{built['version']}} was built for torch {{built['torch']}} with CUDA "
         f"{{cuda_major}}, but this environment has {{found_text}}. {{advice}}")
-''' + _guard_call(facts)
+'''
 
 
 # The guard's parts that every kind of build shares: the torch found, where its wheel is, and

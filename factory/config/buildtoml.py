@@ -474,20 +474,8 @@ def _to_spec(root: Path, path: Path, dialect: int, data: dict[str, Any],
         noarch = NoarchSection(pyext=section.get("pyext", ()),
                                cuda_capabilities=section.get("cuda-capabilities", ()))
 
-    kernels = []
-    for name, entry in sorted(data["kernel"].items()):
-        kernels.append(KernelSection(
-            name=name,
-            backend=entry["backend"],
-            src=_checked(root, entry["src"], kind="file"),
-            depends=entry["depends"],
-            include=_checked(root, entry.get("include"), kind="dir"),
-            cxx_flags=entry.get("cxx-flags", ()),
-            cuda_capabilities=entry.get("cuda-capabilities"),
-            cuda_flags=entry.get("cuda-flags", ()),
-            cuda_minver=entry.get("cuda-minver"),
-            capabilities_line=entry["_caps_line"],
-        ))
+    kernels = [_kernel_section(root, name, entry)
+               for name, entry in sorted(data["kernel"].items())]
 
     backends = general.get("backends")
     if backends is None:  # v1/v2: the backends are those of the kernels
@@ -515,6 +503,21 @@ def _to_spec(root: Path, path: Path, dialect: int, data: dict[str, Any],
                 "(torch-ext/<name with '-' as '_'>/__init__.py)",
                 file=path, line=name_line, key="general.name")
     return spec
+
+
+def _kernel_section(root: Path, name: str, entry: dict[str, Any]) -> KernelSection:
+    return KernelSection(
+        name=name,
+        backend=entry["backend"],
+        src=_checked(root, entry["src"], kind="file"),
+        depends=entry["depends"],
+        include=_checked(root, entry.get("include"), kind="dir"),
+        cxx_flags=entry.get("cxx-flags", ()),
+        cuda_capabilities=entry.get("cuda-capabilities"),
+        cuda_flags=entry.get("cuda-flags", ()),
+        cuda_minver=entry.get("cuda-minver"),
+        capabilities_line=entry["_caps_line"],
+    )
 
 
 def _checked(root: Path, paths: _Paths | None, kind: str) -> tuple[str, ...]:

@@ -81,14 +81,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None,
     """The matrix at `path`; `torch_pythons` (--torch-python) replace its torch list with the
     torches of those interpreters. `filling`: its wheelhouses are being filled (`factory
     wheelhouse`), so they need not hold wheels yet."""
-    root = load_yaml(path)
-    if not isinstance(root.value, dict):
-        raise root.error("expected a table of settings at the top of the file")
-    top = root.table(["kernels", "torch", "cuda", "python", "platforms", "label",
-                      "stable-label", "exclude", "runner", "docker", "depends", "compress",
-                      "max-wheel-size", "costs", "dist-name", "name-clash", "variants", "cross",
-                      "cpu", "tests", "wheelhouse", "toolchain-rules"],
-                     required=["kernels", "torch", "cuda"])
+    top = _top_table(load_yaml(path))
     base = path.parent
     latest = _latest(top["torch"]) if isinstance(top["torch"].value, dict) and \
         "latest" in top["torch"].value and not torch_pythons else None
@@ -138,6 +131,17 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None,
     if "stable-label" in top:
         _check_label_template(top["stable-label"], STABLE_LABEL_FIELDS)
     return matrix
+
+
+def _top_table(root: Node) -> dict[str, Node]:
+    """The matrix's settings: a table of known keys, the three required ones there."""
+    if not isinstance(root.value, dict):
+        raise root.error("expected a table of settings at the top of the file")
+    return root.table(["kernels", "torch", "cuda", "python", "platforms", "label",
+                       "stable-label", "exclude", "runner", "docker", "depends", "compress",
+                       "max-wheel-size", "costs", "dist-name", "name-clash", "variants", "cross",
+                       "cpu", "tests", "wheelhouse", "toolchain-rules"],
+                      required=["kernels", "torch", "cuda"])
 
 
 def _nonempty_list(node: Node) -> list[Node]:

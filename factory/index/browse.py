@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from .. import __version__
 from ..wheel.variant import property_lines
-from .records import CellOutcome, FileRecord, Manifest, cell_catalogue, served_cells
+from .records import Catalogue, CellOutcome, FileRecord, Manifest, cell_catalogue, served_cells
 from .variants import variant_url
 
 ASSETS = ("index.html", "browse.css", "browse.js", "favicon.svg")
@@ -69,19 +69,37 @@ def browse_project(project: str, records: Iterable[FileRecord],
     def release(version: str) -> dict[str, Any]:
         return releases.setdefault(version, {"version": version, "cells": {}, "anywhere": []})
 
-    name = project
     outcomes = list(outcomes)
+    name = outcomes[-1].kernel if outcomes else project
+    for (cell_torch, cell_cuda, label, version), cell in _cells_built(outcomes).items():
+        release(version)["cells"][(cell_torch, cell_cuda, label)] = cell
+    catalogue = cell_catalogue(outcomes)
+    # variant wheels last: each joins the cell of the wheel it was made from
+    for record in sorted(records, key=lambda r: ("variant" in r.summary, r.filename)):
+        name = record.display_name
+        _place_wheel(record, release(record.version.split("+")[0]), catalogue)
+    ordered = sorted(releases.values(), key=lambda r: _version_key(r["version"]), reverse=True)
+    for entry in ordered:
+        entry["cells"] = [entry["cells"][key] for key in sorted(
+            entry["cells"], key=lambda k: (_version_key(k[0]), _version_key(k[1]), k[2] or ""))]
+    return _json({"name": name, "project": project, "versions": ordered})
+
+
+def _cells_built(outcomes: list[CellOutcome]) -> dict[tuple[str, str, str | None, str],
+                                                      dict[str, Any]]:
+    """The browse entry of each torch x CUDA x label cell of a release, by (torch, CUDA, label,
+    version), from the outcomes of the builds of its cells."""
     proof = {outcome.cell: outcome for outcome in outcomes if outcome.stable_abi}
     # keyed by label too: two builds of one torch x CUDA pair for other GPUs (label templates
     # that tell them apart) are two cells, each with its own index
     grouped: dict[tuple[str, str, str | None, str], list[CellOutcome]] = {}
     for outcome in outcomes:
-        name = outcome.kernel
         # a stable-ABI cell's wheel is shown in the cells it serves, not as a cell of its own
         if outcome.torch is None or outcome.cuda is None or outcome.stable_abi:
             continue
         key = (outcome.torch, outcome.cuda, outcome.label, outcome.version)
         grouped.setdefault(key, []).append(outcome)
+    cells = {}
     for (cell_torch, cell_cuda, label, version), found in grouped.items():
         # several cells of one label (a wheel per CPython, a free-threaded one): the label's
         # cell is built where any of them is, and each of the others that is not says why
@@ -89,7 +107,7 @@ def browse_project(project: str, records: Iterable[FileRecord],
         shown = built[0] if built else found[-1]
         status = "built" if built else shown.status
         builder = proof.get(shown.served_by or shown.cell, shown)
-        release(version)["cells"][(cell_torch, cell_cuda, label)] = {
+        cells[(cell_torch, cell_cuda, label, version)] = {
             "torch": cell_torch, "cuda": cell_cuda, "label": label,
             "status": status, "detail": None if status == "built" else shown.detail,
             "wheels": [], "ops": builder.ops, "tests": builder.tests,
@@ -99,38 +117,34 @@ def browse_project(project: str, records: Iterable[FileRecord],
                 for outcome in found
                 if outcome is not shown and outcome.status not in ("built", "unchanged")])
                else {})}
-    catalogue = cell_catalogue(outcomes)
-    # variant wheels last: each joins the cell of the wheel it was made from
-    for record in sorted(records, key=lambda r: ("variant" in r.summary, r.filename)):
-        name = record.display_name
-        entry = release(record.version.split("+")[0])
-        wheel = _wheel(record)
-        torch, cuda = record.summary.get("torch"), record.summary.get("cuda")
-        if record.label is None or not torch or not cuda:
-            entry["anywhere"].append(wheel)
+    return cells
+
+
+def _place_wheel(record: FileRecord, entry: dict[str, Any], catalogue: Catalogue) -> None:
+    """A published wheel into its release's entry: under each cell it serves (a variant wheel
+    beside the cell's own wheel), or among the wheels that run anywhere."""
+    wheel = _wheel(record)
+    torch, cuda = record.summary.get("torch"), record.summary.get("cuda")
+    if record.label is None or not torch or not cuda:
+        entry["anywhere"].append(wheel)
+        return
+    variant = record.summary.get("variant")
+    for label, cell_torch, cell_cuda in served_cells(record, catalogue) or \
+            [(record.label, torch, cuda)]:
+        if variant is not None:
+            # the same binaries as the cell's wheel, in its torch release's variants index
+            twin = entry["cells"].get((cell_torch, cell_cuda, label))
+            url = variant_url(cell_torch)
+            if twin is not None and url is not None:
+                twin.setdefault("variants", []).append(
+                    {**wheel, "variant": {"label": record.label, "index": url,
+                                          "properties": property_lines(variant)}})
             continue
-        variant = record.summary.get("variant")
-        for label, cell_torch, cell_cuda in served_cells(record, catalogue) or \
-                [(record.label, torch, cuda)]:
-            if variant is not None:
-                # the same binaries as the cell's wheel, in its torch release's variants index
-                twin = entry["cells"].get((cell_torch, cell_cuda, label))
-                url = variant_url(cell_torch)
-                if twin is not None and url is not None:
-                    twin.setdefault("variants", []).append(
-                        {**wheel, "variant": {"label": record.label, "index": url,
-                                              "properties": property_lines(variant)}})
-                continue
-            cell = entry["cells"].setdefault((cell_torch, cell_cuda, label), {
-                "torch": cell_torch, "cuda": cell_cuda, "label": label, "detail": None,
-                "wheels": [], "ops": None, "tests": None, "served_by": None})
-            cell["status"] = "built"  # a published wheel, whatever a later build of it did
-            cell["wheels"].append(wheel)
-    ordered = sorted(releases.values(), key=lambda r: _version_key(r["version"]), reverse=True)
-    for entry in ordered:
-        entry["cells"] = [entry["cells"][key] for key in sorted(
-            entry["cells"], key=lambda k: (_version_key(k[0]), _version_key(k[1]), k[2] or ""))]
-    return _json({"name": name, "project": project, "versions": ordered})
+        cell = entry["cells"].setdefault((cell_torch, cell_cuda, label), {
+            "torch": cell_torch, "cuda": cell_cuda, "label": label, "detail": None,
+            "wheels": [], "ops": None, "tests": None, "served_by": None})
+        cell["status"] = "built"  # a published wheel, whatever a later build of it did
+        cell["wheels"].append(wheel)
 
 
 def _wheel(record: FileRecord) -> dict[str, Any]:

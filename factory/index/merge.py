@@ -53,107 +53,128 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
     import requests
 
     refuse_links(out)  # before any wheel, log or record is copied in
-    target = Layout(out)
-    origins: dict[str, Path | ListedFile] = {}  # wheel name -> where its bytes come from
-    digests: dict[str, str] = {}
-    outcomes: dict[str, CellOutcome] = {}
-    yanks: dict[str, str] = {}
-    entered: dict[str, str] = {}  # wheel name -> the earliest time an index took it in
-    folders: list[Path] = []
-    present: dict[str, str] = {}  # wheel name -> sha256 of the target's copy
+    merge = _Merge(Layout(out), force)
+    with tempfile.TemporaryDirectory(prefix="kwf-merge-") as scratch, \
+            requests.Session() as session:  # downloads: each bounded by _download
+        for source in sources:
+            if is_url(source):
+                merge.take_index(str(source), session, Path(scratch))
+            else:
+                merge.take_folder(Path(source), out)
+        merge.copy_wheels(session, Path(scratch))
+    merge.copy_records()
+    return update_index(out, force=force, outcomes=merge.outcomes.values(), full=True,
+                        change=merge.keep_history)
 
-    def offer(name: str, digest: str, origin: Path | ListedFile, where: str,
+
+class _Merge:
+    """What the sources of one merge hold, gathered before anything is written: each wheel's
+    bytes (a file at hand, else a listed download), its sha256, the first time an index took
+    it in and its yank, and each cell's best outcome."""
+
+    def __init__(self, target: Layout, force: bool) -> None:
+        self.target, self.force = target, force
+        self.origins: dict[str, Path | ListedFile] = {}  # wheel name -> where its bytes are
+        self.digests: dict[str, str] = {}
+        self.outcomes: dict[str, CellOutcome] = {}
+        self.yanks: dict[str, str] = {}
+        self.entered: dict[str, str] = {}  # wheel name -> earliest time an index took it in
+        self.folders: list[Path] = []
+        self.present: dict[str, str] = {}  # wheel name -> sha256 of the target's copy
+
+    def offer(self, name: str, digest: str, origin: Path | ListedFile, where: str,
               uploaded: str | None) -> None:
-        known = digests.get(name)
-        if known is None and (target.files / name).is_file():
-            known = present[name] = file_sha256(target.files / name)
-        if known is not None and known != digest and not force:
+        known = self.digests.get(name)
+        if known is None and (self.target.files / name).is_file():
+            known = self.present[name] = file_sha256(self.target.files / name)
+        if known is not None and known != digest and not self.force:
             raise IndexConflict(f"{where} holds another {name} (sha256 {digest[:12]}, known "
                                 f"as {known[:12]}); published files are immutable, so the "
                                 "merge stops before writing anything")
-        digests[name] = digest
+        self.digests[name] = digest
         if uploaded is not None:
-            entered[name] = min(uploaded, entered.get(name, uploaded))
-        if not isinstance(origins.get(name), Path):  # bytes at hand beat a download
-            origins[name] = origin
+            self.entered[name] = min(uploaded, self.entered.get(name, uploaded))
+        if not isinstance(self.origins.get(name), Path):  # bytes at hand beat a download
+            self.origins[name] = origin
 
-    with tempfile.TemporaryDirectory(prefix="kwf-merge-") as scratch, \
-            requests.Session() as session:  # downloads: each bounded by _download
+    def take_index(self, url: str, session: requests.Session, scratch: Path) -> None:
+        """The wheels another server's index lists (those it gives no sha256 of, downloaded
+        to hash them), with their yanks."""
+        listed = read_published_index(url)
+        assert listed is not None  # a missing root is refused with --merge named
         downloaded: dict[str, Path] = {}
-        for source in sources:
-            if is_url(source):
-                listed = read_published_index(str(source))
-                assert listed is not None  # a missing root is refused with --merge named
-                unhashed = [entry for entry in listed.values() if entry.sha256 is None]
-                _download_all(session, unhashed, Path(scratch), downloaded)
-                for name, entry in listed.items():
-                    digest = entry.sha256 or file_sha256(downloaded[name])
-                    offer(name, digest, downloaded.get(name, entry), str(source),
-                          entry.upload_time)
-                    if entry.yanked is not None:
-                        yanks[name] = entry.yanked
-                continue
-            folder = Path(source)
-            layout = Layout(folder)
-            if not layout.files.is_dir() and not layout.manifest.is_file():
-                raise ConfigError("is not a factory output folder (no files/ and no "
-                                  ".factory/manifest.json)", file=folder, key="--merge")
-            if folder.resolve() == out.resolve():
-                raise ConfigError("is the output folder itself", file=folder, key="--merge")
-            folders.append(folder)
-            manifest = load_manifest(layout.manifest)
-            for wheel in sorted(layout.files.glob("*.whl")) if layout.files.is_dir() else []:
-                known = manifest.files.get(wheel.name)
-                digest = file_sha256(wheel)
-                # only what a build of that folder published and indexed: a wheel its manifest
-                # does not record, or records with other bytes, was put there by something else
-                if known is None or known.sha256 != digest:
-                    raise IndexConflict(
-                        f"{wheel}: no build of {folder} published it (its manifest "
-                        + ("does not record it" if known is None else
-                           f"records sha256 {known.sha256[:12]}, the file has {digest[:12]}")
-                        + "); nothing was merged: remove it, or run `factory index --out "
-                        f"{folder}` to index a wheel put there by hand")
-                offer(wheel.name, digest, wheel, str(wheel), known.upload_time)
-            for name, outcome in manifest.cells.items():
-                old = outcomes.get(name)
-                if old is None or _RANK.get(outcome.status, 0) >= _RANK.get(old.status, 0):
-                    outcomes[name] = outcome
+        _download_all(session, [entry for entry in listed.values() if entry.sha256 is None],
+                      scratch, downloaded)
+        for name, entry in listed.items():
+            digest = entry.sha256 or file_sha256(downloaded[name])
+            self.offer(name, digest, downloaded.get(name, entry), url, entry.upload_time)
+            if entry.yanked is not None:
+                self.yanks[name] = entry.yanked
 
+    def take_folder(self, folder: Path, out: Path) -> None:
+        """The wheels a factory output folder's builds published, and its cells' outcomes."""
+        layout = Layout(folder)
+        if not layout.files.is_dir() and not layout.manifest.is_file():
+            raise ConfigError("is not a factory output folder (no files/ and no "
+                              ".factory/manifest.json)", file=folder, key="--merge")
+        if folder.resolve() == out.resolve():
+            raise ConfigError("is the output folder itself", file=folder, key="--merge")
+        self.folders.append(folder)
+        manifest = load_manifest(layout.manifest)
+        for wheel in sorted(layout.files.glob("*.whl")) if layout.files.is_dir() else []:
+            known = manifest.files.get(wheel.name)
+            digest = file_sha256(wheel)
+            # only what a build of that folder published and indexed: a wheel its manifest
+            # does not record, or records with other bytes, was put there by something else
+            if known is None or known.sha256 != digest:
+                raise IndexConflict(
+                    f"{wheel}: no build of {folder} published it (its manifest "
+                    + ("does not record it" if known is None else
+                       f"records sha256 {known.sha256[:12]}, the file has {digest[:12]}")
+                    + "); nothing was merged: remove it, or run `factory index --out "
+                    f"{folder}` to index a wheel put there by hand")
+            self.offer(wheel.name, digest, wheel, str(wheel), known.upload_time)
+        for name, outcome in manifest.cells.items():
+            old = self.outcomes.get(name)
+            if old is None or _RANK.get(outcome.status, 0) >= _RANK.get(old.status, 0):
+                self.outcomes[name] = outcome
+
+    def copy_wheels(self, session: requests.Session, scratch: Path) -> None:
+        """Every wheel the target lacks into its files/, downloads first fetched whole."""
         wheels: dict[str, Path] = {}
         remote: list[ListedFile] = []
-        for name, origin in sorted(origins.items()):
-            if present.get(name) == digests[name]:
+        for name, origin in sorted(self.origins.items()):
+            if self.present.get(name) == self.digests[name]:
                 continue
             if isinstance(origin, Path):
                 wheels[name] = origin
             else:
                 remote.append(origin)
-        _download_all(session, remote, Path(scratch), wheels)
-        target.files.mkdir(parents=True, exist_ok=True)
+        _download_all(session, remote, scratch, wheels)
+        self.target.files.mkdir(parents=True, exist_ok=True)
         for name, wheel in wheels.items():
-            copy_atomic(wheel, target.files / name)
-    for folder in folders:
-        layout = Layout(folder)
-        for source_folder, destination in ((layout.logs, target.logs),
-                                           (layout.state, target.state)):
-            for path in sorted(source_folder.glob("*")) if source_folder.is_dir() else []:
-                destination.mkdir(parents=True, exist_ok=True)
-                copy_atomic(path, destination / path.name)
+            copy_atomic(wheel, self.target.files / name)
 
-    def keep_history(manifest: Manifest) -> None:
+    def copy_records(self) -> None:
+        """The logs and cell records of the merged folders."""
+        for folder in self.folders:
+            layout = Layout(folder)
+            for source_folder, destination in ((layout.logs, self.target.logs),
+                                               (layout.state, self.target.state)):
+                for path in sorted(source_folder.glob("*")) if source_folder.is_dir() else []:
+                    destination.mkdir(parents=True, exist_ok=True)
+                    copy_atomic(path, destination / path.name)
+
+    def keep_history(self, manifest: Manifest) -> None:
         """Yanks stay yanked, and each wheel keeps the time it first entered an index."""
-        for name, reason in yanks.items():
+        for name, reason in self.yanks.items():
             record = manifest.files.get(name)
             if record is not None and record.yanked is None:
                 manifest.files[name] = record._replace(yanked=reason)
-        for name, uploaded in entered.items():
+        for name, uploaded in self.entered.items():
             record = manifest.files.get(name)
             if record is not None and uploaded < record.upload_time:
                 manifest.files[name] = record._replace(upload_time=uploaded)
-
-    return update_index(out, force=force, outcomes=outcomes.values(), full=True,
-                        change=keep_history)
 
 
 def read_published_index(root: str,

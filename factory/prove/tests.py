@@ -228,17 +228,7 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
     argv = [str(folder / "env" / "bin" / "python"), "-m", "pytest", "-p", PLUGIN,
             "-p", "no:cacheprovider", "-rfEs", "--tb=short", "--rootdir", ".",
             "--continue-on-collection-errors", *selection.pytest_args()]
-    # the tests are the kernel's own code: none of the factory's secrets reach them
-    env = foreign_environment(folder, prefixes=GPU_VARIABLES)
-    env |= {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
-            "KERNEL_WHEEL_FACTORY_KERNEL": module,
-            "KERNEL_WHEEL_FACTORY_TEST_REPORT": str(facts),
-            "KERNEL_WHEEL_FACTORY_TEST_PROGRESS": str(progress),
-            "KERNEL_WHEEL_FACTORY_STAND_IN": str(asked)}
-    if not selection.chosen or selection.budget is not None:
-        env |= {"KERNEL_WHEEL_FACTORY_CHOOSE": "budget" if selection.chosen else "default",
-                "KERNEL_WHEEL_FACTORY_BUDGET": str(selection.budget or defaults.TEST_BUDGET),
-                "KERNEL_WHEEL_FACTORY_SEED": str(defaults.TEST_SEED)}
+    env = _tests_environment(folder, module, selection)
     log.step(f"running the kernel's tests: {' '.join(argv[1:])}")
     started = time.monotonic()
     command, cwd = (runs_in or CommandPrefix()).argv(argv, folder)
@@ -256,6 +246,23 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
     for note in report.files:
         log.write(f"   {note.describe()}")
     return report
+
+
+def _tests_environment(folder: Path, module: str, selection: TestSelection) -> dict[str, str]:
+    """What the kernel's tests see of the environment: they are the kernel's own code, so
+    none of the factory's secrets reach them; the plugin is told where its report goes and
+    how to choose the cases."""
+    env = foreign_environment(folder, prefixes=GPU_VARIABLES)
+    env |= {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+            "KERNEL_WHEEL_FACTORY_KERNEL": module,
+            "KERNEL_WHEEL_FACTORY_TEST_REPORT": str(folder / "report.json"),
+            "KERNEL_WHEEL_FACTORY_TEST_PROGRESS": str(folder / "progress.json"),
+            "KERNEL_WHEEL_FACTORY_STAND_IN": str(folder / "asked")}
+    if not selection.chosen or selection.budget is not None:
+        env |= {"KERNEL_WHEEL_FACTORY_CHOOSE": "budget" if selection.chosen else "default",
+                "KERNEL_WHEEL_FACTORY_BUDGET": str(selection.budget or defaults.TEST_BUDGET),
+                "KERNEL_WHEEL_FACTORY_SEED": str(defaults.TEST_SEED)}
+    return env
 
 
 def script_tests(facts: Path, tests: Path) -> list[tuple[str, Path]]:

@@ -178,3 +178,12 @@ def test_few_modules_stand_loose_at_the_top():
     loose = sorted(path.name for path in (REPO / "factory").glob("*.py"))
     assert loose == ["__init__.py", "__main__.py", "defaults.py", "doctor.py", "errors.py",
                      "hub.py"]
+
+
+def test_no_function_runs_past_sixty_lines():
+    """A function that does more than a screen's worth is cut into the steps it takes."""
+    long = [f"{name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for name, tree in _sources() for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno
+            and node.end_lineno - node.lineno + 1 > 60]
+    assert long == []

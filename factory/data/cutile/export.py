@@ -42,10 +42,6 @@ def _first_line(error):
 
 
 def export(request):
-    import cuda.tile as ct
-    from cuda.tile._compile import compile_tile
-    from cuda.tile.compilation import export_kernel
-
     content = Path(request["content"])
     sys.path.insert(0, str(content))
     loader = _loader(request["loader"])
@@ -58,63 +54,20 @@ def export(request):
     manifests: dict[str, dict[str, Any]] = {}
     counts = {"signatures": 0, "cubins": 0}
     for declared in request["kernels"]:
-        module_name, _, attribute = declared["function"].partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as error:
-            raise Refused(f"{declared['function']}: importing {module_name} failed: "
-                          f"{_first_line(error)}") from None
-        kernel = getattr(module, attribute, None)
-        if not isinstance(kernel, ct.kernel):
-            raise Refused(f"{declared['function']} is not a @ct.kernel (found "
-                          f"{type(kernel).__name__})")
-        function = kernel._annotated_function.pyfunc
+        kernel, function = _kernel(declared["function"])
         key = f"{function.__module__}:{function.__qualname__}"
         top = function.__module__.split(".")[0]
-        package = content / top
-        if not (package / "__init__.py").is_file():
+        if not (content / top / "__init__.py").is_file():
             raise Refused(f"{declared['function']}: {top} is not a package of the wheel (the "
                           "loader needs an __init__.py to go in)")
-        folder = package / loader.FOLDER
         manifest = manifests.setdefault(top, {"format": loader.FORMAT, "sms": wanted,
                                               "kernels": {}})
         entries = manifest["kernels"].setdefault(key, [])
         for parameters in declared["signatures"]:
-            try:
-                signature = loader.signature_of(parameters).with_mangled_symbol(function.__name__)
-            except (TypeError, ValueError) as error:
-                raise Refused(f"{declared['function']}: a declared signature does not fit the "
-                              f"kernel: {_first_line(error)}") from None
-            name = hashlib.sha256(signature.symbol.encode()).hexdigest()[:20]
-            shown = signature.symbol
-            try:
-                made = compile_tile(kernel._annotated_function, (signature,), sm_arch=None,
-                                    compiler_options=kernel._compiler_options,
-                                    return_bytecode=True, return_cubin=False)
-            except Exception as error:
-                raise Refused(f"{declared['function']}: {shown} does not compile: "
-                              f"{_first_line(error)}") from None
-            if made.library_lifecycle_providers:
-                raise Refused(f"{declared['function']}: {shown} links tile libraries with a "
-                              "life cycle of their own, which a shipped cubin cannot set up")
-            (folder / "tileir").mkdir(parents=True, exist_ok=True)
-            tileir = f"tileir/{name}.tileirbc"
-            (folder / tileir).write_bytes(bytes(made.bytecode))
-            cubins = {}
-            for sm in wanted:
-                (folder / sm).mkdir(parents=True, exist_ok=True)
-                target = f"{sm}/{name}.cubin"
-                try:
-                    export_kernel(kernel, [signature], str(folder / target), gpu_code=sm,
-                                  output_format="cubin")
-                except Exception as error:
-                    raise Refused(f"{declared['function']}: {shown} does not compile for {sm}: "
-                                  f"{_first_line(error)}") from None
-                cubins[sm] = target
-                counts["cubins"] += 1
-            entries.append({"symbol": signature.symbol, "parameters": parameters,
-                            "cubins": cubins, "tileir": tileir})
+            entries.append(_compiled(declared["function"], kernel, function, parameters,
+                                     loader, content / top / loader.FOLDER, wanted))
             counts["signatures"] += 1
+            counts["cubins"] += len(wanted)
     for top, manifest in manifests.items():
         folder = content / top / loader.FOLDER
         (folder / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True)
@@ -124,6 +77,62 @@ def export(request):
     return {"assembler": assembler, "supported": supported,
             "cuda_tile": importlib.metadata.version("cuda-tile"),
             "packages": sorted(manifests), **counts}
+
+
+def _kernel(declared):
+    """The @ct.kernel a declared `module:attribute` names, and its Python function."""
+    import cuda.tile as ct
+
+    module_name, _, attribute = declared.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:
+        raise Refused(f"{declared}: importing {module_name} failed: "
+                      f"{_first_line(error)}") from None
+    kernel = getattr(module, attribute, None)
+    if not isinstance(kernel, ct.kernel):
+        raise Refused(f"{declared} is not a @ct.kernel (found {type(kernel).__name__})")
+    return kernel, kernel._annotated_function.pyfunc
+
+
+def _compiled(declared, kernel, function, parameters, loader, folder, wanted):
+    """One declared signature of a kernel compiled into `folder`: its Tile IR bytecode and a
+    cubin per SM; its manifest entry."""
+    from cuda.tile._compile import compile_tile
+    from cuda.tile.compilation import export_kernel
+
+    try:
+        signature = loader.signature_of(parameters).with_mangled_symbol(function.__name__)
+    except (TypeError, ValueError) as error:
+        raise Refused(f"{declared}: a declared signature does not fit the kernel: "
+                      f"{_first_line(error)}") from None
+    name = hashlib.sha256(signature.symbol.encode()).hexdigest()[:20]
+    shown = signature.symbol
+    try:
+        made = compile_tile(kernel._annotated_function, (signature,), sm_arch=None,
+                            compiler_options=kernel._compiler_options,
+                            return_bytecode=True, return_cubin=False)
+    except Exception as error:
+        raise Refused(f"{declared}: {shown} does not compile: {_first_line(error)}") from None
+    if made.library_lifecycle_providers:
+        raise Refused(f"{declared}: {shown} links tile libraries with a life cycle of their "
+                      "own, which a shipped cubin cannot set up")
+    (folder / "tileir").mkdir(parents=True, exist_ok=True)
+    tileir = f"tileir/{name}.tileirbc"
+    (folder / tileir).write_bytes(bytes(made.bytecode))
+    cubins = {}
+    for sm in wanted:
+        (folder / sm).mkdir(parents=True, exist_ok=True)
+        target = f"{sm}/{name}.cubin"
+        try:
+            export_kernel(kernel, [signature], str(folder / target), gpu_code=sm,
+                          output_format="cubin")
+        except Exception as error:
+            raise Refused(f"{declared}: {shown} does not compile for {sm}: "
+                          f"{_first_line(error)}") from None
+        cubins[sm] = target
+    return {"symbol": signature.symbol, "parameters": parameters, "cubins": cubins,
+            "tileir": tileir}
 
 
 def main():

@@ -38,7 +38,7 @@ from ....sources.depends import Dependency
 from ....sources.tree import SourceTree
 from ....system.process import Log
 from ....toolchain.cutile import provide_assembler
-from ....toolchain.torch import provide_torch
+from ....toolchain.torch import TorchEnv, provide_torch
 from ....values.versions import parse_release
 from ...builders import build_cell
 from ...job import Compiling
@@ -51,7 +51,8 @@ CONTROL = "::kernel-wheel-factory:: "
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] not in ("prepare", "build", "load", "test"):
+    steps = {"prepare": _prepare, "build": _build, "load": _load, "test": _test}
+    if len(argv) != 1 or argv[0] not in steps:
         sys.stderr.write("usage: python -m factory.cells.runners.docker.inside "
                          "prepare|build|load|test < job.json\n")
         return 2
@@ -62,63 +63,72 @@ def main(argv: list[str]) -> int:
         log.write(CONTROL + json.dumps(message))
 
     try:
-        if argv[0] == "prepare":
-            python = job.get("python") or sys.executable
-            if not Path(python).is_file():
-                raise BuildError(f"the builder image has no {python}: its base provides no "
-                                 f"such CPython (a manylinux image keeps each in /opt/python)")
-            env = provide_torch(parse_release(job["torch"]), parse_release(job["cuda"]),
-                                job["torch_index"], Path(job["cache"]), log, python=python)
-            if job.get("build_requires"):
-                provide_build_env(env, list(job["build_requires"]), Path(job["cache"]), log)
-            if job.get("assembler"):
-                provide_assembler(job["assembler"], Path(job["cache"]), log)
-            say(result=env.torch_version)
-        elif argv[0] == "load":
-            env = provide_torch(parse_release(job["torch"]), parse_release(job["cuda"]),
-                                job["torch_index"], Path(job["cache"]), log,
-                                python=job.get("python") or sys.executable, create=False)
-            python = provide_build_env(env, list(job["requires"]), Path(job["cache"]), log,
-                                       create=False) if job.get("requires") else env.python
-            report = load_wheel(Path(job["wheel"]), list(job["modules"]), str(python),
-                                Path(job["folder"]), log)
-            say(result=report.to_json())
-        elif argv[0] == "test":
-            env = provide_torch(parse_release(job["torch"]), parse_release(job["cuda"]),
-                                job["torch_index"], Path(job["cache"]), log,
-                                python=job.get("python") or sys.executable)
-            tested = run_tests(Path(job["wheel"]), Path(job["tests"]), job["module"], env,
-                               Path(job["folder"]), Path(job["cache"]), log,
-                               selection=TestSelection.from_json(job["selection"]),
-                               needs=tuple(job["needs"]),
-                               wheelhouses=tuple(map(Path, job.get("wheelhouses", ()))))
-            say(result=tested.to_json())
-        else:
-            root = Path(job["kernel"])
-            copied = {Path(folder).name: (Path(folder), count)
-                      for folder, count in job.get("depends", {}).items()}
-
-            def dependency(item: dict[str, Any]) -> Dependency:
-                folder, count = copied[item["name"]]
-                return Dependency.from_record(item, tuple(folder / str(n) for n in range(count)))
-
-            cell = cell_from_record(job["cell"], recorded_spec(job["cell"], root),
-                                    SourceTree.from_json(job["source"], root), job["version"],
-                                    root / "build.toml", cuda_home=Path(job["cuda_home"]),
-                                    dependency=dependency)
-            options = BuildOptions(Path(job["build_root"]), job["source_date_epoch"],
-                                   job["builder"], index_url=job.get("index_url"))
-            compiling = _compiling(job, say)
-            built = build_cell(cell, Path(job["cache"]), options, Path(job["out"]), log,
-                               compiling, lambda step: say(progress=step), prepared=True)
-            store = compiling.store
-            say(result=built.wheel.name if built.wheel else None,
-                units=[built.units, built.compiled, built.cached],
-                used=store.used if store else {})
+        steps[argv[0]](job, log, say)
     except FactoryError as exc:
         say(error=str(exc))
         return 1
     return 0
+
+
+def _torch(job: dict[str, Any], log: Log, create: bool = True) -> TorchEnv:
+    return provide_torch(parse_release(job["torch"]), parse_release(job["cuda"]),
+                         job["torch_index"], Path(job["cache"]), log,
+                         python=job.get("python") or sys.executable, create=create)
+
+
+def _prepare(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
+    python = job.get("python") or sys.executable
+    if not Path(python).is_file():
+        raise BuildError(f"the builder image has no {python}: its base provides no "
+                         f"such CPython (a manylinux image keeps each in /opt/python)")
+    env = _torch(job, log)
+    if job.get("build_requires"):
+        provide_build_env(env, list(job["build_requires"]), Path(job["cache"]), log)
+    if job.get("assembler"):
+        provide_assembler(job["assembler"], Path(job["cache"]), log)
+    say(result=env.torch_version)
+
+
+def _load(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
+    env = _torch(job, log, create=False)
+    python = provide_build_env(env, list(job["requires"]), Path(job["cache"]), log,
+                               create=False) if job.get("requires") else env.python
+    report = load_wheel(Path(job["wheel"]), list(job["modules"]), str(python),
+                        Path(job["folder"]), log)
+    say(result=report.to_json())
+
+
+def _test(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
+    tested = run_tests(Path(job["wheel"]), Path(job["tests"]), job["module"], _torch(job, log),
+                       Path(job["folder"]), Path(job["cache"]), log,
+                       selection=TestSelection.from_json(job["selection"]),
+                       needs=tuple(job["needs"]),
+                       wheelhouses=tuple(map(Path, job.get("wheelhouses", ()))))
+    say(result=tested.to_json())
+
+
+def _build(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
+    root = Path(job["kernel"])
+    copied = {Path(folder).name: (Path(folder), count)
+              for folder, count in job.get("depends", {}).items()}
+
+    def dependency(item: dict[str, Any]) -> Dependency:
+        folder, count = copied[item["name"]]
+        return Dependency.from_record(item, tuple(folder / str(n) for n in range(count)))
+
+    cell = cell_from_record(job["cell"], recorded_spec(job["cell"], root),
+                            SourceTree.from_json(job["source"], root), job["version"],
+                            root / "build.toml", cuda_home=Path(job["cuda_home"]),
+                            dependency=dependency)
+    options = BuildOptions(Path(job["build_root"]), job["source_date_epoch"],
+                           job["builder"], index_url=job.get("index_url"))
+    compiling = _compiling(job, say)
+    built = build_cell(cell, Path(job["cache"]), options, Path(job["out"]), log,
+                       compiling, lambda step: say(progress=step), prepared=True)
+    store = compiling.store
+    say(result=built.wheel.name if built.wheel else None,
+        units=[built.units, built.compiled, built.cached],
+        used=store.used if store else {})
 
 
 def _compiling(job: dict[str, Any], say: Callable[..., None]) -> Compiling:
