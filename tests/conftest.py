@@ -27,6 +27,10 @@ from factory.cli import main
 # never in the factory's suite.
 collect_ignore_glob = ["fixtures/*"]
 
+# The fixtures several test modules share.
+pytest_plugins = ["tests.support.browser", "tests.support.cli", "tests.support.docker",
+                  "tests.support.hostile", "tests.support.workflows"]
+
 # Every factory the tests start keeps its objects under one key (a CI secret's stand-in), so
 # that builds sharing the tests' cache reuse each other's objects, and nothing is written to
 # the user's configuration folder.

@@ -24,8 +24,8 @@ from factory import __version__
 from factory.defaults import WORKFLOW_REPOSITORY
 
 from ..conftest import REPO, run_factory
+from ..support.workflows import lint
 from ..workflow_local import Run, runner_env
-from .test_workflows import actionlint, lint  # noqa: F401  (actionlint: a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -14,12 +14,11 @@ import pytest
 from factory.prove.tests import TestReport
 from factory.wheel.read import read_wheel
 
-from ..conftest import REPO, run_factory, serving
-from ..system import debian_package
+from ..conftest import run_factory, serving
+from ..support.browser import open_page, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.network]
 
-ARTIFACTS = REPO / "test-artifacts"
 
 
 @pytest.fixture(scope="module")
@@ -28,34 +27,10 @@ def site(example_tested):
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=debian_package("chromium",
-                                                                             "chromium"),
-                                              args=["--no-sandbox", "--disable-gpu"])
-        yield chromium
-        chromium.close()
 
 
-def open_page(browser, url: str):
-    page = browser.new_page(viewport={"width": 390, "height": 844})  # a phone
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    # every request the page makes is answered (the favicon too): no 404 in its console
-    page.on("response", lambda response: response.status >= 400 and errors.append(
-        f"{response.status} {response.url}"))
-    page.goto(url)
-    page.wait_for_selector("body[data-ready=true]")
-    return page, errors
 
 
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    assert (ARTIFACTS / f"{name}.png").stat().st_size > 10_000
 
 
 def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser, site,

@@ -7,14 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ..conftest import make_kernel, snapshot, write
-from ..unit.test_cli_errors import (  # noqa: F401 (fixtures)
-    GOOD_KERNEL,
-    GOOD_MATRIX,
-    SOURCES,
-    assert_rejected,
-    factory,
-    project,
-)
+from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES, assert_rejected
 
 STABLE_KERNEL = GOOD_KERNEL.replace(
     '[kernel.demo]', '[torch.stable-abi]\ncuda = "2.11"\n\n[kernel.demo]').replace(

@@ -12,18 +12,7 @@ from factory.config.buildtoml import read_build_toml
 from factory.errors import ConfigError
 from factory.plan.codec import cell_from_record, cell_record
 
-from ..conftest import FIXTURES
-from ..unit.test_matrix import plan_for
-
-MATRIX = f"""
-kernels:
-  - {{path: {FIXTURES / "multikernel"}, version: 1.2.0}}
-  - {{path: {FIXTURES / "noarch-kernel"}, version: 2.0.0}}
-torch: ["2.11", "2.12"]
-cuda:
-  "13.0": {{sms: ["8.0", "8.6", "9.0", "10.0"], ptx: false}}
-label: "cu{{cuda}}pt{{torch}}"
-"""
+from ..support.plans import MATRIX, plan_for
 
 
 def round_trip(cell):

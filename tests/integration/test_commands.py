@@ -20,9 +20,7 @@ from factory.sources.installed import probe_interpreter
 from factory.system.process import Log
 from factory.toolchain.cuda import provide_cuda
 
-from ..integration.test_codec import MATRIX
-from ..unit.test_commands import TOOLCHAIN
-from ..unit.test_matrix import demo_plan, plan_for
+from ..support.plans import MATRIX, TOOLCHAIN, demo_plan, plan_for
 
 
 def jobs_by_source(tmp_path, threads=1):

@@ -24,7 +24,7 @@ from ..conftest import (
     serving,
     venv_python,
 )
-from .test_browse import browser, open_page, shot  # noqa: F401 (browser is a fixture)
+from ..support.browser import open_page, shot
 
 pytestmark = [pytest.mark.slow]
 

@@ -12,7 +12,7 @@ from factory.plan.jobs import plan_jobs
 from factory.sources.tree import resolve_path_source
 
 from ..conftest import make_kernel
-from ..unit.test_matrix import plan_for
+from ..support.plans import plan_for
 
 BOTH = """
 [general]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from factory.cells.run import CellResult
 from factory.index.records import cell_outcomes
 
-from ..unit.test_matrix import demo_plan
+from ..support.plans import demo_plan
 
 
 def test_a_failed_cell_s_published_reason_holds_no_secret(tmp_path, monkeypatch):

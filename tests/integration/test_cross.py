@@ -20,7 +20,7 @@ from elftools.elf.elffile import ELFFile
 from factory import doctor
 
 from ..conftest import EXAMPLE, cache_env, example_built_and_tested, run_factory, serving
-from .test_browse import browser, open_page, shot  # noqa: F401 (browser is a fixture)
+from ..support.browser import open_page, shot
 
 pytestmark = [pytest.mark.slow]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from factory.plan.codec import cell_from_record, cell_record
 from factory.plan.jobs import plan_jobs
 
-from ..unit.test_matrix import kernel, plan_for
+from ..support.plans import kernel, plan_for
 
 MATRIX = """
     kernels: [{path: demo, version: 1.0.0}]

@@ -30,7 +30,7 @@ from ..conftest import (
     venv_python,
     write,
 )
-from ..unit.test_depends import FIXTURE, matrix_with
+from ..support.plans import FIXTURE, matrix_with
 
 GIT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
        "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent"}

@@ -31,25 +31,13 @@ from ..conftest import (
     snapshot,
     write,
 )
-from ..system import docker_engine
+from ..support.docker import BASE
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.root, pytest.mark.network]
 
-BASE = "kernel-wheel-factory/base:bullseye"
 OURS = "label=kernel-wheel-factory.owner"
 
 
-@pytest.fixture(scope="session")
-def bullseye_base() -> str:
-    """The offline base image, made by docker/make-debian-base.sh when it is not there (or is
-    an older one, without the second CPython)."""
-    docker_engine()
-    if subprocess.run(["docker", "run", "--rm", "--network", "none", BASE, "test", "-x",
-                       "/opt/python/cp313-cp313/bin/python"], capture_output=True).returncode:
-        done = subprocess.run([str(REPO / "docker" / "make-debian-base.sh"), "bullseye", BASE],
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout + done.stderr
-    return BASE
 
 
 def our_containers() -> list[str]:

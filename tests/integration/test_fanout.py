@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -15,24 +14,7 @@ from factory.plan.costs import UnitCost, cost_key
 from factory.plan.jobs import plan_jobs, select_shard
 
 from ..conftest import EXAMPLE, FIXTURES, REPO, cache_env, run_factory, snapshot, write
-
-
-def twelve_cells(folder: Path) -> Path:
-    """Two kernels x three torch releases x two platforms."""
-    shutil.copytree(EXAMPLE, folder / "img2gray")
-    shutil.copytree(FIXTURES / "multikernel", folder / "multikernel")
-    return write(folder / "matrix.yaml", """
-        kernels:
-          - path: img2gray
-            version: 1.0.0
-          - path: multikernel
-            version: 2.0.0
-        torch: ["2.11", "2.12", "2.13"]
-        cuda:
-          "13.0":
-            sms: ["8.0", "9.0"]
-        platforms: [x86_64, aarch64]
-        """)
+from ..support.plans import twelve_cells
 
 
 @pytest.mark.parametrize("which", ["root", "twelve"])

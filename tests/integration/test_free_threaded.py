@@ -14,8 +14,7 @@ from factory.plan.codec import cell_from_record, cell_record
 from factory.values.pythons import CPython
 
 from ..conftest import EXAMPLE, FIXTURES
-from ..unit.test_commands import TOOLCHAIN
-from ..unit.test_matrix import plan_for
+from ..support.plans import TOOLCHAIN, plan_for
 
 MATRIX = f"""
 kernels:

@@ -16,7 +16,7 @@ import pytest
 from uv import find_uv_bin
 
 from ..conftest import EXAMPLE, REPO, cache_env, read_dist_info, run_factory, serving, write
-from .test_browse import browser, open_page  # noqa: F401 (browser is a fixture)
+from ..support.browser import open_page
 
 pytestmark = [pytest.mark.slow, pytest.mark.network, pytest.mark.root]
 

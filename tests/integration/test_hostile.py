@@ -16,30 +16,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import factory_main, snapshot
-from ..unit.test_hostile import (  # noqa: F401 (fixtures)
-    _ENTRY_POINTS,
-    _QUERY_NAMES,
-    CASES,
-    SRC,
-    URL_CASES,
-    Case,
-    _edit_manifest,
-    _secret_forms,
-    alias_bomb,
-    build,
-    chmod,
-    command,
-    files_entry,
-    flags,
-    kernel,
-    link,
-    manifest,
-    matrix,
-    project,
-    published_index,
-    replace_with,
-    replaced,
-)
+from ..support.hostile import CASES
 
 SECRETS = ("pw-s3cret", "hf_s3cretTOKEN", "S3CRETKEY", "tok-s3cret", "ghp_s3cret")
 
@@ -50,6 +27,11 @@ class _Hang(Exception):
 
 def _alarm(signum, frame):
     raise _Hang
+
+
+@pytest.fixture
+def project(hostile_project: Path) -> Path:
+    return hostile_project
 
 
 @pytest.mark.parametrize("name", list(CASES))

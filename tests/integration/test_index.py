@@ -20,12 +20,12 @@ from pypi_simple import IndexPage, ProjectPage
 from factory.index.update import update_index
 
 from ..conftest import run_factory, snapshot
-from ..unit.test_index import (
-    index_out,  # noqa: F401 (fixtures)
-    index_problems,
-    make_wheel,
-    parse,
-)
+from ..support.wheels import index_problems, make_wheel, parse, small_index_files
+
+
+@pytest.fixture
+def index_out(tmp_path) -> Path:
+    return small_index_files(tmp_path / "index")
 
 
 def test_a_changed_published_file_is_refused_unless_forced(index_out):

@@ -12,7 +12,7 @@ from factory import __version__
 from factory.defaults import WORKFLOW_REPOSITORY
 
 from ..conftest import REPO, factory_main, run_factory
-from ..unit.test_init import kernel
+from ..support.plans import starter_kernel as kernel
 
 
 def test_the_written_matrix_is_one_plan_takes(tmp_path):

@@ -3,14 +3,13 @@ environment that already holds torch 2.11, through the cell's own index URL."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ..conftest import serving
+from ..support.installs import freeze, torch_venv_at, uv
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -24,28 +23,10 @@ def served(example_build, tmp_path_factory):
         yield url, log
 
 
-def uv(*args, cache: Path, **kwargs) -> subprocess.CompletedProcess:
-    from uv import find_uv_bin
-
-    env = {**os.environ, "UV_CACHE_DIR": str(cache / "uv")}
-    return subprocess.run([find_uv_bin(), *[str(a) for a in args]], capture_output=True,
-                          text=True, env=env, **kwargs)
 
 
-def torch_venv_at(path: Path, cache: Path, seed: bool) -> Path:
-    made = uv("venv", "--quiet", *(["--seed"] if seed else []), "--python", sys.executable, path,
-              cache=cache)
-    assert made.returncode == 0, made.stderr
-    installed = uv("pip", "install", "--quiet", "--python", path / "bin" / "python",
-                   "torch==2.11.*", cache=cache)
-    assert installed.returncode == 0, installed.stderr
-    return path
 
 
-def freeze(venv: Path, cache: Path) -> set[str]:
-    listed = uv("pip", "freeze", "--python", venv / "bin" / "python", cache=cache)
-    assert listed.returncode == 0, listed.stderr
-    return set(listed.stdout.split())
 
 
 def metadata_requests(log: Path) -> list[str]:

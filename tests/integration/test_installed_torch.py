@@ -38,8 +38,7 @@ from ..conftest import (
     snapshot,
     write,
 )
-from ..unit.test_installed_torch import NGC
-from ..unit.test_matrix import kernel
+from ..support.plans import NGC, kernel
 
 
 def stand_in_python(folder: Path, version: str, cuda: str | None = "12.6",

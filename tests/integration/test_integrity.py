@@ -29,8 +29,8 @@ from factory.outputs.layout import Layout
 from factory.sources.tree import resolve_path_source
 
 from ..conftest import make_kernel, run_factory, snapshot, write
-from ..unit.test_cli_errors import GOOD_KERNEL, GOOD_MATRIX, SOURCES
-from ..unit.test_index import index_problems, make_wheel, small_index_files
+from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES
+from ..support.wheels import index_problems, make_wheel, small_index_files
 
 
 def test_nothing_outside_out_is_removed_through_a_linked_cell_folder(tmp_path):
@@ -300,7 +300,7 @@ class _Quiet:
 
 
 def test_an_interrupt_is_logged_as_an_interrupt(tmp_path):
-    from ..unit.test_matrix import kernel, plan_for
+    from ..support.plans import kernel, plan_for
 
     kernel(tmp_path)
     plan = plan_for(tmp_path, "kernels:\n  - path: demo\ntorch: ['2.11']\n"

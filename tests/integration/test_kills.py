@@ -20,7 +20,7 @@ import time
 import pytest
 
 from ..conftest import EXAMPLE, cache_env, write
-from ..unit.test_index import make_wheel
+from ..support.wheels import make_wheel
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -6,37 +6,12 @@ cells the served site lacks."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 from ..conftest import REPO, run_factory, write
 from ..conftest import static_server as served
-
-WHEEL = "torch-{version}-{tag}-{platform}.whl"
-
-
-def torch_index(root: Path, releases: dict[str, str | None],
-                tags: tuple[str, ...] = ("cp311-cp311",)) -> None:
-    """simple/torch/: a wheel of each version for each of `tags` (the files themselves are
-    never fetched), with a PEP 658 metadata file pinning `cuda-toolkit` to the given version
-    (None: no metadata), and a macOS wheel beside each that pins nothing."""
-    links = []
-    for version, cuda in releases.items():
-        for platform, tag in [(platform, tag) for tag in tags
-                              for platform in ("manylinux_2_28_x86_64", "macosx_11_0_arm64")]:
-            name = WHEEL.format(version=version, tag=tag, platform=platform)
-            attributes = ""
-            if cuda is not None and "linux" in platform:
-                metadata = (f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n"
-                            "Requires-Dist: filelock\nRequires-Dist: cuda-toolkit[cudart,nvrtc]"
-                            f"=={cuda}; platform_system == \"Linux\"\n").encode()
-                write(root / "simple" / "torch" / f"{name}.metadata", metadata.decode())
-                digest = hashlib.sha256(metadata).hexdigest()
-                attributes = f' data-core-metadata="sha256={digest}"'
-            links.append(f'<a href="{name}#sha256={"0" * 64}"{attributes}>{name}</a>')
-    write(root / "simple" / "torch" / "index.html",
-          "<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+from ..support.installs import torch_index
 
 
 def cells(matrix: Path, *arguments: str | Path) -> tuple[list[str], str]:

@@ -10,7 +10,7 @@ from factory.config.matrix import load_matrix
 from factory.defaults import host_platform
 
 from ..conftest import factory_main, make_kernel, write
-from ..unit.test_matrix import kernel, plan_for
+from ..support.plans import kernel, plan_for
 
 
 def test_cells_labels_and_sms(tmp_path):

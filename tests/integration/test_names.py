@@ -224,13 +224,13 @@ def test_publish_refuses_or_warns_before_sending(pypi, example_build, tmp_path):
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory, factory_cache):
-    from .test_install_from_index import torch_venv_at
+    from ..support.installs import torch_venv_at
 
     return torch_venv_at(tmp_path_factory.mktemp("names") / "venv", factory_cache, seed=True)
 
 
 def installed(venv: Path, factory_cache: Path) -> set[str]:
-    from .test_install_from_index import freeze
+    from ..support.installs import freeze
 
     return {line for line in freeze(venv, factory_cache) if line.lower().startswith(
         ("img2gray", "kwf-img2gray"))}

@@ -39,8 +39,9 @@ from factory.plan.costs import (
 )
 
 from ..conftest import FIXTURES, write
-from ..unit.test_matrix import plan_for
-from ..unit.test_objects import NS, GiB, _log
+from ..support.objects import NS, GiB
+from ..support.objects import file_log as _log
+from ..support.plans import plan_for
 
 
 def driver_says(compiler: Path | str) -> tuple[str, str]:

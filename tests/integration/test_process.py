@@ -22,7 +22,7 @@ from factory.system.process import (
 )
 
 from ..conftest import factory_main, make_kernel, write
-from ..unit.test_cli_errors import GOOD_KERNEL, GOOD_MATRIX, SOURCES
+from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES
 
 
 def test_a_flood_is_cut_at_the_limit():

@@ -13,7 +13,7 @@ from factory.plan.model import Kernel
 from factory.sources.tree import resolve_path_source
 
 from ..conftest import EXAMPLE, factory_main, write
-from ..unit.test_projects import project
+from ..support.plans import setup_py_project as project
 
 
 def planned(tmp_path, capsys, python: str, limited: str = "",

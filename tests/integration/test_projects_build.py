@@ -21,7 +21,7 @@ from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import inspect_wheel
 
 from ..conftest import REPO, cache_env, read_dist_info, run_factory, write
-from ..integration.test_docker import BASE, bullseye_base  # noqa: F401  (a fixture
+from ..support.docker import BASE
 from ..system import debian_package
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]

@@ -23,10 +23,14 @@ from factory.index.update import update_index
 
 from ..conftest import new_torch_venv, run_factory, snapshot, venv_python
 from ..hubserver import serve as serve_hub
-from ..unit.test_index import index_problems, make_wheel
-from ..unit.test_publish import index_out  # noqa: F401 (fixtures)
+from ..support.wheels import index_problems, indexed_with_a_log, make_wheel
 
 PASSWORD = "s3cret-Registry-Pass"
+
+
+@pytest.fixture
+def index_out(tmp_path) -> Path:
+    return indexed_with_a_log(tmp_path / "index")
 
 
 def free_port() -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from ..conftest import EXAMPLE, cache_env, run_factory, write
 from ..conftest import static_server as served
-from .test_latest import torch_index
+from ..support.installs import torch_index
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -21,7 +21,7 @@ from factory.index.update import update_index
 from factory.sources.names import taken_names
 
 from ..conftest import EXAMPLE, factory_main, run_factory
-from ..unit.test_index import make_wheel
+from ..support.wheels import make_wheel
 
 EXAMPLE_MATRIX = EXAMPLE.parent.parent / "matrix.yaml"
 ENDLESS = b"<endless>"  # a body the server sends on and on, without a length

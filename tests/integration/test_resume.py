@@ -23,7 +23,8 @@ import pytest
 from factory.outputs.files import file_sha256
 from factory.trust.keys import object_cache_key, sign
 
-from ..conftest import FIXTURES, cache_env, one_cell_matrix, run_factory, write
+from ..conftest import cache_env, run_factory, write
+from ..support.plans import many_units_project as project
 
 pytestmark = pytest.mark.slow
 
@@ -32,10 +33,6 @@ UNITS = {BINDING, *(f"csrc/part{n}.cu" for n in range(8))}
 CELL = "many-units/cu130torch211/x86_64"
 
 
-def project(folder: Path) -> Path:
-    """A copy of the fixture and a matrix that builds it for one cell."""
-    shutil.copytree(FIXTURES / "many-units", folder / "many-units")
-    return one_cell_matrix(folder, "many-units")
 
 
 def build_args(folder: Path, out: str, objects: Path, *more: str) -> list[str | Path]:

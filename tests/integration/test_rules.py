@@ -16,8 +16,7 @@ from factory.cells.compilers import wrap_compilers
 from factory.compile.commands import compile_jobs
 from factory.errors import ConfigError
 
-from ..unit.test_commands import TOOLCHAIN
-from ..unit.test_matrix import kernel, plan_for
+from ..support.plans import TOOLCHAIN, kernel, plan_for
 
 MATRIX = """
 kernels:

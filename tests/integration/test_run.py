@@ -23,7 +23,7 @@ from factory.system.process import Log
 from factory.ui.progress import PlainReporter
 
 from ..conftest import FIXTURES, make_kernel
-from ..unit.test_matrix import KERNEL, demo_plan, plan_for
+from ..support.plans import KERNEL, demo_plan, plan_for
 
 
 class BrokenForCompiledCells:

@@ -11,8 +11,8 @@ from factory.cells import sandbox
 from factory.cells.sandbox import confined_command, confined_environment
 
 from ..conftest import REPO
+from ..support.cli import SECRETS
 from ..system import debian_package
-from ..unit.test_sandbox import SECRETS
 
 HOSTILE = """
 import os, socket, sys

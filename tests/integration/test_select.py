@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from ..conftest import EXAMPLE, run_factory, write
-from .test_fanout import twelve_cells
+from ..support.plans import twelve_cells
 
 
 def planned(matrix: Path, cache: Path, *selects: str) -> dict:

@@ -3,7 +3,7 @@ size limits and hosts' presets, and the compression a matrix gives each kernel's
 
 from __future__ import annotations
 
-from ..unit.test_matrix import kernel, plan_for
+from ..support.plans import kernel, plan_for
 
 
 def test_the_matrix_compresses_every_kernel_unless_one_says_otherwise(tmp_path):

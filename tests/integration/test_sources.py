@@ -21,7 +21,7 @@ from factory.sources.tree import tree_digest
 
 from ..conftest import EXAMPLE, FIXTURES, make_kernel, run_example, run_factory, snapshot, write
 from ..hubserver import serve
-from ..unit.test_cli_errors import GOOD_KERNEL, GOOD_MATRIX, SOURCES
+from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}

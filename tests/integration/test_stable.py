@@ -15,8 +15,8 @@ from factory.compile.generated import import_guard
 from factory.defaults import host_platform
 from factory.plan.jobs import plan_jobs, select_job
 
-from ..unit.test_matrix import kernel as kernel_v4
-from ..unit.test_matrix import plan_for
+from ..support.plans import kernel as kernel_v4
+from ..support.plans import plan_for
 
 HOST = host_platform()
 STABLE = '[torch.stable-abi]\ncuda = "2.11"'

@@ -24,7 +24,7 @@ from ..conftest import (
     snapshot,
     stable_matrix,
 )
-from ..integration.test_install_from_index import uv
+from ..support.installs import uv
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

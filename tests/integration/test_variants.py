@@ -21,7 +21,7 @@ from variantlib.variants_json import VariantsJson
 from factory import doctor
 
 from ..conftest import EXAMPLE, cache_env, run_factory, serving, static_server
-from .test_browse import browser, open_page, shot  # noqa: F401 (browser is a fixture)
+from ..support.browser import open_page, shot
 
 pytestmark = [pytest.mark.slow]
 

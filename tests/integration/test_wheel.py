@@ -12,7 +12,7 @@ from importlib.metadata import distributions
 from factory.wheel.assemble import write_wheel
 from factory.wheel.inspect import inspect_wheel
 
-from ..unit.test_wheel import EPOCH, METADATA
+from ..support.wheels import EPOCH, METADATA
 
 
 def test_a_name_with_a_comma_is_quoted_in_record_and_pip_reads_it_right(tmp_path):

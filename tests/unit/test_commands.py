@@ -6,21 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from packaging.version import Version
-
 from factory.compile.commands import link_command
-from factory.toolchain import Toolchain
-from factory.toolchain.cuda import CudaToolkit
-from factory.toolchain.torch import TorchEnv
 
-TOOLCHAIN = Toolchain(
-    CudaToolkit(Version("13.0.88"), Path("/cache/cuda/13.0/nvidia/cu13"), "pypi",
-                Path("/cache/cuda/13.0/nvidia/cu13/lib")),
-    TorchEnv(Path("/cache/envs/t"), Path("/cache/envs/t/bin/python"),
-             Path("/cache/envs/t/lib/python3.11/site-packages"), "2.11.0+cu130",
-             Version("13.0"), True, Path("/usr/include/python3.11"), (),
-             ("USE_C10D_NCCL", "USE_DISTRIBUTED")),
-    "g++", "17")
+from ..support.plans import TOOLCHAIN
 
 
 def test_the_link_names_torch_and_the_cuda_runtime():

@@ -14,8 +14,8 @@ from factory.compile.deps import torch_includes
 from factory.compile.generated import import_guard
 from factory.wheel.gates import Expectation, check_wheel
 
-from .test_checks import SO, report
-from .test_commands import TOOLCHAIN
+from ..support.plans import TOOLCHAIN
+from ..support.wheels import SO, report
 
 CPU_TOOLCHAIN = dataclasses.replace(TOOLCHAIN, cuda=None)
 CPU_NAME = "img2gray-1.0.0+cputorch211-cp39-abi3-manylinux_2_28_x86_64.whl"

@@ -15,7 +15,7 @@ from factory.compile.deps import torch_includes
 from factory.errors import BuildError
 from factory.toolchain import emulated
 
-from .test_commands import TOOLCHAIN
+from ..support.plans import TOOLCHAIN
 
 
 def emulated_toolchain(tmp_path: Path):

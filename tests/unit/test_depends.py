@@ -4,7 +4,6 @@ a git repository."""
 
 from __future__ import annotations
 
-import shutil
 import zipfile
 from pathlib import Path
 
@@ -16,23 +15,9 @@ from factory.policy import dependency_releases
 from factory.sources.depends import DependencyFetcher
 
 from ..conftest import (
-    REPO,
     factory_main,
-    write,
 )
-
-FIXTURE = REPO / "tests" / "fixtures" / "cutlass-kernel"
-
-
-def matrix_with(tmp_path: Path, depends: str) -> Path:
-    shutil.copytree(FIXTURE, tmp_path / "cutlass-kernel", dirs_exist_ok=True)
-    return write(tmp_path / "matrix.yaml", f"""
-        kernels: [{{path: cutlass-kernel, version: 1.0.0}}]
-        torch: ["2.11"]
-        cuda: {{"13.0": {{sms: ["9.0"]}}}}
-        {depends}
-    """)
-
+from ..support.plans import matrix_with
 
 # ---- the table and matrix.yaml ----------------------------------------------------------------
 

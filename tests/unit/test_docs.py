@@ -3,7 +3,6 @@ documentation's source is where the site's configuration says."""
 
 from __future__ import annotations
 
-import argparse
 import re
 
 import yaml
@@ -12,15 +11,7 @@ from factory.cli import make_parser
 from factory.cli.reference import command_reference
 
 from ..conftest import REPO
-
-
-def option_strings(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
-    """Each subcommand's option strings (help left out)."""
-    commands = next(action for action in parser._actions
-                    if isinstance(action, argparse._SubParsersAction))
-    return {name: [flag for action in sub._actions for flag in action.option_strings
-                   if flag not in ("-h", "--help")]
-            for name, sub in commands.choices.items()}
+from ..support.cli import option_strings
 
 
 def test_the_reference_names_every_command_and_option_with_its_help() -> None:

@@ -9,7 +9,7 @@ from factory import doctor
 from factory.prove.load import LoadReport, load_problems
 from factory.values.pythons import CPython
 
-from .test_prove import CELL, GPU_FACTS, WHEEL
+from ..support.wheels import CELL, GPU_FACTS, WHEEL
 
 
 def test_a_cpython_is_written_as_the_matrix_writes_it_and_tagged_as_wheels_are():

@@ -12,30 +12,8 @@ from factory.plan.starter import propose, read_kernel
 from factory.policy import cuda_policy, torch_releases
 from factory.values.versions import Version
 
-from ..conftest import REPO, factory_main, make_kernel, snapshot
-
-CUDA_KERNEL = """
-    [general]
-    name = "{name}"
-    backends = ["cuda"]
-
-    [torch]
-    src = ["torch-ext/torch_binding.cpp"]
-    {torch}
-
-    [kernel.{name}]
-    backend = "cuda"
-    depends = ["torch"]
-    src = ["csrc/{name}.cu"]
-    {capabilities}
-"""
-
-
-def kernel(tmp_path, name="blend", torch="", capabilities="", backends='["cuda"]'):
-    text = CUDA_KERNEL.format(name=name, torch=torch, capabilities=capabilities)
-    return make_kernel(tmp_path / name, text.replace('backends = ["cuda"]',
-                                                     f"backends = {backends}"),
-                       {"torch-ext/torch_binding.cpp": "", f"csrc/{name}.cu": ""}, name)
+from ..conftest import REPO, factory_main, snapshot
+from ..support.plans import starter_kernel as kernel
 
 
 def newest(count: int, accepts=lambda version: True) -> list[Version]:

@@ -13,7 +13,7 @@ import pytest
 from factory.compile.generated import import_guard
 from factory.config.torches import build_tag, is_release_build
 
-NGC = "2.5.0a0+e000cf0ad9.nv24.10"
+from ..support.plans import NGC
 
 
 @pytest.mark.parametrize(("version", "release", "tag"), [

@@ -13,7 +13,7 @@ from factory.errors import BuildError
 from factory.outputs.files import file_sha256
 from factory.outputs.layout import Layout
 
-from ..unit.test_index import make_wheel
+from ..support.wheels import make_wheel
 
 
 def test_a_bug_is_one_line_with_credentials_masked(monkeypatch, capsys):

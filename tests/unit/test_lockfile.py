@@ -27,7 +27,7 @@ from factory.config.wheelhouse import wheelhouse_digest
 from factory.errors import ConfigError
 
 from ..conftest import make_kernel
-from .test_cli_errors import GOOD_KERNEL, SOURCES
+from ..support.cli import GOOD_KERNEL, SOURCES
 
 ENTRIES = [
     Locked("relu", "git", "https://example.com/k.git", "relu", "main", "a" * 40, "b" * 64,

@@ -6,63 +6,11 @@ import zipfile
 
 from packaging.version import Version
 
-from factory.config.buildtoml import read_build_toml
 from factory.config.matrix import load_matrix
 from factory.defaults import host_platform
-from factory.plan.cells import make_plan
-from factory.plan.model import Kernel
-from factory.sources.tree import resolve_path_source
 
-from ..conftest import make_kernel, write
-
-KERNEL = """
-[general]
-name = "{name}"
-version = 1
-license = "MIT"
-backends = {backends}
-
-[torch]
-src = ["b.cpp"]
-{torch_bounds}
-
-[kernel.main]
-backend = "cuda"
-depends = ["torch"]
-src = ["k.cu"]
-{caps}
-
-[general.cuda]
-{cuda_bounds}
-"""
-
-
-def kernel(tmp_path, name="demo", backends='["cuda"]', torch_bounds="", caps="",
-           cuda_bounds=""):
-    text = KERNEL.format(name=name, backends=backends, torch_bounds=torch_bounds, caps=caps,
-                         cuda_bounds=cuda_bounds)
-    return make_kernel(tmp_path / name, text, {"b.cpp": "", "k.cu": ""},
-                       package=name.replace("-", "_"))
-
-
-def plan_for(tmp_path, matrix_text: str, host: str | None = "this machine"):
-    """The plan of the matrix `matrix_text` on a machine of platform `host` (default: this
-    one's; None: a CI plan)."""
-    path = write(tmp_path / "matrix.yaml", matrix_text)
-    matrix = load_matrix(path)
-    kernels = [Kernel(e, resolve_path_source(e.source.folder),
-                      read_build_toml(e.source.folder), e.version) for e in matrix.kernels]
-    return make_plan(matrix, kernels, host_platform() if host == "this machine" else host)
-
-
-def demo_plan(tmp_path):
-    """The plan of one cell (torch 2.11, CUDA 13.0, sm_90) of a demo kernel made in tmp_path."""
-    kernel(tmp_path)
-    return plan_for(tmp_path, """
-        kernels: [{path: demo, version: 1.0}]
-        torch: ["2.11"]
-        cuda: {"13.0": {sms: ["9.0"]}}
-    """)
+from ..conftest import write
+from ..support.plans import kernel
 
 
 def test_defaults(tmp_path):

@@ -34,13 +34,12 @@ from factory.compile.pool import (
     machine_budget,
 )
 from factory.errors import ConfigError
-from factory.system.process import Log
 from factory.trust.keys import OBJECT_KEY_VARIABLE, object_cache_key
 
 from ..conftest import write
+from ..support.objects import NS, GiB
+from ..support.objects import file_log as _log
 
-GiB = 2**30
-NS = "_demo_abc1234"  # the op namespace of the cells these objects are for
 KEY = bytes(range(32))  # the object cache's key of these tests' builds
 
 
@@ -455,9 +454,6 @@ def test_the_budget_follows_the_machine_unless_told():
     assert Budget(16, 64 * GiB).share(4) == Budget(4, 16 * GiB)
 
 
-def _log(tmp_path: Path) -> tuple[Log, Path]:
-    path = tmp_path / "log"
-    return Log(open(path, "w")), path
 
 
 def test_a_share_of_cached_units_and_at_least_one_imported_are_compiled_again():

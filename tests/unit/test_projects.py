@@ -11,23 +11,7 @@ from factory.errors import ConfigError
 from factory.wheel.assemble import relabelled
 
 from ..conftest import factory_main, snapshot, write
-
-SETUP = """
-from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CUDAExtension
-
-PACKAGE_NAME = "fused_op"
-
-setup(name=PACKAGE_NAME, version=get_version(), ext_modules=[CUDAExtension("fused_op._C",
-      ["csrc/op.cu"]{limited})], cmdclass={{"build_ext": BuildExtension}})
-"""
-
-
-def project(root, limited: str = "", pyproject: str | None = None):
-    write(root / "setup.py", SETUP.format(limited=limited))
-    if pyproject is not None:
-        write(root / "pyproject.toml", pyproject)
-    return root
+from ..support.plans import setup_py_project as project
 
 
 def test_a_setup_py_project_is_named_from_its_setup_call(tmp_path):

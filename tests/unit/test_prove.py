@@ -18,6 +18,7 @@ from factory.prove.load import importable_modules
 from factory.prove.tests import TestReport, _report
 
 from ..conftest import REPO, factory_main, write
+from ..support.wheels import CELL, GPU_FACTS, WHEEL
 
 # ---- pure parts ----------------------------------------------------------------------------
 
@@ -137,13 +138,6 @@ def test_base_url_must_be_a_plain_http_url(capsys, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-GPU_FACTS = {"python": "3.12.3", "implementation": "cpython", "abi": "cp312", "platform": "linux",
-             "machine": "x86_64", "glibc": "2.39",
-             "torch": {"version": "2.11.0+cu130", "cuda": "13.0", "cxx11_abi": True},
-             "driver": {"cuda": "13.0", "gpus": [{"name": "NVIDIA H100 80GB HBM3", "sm": "9.0"}]}}
-WHEEL = {"filename": "img2gray-1.0.0+cu130torch211-cp39-abi3-manylinux_2_34_x86_64.whl",
-         "torch": "==2.11.*", "gpu_code": ["compute_90", "sm_90"]}
-CELL = {"cuda": "13.0"}
 
 
 def test_doctor_reads_specifiers_and_gpu_code_as_pip_and_the_driver_do():

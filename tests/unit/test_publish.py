@@ -8,21 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from factory.index.update import update_index
 from factory.publish.registry import index_url_for
 
 from ..conftest import factory_main, snapshot
-from ..unit.test_index import small_index_files
+from ..support.wheels import indexed_with_a_log
 
 
 @pytest.fixture
 def index_out(tmp_path) -> Path:
-    """A small index with its pages, and a build log (which must stay home)."""
-    out = small_index_files(tmp_path / "index")
-    update_index(out)
-    (out / "logs").mkdir()
-    (out / "logs" / "img2gray-cu130torch211-x86_64.log").write_text("nvcc ...\n")
-    return out
+    return indexed_with_a_log(tmp_path / "index")
 
 
 @pytest.mark.parametrize("upload, index", [

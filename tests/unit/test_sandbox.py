@@ -12,8 +12,7 @@ from factory.cells import sandbox
 from factory.cells.sandbox import confined_command, confined_environment
 from factory.errors import BuildError
 
-SECRETS = {"TWINE_PASSWORD": "pypi-s3cret", "HF_TOKEN": "hf_s3cret", "GITHUB_TOKEN": "ghp_s3cret",
-           "AWS_SECRET_ACCESS_KEY": "aws-s3cret", "SOMETHING_ELSE": "any-value"}
+from ..support.cli import SECRETS
 
 
 def test_the_build_sees_an_allow_list_and_a_home_of_its_own(tmp_path):

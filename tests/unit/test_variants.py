@@ -35,7 +35,7 @@ from factory.wheel.variant import (
     variants_document,
 )
 
-from .test_index import make_wheel
+from ..support.wheels import make_wheel
 
 SM90 = {"nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["90_real", "90_virtual"]}}
 

@@ -13,10 +13,7 @@ from packaging.utils import parse_wheel_filename
 from factory.wheel.assemble import CoreMetadata, compressed_tag, wheel_filename, write_wheel
 from factory.wheel.fatbin import FatbinEntry, FatbinError, parse_fatbin
 
-EPOCH = 1767225600  # 2026-01-01
-METADATA = CoreMetadata(name="tinygrad-rms", version="1.2.0+cu130torch211", summary="a kernel",
-                        requires_python=">=3.9", requires=("torch==2.11.*", "einops"),
-                        license="MIT", readme="# tinygrad-rms\n")
+from ..support.wheels import EPOCH, METADATA
 
 
 def package(tmp_path):

@@ -18,9 +18,8 @@ import yaml
 from factory.cli import make_parser
 
 from ..conftest import REPO
+from ..support.workflows import steps
 
-WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
-ACTION = REPO / "action.yml"
 # Values for env entries that GitHub fills in from expressions at run time.
 RUNTIME_VALUES = {"MAX_CELLS": "8", "NEW": "https://owner.github.io/kernels/",
                   "JOB": "cu130-x86_64-1", "CELL": "img2gray/cu130torch211/x86_64", "SHARD": "2/3",
@@ -34,33 +33,10 @@ ARRAYS = {"locked": ["--locked"], "previous": ["https://owner.github.io/kernels/
           "options": ["--locked", "--time-limit", "5h"], "extra": ["--jobs", "2"],
           "new": ["--new", "https://owner.github.io/kernels/"],
           "pick": ["--select", "kernel=img2gray,torch=2.11,cuda=*,python=*"]}
-INPUT = re.compile(r"\$\{\{ inputs\.([\w-]+) \}\}")
 
 
-def with_defaults(env: dict, inputs: dict) -> dict:
-    """The env with every `${{ inputs.NAME }}` that stands alone replaced by that input's
-    default (a reusable workflow's or an action's)."""
-    def value(text):
-        match = INPUT.fullmatch(str(text))
-        return str(inputs[match[1]].get("default", "")) if match else text
-    return {name: value(text) for name, text in env.items()}
 
 
-def steps():
-    """(file, job, env in force, step) for every step of every workflow, and of the action
-    (as one job named "action")."""
-    for path in WORKFLOWS:
-        workflow = yaml.safe_load(path.read_text())
-        trigger = workflow.get("on", workflow.get(True)) or {}  # YAML 1.1 reads `on` as true
-        called = (trigger.get("workflow_call") or {}) if isinstance(trigger, dict) else {}
-        inputs = called.get("inputs", {})
-        for job_name, job in workflow["jobs"].items():
-            for step in job.get("steps", []):
-                env = {**workflow.get("env", {}), **job.get("env", {}), **step.get("env", {})}
-                yield path.name, job_name, with_defaults(env, inputs), step
-    action = yaml.safe_load(ACTION.read_text())
-    for step in action["runs"]["steps"]:
-        yield ACTION.name, "action", with_defaults(step.get("env", {}), action["inputs"]), step
 
 
 def factory_commands(script: str, env: dict) -> list[list[str]]:

@@ -1,0 +1,178 @@
+"""Kernels and matrices written on the fly, and their plans."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from factory.config.buildtoml import read_build_toml
+from factory.config.matrix import load_matrix
+from factory.defaults import host_platform
+from factory.plan.cells import make_plan
+from factory.plan.model import Kernel
+from factory.sources.tree import resolve_path_source
+from factory.toolchain import Toolchain
+from factory.toolchain.cuda import CudaToolkit
+from factory.toolchain.torch import TorchEnv
+from factory.values.versions import Version
+
+from ..conftest import (
+    EXAMPLE,
+    FIXTURES,
+    REPO,
+    make_kernel,
+    one_cell_matrix,
+    write,
+)
+
+KERNEL = """
+[general]
+name = "{name}"
+version = 1
+license = "MIT"
+backends = {backends}
+
+[torch]
+src = ["b.cpp"]
+{torch_bounds}
+
+[kernel.main]
+backend = "cuda"
+depends = ["torch"]
+src = ["k.cu"]
+{caps}
+
+[general.cuda]
+{cuda_bounds}
+"""
+
+
+def kernel(tmp_path, name="demo", backends='["cuda"]', torch_bounds="", caps="",
+           cuda_bounds=""):
+    text = KERNEL.format(name=name, backends=backends, torch_bounds=torch_bounds, caps=caps,
+                         cuda_bounds=cuda_bounds)
+    return make_kernel(tmp_path / name, text, {"b.cpp": "", "k.cu": ""},
+                       package=name.replace("-", "_"))
+
+
+def plan_for(tmp_path, matrix_text: str, host: str | None = "this machine"):
+    """The plan of the matrix `matrix_text` on a machine of platform `host` (default: this
+    one's; None: a CI plan)."""
+    path = write(tmp_path / "matrix.yaml", matrix_text)
+    matrix = load_matrix(path)
+    kernels = [Kernel(e, resolve_path_source(e.source.folder),
+                      read_build_toml(e.source.folder), e.version) for e in matrix.kernels]
+    return make_plan(matrix, kernels, host_platform() if host == "this machine" else host)
+
+
+def demo_plan(tmp_path):
+    """The plan of one cell (torch 2.11, CUDA 13.0, sm_90) of a demo kernel made in tmp_path."""
+    kernel(tmp_path)
+    return plan_for(tmp_path, """
+        kernels: [{path: demo, version: 1.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+
+
+def twelve_cells(folder: Path) -> Path:
+    """Two kernels x three torch releases x two platforms."""
+    shutil.copytree(EXAMPLE, folder / "img2gray")
+    shutil.copytree(FIXTURES / "multikernel", folder / "multikernel")
+    return write(folder / "matrix.yaml", """
+        kernels:
+          - path: img2gray
+            version: 1.0.0
+          - path: multikernel
+            version: 2.0.0
+        torch: ["2.11", "2.12", "2.13"]
+        cuda:
+          "13.0":
+            sms: ["8.0", "9.0"]
+        platforms: [x86_64, aarch64]
+        """)
+
+
+TOOLCHAIN = Toolchain(
+    CudaToolkit(Version("13.0.88"), Path("/cache/cuda/13.0/nvidia/cu13"), "pypi",
+                Path("/cache/cuda/13.0/nvidia/cu13/lib")),
+    TorchEnv(Path("/cache/envs/t"), Path("/cache/envs/t/bin/python"),
+             Path("/cache/envs/t/lib/python3.11/site-packages"), "2.11.0+cu130",
+             Version("13.0"), True, Path("/usr/include/python3.11"), (),
+             ("USE_C10D_NCCL", "USE_DISTRIBUTED")),
+    "g++", "17")
+
+
+FIXTURE = REPO / "tests" / "fixtures" / "cutlass-kernel"
+
+
+def matrix_with(tmp_path: Path, depends: str) -> Path:
+    shutil.copytree(FIXTURE, tmp_path / "cutlass-kernel", dirs_exist_ok=True)
+    return write(tmp_path / "matrix.yaml", f"""
+        kernels: [{{path: cutlass-kernel, version: 1.0.0}}]
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+        {depends}
+    """)
+
+
+NGC = "2.5.0a0+e000cf0ad9.nv24.10"
+
+
+MATRIX = f"""
+kernels:
+  - {{path: {FIXTURES / "multikernel"}, version: 1.2.0}}
+  - {{path: {FIXTURES / "noarch-kernel"}, version: 2.0.0}}
+torch: ["2.11", "2.12"]
+cuda:
+  "13.0": {{sms: ["8.0", "8.6", "9.0", "10.0"], ptx: false}}
+label: "cu{{cuda}}pt{{torch}}"
+"""
+
+
+def starter_kernel(tmp_path, name="blend", torch="", capabilities="", backends='["cuda"]'):
+    text = CUDA_KERNEL.format(name=name, torch=torch, capabilities=capabilities)
+    return make_kernel(tmp_path / name, text.replace('backends = ["cuda"]',
+                                                     f"backends = {backends}"),
+                       {"torch-ext/torch_binding.cpp": "", f"csrc/{name}.cu": ""}, name)
+
+
+def setup_py_project(root, limited: str = "", pyproject: str | None = None):
+    write(root / "setup.py", SETUP.format(limited=limited))
+    if pyproject is not None:
+        write(root / "pyproject.toml", pyproject)
+    return root
+
+
+def many_units_project(folder: Path) -> Path:
+    """A copy of the fixture and a matrix that builds it for one cell."""
+    shutil.copytree(FIXTURES / "many-units", folder / "many-units")
+    return one_cell_matrix(folder, "many-units")
+
+
+CUDA_KERNEL = """
+    [general]
+    name = "{name}"
+    backends = ["cuda"]
+
+    [torch]
+    src = ["torch-ext/torch_binding.cpp"]
+    {torch}
+
+    [kernel.{name}]
+    backend = "cuda"
+    depends = ["torch"]
+    src = ["csrc/{name}.cu"]
+    {capabilities}
+"""
+
+
+SETUP = """
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+PACKAGE_NAME = "fused_op"
+
+setup(name=PACKAGE_NAME, version=get_version(), ext_modules=[CUDAExtension("fused_op._C",
+      ["csrc/op.cu"]{limited})], cmdclass={{"build_ext": BuildExtension}})
+"""
