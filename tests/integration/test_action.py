@@ -23,9 +23,9 @@ import yaml
 from factory import __version__
 from factory.defaults import WORKFLOW_REPOSITORY
 
-from ..conftest import REPO, run_factory
+from ..support.factory import REPO, run_factory
+from ..support.workflow_local import Run, runner_env
 from ..support.workflows import lint
-from ..workflow_local import Run, runner_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

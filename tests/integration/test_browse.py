@@ -14,8 +14,9 @@ import pytest
 from factory.prove.tests import TestReport
 from factory.wheel.read import read_wheel
 
-from ..conftest import run_factory, serving
 from ..support.browser import open_page, shot
+from ..support.factory import run_factory
+from ..support.servers import serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.network]
 

@@ -24,20 +24,17 @@ from uv import find_uv_bin
 
 from factory.wheel.fatbin import fatbin_entries
 
-from ..conftest import (
+from ..support.factory import (
     EXAMPLE,
     EXAMPLE_WHEEL,
     FIXTURES,
     REPO,
     cache_env,
-    pip_install,
-    read_dist_info,
     root_label,
-    run_example,
     run_factory,
-    venv_python,
     write,
 )
+from ..support.installs import pip_install, read_dist_info, run_example, venv_python
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

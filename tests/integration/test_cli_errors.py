@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ..conftest import make_kernel, snapshot, write
 from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES, assert_rejected
+from ..support.factory import make_kernel, snapshot, write
 
 STABLE_KERNEL = GOOD_KERNEL.replace(
     '[kernel.demo]', '[torch.stable-abi]\ncuda = "2.11"\n\n[kernel.demo]').replace(

@@ -16,15 +16,10 @@ import pytest
 from factory import doctor
 from factory.wheel.inspect import inspect_wheel
 
-from ..conftest import (
-    EXAMPLE,
-    cache_env,
-    example_built_and_tested,
-    run_factory,
-    serving,
-    venv_python,
-)
 from ..support.browser import open_page, shot
+from ..support.factory import EXAMPLE, cache_env, example_built_and_tested, run_factory
+from ..support.installs import venv_python
+from ..support.servers import serving
 
 pytestmark = [pytest.mark.slow]
 

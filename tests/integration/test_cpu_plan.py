@@ -11,7 +11,7 @@ from factory.plan.codec import cell_from_record, cell_record
 from factory.plan.jobs import plan_jobs
 from factory.sources.tree import resolve_path_source
 
-from ..conftest import make_kernel
+from ..support.factory import make_kernel
 from ..support.plans import plan_for
 
 BOTH = """

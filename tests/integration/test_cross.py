@@ -19,8 +19,9 @@ from elftools.elf.elffile import ELFFile
 
 from factory import doctor
 
-from ..conftest import EXAMPLE, cache_env, example_built_and_tested, run_factory, serving
 from ..support.browser import open_page, shot
+from ..support.factory import EXAMPLE, cache_env, example_built_and_tested, run_factory
+from ..support.servers import serving
 
 pytestmark = [pytest.mark.slow]
 

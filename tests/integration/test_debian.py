@@ -28,8 +28,8 @@ from factory.sources.debian import (
     unpack_packages,
 )
 
-from ..conftest import static_server
-from ..system import debian_package
+from ..support.servers import static_server
+from ..support.system import debian_package
 
 SUITE = "bookworm"
 

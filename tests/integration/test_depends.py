@@ -21,15 +21,8 @@ from factory.pipeline.load import plan_matrix
 from factory.policy import dependency_release
 from factory.sources.depends import DependencyFetcher
 
-from ..conftest import (
-    cache_env,
-    factory_main,
-    new_torch_venv,
-    pip_install,
-    run_factory,
-    venv_python,
-    write,
-)
+from ..support.factory import cache_env, factory_main, run_factory, write
+from ..support.installs import new_torch_venv, pip_install, venv_python
 from ..support.plans import FIXTURE, matrix_with
 
 GIT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",

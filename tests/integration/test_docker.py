@@ -20,18 +20,9 @@ import pytest
 from factory.cells.runners.docker.image import slug
 from factory.sources.tree import tree_digest
 
-from ..conftest import (
-    EXAMPLE,
-    REPO,
-    cache_env,
-    new_torch_venv,
-    read_dist_info,
-    run_example,
-    run_factory,
-    snapshot,
-    write,
-)
 from ..support.docker import BASE
+from ..support.factory import EXAMPLE, REPO, cache_env, run_factory, snapshot, write
+from ..support.installs import new_torch_venv, read_dist_info, run_example
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.root, pytest.mark.network]
 

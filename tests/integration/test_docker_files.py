@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from ..conftest import REPO
-from ..system import tool
+from ..support.factory import REPO
+from ..support.system import tool
 
 DOCKER = REPO / "docker"
 

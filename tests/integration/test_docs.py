@@ -10,8 +10,8 @@ from pathlib import Path
 
 from factory.cli import make_parser
 
-from ..conftest import REPO
 from ..support.cli import option_strings
+from ..support.factory import REPO
 
 
 def test_the_site_builds_strictly_with_every_command_and_option(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from factory.pipeline.load import plan_matrix
 from factory.plan.costs import UnitCost, cost_key
 from factory.plan.jobs import plan_jobs, select_shard
 
-from ..conftest import EXAMPLE, FIXTURES, REPO, cache_env, run_factory, snapshot, write
+from ..support.factory import EXAMPLE, FIXTURES, REPO, cache_env, run_factory, snapshot, write
 from ..support.plans import twelve_cells
 
 

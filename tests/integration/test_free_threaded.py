@@ -13,7 +13,7 @@ from factory.index.new import unpublished
 from factory.plan.codec import cell_from_record, cell_record
 from factory.values.pythons import CPython
 
-from ..conftest import EXAMPLE, FIXTURES
+from ..support.factory import EXAMPLE, FIXTURES
 from ..support.plans import TOOLCHAIN, plan_for
 
 MATRIX = f"""

@@ -15,8 +15,10 @@ import subprocess
 import pytest
 from uv import find_uv_bin
 
-from ..conftest import EXAMPLE, REPO, cache_env, read_dist_info, run_factory, serving, write
 from ..support.browser import open_page
+from ..support.factory import EXAMPLE, REPO, cache_env, run_factory, write
+from ..support.installs import read_dist_info
+from ..support.servers import serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.network, pytest.mark.root]
 

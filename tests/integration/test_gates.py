@@ -29,7 +29,7 @@ from factory.wheel.inspect import inspect_wheel
 from factory.wheel.provenance import BuildFacts, KernelFacts, Provenance, SourceFacts
 from factory.wheel.repair import repair
 
-from ..conftest import listed_by_cuobjdump, run_factory
+from ..support.factory import listed_by_cuobjdump, run_factory
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

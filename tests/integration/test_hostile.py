@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import factory_main, snapshot
+from ..support.factory import factory_main, snapshot
 from ..support.hostile import CASES
 
 SECRETS = ("pw-s3cret", "hf_s3cretTOKEN", "S3CRETKEY", "tok-s3cret", "ghp_s3cret")

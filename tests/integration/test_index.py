@@ -19,7 +19,7 @@ from pypi_simple import IndexPage, ProjectPage
 
 from factory.index.update import update_index
 
-from ..conftest import run_factory, snapshot
+from ..support.factory import run_factory, snapshot
 from ..support.wheels import index_problems, make_wheel, parse, small_index_files
 
 

@@ -11,7 +11,7 @@ import yaml
 from factory import __version__
 from factory.defaults import WORKFLOW_REPOSITORY
 
-from ..conftest import REPO, factory_main, run_factory
+from ..support.factory import REPO, factory_main, run_factory
 from ..support.plans import starter_kernel as kernel
 
 

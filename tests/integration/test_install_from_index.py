@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import serving
 from ..support.installs import freeze, torch_venv_at, uv
+from ..support.servers import serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -24,20 +24,18 @@ from factory.plan.model import Kernel
 from factory.sources.installed import read_torches
 from factory.sources.tree import resolve_path_source
 
-from ..conftest import (
+from ..support.factory import (
     EXAMPLE,
     EXAMPLE_WHEEL,
     REPO,
     Result,
     cache_env,
-    new_torch_venv,
     one_cell_matrix,
-    read_dist_info,
-    run_example,
     run_factory,
     snapshot,
     write,
 )
+from ..support.installs import new_torch_venv, read_dist_info, run_example
 from ..support.plans import NGC, kernel
 
 

@@ -28,8 +28,8 @@ from factory.index.update import update_index
 from factory.outputs.layout import Layout
 from factory.sources.tree import resolve_path_source
 
-from ..conftest import make_kernel, run_factory, snapshot, write
 from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES
+from ..support.factory import make_kernel, run_factory, snapshot, write
 from ..support.wheels import index_problems, make_wheel, small_index_files
 
 

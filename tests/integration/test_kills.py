@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from ..conftest import EXAMPLE, cache_env, write
+from ..support.factory import EXAMPLE, cache_env, write
 from ..support.wheels import make_wheel
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..conftest import REPO, run_factory, write
-from ..conftest import static_server as served
+from ..support.factory import REPO, run_factory, write
 from ..support.installs import torch_index
+from ..support.servers import static_server as served
 
 
 def cells(matrix: Path, *arguments: str | Path) -> tuple[list[str], str]:

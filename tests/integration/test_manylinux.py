@@ -12,7 +12,7 @@ from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import inspect_wheel
 from factory.wheel.manylinux import judge_object
 
-from ..conftest import write
+from ..support.factory import write
 
 LIBZ = "/lib/x86_64-linux-gnu/libz.so.1"
 

@@ -9,7 +9,7 @@ from packaging.version import Version
 from factory.config.matrix import load_matrix
 from factory.defaults import host_platform
 
-from ..conftest import factory_main, make_kernel, write
+from ..support.factory import factory_main, make_kernel, write
 from ..support.plans import kernel, plan_for
 
 

@@ -20,16 +20,8 @@ from urllib.request import urlopen
 
 import pytest
 
-from ..conftest import (
-    EXAMPLE,
-    cache_env,
-    http_server,
-    one_cell_matrix,
-    run_factory,
-    serving,
-    static_server,
-    write,
-)
+from ..support.factory import EXAMPLE, cache_env, one_cell_matrix, run_factory, write
+from ..support.servers import http_server, serving, static_server
 
 OTHER = "img2gray-9.9.9-py3-none-any.whl"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from ..conftest import REPO, run_factory, write
+from ..support.factory import REPO, run_factory, write
 
 
 def plan_cells(matrix, *arguments) -> tuple[list[str], str]:

@@ -38,7 +38,7 @@ from factory.plan.costs import (
     unit_memory,
 )
 
-from ..conftest import FIXTURES, write
+from ..support.factory import FIXTURES, write
 from ..support.objects import NS, GiB
 from ..support.objects import file_log as _log
 from ..support.plans import plan_for

@@ -12,7 +12,7 @@ from factory.pipeline.build import only_cells
 from factory.pipeline.load import plan_matrix
 from factory.pipeline.test import TestRequest, run_kernel_tests
 
-from ..conftest import REPO, root_label, run_factory
+from ..support.factory import REPO, root_label, run_factory
 
 
 class RecordingVoice:

@@ -18,7 +18,7 @@ from typing import Any
 from factory.prove.tests import INJECT, PLUGIN, FileNote, _report, run_scripts, script_tests
 from factory.system.process import Log
 
-from ..conftest import write
+from ..support.factory import write
 
 KERNEL = {"kwf_probe/__init__.py": "def double(x):\n    return 2 * x\n"}
 

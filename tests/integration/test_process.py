@@ -21,8 +21,8 @@ from factory.system.process import (
     streamed_run,
 )
 
-from ..conftest import factory_main, make_kernel, write
 from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES
+from ..support.factory import factory_main, make_kernel, write
 
 
 def test_a_flood_is_cut_at_the_limit():

@@ -12,7 +12,7 @@ from factory.plan.cells import make_plan
 from factory.plan.model import Kernel
 from factory.sources.tree import resolve_path_source
 
-from ..conftest import EXAMPLE, factory_main, write
+from ..support.factory import EXAMPLE, factory_main, write
 from ..support.plans import setup_py_project as project
 
 

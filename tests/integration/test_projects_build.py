@@ -20,9 +20,10 @@ from factory.cells.runners.docker.image import host_certificates
 from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import inspect_wheel
 
-from ..conftest import REPO, cache_env, read_dist_info, run_factory, write
 from ..support.docker import BASE
-from ..system import debian_package
+from ..support.factory import REPO, cache_env, run_factory, write
+from ..support.installs import read_dist_info
+from ..support.system import debian_package
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -23,7 +23,8 @@ from factory.system.process import Log
 from factory.wheel.assemble import CoreMetadata, relabelled, write_wheel
 from factory.wheel.read import PROVENANCE_FILE
 
-from ..conftest import REPO, cache_env, factory_main, run_factory, venv_python, write
+from ..support.factory import REPO, cache_env, factory_main, run_factory, write
+from ..support.installs import venv_python
 
 
 def test_a_suite_stopped_at_its_limit_says_how_far_it_got(tmp_path):

@@ -1,6 +1,6 @@
 """`factory publish`: to a real pypiserver (from PyPI) with authentication, then installed from
 it with pip; and the static tree to a folder, to S3 (moto's server, through boto3) and to a Hub
-repo (tests/hubserver.py, through huggingface_hub), in the order that keeps links valid."""
+repo (tests/support/hubserver.py, through huggingface_hub), in the order that keeps links valid."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ import pytest
 from factory.cli import main
 from factory.index.update import update_index
 
-from ..conftest import new_torch_venv, run_factory, snapshot, venv_python
-from ..hubserver import serve as serve_hub
+from ..support.factory import run_factory, snapshot
+from ..support.hubserver import serve as serve_hub
+from ..support.installs import new_torch_venv, venv_python
 from ..support.wheels import index_problems, indexed_with_a_log, make_wheel
 
 PASSWORD = "s3cret-Registry-Pass"

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from ..conftest import EXAMPLE, cache_env, run_factory, write
-from ..conftest import static_server as served
+from ..support.factory import EXAMPLE, cache_env, run_factory, write
 from ..support.installs import torch_index
+from ..support.servers import static_server as served
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

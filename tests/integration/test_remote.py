@@ -20,7 +20,7 @@ from factory.errors import SourceError
 from factory.index.update import update_index
 from factory.sources.names import taken_names
 
-from ..conftest import EXAMPLE, factory_main, run_factory
+from ..support.factory import EXAMPLE, factory_main, run_factory
 from ..support.wheels import make_wheel
 
 EXAMPLE_MATRIX = EXAMPLE.parent.parent / "matrix.yaml"

@@ -23,7 +23,7 @@ import pytest
 from factory.outputs.files import file_sha256
 from factory.trust.keys import object_cache_key, sign
 
-from ..conftest import cache_env, run_factory, write
+from ..support.factory import cache_env, run_factory, write
 from ..support.plans import many_units_project as project
 
 pytestmark = pytest.mark.slow

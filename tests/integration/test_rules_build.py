@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import REPO, cache_env, read_dist_info, run_factory, write
+from ..support.factory import REPO, cache_env, run_factory, write
+from ..support.installs import read_dist_info
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -22,7 +22,7 @@ from factory.plan.model import Cell
 from factory.system.process import Log
 from factory.ui.progress import PlainReporter
 
-from ..conftest import FIXTURES, make_kernel
+from ..support.factory import FIXTURES, make_kernel
 from ..support.plans import KERNEL, demo_plan, plan_for
 
 

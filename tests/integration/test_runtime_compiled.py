@@ -10,7 +10,8 @@ import shutil
 
 import pytest
 
-from ..conftest import REPO, cache_env, read_dist_info, run_factory, write
+from ..support.factory import REPO, cache_env, run_factory, write
+from ..support.installs import read_dist_info
 
 FIXTURES = REPO / "tests" / "fixtures"
 

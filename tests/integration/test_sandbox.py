@@ -10,9 +10,9 @@ import sys
 from factory.cells import sandbox
 from factory.cells.sandbox import confined_command, confined_environment
 
-from ..conftest import REPO
 from ..support.cli import SECRETS
-from ..system import debian_package
+from ..support.factory import REPO
+from ..support.system import debian_package
 
 HOSTILE = """
 import os, socket, sys

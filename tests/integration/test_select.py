@@ -8,7 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ..conftest import EXAMPLE, run_factory, write
+from ..support.factory import EXAMPLE, run_factory, write
 from ..support.plans import twelve_cells
 
 

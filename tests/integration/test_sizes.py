@@ -18,9 +18,9 @@ from factory.values.units import human_size
 from factory.wheel.assemble import CoreMetadata, write_wheel
 from factory.wheel.inspect import inspect_wheel
 
-from ..conftest import EXAMPLE, cache_env, listed_by_cuobjdump, one_cell_matrix, run_factory
+from ..support.factory import EXAMPLE, cache_env, listed_by_cuobjdump, one_cell_matrix, run_factory
 from ..support.plans import many_units_project as project
-from ..system import debian_package
+from ..support.system import debian_package
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -1,8 +1,8 @@
 """Kernel sources from git, the Hub and local folders, the lock file, and untrusted repos.
 
 git sources come from bare repositories made here (file:// URLs, the same git protocol a
-server speaks); Hub sources go through the real huggingface_hub client to tests/hubserver.py on
-127.0.0.1. Builds that compile are marked slow.
+server speaks); Hub sources go through the real huggingface_hub client to
+tests/support/hubserver.py on 127.0.0.1. Builds that compile are marked slow.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import pytest
 
 from factory.sources.tree import tree_digest
 
-from ..conftest import EXAMPLE, FIXTURES, make_kernel, run_example, run_factory, snapshot, write
-from ..hubserver import serve
 from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES
+from ..support.factory import EXAMPLE, FIXTURES, make_kernel, run_factory, snapshot, write
+from ..support.hubserver import serve
+from ..support.installs import run_example
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}

@@ -15,16 +15,9 @@ from pathlib import Path
 import pytest
 from pypi_simple import ProjectPage
 
-from ..conftest import (
-    STABLE_KERNEL,
-    cache_env,
-    read_dist_info,
-    run_factory,
-    serving,
-    snapshot,
-    stable_matrix,
-)
-from ..support.installs import uv
+from ..support.factory import STABLE_KERNEL, cache_env, run_factory, snapshot, stable_matrix
+from ..support.installs import read_dist_info, uv
+from ..support.servers import serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

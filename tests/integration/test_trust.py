@@ -19,18 +19,17 @@ import pytest
 
 from factory.sources.tree import tree_digest
 
-from ..conftest import (
+from ..support.factory import (
     EXAMPLE,
     EXAMPLE_WHEEL,
     FIXTURES,
     REPO,
     cache_env,
-    pip_install,
     run_factory,
     snapshot,
-    venv_python,
     write,
 )
+from ..support.installs import pip_install, venv_python
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -20,8 +20,9 @@ from variantlib.variants_json import VariantsJson
 
 from factory import doctor
 
-from ..conftest import EXAMPLE, cache_env, run_factory, serving, static_server
 from ..support.browser import open_page, shot
+from ..support.factory import EXAMPLE, cache_env, run_factory
+from ..support.servers import serving, static_server
 
 pytestmark = [pytest.mark.slow]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import REPO, cache_env, run_factory, write
+from ..support.factory import REPO, cache_env, run_factory, write
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -17,9 +17,9 @@ import subprocess
 import pytest
 import yaml
 
-from ..conftest import REPO, run_factory
+from ..support.factory import REPO, run_factory
+from ..support.system import tool
 from ..support.workflows import WORKFLOWS, lint, steps
-from ..system import tool
 
 
 @pytest.mark.network

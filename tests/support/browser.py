@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ..conftest import REPO
-from ..system import debian_package
+from .factory import REPO
+from .system import debian_package
 
 ARTIFACTS = REPO / "test-artifacts"
 

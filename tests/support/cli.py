@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from ..conftest import factory_main, snapshot, write
+from .factory import factory_main, snapshot, write
 
 GOOD_KERNEL = """
 [general]

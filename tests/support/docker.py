@@ -6,10 +6,8 @@ import subprocess
 
 import pytest
 
-from ..conftest import (
-    REPO,
-)
-from ..system import docker_engine
+from .factory import REPO
+from .system import docker_engine
 
 BASE = "kernel-wheel-factory/base:bullseye"
 

@@ -16,9 +16,9 @@ import pytest
 
 from factory.index.update import update_index
 
-from ..conftest import make_kernel, write
 from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES
 from ..support.wheels import make_wheel, small_index_files
+from .factory import make_kernel, write
 
 SRC = 'src = ["csrc/demo.cu"]'
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
-from ..conftest import write
+from .factory import write
 
 
 def uv(*args, cache: Path, **kwargs) -> subprocess.CompletedProcess:
@@ -59,3 +61,60 @@ def torch_index(root: Path, releases: dict[str, str | None],
 
 
 TORCH_WHEEL = "torch-{version}-{tag}-{platform}.whl"
+
+
+def new_torch_venv(venv: Path, factory_cache: Path) -> Path:
+    from uv import find_uv_bin
+
+    env = {**os.environ, "UV_CACHE_DIR": str(factory_cache / "uv")}
+    subprocess.run([find_uv_bin(), "venv", "--quiet", "--seed", "--python", sys.executable, venv],
+                   check=True, env=env)
+    subprocess.run([find_uv_bin(), "pip", "install", "--quiet", "--python", venv / "bin/python",
+                    "torch==2.11.*", "pytest"], check=True, env=env)
+    return venv
+
+
+def venv_python(venv: Path, *args: str, cwd: Path | None = None) -> str:
+    completed = subprocess.run([str(venv / "bin" / "python"), *args], capture_output=True,
+                               text=True, cwd=cwd)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    return completed.stdout
+
+
+def pip_install(venv: Path, wheel: Path) -> None:
+    venv_python(venv, "-m", "pip", "install", "--quiet", "--no-index", str(wheel))
+
+
+def read_dist_info(wheel: Path, name: str) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        (member,) = [n for n in archive.namelist() if n.endswith(f".dist-info/{name}")]
+        return archive.read(member).decode()
+
+
+def run_example(venv: Path, wheel: Path, tmp_path: Path) -> dict:
+    """Install an img2gray wheel into a torch venv and run its op three ways on images of four
+    shapes against a reference computed with torch; what the run reports."""
+    pip_install(venv, wheel)
+    script = write(tmp_path / "check.py", """
+        import json
+        import torch
+        import img2gray
+
+        name = img2gray.add_op_namespace_prefix("img2gray")
+        namespace = name.split("::")[0]
+        op = getattr(getattr(torch.ops, namespace), "img2gray")
+        generator = torch.Generator().manual_seed(1)
+        results = []
+        for shape in [(1, 1), (3, 5), (480, 640), (1024, 768)]:
+            rgb = torch.randint(0, 256, (*shape, 3), dtype=torch.uint8, generator=generator)
+            weights = torch.tensor([210, 720, 70], dtype=torch.int32)
+            expected = ((rgb.to(torch.int32) * weights).sum(-1) + 500).div(
+                1000, rounding_mode="floor")
+            expected = expected.to(torch.uint8)
+            results.append(torch.equal(op(rgb), expected)
+                           and torch.equal(img2gray.img2gray(rgb), expected)
+                           and torch.equal(img2gray.ops.img2gray(rgb), expected))
+        print(json.dumps({"namespace": namespace, "results": results, "torch": torch.__version__,
+                          "location": img2gray.__file__}))
+    """)
+    return json.loads(venv_python(venv, str(script), cwd=tmp_path).splitlines()[-1])

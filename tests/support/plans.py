@@ -16,14 +16,7 @@ from factory.toolchain.cuda import CudaToolkit
 from factory.toolchain.torch import TorchEnv
 from factory.values.versions import Version
 
-from ..conftest import (
-    EXAMPLE,
-    FIXTURES,
-    REPO,
-    make_kernel,
-    one_cell_matrix,
-    write,
-)
+from .factory import EXAMPLE, FIXTURES, REPO, make_kernel, one_cell_matrix, write
 
 KERNEL = """
 [general]

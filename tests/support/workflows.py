@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ..conftest import REPO
-from ..system import debian_package
+from .factory import REPO
+from .system import debian_package
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ is made)."""
 
 from __future__ import annotations
 
-from ..conftest import make_kernel, snapshot, write
 from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES, assert_rejected
+from ..support.factory import make_kernel, snapshot, write
 
 
 def test_bad_source_date_epoch(project, factory):

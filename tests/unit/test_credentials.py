@@ -14,7 +14,7 @@ import pytest
 from factory.system.process import Log
 from factory.trust.credentials import credential_in, mask_url, redact
 
-from ..conftest import factory_main, write
+from ..support.factory import factory_main, write
 
 SECRET = "s3cretVALUE42"
 

@@ -17,7 +17,7 @@ from factory.wheel.assemble import CoreMetadata, write_wheel
 from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import cubin_sm, inspect_wheel
 
-from ..conftest import write
+from ..support.factory import write
 
 HEADER = """
     [build-system]

@@ -14,9 +14,7 @@ from factory.errors import ConfigError
 from factory.policy import dependency_releases
 from factory.sources.depends import DependencyFetcher
 
-from ..conftest import (
-    factory_main,
-)
+from ..support.factory import factory_main
 from ..support.plans import matrix_with
 
 # ---- the table and matrix.yaml ----------------------------------------------------------------

@@ -10,8 +10,8 @@ import yaml
 from factory.cli import make_parser
 from factory.cli.reference import command_reference
 
-from ..conftest import REPO
 from ..support.cli import option_strings
+from ..support.factory import REPO
 
 
 def test_the_reference_names_every_command_and_option_with_its_help() -> None:

@@ -12,7 +12,7 @@ from factory.plan.starter import propose, read_kernel
 from factory.policy import cuda_policy, torch_releases
 from factory.values.versions import Version
 
-from ..conftest import REPO, factory_main, snapshot
+from ..support.factory import REPO, factory_main, snapshot
 from ..support.plans import starter_kernel as kernel
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 
-from ..conftest import REPO
+from ..support.factory import REPO
 
 FOUNDATION = {"errors", "defaults", "hub", "data", "system", "trust", "outputs", "values",
               "__init__"}

@@ -26,8 +26,8 @@ from factory.config.nodes import load_toml
 from factory.config.wheelhouse import wheelhouse_digest
 from factory.errors import ConfigError
 
-from ..conftest import make_kernel
 from ..support.cli import GOOD_KERNEL, SOURCES
+from ..support.factory import make_kernel
 
 ENTRIES = [
     Locked("relu", "git", "https://example.com/k.git", "relu", "main", "a" * 40, "b" * 64,

@@ -9,7 +9,7 @@ from packaging.version import Version
 from factory.config.matrix import load_matrix
 from factory.defaults import host_platform
 
-from ..conftest import write
+from ..support.factory import write
 from ..support.plans import kernel
 
 

@@ -36,7 +36,7 @@ from factory.compile.pool import (
 from factory.errors import ConfigError
 from factory.trust.keys import OBJECT_KEY_VARIABLE, object_cache_key
 
-from ..conftest import write
+from ..support.factory import write
 from ..support.objects import NS, GiB
 from ..support.objects import file_log as _log
 

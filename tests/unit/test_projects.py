@@ -10,7 +10,7 @@ from factory.config.project import project_kind, read_project, static_version
 from factory.errors import ConfigError
 from factory.wheel.assemble import relabelled
 
-from ..conftest import factory_main, snapshot, write
+from ..support.factory import factory_main, snapshot, write
 from ..support.plans import setup_py_project as project
 
 

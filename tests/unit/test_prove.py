@@ -17,7 +17,7 @@ from factory.errors import BuildError
 from factory.prove.load import importable_modules
 from factory.prove.tests import TestReport, _report
 
-from ..conftest import REPO, factory_main, write
+from ..support.factory import REPO, factory_main, write
 from ..support.wheels import CELL, GPU_FACTS, WHEEL
 
 # ---- pure parts ----------------------------------------------------------------------------

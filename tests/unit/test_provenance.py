@@ -21,7 +21,7 @@ from factory.wheel.provenance import (
     SourceFacts,
 )
 
-from ..conftest import factory_main, snapshot
+from ..support.factory import factory_main, snapshot
 
 WRITTEN = {  # a record as a git-sourced kernel-builder build wrote it
     "schema": SCHEMA,

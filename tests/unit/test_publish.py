@@ -1,6 +1,6 @@
 """`factory publish`: to a real pypiserver (from PyPI) with authentication, then installed from
 it with pip; and the static tree to a folder, to S3 (moto's server, through boto3) and to a Hub
-repo (tests/hubserver.py, through huggingface_hub), in the order that keeps links valid."""
+repo (tests/support/hubserver.py, through huggingface_hub), in the order that keeps links valid."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from factory.publish.registry import index_url_for
 
-from ..conftest import factory_main, snapshot
+from ..support.factory import factory_main, snapshot
 from ..support.wheels import indexed_with_a_log
 
 

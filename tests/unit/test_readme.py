@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..conftest import REPO
+from ..support.factory import REPO
 
 
 def readme_commands() -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from factory.plan.symbols import base_name, file_symbols, with_includes
 
-from ..conftest import write
+from ..support.factory import write
 
 
 def symbols_of(tmp_path, text: str, name: str = "a.cu"):

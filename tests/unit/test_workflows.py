@@ -17,7 +17,7 @@ import yaml
 
 from factory.cli import make_parser
 
-from ..conftest import REPO
+from ..support.factory import REPO
 from ..support.workflows import steps
 
 # Values for env entries that GitHub fills in from expressions at run time.
@@ -77,7 +77,7 @@ def test_every_factory_command_in_the_workflows_parses():
 def test_a_run_form_request_becomes_one_selection_for_every_job():
     """The reusable workflow's SELECT: the `select` input, else a run form's kernel, torch,
     cuda and python (blank: any), else nothing; plan, compile and build jobs all pass it."""
-    from ..workflow_local import evaluate
+    from ..support.workflow_local import evaluate
 
     workflow = yaml.safe_load((REPO / ".github" / "workflows" / "kernel-wheels.yml").read_text())
     expression = re.fullmatch(r"\$\{\{(.*)\}\}", workflow["env"]["SELECT"].strip())[1]

@@ -1,0 +1,158 @@
+"""The factory run as a user runs it (a subprocess, or in-process for bad input), the
+kernels and matrices it reads written on the fly, and the tests' own cache."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from factory.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+EXAMPLE = REPO / "examples" / "img2gray"
+
+
+@dataclass
+class Result:
+    exit: int
+    stdout: str
+    stderr: str
+
+
+def run_factory(*args: str | Path, cwd: Path | None = None, env: dict | None = None) -> Result:
+    """The installed `factory` command, as a user runs it."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "factory", *[str(a) for a in args]], cwd=cwd,
+        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+    return Result(completed.returncode, completed.stdout, completed.stderr)
+
+
+def factory_main(*args: str | Path, capsys: pytest.CaptureFixture[str]) -> Result:
+    """The `factory` command run in this process (for bad-input cases: no interpreter start)."""
+    status = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return Result(status, captured.out, captured.err)
+
+
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every path under a folder with its bytes (None for folders): equal snapshots mean
+    nothing was written, moved or removed."""
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None)
+            for p in sorted(folder.rglob("*"))}
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def make_kernel(root: Path, build_toml: str, files: dict[str, str] | None = None,
+                package: str | None = None) -> Path:
+    """A kernel repo on disk: its build.toml, the files it names, its Python package."""
+    write(root / "build.toml", build_toml)
+    for name, text in (files or {}).items():
+        write(root / name, text)
+    if package:
+        write(root / "torch-ext" / package / "__init__.py", "")
+    return root
+
+
+def tests_cache_dir() -> Path:
+    """The tests' cache: FACTORY_TEST_CACHE, else kernel-wheel-factory-tests beside the user's
+    cache folder. It persists between runs (toolkits and torch environments are big) and is
+    never the cache a user's own builds use."""
+    if "FACTORY_TEST_CACHE" in os.environ:
+        return Path(os.environ["FACTORY_TEST_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "kernel-wheel-factory-tests"
+
+
+TEST_CACHE = tests_cache_dir()
+
+
+EXAMPLE_WHEEL = re.compile(
+    r"img2gray-1\.0\.0\+cu130torch211-cp39-abi3-manylinux_(\d+)_(\d+)_x86_64\.whl")
+
+
+def cache_env(cache: Path) -> dict[str, str]:
+    """The variables that point a factory at the tests' cache (with the tests' object key)."""
+    return {"KERNEL_WHEEL_FACTORY_CACHE": str(cache),
+            "KERNEL_WHEEL_FACTORY_OBJECT_KEY": os.environ["KERNEL_WHEEL_FACTORY_OBJECT_KEY"]}
+
+
+def root_label() -> str:
+    """The label of the root matrix's one cell, from the torch release matrix.lock pins
+    (cu132torch215 for torch 2.15 with CUDA 13.2)."""
+    import tomllib
+
+    (torch,) = tomllib.loads((REPO / "matrix.lock").read_text())["torch"]
+    return f"cu{torch['cuda'].replace('.', '')}torch{torch['release'].replace('.', '')}"
+
+
+def listed_by_cuobjdump(cuobjdump: Path, binary: Path, folder: Path) -> dict[str, int]:
+    """sm_90 / compute_90 -> the bytes of that code as cuobjdump extracts it (inflated)."""
+    folder.mkdir()
+    subprocess.run([cuobjdump, "-xelf", "all", "-xptx", "all", binary], cwd=folder, check=True,
+                   capture_output=True)
+    found = {}
+    for path in folder.iterdir():  # <name>.<n>.sm_90.cubin, <name>.<n>.sm_90.ptx
+        arch = path.name.split(".")[-2].removeprefix("sm_")
+        code = f"sm_{arch}" if path.suffix == ".cubin" else f"compute_{arch}"
+        found[code] = found.get(code, 0) + path.stat().st_size
+    return found
+
+
+def one_cell_matrix(folder: Path, kernel: Path | str, entry: str = "", top: str = "") -> Path:
+    """folder/matrix.yaml: one kernel (with `entry`'s extra keys, e.g. "compress: none") for
+    torch 2.11 with CUDA 13.0, sm_90, built on this machine (with `top`'s extra keys)."""
+    lines = [f"kernels:\n  - path: {kernel}\n    version: 1.0.0",
+             *(f"    {line}" for line in entry.splitlines()),
+             'torch: ["2.11"]\ncuda:\n  "13.0":\n    sms: ["9.0"]\nrunner: local', top]
+    path = folder / "matrix.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def example_built_and_tested(folder: Path, top: str, cache: Path,
+                             kernel: Path = EXAMPLE) -> tuple[Path, Result]:
+    """The example (or a copy of it at `kernel`) built with `--test` from a one-cell matrix
+    with `top`'s extra keys (e.g. "cpu: true"): its output folder, and what the build said."""
+    matrix = one_cell_matrix(folder, kernel, top=top)
+    out = folder / "out"
+    done = run_factory("build", matrix, "--out", out, "--test", env=cache_env(cache))
+    assert done.exit == 0, done.stdout + done.stderr
+    return out, done
+
+
+STABLE_KERNEL = FIXTURES / "stable-kernel"
+
+
+def stable_matrix(folder: Path, kernel: Path = STABLE_KERNEL, extra: str = "") -> Path:
+    """A matrix of the stable-ABI fixture for torch 2.11, 2.12 and 2.13 (and `extra`) with
+    CUDA 13.0, for sm_90."""
+    return write(folder / "matrix.yaml", f"""
+        kernels:
+          - path: {kernel}
+            version: 1.0.0
+        torch: ["2.11", "2.12", "2.13"{extra}]
+        cuda:
+          "13.0":
+            sms: ["9.0"]
+        runner: local
+    """)
