@@ -135,6 +135,10 @@ NAME_INDEX_VARIABLE = "KERNEL_WHEEL_FACTORY_NAME_INDEX"
 NAME_CHECK_TTL = 24 * 3600
 """How long, in seconds, an answer of the public index about a name is kept in the cache."""
 
+INIT_WORKFLOW = Path(".github") / "workflows" / "wheels.yml"
+"""The workflow `factory init --github` writes beside the matrix: a caller of the factory's
+reusable workflow."""
+
 NEWEST_TORCHES = 2
 """How many of the newest torch releases `factory init` covers."""
 

@@ -10,9 +10,9 @@ from typing import Any
 from rich.console import Console
 
 from .. import defaults
-from ..config.model import RUNNERS
 from ..errors import ConfigError
-from ..outputs.layout import refuse_links
+from ..outputs.layout import refuse_links, writable_folder
+from ..pipeline.arguments import RUNNERS
 from .common import (
     cache_dir,
     duration,
@@ -30,7 +30,6 @@ from .common import (
     size_limit,
     test_options,
     wheelhouses,
-    writable_folder,
 )
 
 __all__ = ["add", "run"]
@@ -147,7 +146,7 @@ def _slice_options(build: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..cells.options import BuildOptions, source_date_epoch, usable_build_root
+    from ..pipeline.arguments import build_options
     from ..pipeline.build import BuildRequest, build_matrix
     from ..ui.outcomes import show_index, show_served
     from ..ui.voice import ConsoleVoice
@@ -159,9 +158,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         matrix=args.matrix, out=out, cache=cache,
         objects=writable_folder(args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER,
                                 "--object-cache"),
-        options=BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
-                             offline=args.offline, index_url=args.base_url,
-                             unconfined=args.unconfined, wheelhouses=wheelhouses(args)),
+        options=build_options(args.build_root, args.offline, wheelhouses(args),
+                              index_url=args.base_url, unconfined=args.unconfined),
         offline=args.offline, locked=args.locked, torch_pythons=tuple(args.torch_python),
         only=tuple(args.only), new=new_index(args), select=selections(args), job=args.job,
         max_cells=args.max_cells,

@@ -10,24 +10,23 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from ..errors import ConfigError
+from ..outputs.layout import writable_folder
 from ..system.cache import default_cache_dir
 from ..trust.credentials import refuse_credentials
 from ..values.units import parse_duration, parse_size
 
 if TYPE_CHECKING:
-    from ..config.model import SizeLimit
-    from ..plan.select import Selection
+    from ..pipeline.arguments import Selection, SizeLimit
 
 __all__ = ["Parser", "cache_dir", "duration", "index_url", "matrix_options", "path_argument",
            "port", "positive", "shard", "site_limit_option", "size", "size_limit",
-           "source_options", "test_options", "wheel_paths", "wheelhouses", "writable_folder"]
+           "source_options", "test_options", "wheel_paths", "wheelhouses"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -87,26 +86,6 @@ def path_argument(text: str) -> Path:
     return Path(text)
 
 
-def writable_folder(path: Path, key: str, must_exist: bool = False) -> Path:
-    """A folder the command may write into (made later when missing): refused, before anything
-    is written, when it is a file, lies under a file, or cannot be written by this user."""
-    if path.exists() and not path.is_dir():
-        raise ConfigError("exists and is not a folder", file=path, key=key)
-    if must_exist and not path.is_dir():
-        raise ConfigError("no such folder", file=path, key=key)
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        if existing.is_symlink():
-            raise ConfigError("is a link to a missing folder", file=existing, key=key)
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(f"cannot be made: {existing} is not a folder", file=path, key=key)
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot be written by this user ({existing} is read-only)",
-                          file=path, key=key)
-    return path
-
-
 MAX_COUNT = 4096  # more cells at once, or per job, than any machine or CI runner holds
 
 
@@ -135,7 +114,7 @@ def fraction(text: str) -> float:
 
 
 def shard(text: str) -> tuple[int, int]:
-    from ..plan.jobs import parse_shard
+    from ..pipeline.arguments import parse_shard
 
     try:
         return parse_shard(text)
@@ -183,8 +162,7 @@ def matrix_options(parser: argparse.ArgumentParser, help: str, lockable: bool = 
 
 def new_index(args: argparse.Namespace) -> str | None:
     """--new's index, checked: no credential in a URL, no URL when nothing may be fetched."""
-    from ..index.merge import is_url
-    from ..trust.credentials import refuse_credentials
+    from ..pipeline.arguments import is_url
 
     if args.new is None:
         return None
@@ -211,7 +189,7 @@ def new_option(parser: argparse.ArgumentParser) -> None:
 
 def selections(args: argparse.Namespace) -> tuple[Selection, ...]:
     """--select's selections, checked."""
-    from ..plan.select import parse_selection
+    from ..pipeline.arguments import parse_selection
 
     return tuple(parse_selection(text) for text in args.select)
 
@@ -242,7 +220,7 @@ def cache_dir(args: argparse.Namespace) -> Path:
 
 def size_limit(text: str) -> SizeLimit:
     """--max-wheel-size: a size or one of the hosts' presets."""
-    from ..config.model import parse_size_limit
+    from ..pipeline.arguments import parse_size_limit
 
     try:
         return parse_size_limit(text)
@@ -259,7 +237,7 @@ def site_limit_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _site_limit(text: str) -> SizeLimit | None:
-    from ..config.model import SITE_PRESETS, parse_size_limit
+    from ..pipeline.arguments import SITE_PRESETS, parse_size_limit
 
     if text == "none":
         return None
@@ -287,7 +265,7 @@ def test_options(parser: argparse.ArgumentParser) -> None:
 
 def wheelhouses(args: argparse.Namespace) -> tuple[Path, ...]:
     """--wheelhouse's folders, each checked before anything is written."""
-    from ..config.wheelhouse import wheelhouse_problem
+    from ..pipeline.arguments import wheelhouse_problem
 
     folders = []
     for folder in args.wheelhouse:

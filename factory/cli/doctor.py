@@ -9,9 +9,6 @@ from typing import Any
 
 from rich.console import Console
 
-from .. import defaults
-from ..errors import ConfigError, FactoryError
-from ..system.process import NotStarted, OutputOverflow, TimedOut, bounded_run
 from ..ui.console import make_console
 from .common import path_argument
 
@@ -36,23 +33,13 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from .. import doctor
+    from ..pipeline.doctor import doctor_here, doctor_there
 
     forwarded = [value for value in (args.url, args.package) if value is not None]
     forwarded += ["--json"] if args.json else []
     if args.python is None:
-        return doctor.main(forwarded)
-    try:
-        done = bounded_run([str(args.python), doctor.__file__, *forwarded],
-                           defaults.DOCTOR_TIMEOUT)
-    except NotStarted as exc:
-        raise ConfigError(f"cannot be run ({exc.reason})",
-                          file=args.python, key="--python") from None
-    except TimedOut:
-        raise FactoryError(f"{args.python} gave no report within {defaults.DOCTOR_TIMEOUT} s; "
-                           "it was stopped") from None
-    except OutputOverflow as exc:
-        raise FactoryError(f"{args.python} {exc}; it was stopped") from None
+        return doctor_here(forwarded)
+    done = doctor_there(args.python, forwarded)
     # through the console, so that a URL's credentials are masked as everywhere else
     console.print(done.stdout, end="", markup=False, soft_wrap=True, highlight=False)
     if done.stderr:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from rich.console import Console
 
-from .. import defaults
-from ..errors import ConfigError
 from ..ui.console import say_to
 from .common import cache_dir, matrix_options
 
@@ -26,22 +23,10 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..cells.options import BuildOptions
-    from ..cells.runners.docker.runner import DockerRunner
-    from ..pipeline.load import plan_matrix
-    from ..system.engine import Engine
-    from ..system.process import Log
+    from ..pipeline.images import make_builder_images
 
-    cache = cache_dir(args)
-    plan = plan_matrix(args.matrix, cache, say_to(console, "yellow"), args.offline, args.locked,
-                       torch_pythons=args.torch_python)
-    engine = Engine()
-    problem = engine.unavailable()
-    if problem:
-        raise ConfigError(f"cannot build images: {problem}", key="images")
-    with DockerRunner(cache, BuildOptions(defaults.BUILD_ROOT, None), plan.matrix.docker_base,
-                      engine) as runner:
-        images = runner.make_images(plan.cells, Log(sys.stdout))
+    images = make_builder_images(args.matrix, cache_dir(args), say_to(console, "yellow"),
+                                 args.offline, args.locked, args.torch_python)
     if not images:
         console.print(f"no cell of {args.matrix} is compiled: no builder image is needed",
                       markup=False, soft_wrap=True)

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from .. import defaults
 from ..errors import ConfigError
+from ..outputs.layout import writable_folder
 from ..trust.credentials import refuse_credentials
 from ..ui.outcomes import show_index
-from .common import path_argument, site_limit_option, writable_folder
+from .common import path_argument, site_limit_option
 
 __all__ = ["add", "run"]
 
@@ -43,40 +43,25 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..index.merge import is_url, merge_outputs
-    from ..index.records import load_manifest
-    from ..index.update import update_index, verify_index
-    from ..index.variants import make_variants
-    from ..outputs.layout import Layout
+    from ..pipeline.index import IndexRequest, make_index, verify_published
 
     if args.verify and (args.merge or args.force or args.variants):
         raise ConfigError("checks an index as it is; it takes no --merge, --force or "
                           "--variants", key="--verify")
     if args.verify:
-        if not args.out.is_dir():
-            raise ConfigError("no such folder", file=args.out, key="--out")
-        checked, problems = verify_index(args.out)
-        for problem in problems:
+        verdict = verify_published(args.out)
+        for problem in verdict.problems:
             console.print(f"mismatch: {problem}", markup=False, soft_wrap=True)
-        verdict = f"{len(problems)} mismatch(es)" if problems else "every byte matches"
-        console.print(f"verified {checked} published file(s), their .metadata and every "
-                      f"page against {args.out}/.factory/manifest.json: {verdict}",
+        said = f"{len(verdict.problems)} mismatch(es)" if verdict.problems else \
+            "every byte matches"
+        console.print(f"verified {verdict.checked} published file(s), their .metadata and every "
+                      f"page against {args.out}/.factory/manifest.json: {said}",
                       markup=False, soft_wrap=True)
-        return 1 if problems else 0
+        return 1 if verdict.problems else 0
     out = writable_folder(args.out, "--out", must_exist=not args.merge)
-    if args.merge:
-        for source in args.merge:
-            refuse_credentials(source, key="--merge", instead="a private index is merged from "
-                               "a folder, or reached through a netrc file")
-        sources: list[str | Path] = [source if is_url(source) else Path(source)
-                                     for source in args.merge]
-        summary = merge_outputs(out, sources, force=args.force)
-    else:
-        summary = update_index(out, force=args.force, full=True)
-    if args.variants:
-        layout = Layout(out)
-        made = make_variants(layout.files, load_manifest(layout.manifest).files)
-        if made:
-            summary = update_index(out, force=args.force, published=made)
+    for source in args.merge or ():
+        refuse_credentials(source, key="--merge", instead="a private index is merged from "
+                           "a folder, or reached through a netrc file")
+    summary = make_index(IndexRequest(out, tuple(args.merge or ()), args.force, args.variants))
     show_index(console, out, summary, args.site_limit)
     return 1 if summary.problems else 0

@@ -31,13 +31,12 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..ui.inspect import print_report, report_json, wheel_ops
-    from ..wheel.inspect import inspect_wheel
+    from ..pipeline.inspect import inspect_wheels
+    from ..ui.inspect import print_report, report_json
 
-    paths = wheel_paths(args.wheels)
-    reports = [inspect_wheel(path) for path in paths]
-    loads = [wheel_ops(path, report, args.load_with)
-             for path, report in zip(paths, reports, strict=True)]
+    inspected = inspect_wheels(wheel_paths(args.wheels), args.load_with)
+    reports = [wheel.report for wheel in inspected]
+    loads = [wheel.ops for wheel in inspected]
     if args.json:
         document = report_json(reports, loads)
         sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
 
 from .. import defaults
-from ..config.model import CLASH_POLICIES, NameCheck
-from ..errors import ConfigError, PublishError
+from ..pipeline.arguments import CLASH_POLICIES
 from ..trust.credentials import refuse_credentials
 from ..ui.console import say_to
 from .common import cache_dir, path_argument
@@ -55,8 +53,7 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..publish.registry import publish_to_registry
-    from ..publish.static import publish_static
+    from ..pipeline.publish import PublishRequest, publish
 
     say = say_to(console)
     for key, url in (("--to", args.to), ("--repository-url", args.repository_url),
@@ -64,38 +61,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                      ("TWINE_REPOSITORY_URL", os.environ.get("TWINE_REPOSITORY_URL"))):
         if url is not None:
             refuse_credentials(url, key=key, instead=CREDENTIALS_HINT)
-    if not args.folder.is_dir():
-        raise ConfigError("no such folder", file=args.folder)
-    _check_names(args, say)
-    if args.to is not None:
-        if args.index_url is not None:
-            raise ConfigError("only applies to a registry, not with --to", key="--index-url")
-        report = publish_static(args.folder, args.to, dry_run=args.dry_run, say=say)
-        say(f"{'would send' if args.dry_run else 'sent'} {len(report.sent)} file(s) to "
-            f"{report.target}, {report.unchanged} unchanged")
-        return 0
-    registry = publish_to_registry(args.folder, repository_url=args.repository_url,
-                                   repository=args.repository, index_url=args.index_url,
-                                   dry_run=args.dry_run, say=say)
-    say(f"{'dry run: nothing uploaded' if args.dry_run else f'uploaded {len(registry.uploaded)}'}"
-        f", {len(registry.skipped)} already there"
-        + (f", {len(registry.yanked)} yanked left out" if registry.yanked else ""))
+    say(publish(PublishRequest(args.folder, cache_dir(args), args.to, args.repository_url,
+                               args.repository, args.index_url, args.dry_run, args.name_clash),
+                say))
     return 0
-
-
-def _check_names(args: argparse.Namespace, say: Callable[[str], None]) -> None:
-    """The name-clash guard on the wheels of the folder, before anything is sent."""
-    from packaging.version import Version
-
-    from ..pipeline.names import check_names
-    from ..publish.registry import local_wheels
-
-    if args.name_clash == "ignore" or not (args.folder / "files").is_dir():
-        return
-    newest: dict[str, str] = {}
-    for wheel in local_wheels(args.folder)[0]:
-        if wheel.project not in newest or \
-                Version(wheel.version) > Version(newest[wheel.project]):
-            newest[wheel.project] = wheel.version
-    check_names(newest, NameCheck(args.name_clash), cache_dir(args), False, say,
-                lambda text: PublishError(f"{text}; nothing was sent"))

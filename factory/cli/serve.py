@@ -10,7 +10,6 @@ from typing import Any
 from rich.console import Console
 
 from .. import defaults
-from ..errors import ConfigError
 from .common import path_argument, port
 
 __all__ = ["add", "run"]
@@ -41,25 +40,17 @@ def _connections(text: str) -> int:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..index.serve import make_server
+    from ..pipeline.serve import open_server
 
     folder: Path = args.folder
-    if not folder.is_dir():
-        raise ConfigError("no such folder", file=folder)
-    try:
-        server = make_server(folder, args.host, args.port,
-                             per_client=args.per_client or None)
-    except OSError as exc:
-        raise ConfigError(f"cannot listen on {args.host}:{args.port} ({exc.strerror})",
-                          key="--port") from None
-    host, bound = server.server_address[:2]
-    console.print(f"Serving {folder.resolve()} at http://{host!s}:{bound}/ (Ctrl-C to stop)",
-                  markup=False, soft_wrap=True)
-    labels = sorted(p.parent.name for p in folder.glob("*/simple") if p.is_dir())
-    for label in labels:
-        console.print(f"  pip install PACKAGE --extra-index-url http://{host!s}:{bound}/{label}"
-                      "/simple", markup=False, soft_wrap=True)
+    serving = open_server(folder, args.host, args.port, args.per_client or None)
+    base = f"http://{serving.host}:{serving.port}"
+    console.print(f"Serving {folder.resolve()} at {base}/ (Ctrl-C to stop)", markup=False,
+                  soft_wrap=True)
+    for label in serving.labels:
+        console.print(f"  pip install PACKAGE --extra-index-url {base}/{label}/simple",
+                      markup=False, soft_wrap=True)
     sys.stdout.flush()
-    with server:
-        server.serve_forever()
+    with serving.server:
+        serving.server.serve_forever()
     return 0

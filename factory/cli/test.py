@@ -9,15 +9,14 @@ from typing import Any
 from rich.console import Console
 
 from .. import defaults
-from ..config.model import RUNNERS
-from ..outputs.layout import refuse_links
+from ..outputs.layout import refuse_links, writable_folder
+from ..pipeline.arguments import RUNNERS
 from .common import (
     cache_dir,
     matrix_options,
     path_argument,
     test_options,
     wheelhouses,
-    writable_folder,
 )
 
 __all__ = ["add", "run"]
@@ -49,7 +48,7 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..cells.options import BuildOptions, source_date_epoch, usable_build_root
+    from ..pipeline.arguments import build_options
     from ..pipeline.test import TestRequest, run_kernel_tests
     from ..ui.voice import ConsoleVoice
 
@@ -57,8 +56,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     refuse_links(out)
     request = TestRequest(
         matrix=args.matrix, out=out, cache=cache_dir(args),
-        options=BuildOptions(usable_build_root(args.build_root), source_date_epoch(),
-                             offline=args.offline, wheelhouses=wheelhouses(args)),
+        options=build_options(args.build_root, args.offline, wheelhouses(args)),
         offline=args.offline, locked=args.locked, torch_pythons=tuple(args.torch_python),
         only=tuple(args.only), runner=args.runner, require_tests=args.require_tests,
         require_gpu=args.require_gpu)

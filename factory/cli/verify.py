@@ -28,13 +28,11 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..cells.options import usable_build_root
-    from ..cells.verify import verify_wheel
+    from ..pipeline.verify import verify
 
     wheel = wheel_paths([args.wheel])[0]
-    build_root = usable_build_root(args.build_root) if args.build_root else None
     console.print(f"rebuilding {wheel.name} from its provenance ...")
-    verdict = verify_wheel(wheel, args.source, cache_dir(args), build_root)
+    verdict = verify(wheel, args.source, cache_dir(args), args.build_root)
     if verdict.problem:
         console.print(f"[red]cannot verify:[/red] {verdict.problem}")
         return 1

@@ -9,11 +9,12 @@ from typing import Any
 
 from rich.console import Console
 
-from ..config.model import PLATFORMS
 from ..errors import ConfigError
+from ..outputs.layout import writable_folder
+from ..pipeline.arguments import PLATFORMS
 from ..values.pythons import CPython
 from ..values.units import human_size
-from .common import cache_dir, path_argument, writable_folder
+from .common import cache_dir, path_argument
 
 __all__ = ["add", "run"]
 
@@ -70,8 +71,8 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    from ..pipeline.arguments import installed_pins
     from ..pipeline.wheelhouse import WheelhouseRequest, make_wheelhouse
-    from ..prove.wheelhouse import installed_pins
     from ..ui.console import say_to
 
     folder = writable_folder(args.folder, "DIR")

@@ -8,9 +8,8 @@ from typing import Any
 from rich.console import Console
 
 from .. import defaults
-from ..errors import ConfigError
-from ..outputs.layout import Layout
-from .common import path_argument, writable_folder
+from ..outputs.layout import writable_folder
+from .common import path_argument
 
 __all__ = ["add", "run"]
 
@@ -30,11 +29,9 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..index.update import yank
+    from ..pipeline.index import yank_release
 
     writable_folder(args.out, "--out", must_exist=True)
-    if not Layout(args.out).files.is_dir():
-        raise ConfigError("has no files/ folder: not an index", file=args.out, key="--out")
-    for filename in yank(args.out, args.name, args.version, args.label, args.reason):
+    for filename in yank_release(args.out, args.name, args.version, args.label, args.reason):
         console.print(f"yanked {filename}: {args.reason}", markup=False, soft_wrap=True)
     return 0

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -30,14 +30,13 @@ from ..trust.credentials import redact
 from ..wheel.provenance import Provenance
 from ..wheel.read import WheelFile, read_wheel, torch_requirement
 
-if TYPE_CHECKING:  # the build's results, described here only as types
-    from ..cells.run import CellResult, CellStatus
-    from ..plan.model import Plan
+OutcomeStatus = Literal["built", "unchanged", "compiled", "failed", "skipped", "untested"]
+"""What became of a cell, as the index records it (the builder's statuses)."""
 
-__all__ = ["MANIFEST_SCHEMA", "Catalogue", "CellOutcome", "FileRecord", "Manifest",
-           "cell_catalogue", "cell_outcomes", "file_record", "index_time", "load_manifest",
-           "metadata_bytes",
-           "published_names", "read_file_record", "save_manifest", "served_cells"]
+__all__ = ["CPU", "MANIFEST_SCHEMA", "Catalogue", "CellOutcome", "FileRecord", "Manifest",
+           "OutcomeStatus", "cell_catalogue", "file_record", "index_time", "load_manifest",
+           "metadata_bytes", "public", "published_names", "read_file_record", "save_manifest",
+           "served_cells"]
 
 MANIFEST_SCHEMA = "kernel-wheel-factory/manifest/1"
 
@@ -72,7 +71,7 @@ class CellOutcome:
     torch: str | None
     cuda: str | None
     label: str | None
-    status: CellStatus
+    status: OutcomeStatus
     detail: str | None
     wheel: str | None
     ops: list[dict[str, Any]] | None = None  # the ops its wheel registers (the import gate's)
@@ -175,7 +174,8 @@ _LABEL = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)*")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
-def _public(text: str | None) -> str | None:
+def public(text: str | None) -> str | None:
+    """A text the index publishes: masked as a log line is."""
     return None if text is None else redact(text)
 
 
@@ -213,41 +213,6 @@ def metadata_bytes(path: Path) -> bytes:
     if metadata is None:
         raise WheelReadError("has no .dist-info/METADATA", file=path)
     return metadata
-
-
-def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome]:
-    """What the index records of each cell of a build, for the browse page's coverage grid.
-    It is published: every reason is masked as a log line is (a failure's message may quote a
-    URL or a value of the environment)."""
-    by_id = {result.cell_id: result for result in results}
-    outcomes = []
-    for cell in plan.cells:
-        result = by_id[cell.id]
-        outcomes.append(CellOutcome(
-            cell.id, cell.distribution, cell.version, cell.torch_shown,
-            str(cell.cuda.version) if cell.cuda else cell.backend if cell.compiled else None,
-            cell.label, result.status,
-            _public(result.detail), result.wheel,
-            [op.to_json() for op in result.loaded.ops] if result.loaded else None,
-            result.tested.to_json() if result.tested else None,
-            str(cell.stable_abi) if cell.stable_abi else None))
-    for served in plan.served:
-        builder = by_id[served.by]
-        detail = f"served by the stable-ABI wheel of {served.by}"
-        outcomes.append(CellOutcome(
-            served.id, plan.distribution(served.id.split("/")[0]), served.version,
-            str(served.torch), str(served.cuda), served.label, builder.status,
-            _public(f"{detail}: {builder.detail}" if builder.detail else detail), builder.wheel,
-            served_by=served.by))
-    for skipped in plan.skipped:
-        kernel = plan.distribution(skipped.id.split("/")[0])
-        outcomes.append(CellOutcome(
-            skipped.id, kernel, skipped.version or "",
-            str(skipped.torch) if skipped.torch else None,
-            str(skipped.cuda) if skipped.cuda else CPU if skipped.cpu else None,
-            skipped.label, "skipped",
-            _public(skipped.reason), None))
-    return outcomes
 
 
 def index_time(seconds: float) -> str:

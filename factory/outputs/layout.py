@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-__all__ = ["PRIVATE_FOLDERS", "Layout", "refuse_links"]
+__all__ = ["PRIVATE_FOLDERS", "Layout", "refuse_links", "writable_folder"]
 
 # Folders of an output folder that stay home: never served, never published. The logs hold
 # whatever a build printed; the factory's records (.factory/) its own bookkeeping.
@@ -83,3 +83,23 @@ def refuse_links(root: Path, what: str = "output folder") -> None:
                 raise ConfigError(f"is a link to {target}; the factory writes only inside its "
                                   f"{what}: put the folder itself there, or remove the link",
                                   file=path)
+
+
+def writable_folder(path: Path, key: str, must_exist: bool = False) -> Path:
+    """A folder the command may write into (made later when missing): refused, before anything
+    is written, when it is a file, lies under a file, or cannot be written by this user."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError("exists and is not a folder", file=path, key=key)
+    if must_exist and not path.is_dir():
+        raise ConfigError("no such folder", file=path, key=key)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():
+            raise ConfigError("is a link to a missing folder", file=existing, key=key)
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"cannot be made: {existing} is not a folder", file=path, key=key)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot be written by this user ({existing} is read-only)",
+                          file=path, key=key)
+    return path

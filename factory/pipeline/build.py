@@ -22,7 +22,7 @@ from ..compile.pool import machine_budget
 from ..config.model import RunnerChoice, SizeLimit
 from ..defaults import RUNNER, host_platform
 from ..errors import ConfigError
-from ..index.records import cell_outcomes, file_record, load_manifest, published_names
+from ..index.records import file_record, load_manifest, published_names
 from ..index.update import IndexSummary, update_index
 from ..index.variants import make_variants
 from ..outputs.layout import Layout
@@ -30,6 +30,7 @@ from ..plan.jobs import select_job, select_shard
 from ..plan.model import Plan
 from ..plan.select import Selection, select_cells
 from .load import plan_matrix
+from .outcomes import cell_outcomes
 from .plan import new_cells
 from .voice import Voice, status_of_tests
 

@@ -6,7 +6,7 @@ environment, a registry echoing a password)."""
 from __future__ import annotations
 
 from factory.cells.run import CellResult
-from factory.index.records import cell_outcomes
+from factory.pipeline.outcomes import cell_outcomes
 
 from ..support.plans import demo_plan
 

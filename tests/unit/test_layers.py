@@ -11,7 +11,7 @@ from ..support.factory import REPO
 FOUNDATION = {"errors", "defaults", "hub", "data", "system", "trust", "outputs", "values",
               "__init__"}
 STEPS = ["policy", "config", "sources", "plan", "toolchain", "compile", "wheel", "prove",
-         "cells", "index", "publish", "pipeline", "doctor", "ui", "cli", "__main__"]
+         "cells", "index", "publish", "doctor", "pipeline", "ui", "cli", "__main__"]
 
 
 def rank(module: str) -> int:
@@ -187,3 +187,13 @@ def test_no_function_runs_past_sixty_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno
             and node.end_lineno - node.lineno + 1 > 60]
     assert long == []
+
+
+def test_the_command_line_reaches_the_steps_only_through_the_pipeline():
+    """cli/ parses and renders: it imports the pipeline, ui/ and the foundation, never a step
+    (each subcommand hands a request to one pipeline function)."""
+    reached = [f"{name} imports {target}" for name, _ in _sources() if name.startswith("cli/")
+               for target in imports_of(REPO / "factory" / name)
+               if target.split(".")[0] not in ("", "__version__")
+               and rank(target) != -1 and target.split(".")[0] not in ("pipeline", "ui", "cli")]
+    assert reached == []

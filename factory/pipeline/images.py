@@ -1,0 +1,32 @@
+"""`factory images MATRIX`: the builder images of a matrix's compiled cells, made or found."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .. import defaults
+from ..cells.options import BuildOptions
+from ..cells.runners.docker.image import BuilderImage
+from ..cells.runners.docker.runner import DockerRunner
+from ..errors import ConfigError
+from ..system.engine import Engine
+from ..system.process import Log
+from .load import plan_matrix
+
+__all__ = ["BuilderImage", "make_builder_images"]
+
+
+def make_builder_images(matrix: Path, cache: Path, say: Callable[[str], None], offline: bool,
+                        locked: bool, torch_pythons: list[Path]) -> list[BuilderImage]:
+    """Every image a compiled cell of the matrix builds in, made where it is missing (the
+    build's output streams to standard output); none when no cell is compiled."""
+    plan = plan_matrix(matrix, cache, say, offline, locked, torch_pythons=torch_pythons)
+    engine = Engine()
+    problem = engine.unavailable()
+    if problem:
+        raise ConfigError(f"cannot build images: {problem}", key="images")
+    with DockerRunner(cache, BuildOptions(defaults.BUILD_ROOT, None), plan.matrix.docker_base,
+                      engine) as runner:
+        return runner.make_images(plan.cells, Log(sys.stdout))

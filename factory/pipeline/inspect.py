@@ -1,0 +1,73 @@
+"""`factory inspect`: each wheel's report, and the ops it registers as loading it shows (with
+an interpreter's torch, now) or as the import gate of the build that made it recorded."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import FactoryError
+from ..index.records import load_manifest
+from ..outputs.layout import Layout
+from ..prove.load import OpReport, importable_modules, load_problems, load_wheel
+from ..system.process import Log
+from ..wheel.inspect import WheelReport, inspect_wheel
+
+__all__ = ["Inspected", "WheelOps", "inspect_wheels", "wheel_ops"]
+
+
+@dataclass(frozen=True)
+class WheelOps:
+    """The ops a wheel registers, as loading it showed, and where that was seen: loaded now
+    with an interpreter's torch, or recorded by the import gate of the build that made it."""
+
+    seen: str
+    ops: tuple[OpReport, ...]
+    problems: tuple[str, ...] = ()
+
+
+def wheel_ops(path: Path, report: WheelReport, python: Path | None) -> WheelOps | None:
+    """Load the wheel with `python`'s torch, or find what its build's import gate recorded
+    (a wheel in the files/ folder of an output folder); None when neither is possible."""
+    if python is not None:
+        with tempfile.TemporaryDirectory(prefix="kwf-inspect-") as folder, \
+                open(Path(folder) / "load.log", "w", encoding="utf-8") as handle:
+            loaded = load_wheel(path, importable_modules(report.files), str(python),
+                                Path(folder) / "load", Log(handle))
+        return WheelOps(f"loaded with {python} (torch {loaded.torch})", loaded.ops,
+                        tuple(load_problems(loaded)))
+    layout = Layout(path.resolve().parent.parent)
+    if path.resolve().parent != layout.files or not layout.manifest.is_file():
+        return None
+    try:
+        manifest = load_manifest(layout.manifest)
+    except FactoryError:
+        return None
+    for outcome in manifest.cells.values():
+        if outcome.wheel == path.name and outcome.ops is not None:
+            try:
+                ops = tuple(OpReport.from_json(op) for op in outcome.ops)
+            except (TypeError, KeyError, ValueError):
+                return None  # a damaged record: nothing to show
+            return WheelOps(f"recorded by the import gate of cell {outcome.cell}", ops)
+    return None
+
+
+
+@dataclass(frozen=True)
+class Inspected:
+    """One wheel's report, and its ops where they can be told."""
+
+    path: Path
+    report: WheelReport
+    ops: WheelOps | None
+
+
+def inspect_wheels(paths: list[Path], load_with: Path | None) -> list[Inspected]:
+    """Each wheel read and judged, and loaded with `load_with`'s torch when given."""
+    found = []
+    for path in paths:
+        report = inspect_wheel(path)
+        found.append(Inspected(path, report, wheel_ops(path, report, load_with)))
+    return found

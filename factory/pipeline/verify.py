@@ -1,0 +1,17 @@
+"""`factory verify WHEEL`: rebuild a wheel from its provenance and compare the bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..cells.options import usable_build_root
+from ..cells.verify import Verdict, verify_wheel
+
+__all__ = ["Verdict", "verify"]
+
+
+def verify(wheel: Path, source: Path | None, cache: Path, build_root: Path | None) -> Verdict:
+    """The verdict on `wheel` rebuilt from `source` (else where its provenance says), in
+    `build_root` (else the recorded build folder)."""
+    return verify_wheel(wheel, source, cache,
+                        usable_build_root(build_root) if build_root else None)
