@@ -85,6 +85,7 @@ def main() -> None:
 
     plan = plan_matrix(REPO / "matrix.yaml", cache, print)
     cell = plan.cells[0]
+    assert cell.cuda is not None and cell.torch is not None  # the example is compiled
     work = Path(tempfile.mkdtemp(prefix="factory-bench-"))
     with open(work / "provision.log", "w") as handle:
         log = Log(handle)
@@ -110,7 +111,7 @@ def main() -> None:
     variants = [("setup.py bdist_wheel, setuptools (no ninja)", False)]
     if shutil.which("ninja"):
         variants.append((f"setup.py bdist_wheel, ninja, MAX_JOBS={os.cpu_count()}", True))
-    baselines = {}
+    baselines: dict[str, list[float]] = {}
     for title, use_ninja in variants:
         runs = []
         variant_env = {**baseline_env, "MAX_JOBS": str(os.cpu_count())}

@@ -50,7 +50,9 @@ def build(folder: Path, runner: str) -> tuple[float, str]:
 def builder_image(folder: Path) -> str:
     done = subprocess.run([sys.executable, "-m", "factory", "images", "matrix.yaml"], cwd=folder,
                           capture_output=True, text=True, check=True)
-    return re.search(r"^image (\S+)", done.stdout, re.M).group(1)
+    found = re.search(r"^image (\S+)", done.stdout, re.M)
+    assert found is not None, done.stdout
+    return found.group(1)
 
 
 def main() -> None:

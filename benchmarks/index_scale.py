@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def make_wheels(files: Path, count: int, scratch: Path) -> None:
         shutil.rmtree(package)
 
 
-def timed(action) -> float:
+def timed(action: Callable[[], object]) -> float:
     started = time.perf_counter()
     action()
     return time.perf_counter() - started

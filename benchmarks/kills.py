@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,8 +74,10 @@ def synthetic(files: Path, count: int, scratch: Path) -> None:
         shutil.rmtree(package)
 
 
-def killed_and_rerun(name: str, runs: int, prepare, command, rng: random.Random,
-                     compare=None, left=None) -> bool:
+def killed_and_rerun(name: str, runs: int, prepare: Callable[[Path], Path],
+                     command: Callable[[Path], subprocess.Popen[bytes]], rng: random.Random,
+                     compare: Callable[[Path], object] | None = None,
+                     left: Callable[[Path], object] | None = None) -> bool:
     """`runs` times: a fresh folder from `prepare(folder)`, `command(folder)` killed at a random
     moment of its uninterrupted time, then run again; it must end rc 0 with what `compare`
     (default: every published byte) reads of an uninterrupted run. `left(folder)` tells a kill
@@ -84,7 +87,8 @@ def killed_and_rerun(name: str, runs: int, prepare, command, rng: random.Random,
     start = time.perf_counter()
     done = command(reference)
     if done.wait() != 0:
-        sys.exit(f"the uninterrupted {name} failed: {done.stderr.read().decode()[-2000:]}")
+        said = done.stderr.read().decode() if done.stderr else ""
+        sys.exit(f"the uninterrupted {name} failed: {said[-2000:]}")
     seconds = time.perf_counter() - start
     expected = compare(reference)
     landed = resolved = failed = differ = 0
@@ -101,8 +105,8 @@ def killed_and_rerun(name: str, runs: int, prepare, command, rng: random.Random,
         again = command(folder)
         if again.wait() != 0:
             failed += 1
-            print(f"  {name} run {run}: the rerun failed: "
-                  f"{again.stderr.read().decode().strip()[-400:]}")
+            said = again.stderr.read().decode().strip() if again.stderr else ""
+            print(f"  {name} run {run}: the rerun failed: {said[-400:]}")
         elif compare(folder) != expected:
             differ += 1
             print(f"  {name} run {run}: other bytes than the uninterrupted {name}'s")
@@ -168,7 +172,8 @@ def main() -> int:
         if codes == (0, 0) and wheels(out) == expected and not unindexed(out):
             both += 1
         else:
-            message = (first.stderr.read() + second.stderr.read()).decode().strip()
+            message = b"".join(process.stderr.read() for process in (first, second)
+                               if process.stderr is not None).decode().strip()
             print(f"  pair {pair}: exit {codes}: {message[-400:]}")
         shutil.rmtree(out, ignore_errors=True)
     print(f"two builds into one folder at once: {both} of {args.pairs} pairs both rc 0, "

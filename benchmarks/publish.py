@@ -55,7 +55,8 @@ def make_index(out: Path, count: int, megabytes: float, scratch: Path) -> int:
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def wait_for(port: int) -> None:
@@ -90,7 +91,7 @@ def main() -> None:
         print(f"{args.wheels} wheels, {size / 1e6:.0f} MB, "
               f"{sum(1 for p in out.rglob('*') if p.is_file())} files in the index folder")
 
-        from passlib.apache import HtpasswdFile
+        from passlib.apache import HtpasswdFile  # type: ignore[import-untyped]
 
         users = HtpasswdFile(str(scratch / "htpasswd"), new=True)
         users.set_password("bench", PASSWORD)
@@ -111,6 +112,7 @@ def main() -> None:
             url = f"http://127.0.0.1:{port}/"
             twine = {"TWINE_USERNAME": "bench", "TWINE_PASSWORD": PASSWORD,
                      "PYTHON_KEYRING_BACKEND": "keyring.backends.null.Keyring"}
+            assert s3._server is not None  # started above
             aws = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{s3._server.server_port}",
                    "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
                    "AWS_DEFAULT_REGION": "us-east-1"}

@@ -105,7 +105,8 @@ def scheduled_run(work: Path, matrix: Path, site: Path, run: int,
     """One scheduled run: the build of the cells SITE lacks, merged into SITE."""
     job = work / f"job{run}"
     start = time.perf_counter()
-    new = ["--new", site] if (site / "simple").is_dir() else []  # the first run: no site yet
+    # the first run: no site yet
+    new: list[str | Path] = ["--new", site] if (site / "simple").is_dir() else []
     _, out = factory("build", matrix, *new, "--out", job, *flags, cwd=work)
     factory("index", "--out", site, "--merge", job, cwd=work)
     seconds = time.perf_counter() - start

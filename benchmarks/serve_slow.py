@@ -105,7 +105,8 @@ def main() -> None:
         shapes = {"one address": ["127.0.0.1"] * args.slow,
                   "an address each": [f"127.0.{1 + n // 250}.{1 + n % 250}"
                                       for n in range(args.slow)]}
-        servers = {"now": {}, "before": {"workers": 64, "per_client": None,
+        servers: dict[str, dict[str, object]] = {"now": {}, "before": {
+                                         "workers": 64, "per_client": None,
                                          "header_timeout": 60}}
         print(f"{args.slow} slow connections; another client asks {args.requests} times in "
               f"{args.seconds:.0f} s")

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def timed(argv: list, cwd: Path | None = None) -> float:
+def timed(argv: list[str | Path], cwd: Path | None = None) -> float:
     started = time.perf_counter()
     done = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True)
     if done.returncode != 0:
@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--kernels", default="relu,tinygrad-rms")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    factory = [sys.executable, "-m", "factory"]
+    factory: list[str | Path] = [sys.executable, "-m", "factory"]
 
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
@@ -50,7 +50,7 @@ def main() -> None:
         matrix = root / "matrix.yaml"
         matrix.write_text(f"kernels:\n{entries}torch: [\"2.11\"]\ncuda: {{\"13.0\": {{}}}}\n")
         cache = root / "cache"
-        lock = [*factory, "lock", matrix, "--cache-dir", cache]
+        lock: list[str | Path] = [*factory, "lock", matrix, "--cache-dir", cache]
 
         figures: dict[str, list[float]] = {}
         for _ in range(args.repeat):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from .support.factory import (
     EXAMPLE,
     REPO,
     TEST_CACHE,
+    Result,
     cache_env,
     make_kernel,
     one_cell_matrix,
@@ -41,7 +43,7 @@ os.environ.setdefault("KERNEL_WHEEL_FACTORY_OBJECT_KEY", "the tests' object cach
 
 
 @pytest.fixture
-def kernel_factory(tmp_path):
+def kernel_factory(tmp_path: Path) -> Callable[..., Path]:
     def make(build_toml: str, files: dict[str, str] | None = None, package: str | None = None,
              name: str = "kernel") -> Path:
         return make_kernel(tmp_path / name, build_toml, files, package)
@@ -64,7 +66,8 @@ def factory_cache() -> Path:
 
 
 @pytest.fixture(scope="session")
-def example_build(tmp_path_factory, factory_cache):
+def example_build(tmp_path_factory: pytest.TempPathFactory,
+                  factory_cache: Path) -> tuple[Path, Result]:
     """The shipped example built for the tests' torch (2.11 with CUDA 13.0, sm_90), which the
     tests' cache and their torch environments hold; README.md's own line (the newest torch,
     as matrix.lock pins it) is built by test_build.py."""
@@ -78,19 +81,20 @@ def example_build(tmp_path_factory, factory_cache):
 
 
 @pytest.fixture(scope="session")
-def example_tested(example_build, tmp_path_factory, factory_cache):
+def example_tested(example_build: tuple[Path, Result], tmp_path_factory: pytest.TempPathFactory,
+                   factory_cache: Path) -> tuple[Path, Result]:
     """A copy of the example's output folder after `factory test matrix.yaml` ran on it."""
     import shutil
 
-    out = shutil.copytree(example_build[0], tmp_path_factory.mktemp("tested") / "index",
-                          symlinks=True)
+    out = Path(shutil.copytree(example_build[0], tmp_path_factory.mktemp("tested") / "index",
+                               symlinks=True))
     result = run_factory("test", example_build[0].parent / "matrix.yaml", "--out", out,
                          env=cache_env(factory_cache))
     return out, result
 
 
 @pytest.fixture(scope="session")
-def cuobjdump(factory_cache, tmp_path_factory) -> Path:
+def cuobjdump(factory_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """NVIDIA's cuobjdump, from PyPI (the CUDA 13 toolkit's own package)."""
     from uv import find_uv_bin
 
@@ -103,7 +107,8 @@ def cuobjdump(factory_cache, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def stable_build(tmp_path_factory, factory_cache):
+def stable_build(tmp_path_factory: pytest.TempPathFactory,
+                 factory_cache: Path) -> tuple[Path, Result]:
     """The stable-ABI fixture kernel built for torch 2.11, 2.12 and 2.13: its output folder
     and the build's output."""
     folder = tmp_path_factory.mktemp("stable")
@@ -115,7 +120,7 @@ def stable_build(tmp_path_factory, factory_cache):
 
 
 @pytest.fixture(scope="session")
-def example_wheel(example_build) -> Path:
+def example_wheel(example_build: tuple[Path, Result]) -> Path:
     out, _ = example_build
     wheels = sorted((out / "files").glob("*.whl"))
     assert len(wheels) == 1, wheels
@@ -123,7 +128,7 @@ def example_wheel(example_build) -> Path:
 
 
 @pytest.fixture(scope="session")
-def torch_venv(tmp_path_factory, factory_cache) -> Path:
+def torch_venv(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path) -> Path:
     """A fresh virtual environment with torch 2.11 (from PyPI) and pytest, made with uv."""
     return new_torch_venv(tmp_path_factory.mktemp("venv") / "torch211", factory_cache)
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from .factory import factory_main, snapshot, write
+from .factory import Result, factory_main, snapshot, write
 
 GOOD_KERNEL = """
 [general]
@@ -39,7 +41,8 @@ cuda:
 """
 
 
-def assert_rejected(project, result, expected: str, before: dict) -> None:
+def assert_rejected(project: Path, result: Result, expected: str,
+                    before: dict[str, bytes | None]) -> None:
     assert result.exit == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -50,7 +53,7 @@ def assert_rejected(project, result, expected: str, before: dict) -> None:
 
 
 @pytest.fixture
-def project(tmp_path):
+def project(tmp_path: Path) -> Path:
     """A folder with an output folder that already holds a published file."""
     out = tmp_path / "index"
     write(out / "files" / "published-1.0-py3-none-any.whl", "already here")
@@ -59,13 +62,14 @@ def project(tmp_path):
 
 
 @pytest.fixture
-def factory(project, monkeypatch, capsys):
+def factory(project: Path, monkeypatch: pytest.MonkeyPatch,
+            capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
     """`factory ARGS...` in this process, from the project folder, with a cache of its own
     (which must never be made) and `env` set."""
     monkeypatch.chdir(project)
     monkeypatch.setenv("KERNEL_WHEEL_FACTORY_CACHE", str(project / "cache"))
 
-    def run(*args: str, env: dict[str, str] | None = None):
+    def run(*args: str, env: dict[str, str] | None = None) -> Result:
         for name, value in (env or {}).items():
             monkeypatch.setenv(name, value)
         return factory_main(*args, capsys=capsys)

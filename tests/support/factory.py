@@ -31,7 +31,8 @@ class Result:
     stderr: str
 
 
-def run_factory(*args: str | Path, cwd: Path | None = None, env: dict | None = None) -> Result:
+def run_factory(*args: str | Path, cwd: Path | None = None,
+                env: dict[str, str] | None = None) -> Result:
     """The installed `factory` command, as a user runs it."""
     completed = subprocess.run(
         [sys.executable, "-m", "factory", *[str(a) for a in args]], cwd=cwd,
@@ -110,7 +111,7 @@ def listed_by_cuobjdump(cuobjdump: Path, binary: Path, folder: Path) -> dict[str
     folder.mkdir()
     subprocess.run([cuobjdump, "-xelf", "all", "-xptx", "all", binary], cwd=folder, check=True,
                    capture_output=True)
-    found = {}
+    found: dict[str, int] = {}
     for path in folder.iterdir():  # <name>.<n>.sm_90.cubin, <name>.<n>.sm_90.ptx
         arch = path.name.split(".")[-2].removeprefix("sm_")
         code = f"sm_{arch}" if path.suffix == ".cubin" else f"compute_{arch}"

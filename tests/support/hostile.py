@@ -8,9 +8,10 @@ import os
 import shutil
 import stat
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,11 +31,12 @@ class Case:
     exit: int = 2
     matrix: str | bytes | None = None  # matrix.yaml's text (GOOD_MATRIX when None)
     kernel: str | None = None  # demo/build.toml's text (GOOD_KERNEL when None)
-    setup: Callable[[Path], None] | None = None  # changes to the project folder
+    setup: Callable[[Path], object] | None = None  # changes to the project folder (what it
+    # returns is not used)
     env: tuple[tuple[str, str], ...] = ()
 
 
-def build(expected: str, exit: int = 2, **fields) -> Case:
+def build(expected: str, exit: int = 2, **fields: Any) -> Case:
     return Case(("build", "matrix.yaml"), expected, exit, **fields)
 
 
@@ -56,8 +58,16 @@ def flags(value: str, expected: str, key: str = "cuda-flags") -> Case:
     return kernel(SRC, f"{SRC}\n{key} = {value}", expected)
 
 
-def command(*args: str, expected: str, exit: int = 2, **fields) -> Case:
+def command(*args: str, expected: str, exit: int = 2, **fields: Any) -> Case:
     return Case(tuple(args), expected, exit, **fields)
+
+
+def in_turn(*changes: Callable[[Path], object]) -> Callable[[Path], None]:
+    """A setup made of several changes to the project folder, made in this order."""
+    def setup(folder: Path) -> None:
+        for change in changes:
+            change(folder)
+    return setup
 
 
 def alias_bomb() -> str:
@@ -82,7 +92,7 @@ def renamed_wheelhouse(folder: Path) -> None:
                          "Version: 1.0\n")
 
 
-def replace_with(name: str, make: Callable[[Path], None]) -> Callable[[Path], None]:
+def replace_with(name: str, make: Callable[[Path], object]) -> Callable[[Path], None]:
     def setup(project: Path) -> None:
         path = project / name
         if path.is_dir() and not path.is_symlink():
@@ -583,16 +593,17 @@ CASES: dict[str, Case] = {
         "index", expected="is a link to ../old-site/kept; the factory writes only inside",
         setup=link("index/cu124torch26", "../old-site/kept")),
     "index: files/ links outside": command(
-        "index", expected="is a link to", setup=lambda p: (
-            shutil.move(p / "index" / "files", p / "elsewhere"),
-            os.symlink("../elsewhere", p / "index" / "files"))),
+        "index", expected="is a link to", setup=in_turn(
+            lambda p: shutil.move(p / "index" / "files", p / "elsewhere"),
+            lambda p: os.symlink("../elsewhere", p / "index" / "files"))),
     "index --merge: files/ links outside": command(
         "index", "--merge", "merged", expected="is a link to ../old-site/files",
-        setup=lambda p: (
-            shutil.copytree(p / "index", p / "merged"),
-            make_wheel(p / "merged" / "files", "extra", "1.0.0+cu130torch211"),
-            (p / "old-site").mkdir(), shutil.move(p / "index" / "files", p / "old-site"),
-            os.symlink("../old-site/files", p / "index" / "files"))),
+        setup=in_turn(
+            lambda p: shutil.copytree(p / "index", p / "merged"),
+            lambda p: make_wheel(p / "merged" / "files", "extra", "1.0.0+cu130torch211"),
+            lambda p: (p / "old-site").mkdir(),
+            lambda p: shutil.move(p / "index" / "files", p / "old-site"),
+            lambda p: os.symlink("../old-site/files", p / "index" / "files"))),
     "index --merge: a job's wheel that no build of it published": command(
         "index", "--merge", "job", "--out", "site", exit=1,
         expected="stray-9.9-cp39-abi3-linux_x86_64.whl: no build of job published it (its "
@@ -611,17 +622,17 @@ CASES: dict[str, Case] = {
     "init --github through a .github that links outside": command(
         "init", "demo", "--github", expected="demo/.github: --github: is a link to "
         "../old-site/kept; the factory writes only inside the kernel's folder",
-        setup=lambda p: ((p / "old-site" / "kept").mkdir(parents=True),
-                         os.symlink("../old-site/kept", p / "demo" / ".github"))),
+        setup=in_turn(lambda p: (p / "old-site" / "kept").mkdir(parents=True),
+                      lambda p: os.symlink("../old-site/kept", p / "demo" / ".github"))),
     "publish a folder holding a wheel its index does not record": command(
         "publish", "index", "--repository-url", "http://127.0.0.1:9/", exit=1,
         expected="stray-9.9-cp39-abi3-linux_x86_64.whl: the index of index does not record it; "
                  "nothing was uploaded",
         setup=lambda p: make_wheel(p / "index" / "files", "stray", "9.9")),
     "index: .factory links outside": command(
-        "index", expected="is a link to", setup=lambda p: (
-            shutil.move(p / "index" / ".factory", p / "private"),
-            os.symlink("../private", p / "index" / ".factory"))),
+        "index", expected="is a link to", setup=in_turn(
+            lambda p: shutil.move(p / "index" / ".factory", p / "private"),
+            lambda p: os.symlink("../private", p / "index" / ".factory"))),
     "build: a dangling link where a project folder goes": command(
         "build", "matrix.yaml", expected="is a link to ../../../old-site/kept",
         setup=link("index/simple/img2gray", "../../../old-site/kept")),
@@ -796,7 +807,7 @@ if AS_ROOT:
              if "read-only" not in name and "unreadable" not in name}
 
 
-def _edit_manifest(project: Path, edit: Callable[[dict], object]) -> None:
+def _edit_manifest(project: Path, edit: Callable[[dict[str, Any]], object]) -> None:
     import json
 
     path = project / "index" / ".factory" / "manifest.json"
@@ -806,7 +817,7 @@ def _edit_manifest(project: Path, edit: Callable[[dict], object]) -> None:
 
 
 @pytest.fixture(scope="session")
-def published_index(tmp_path_factory) -> Path:
+def published_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An output folder with a real index of small wheels, made once and copied per case."""
     out = small_index_files(tmp_path_factory.mktemp("hostile") / "index")
     update_index(out)
@@ -814,7 +825,8 @@ def published_index(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def hostile_project(tmp_path, published_index, monkeypatch):
+def hostile_project(tmp_path: Path, published_index: Path,
+                    monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     shutil.copytree(published_index, tmp_path / "index", symlinks=True)
     make_kernel(tmp_path / "demo", GOOD_KERNEL, SOURCES, package="demo")
     write(tmp_path / "matrix.yaml", GOOD_MATRIX)

@@ -27,14 +27,14 @@ class HubRepos:
     def __init__(self, repos: dict[str, Path]) -> None:
         self.repos = repos  # repo id -> a git repository
 
-    def git(self, repo: str, *args: str) -> subprocess.CompletedProcess:
+    def git(self, repo: str, *args: str) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(["git", "-C", str(self.repos[repo]), *args], capture_output=True)
 
     def commit(self, repo: str, revision: str) -> str | None:
         for name in (revision, f"refs/heads/{revision}", f"refs/tags/{revision}"):
             done = self.git(repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
             if done.returncode == 0:
-                return done.stdout.decode().strip()
+                return str(done.stdout.decode().strip())
         return None
 
     def files(self, repo: str, commit: str) -> list[tuple[str, str, int]]:
@@ -74,7 +74,7 @@ class HubRepos:
             git("update-ref", ref, commit)
         return commit
 
-    def refs(self, repo: str, prefix: str) -> list[dict]:
+    def refs(self, repo: str, prefix: str) -> list[dict[str, str]]:
         done = self.git(repo, "for-each-ref", "--format=%(refname) %(*objectname) %(objectname)",
                         prefix)
         refs = []
@@ -99,7 +99,7 @@ def serve(repos: dict[str, Path], write_token: str | None = None,
     requests: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:
+        def log_message(self, *args: object) -> None:
             pass
 
         def do_HEAD(self) -> None:
@@ -126,7 +126,7 @@ def serve(repos: dict[str, Path], write_token: str | None = None,
                                  False)
             if rest[0] == "preupload":
                 files = json.loads(body)["files"]
-                answer = {"files": [{"path": f["path"], "uploadMode": "regular",
+                answer: dict[str, object] = {"files": [{"path": f["path"], "uploadMode": "regular",
                                      "shouldIgnore": False} for f in files]}
                 return self.send(200, json.dumps(answer).encode(),
                                  {"Content-Type": "application/json"}, False)
@@ -166,7 +166,7 @@ def serve(repos: dict[str, Path], write_token: str | None = None,
             if repo not in hub.repos:
                 return self.fail("RepoNotFound", f"Repository {repo} not found", head)
             if api and rest == ["refs"]:
-                body = {"branches": hub.refs(repo, "refs/heads/"),
+                body: object = {"branches": hub.refs(repo, "refs/heads/"),
                         "tags": hub.refs(repo, "refs/tags/"), "converts": []}
                 return self.send(200, json.dumps(body).encode(),
                                  {"Content-Type": "application/json"}, head)
@@ -194,10 +194,12 @@ def serve(repos: dict[str, Path], write_token: str | None = None,
                         return self.fail("EntryNotFound", f"{folder} does not exist", head)
                 folders = sorted(f for f in {str(Path(name).parent) for name, _, _ in files}
                                  if f != "." and (not folder or f.startswith(folder + "/")))
-                body = [{"type": "directory", "oid": "0" * 40, "size": 0, "path": folder}
-                        for folder in folders]
-                body += [{"type": "file", "oid": oid, "size": size, "path": name}
-                         for name, oid, size in files]
+                listed: list[dict[str, object]] = [
+                    {"type": "directory", "oid": "0" * 40, "size": 0, "path": folder}
+                    for folder in folders]
+                listed += [{"type": "file", "oid": oid, "size": size, "path": name}
+                           for name, oid, size in files]
+                body = listed
                 return self.send(200, json.dumps(body).encode(),
                                  {"Content-Type": "application/json"}, head)
             wanted = "/".join(rest[2:])

@@ -9,11 +9,12 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from .factory import write
 
 
-def uv(*args, cache: Path, **kwargs) -> subprocess.CompletedProcess:
+def uv(*args: str | Path, cache: Path, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     from uv import find_uv_bin
 
     env = {**os.environ, "UV_CACHE_DIR": str(cache / "uv")}
@@ -91,7 +92,7 @@ def read_dist_info(wheel: Path, name: str) -> str:
         return archive.read(member).decode()
 
 
-def run_example(venv: Path, wheel: Path, tmp_path: Path) -> dict:
+def run_example(venv: Path, wheel: Path, tmp_path: Path) -> dict[str, Any]:
     """Install an img2gray wheel into a torch venv and run its op three ways on images of four
     shapes against a reference computed with torch; what the run reports."""
     pip_install(venv, wheel)
@@ -117,4 +118,6 @@ def run_example(venv: Path, wheel: Path, tmp_path: Path) -> dict:
         print(json.dumps({"namespace": namespace, "results": results, "torch": torch.__version__,
                           "location": img2gray.__file__}))
     """)
-    return json.loads(venv_python(venv, str(script), cwd=tmp_path).splitlines()[-1])
+    found: dict[str, Any] = json.loads(venv_python(venv, str(script),
+                                                   cwd=tmp_path).splitlines()[-1])
+    return found

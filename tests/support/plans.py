@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import cast
 
 from factory.config.buildtoml import read_build_toml
 from factory.config.matrix import load_matrix
 from factory.defaults import host_platform
 from factory.plan.cells import make_plan
-from factory.plan.model import Kernel
+from factory.plan.model import Kernel, Plan
 from factory.sources.tree import resolve_path_source
 from factory.toolchain import Toolchain
 from factory.toolchain.cuda import CudaToolkit
@@ -40,25 +41,28 @@ src = ["k.cu"]
 """
 
 
-def kernel(tmp_path, name="demo", backends='["cuda"]', torch_bounds="", caps="",
-           cuda_bounds=""):
+def kernel(tmp_path: Path, name: str = "demo", backends: str = '["cuda"]',
+           torch_bounds: str = "", caps: str = "", cuda_bounds: str = "") -> Path:
     text = KERNEL.format(name=name, backends=backends, torch_bounds=torch_bounds, caps=caps,
                          cuda_bounds=cuda_bounds)
     return make_kernel(tmp_path / name, text, {"b.cpp": "", "k.cu": ""},
                        package=name.replace("-", "_"))
 
 
-def plan_for(tmp_path, matrix_text: str, host: str | None = "this machine"):
+def plan_for(tmp_path: Path, matrix_text: str, host: str | None = "this machine") -> Plan:
     """The plan of the matrix `matrix_text` on a machine of platform `host` (default: this
     one's; None: a CI plan)."""
     path = write(tmp_path / "matrix.yaml", matrix_text)
     matrix = load_matrix(path)
-    kernels = [Kernel(e, resolve_path_source(e.source.folder),
-                      read_build_toml(e.source.folder), e.version) for e in matrix.kernels]
+    kernels = []
+    for entry in matrix.kernels:  # path: kernels, each read as the loader reads it
+        folder = cast(Path, entry.source.folder)
+        kernels.append(Kernel(entry, resolve_path_source(folder), read_build_toml(folder),
+                              cast(str, entry.version)))
     return make_plan(matrix, kernels, host_platform() if host == "this machine" else host)
 
 
-def demo_plan(tmp_path):
+def demo_plan(tmp_path: Path) -> Plan:
     """The plan of one cell (torch 2.11, CUDA 13.0, sm_90) of a demo kernel made in tmp_path."""
     kernel(tmp_path)
     return plan_for(tmp_path, """
@@ -123,14 +127,15 @@ label: "cu{{cuda}}pt{{torch}}"
 """
 
 
-def starter_kernel(tmp_path, name="blend", torch="", capabilities="", backends='["cuda"]'):
+def starter_kernel(tmp_path: Path, name: str = "blend", torch: str = "", capabilities: str = "",
+                   backends: str = '["cuda"]') -> Path:
     text = CUDA_KERNEL.format(name=name, torch=torch, capabilities=capabilities)
     return make_kernel(tmp_path / name, text.replace('backends = ["cuda"]',
                                                      f"backends = {backends}"),
                        {"torch-ext/torch_binding.cpp": "", f"csrc/{name}.cu": ""}, name)
 
 
-def setup_py_project(root, limited: str = "", pyproject: str | None = None):
+def setup_py_project(root: Path, limited: str = "", pyproject: str | None = None) -> Path:
     write(root / "setup.py", SETUP.format(limited=limited))
     if pyproject is not None:
         write(root / "pyproject.toml", pyproject)

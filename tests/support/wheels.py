@@ -6,6 +6,7 @@ import hashlib
 import json
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urljoin
 
 from packaging.tags import parse_tag
@@ -37,14 +38,14 @@ class Links(HTMLParser):
         self.meta: dict[str, str | None] = {}
         self.texts: list[str] = []
 
-    def handle_starttag(self, tag, attrs):
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "a":
             self.anchors.append(dict(attrs))
         if tag == "meta":
             attributes = dict(attrs)
             self.meta[attributes.get("name") or ""] = attributes.get("content")
 
-    def handle_data(self, data):
+    def handle_data(self, data: str) -> None:
         if self.anchors and data.strip():
             self.texts.append(data.strip())
 
@@ -61,7 +62,7 @@ def check_page_links(out: Path, page: Path) -> list[str]:
     problems = []
     base = "file://" + str(page.parent) + "/"
     for anchor in parse(page).anchors:
-        url, _, fragment = anchor["href"].partition("#sha256=")
+        url, _, fragment = str(anchor["href"]).partition("#sha256=")
         target = Path(unquote(urljoin(base, url).removeprefix("file://")))
         if not target.is_file():
             problems.append(f"{page}: links missing {target}")
@@ -69,7 +70,7 @@ def check_page_links(out: Path, page: Path) -> list[str]:
         if hashlib.sha256(target.read_bytes()).hexdigest() != fragment:
             problems.append(f"{page}: hash of {target.name} does not match")
         metadata = target.with_name(target.name + ".metadata")
-        expected = anchor.get("data-core-metadata", "").removeprefix("sha256=")
+        expected = (anchor.get("data-core-metadata") or "").removeprefix("sha256=")
         if not metadata.is_file() or hashlib.sha256(metadata.read_bytes()).hexdigest() != expected:
             problems.append(f"{page}: metadata of {target.name} missing or wrong")
     return problems
@@ -103,7 +104,7 @@ def index_problems(out: Path) -> list[str]:
     for root in out.rglob("simple/index.html"):
         for anchor in parse(root).anchors:
             for name in ("index.html", "index.json"):
-                if not (root.parent / unquote(anchor["href"]) / name).is_file():
+                if not (root.parent / unquote(str(anchor["href"])) / name).is_file():
                     problems.append(f"{root} links {anchor['href']}, which has no {name}")
     return problems
 
@@ -145,11 +146,11 @@ SO = SharedObject(
     manylinux_glibc=(2, 17), abi3=Abi3Verdict(True, "3.9", "3.9", (), ()))
 
 
-def report(name: str = NAME, **changes) -> WheelReport:
+def report(name: str = NAME, **changes: Any) -> WheelReport:
     wheel = WheelFile(filename=name, name="img2gray", version="1.0.0+cu130torch211",
                       label="cu130torch211", tags=parse_tag(name[:-4].split("-", 2)[2]),
                       sha256="0" * 64, size=1, metadata=b"Name: img2gray\n", provenance=None)
-    fields = {"wheel": wheel, "metadata_name": "img2gray",
+    fields: dict[str, Any] = {"wheel": wheel, "metadata_name": "img2gray",
               "metadata_version": "1.0.0+cu130torch211", "requires_python": ">=3.9",
               "requires": ("torch==2.11.*",), "torch_requirement": "==2.11.*",
               "wheel_tags": ("cp39-abi3-manylinux_2_28_x86_64",), "files": (SO.path,),

