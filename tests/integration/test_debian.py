@@ -130,12 +130,16 @@ def new_key(home: Path, user: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> tuple[Path, Path, Path]:
-    """The archive's key (its home and keyring) and a stranger's home."""
+def keys(tmp_path_factory) -> Iterator[tuple[Path, Path, Path]]:
+    """The archive's key (its home and keyring) and a stranger's home; the agents gpg started
+    for them are stopped after the module's tests."""
     folder = tmp_path_factory.mktemp("keys")
     keyring = new_key(folder / "archive", "Test Archive <archive@example.invalid>")
     new_key(folder / "stranger", "Stranger <stranger@example.invalid>")
-    return folder / "archive", keyring, folder / "stranger"
+    yield folder / "archive", keyring, folder / "stranger"
+    for home in ("archive", "stranger"):
+        subprocess.run([debian_package("gpg", "gpgconf"), "--homedir", str(folder / home),
+                        "--kill", "gpg-agent"], capture_output=True, timeout=60, check=False)
 
 
 GENUINE = {
