@@ -54,7 +54,7 @@ def kernel_repo(tmp_path: Path, example: str, *init: str) -> tuple[Path, str]:
 
 
 def test_init_writes_a_caller_actionlint_accepts_whose_workflow_builds_the_example(
-        tmp_path, factory_cache, actionlint):
+        tmp_path: Path, factory_cache: Path, actionlint: list[str]) -> None:
     repo, said = kernel_repo(tmp_path, "img2gray", "--torch", "2.11", "--sms", "9.0",
                              "--github")
     assert said.splitlines()[0] == "wrote matrix.yaml: img2gray, torch 2.11, 1 cell(s)"
@@ -122,7 +122,7 @@ def test_init_writes_a_caller_actionlint_accepts_whose_workflow_builds_the_examp
 
 
 def test_the_action_installs_the_factory_builds_an_init_matrix_and_publishes(
-        tmp_path, factory_cache):
+        tmp_path: Path, factory_cache: Path) -> None:
     """A setup.py project: init writes its matrix for this machine's CPython; the action's
     steps install the factory from the action's folder into a fresh environment (standing for
     setup-python's), build, and publish to a folder."""

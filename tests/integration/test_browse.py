@@ -3,6 +3,13 @@ index served by `factory serve`, at a phone's width."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ..support.factory import Result
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
 import json
 import shutil
 import time
@@ -23,7 +30,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.network]
 
 
 @pytest.fixture(scope="module")
-def site(example_tested):
+def site(example_tested: tuple[Path, Result]):
     with serving(example_tested[0]) as url:
         yield url
 
@@ -34,8 +41,8 @@ def site(example_tested):
 
 
 
-def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser, site,
-                                                                      example_tested):
+def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser: Browser, site,
+        example_tested: tuple[Path, Result]) -> None:
     page, errors = open_page(browser, site)
     page.select_option("#package", "img2gray")
     page.select_option("#torch", "2.11")
@@ -82,7 +89,8 @@ def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser, si
     assert errors == []
 
 
-def test_a_deep_link_selects_and_shows_and_detect_clears_what_no_longer_applies(browser, site):
+def test_a_deep_link_selects_and_shows_and_detect_clears_what_no_longer_applies(browser: Browser,
+        site) -> None:
     page, errors = open_page(browser, site + "#package=img2gray&torch=2.11&cuda=13.0")
     assert page.input_value("#torch") == "2.11" and page.input_value("#cuda") == "13.0"
     assert page.text_content("#pip-command").endswith("/cu130torch211/simple/")
@@ -112,7 +120,8 @@ def test_a_deep_link_selects_and_shows_and_detect_clears_what_no_longer_applies(
     assert errors == []
 
 
-def edited_index(example_tested, tmp_path: Path, edit: Callable[[dict], None]) -> Path:
+def edited_index(example_tested: tuple[Path, Result], tmp_path: Path,
+                 edit: Callable[[dict], None]) -> Path:
     """A copy of the example's output folder whose cell records `edit` changed, indexed
     again."""
     out = shutil.copytree(example_tested[0], tmp_path / "index", symlinks=True)
@@ -124,14 +133,16 @@ def edited_index(example_tested, tmp_path: Path, edit: Callable[[dict], None]) -
     return out
 
 
-def shown_proof(browser, url: str) -> tuple[object, list[str], str]:
+def shown_proof(browser: Browser, url: str) -> tuple[object, list[str], str]:
     """The page of the example's cell, its errors and the text of its proof."""
     page, errors = open_page(browser, url + "#package=img2gray&torch=2.11&cuda=13.0")
     page.wait_for_selector("#facts .proof")
     return page, errors, page.text_content("#facts .proof")
 
 
-def test_what_the_index_records_is_shown_as_text_never_run(browser, example_tested, tmp_path):
+def test_what_the_index_records_is_shown_as_text_never_run(browser: Browser,
+                                                           example_tested: tuple[Path, Result],
+                                                           tmp_path: Path) -> None:
     """The browse page takes every value of its data as text: markup in a cell's recorded
     test choice, op name or reason (a hostile matrix or kernel could put it there) is shown,
     never parsed, and nothing runs; the chosen tests are shown beside the counts."""
@@ -153,7 +164,8 @@ def test_what_the_index_records_is_shown_as_text_never_run(browser, example_test
         assert errors == []
 
 
-def test_every_missing_cell_says_why(browser, example_tested, tmp_path):
+def test_every_missing_cell_says_why(browser: Browser, example_tested: tuple[Path, Result],
+                                     tmp_path: Path) -> None:
     """A cell the build skipped gives its reason, a failed one its error, and a torch x CUDA
     pair the matrix never listed says it was not requested, in the grid and in the helper."""
     def edit(cells: dict) -> None:
@@ -188,8 +200,8 @@ def test_every_missing_cell_says_why(browser, example_tested, tmp_path):
         assert errors == []
 
 
-def test_the_verdict_of_the_kernels_own_tests_is_shown_with_its_reason(browser, example_tested,
-                                                                       tmp_path):
+def test_the_verdict_of_the_kernels_own_tests_is_shown_with_its_reason(browser: Browser,
+        example_tested: tuple[Path, Result], tmp_path: Path) -> None:
     """A published wheel its tests could not prove says untested and why; a cell held back
     because its tests are required says so in the grid."""
     reason = "pytest cannot be had offline: uv's cache does not hold it"
@@ -216,12 +228,12 @@ def test_the_verdict_of_the_kernels_own_tests_is_shown_with_its_reason(browser, 
 
 
 @pytest.fixture(scope="module")
-def stable_site(stable_build):
+def stable_site(stable_build: tuple[Path, Result]):
     with serving(stable_build[0]) as url:
         yield url
 
 
-def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser, stable_site):
+def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser: Browser, stable_site) -> None:
     """One wheel in three cells: each cell says so, the wheel names the cells it serves, and
     the helper gives the index of the chosen torch."""
     page, errors = open_page(browser, stable_site + "#package=stable-kernel&torch=2.13&cuda=13.0")

@@ -29,6 +29,7 @@ from ..support.factory import (
     EXAMPLE_WHEEL,
     FIXTURES,
     REPO,
+    Result,
     cache_env,
     root_label,
     run_factory,
@@ -70,7 +71,8 @@ def gpu_functions(shared_object: Path) -> dict[tuple[str, str], set[str]]:
 
 # ---- the shipped example -----------------------------------------------------------------------
 
-def test_the_readme_build_line_builds_the_torch_release_the_lock_pins(tmp_path, factory_cache):
+def test_the_readme_build_line_builds_the_torch_release_the_lock_pins(tmp_path: Path,
+        factory_cache: Path) -> None:
     """`factory build matrix.yaml --locked` from the repo: the release matrix.lock pins (the
     newest on PyPI when it was written), with the CUDA version that torch was built with."""
     (torch,) = tomllib.loads((REPO / "matrix.lock").read_text())["torch"]
@@ -90,7 +92,7 @@ def test_the_readme_build_line_builds_the_torch_release_the_lock_pins(tmp_path, 
     assert provenance["toolchain"]["nvcc"].startswith(f"{torch['cuda']}.")
 
 
-def test_example_wheel_name_tags_and_metadata(example_wheel):
+def test_example_wheel_name_tags_and_metadata(example_wheel: Path) -> None:
     assert EXAMPLE_WHEEL.fullmatch(example_wheel.name), example_wheel.name
     _, version, _, tags = parse_wheel_filename(example_wheel.name)
     metadata = read_dist_info(example_wheel, "METADATA")
@@ -101,7 +103,7 @@ def test_example_wheel_name_tags_and_metadata(example_wheel):
     assert f"Tag: {next(iter(tags))}" in read_dist_info(example_wheel, "WHEEL")
 
 
-def test_example_auditwheel_policy_and_dependencies(example_wheel, tmp_path):
+def test_example_auditwheel_policy_and_dependencies(example_wheel: Path, tmp_path: Path) -> None:
     shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", example_wheel],
                            capture_output=True, text=True)
     text = " ".join(shown.stdout.split())
@@ -119,7 +121,8 @@ def test_example_auditwheel_policy_and_dependencies(example_wheel, tmp_path):
     assert not [lib for lib in libraries if "python" in lib]
 
 
-def test_example_holds_sass_for_the_cell_and_ptx_for_the_newest(example_wheel, tmp_path):
+def test_example_holds_sass_for_the_cell_and_ptx_for_the_newest(example_wheel: Path,
+        tmp_path: Path) -> None:
     with zipfile.ZipFile(example_wheel) as archive:
         archive.extractall(tmp_path)
     (so,) = (tmp_path / "img2gray").glob("_img2gray_*.abi3.so")
@@ -128,7 +131,8 @@ def test_example_holds_sass_for_the_cell_and_ptx_for_the_newest(example_wheel, t
     assert set(listing) == {("sass", "sm_90"), ("ptx", "sm_90")}
 
 
-def test_example_installs_and_runs_with_torch_211(example_wheel, torch_venv, tmp_path):
+def test_example_installs_and_runs_with_torch_211(example_wheel: Path, torch_venv: Path,
+                                                  tmp_path: Path) -> None:
     before = venv_python(torch_venv, "-m", "pip", "freeze")
     report = run_example(torch_venv, example_wheel, tmp_path)
     after = venv_python(torch_venv, "-m", "pip", "freeze")
@@ -143,7 +147,8 @@ def test_example_installs_and_runs_with_torch_211(example_wheel, torch_venv, tmp
     assert re.fullmatch(r"_img2gray_[0-9a-f]{7}", report["namespace"])
 
 
-def test_example_passes_its_own_tests(example_wheel, torch_venv, tmp_path):
+def test_example_passes_its_own_tests(example_wheel: Path, torch_venv: Path,
+                                      tmp_path: Path) -> None:
     pip_install(torch_venv, example_wheel)
     tests = shutil.copytree(EXAMPLE / "tests", tmp_path / "tests")
     output = venv_python(torch_venv, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests),
@@ -151,7 +156,8 @@ def test_example_passes_its_own_tests(example_wheel, torch_venv, tmp_path):
     assert re.search(r"\b(\d+) passed", output) and "failed" not in output
 
 
-def test_running_again_rebuilds_nothing(example_build, example_wheel, factory_cache):
+def test_running_again_rebuilds_nothing(example_build: tuple[Path, Result], example_wheel: Path,
+                                        factory_cache: Path) -> None:
     out, first = example_build
     stamp = (example_wheel.stat().st_mtime_ns, example_wheel.read_bytes())
     again = run_factory("build", out.parent / "matrix.yaml", "--out", out,
@@ -169,7 +175,7 @@ def test_running_again_rebuilds_nothing(example_build, example_wheel, factory_ca
 # ---- the multi-kernel and pure-Python fixtures -------------------------------------------------
 
 @pytest.fixture(scope="session")
-def fixtures_build(tmp_path_factory, factory_cache):
+def fixtures_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
     root = tmp_path_factory.mktemp("fixtures")
     write(root / "matrix.yaml", f"""
         kernels:
@@ -187,7 +193,8 @@ def fixtures_build(tmp_path_factory, factory_cache):
     return root / "index"
 
 
-def test_each_kernel_section_gets_the_sms_kernel_builder_predicts(fixtures_build, tmp_path):
+def test_each_kernel_section_gets_the_sms_kernel_builder_predicts(fixtures_build,
+        tmp_path: Path) -> None:
     (wheel,) = (fixtures_build / "files").glob("multikernel-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(tmp_path)
@@ -212,7 +219,8 @@ def test_each_kernel_section_gets_the_sms_kernel_builder_predicts(fixtures_build
         "compute_90", "sm_80", "sm_86", "sm_90", "sm_90a", "sm_100"]
 
 
-def test_flags_sections_and_generated_files(fixtures_build, torch_venv, tmp_path):
+def test_flags_sections_and_generated_files(fixtures_build, torch_venv: Path,
+                                            tmp_path: Path) -> None:
     (wheel,) = (fixtures_build / "files").glob("multikernel-*.whl")
     log = (fixtures_build / "logs" / "multikernel-cu130torch211-x86_64.log").read_text()
     # The skipped and the CPU sections were never compiled (their sources #error out).
@@ -242,7 +250,7 @@ def test_flags_sections_and_generated_files(fixtures_build, torch_venv, tmp_path
         zipfile.ZipFile(wheel).namelist())
 
 
-def test_pure_python_kernel(fixtures_build, torch_venv, tmp_path):
+def test_pure_python_kernel(fixtures_build, torch_venv: Path, tmp_path: Path) -> None:
     (wheel,) = (fixtures_build / "files").glob("noarch_kernel-*.whl")
     assert wheel.name == "noarch_kernel-2.0.0-py3-none-any.whl"
     metadata = read_dist_info(wheel, "METADATA")
@@ -269,7 +277,7 @@ def test_pure_python_kernel(fixtures_build, torch_venv, tmp_path):
 
 # ---- failures and published files --------------------------------------------------------------
 
-def test_a_failed_cell_does_not_stop_the_others(tmp_path, factory_cache):
+def test_a_failed_cell_does_not_stop_the_others(tmp_path: Path, factory_cache: Path) -> None:
     broken = shutil.copytree(EXAMPLE, tmp_path / "img2gray")
     (broken / "csrc" / "img2gray.cu").write_text("this is not CUDA\n")
     write(tmp_path / "matrix.yaml", f"""
@@ -296,7 +304,7 @@ def test_a_failed_cell_does_not_stop_the_others(tmp_path, factory_cache):
     assert "FAILED: compiling csrc/img2gray.cu failed" in log
 
 
-def test_published_files_are_immutable(tmp_path, factory_cache):
+def test_published_files_are_immutable(tmp_path: Path, factory_cache: Path) -> None:
     kernel = shutil.copytree(FIXTURES / "noarch-kernel", tmp_path / "noarch-kernel")
     write(tmp_path / "matrix.yaml", """
         kernels: [{path: noarch-kernel, version: 2.0.0}]
@@ -321,7 +329,7 @@ def test_published_files_are_immutable(tmp_path, factory_cache):
     assert b"CHANGED = True" in zipfile.ZipFile(wheel).read("noarch_kernel/__init__.py")
 
 
-def test_cells_build_in_parallel_with_jobs(tmp_path, factory_cache):
+def test_cells_build_in_parallel_with_jobs(tmp_path: Path, factory_cache: Path) -> None:
     for name in ("first", "second"):
         kernel = shutil.copytree(FIXTURES / "noarch-kernel", tmp_path / name)
         build_toml = kernel / "build.toml"

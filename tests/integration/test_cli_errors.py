@@ -199,7 +199,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input(project, factory, case):
+def test_bad_input(project, factory, case) -> None:
     matrix, build_toml, expected = CASES[case]
     make_kernel(project / "demo", build_toml, SOURCES, package="demo")
     write(project / "matrix.yaml", matrix)
@@ -260,7 +260,7 @@ def test_bad_input(project, factory, case):
      "gone-1.0-py3-none-any.whl: no such wheel"),
     (["verify", "matrix.yaml", "--build-root", "/tmp/x"], "matrix.yaml: not a .whl file"),
 ])
-def test_bad_arguments(project, factory, args, expected):
+def test_bad_arguments(project, factory, args, expected) -> None:
     make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
     write(project / "matrix.yaml", GOOD_MATRIX)
     before = snapshot(project / "index")
@@ -268,7 +268,7 @@ def test_bad_arguments(project, factory, args, expected):
 
 
 @pytest.mark.parametrize("where", ["--runner", "matrix"])
-def test_docker_runner_without_a_daemon(project, factory, where):
+def test_docker_runner_without_a_daemon(project, factory, where) -> None:
     make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
     write(project / "matrix.yaml", GOOD_MATRIX + ("runner: docker\n" if where == "matrix" else ""))
     before = snapshot(project / "index")

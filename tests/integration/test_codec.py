@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +23,7 @@ def round_trip(cell):
                             cell.spec.build_toml)
 
 
-def test_every_cell_of_a_plan_survives_its_record(tmp_path):
+def test_every_cell_of_a_plan_survives_its_record(tmp_path: Path) -> None:
     plan = plan_for(tmp_path, MATRIX)
     assert len(plan.cells) == 3  # two torch versions of multikernel, one noarch wheel
     for cell in plan.cells:
@@ -36,7 +37,7 @@ def test_every_cell_of_a_plan_survives_its_record(tmp_path):
             cell.sms, cell.sections, cell.units, cell.gpu_code)
 
 
-def test_the_record_holds_what_the_gates_check(tmp_path):
+def test_the_record_holds_what_the_gates_check(tmp_path: Path) -> None:
     cell = next(c for c in plan_for(tmp_path, MATRIX).cells if c.torch is not None)
     record = cell_record(cell)
     assert record["label"] == "cu130pt211" and record["label_template"] == "cu{cuda}pt{torch}"
@@ -45,7 +46,7 @@ def test_the_record_holds_what_the_gates_check(tmp_path):
     assert record["gpu_code"] == ["compute_90", "sm_100", "sm_80", "sm_86", "sm_90", "sm_90a"]
 
 
-def test_a_record_that_no_longer_fits_the_source_is_refused(tmp_path):
+def test_a_record_that_no_longer_fits_the_source_is_refused(tmp_path: Path) -> None:
     cell = next(c for c in plan_for(tmp_path, MATRIX).cells if c.torch is not None)
     record = cell_record(cell)
     narrow = shutil.copytree(cell.source.root, tmp_path / "narrow")

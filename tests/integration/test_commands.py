@@ -23,20 +23,20 @@ from factory.toolchain.cuda import provide_cuda
 from ..support.plans import MATRIX, TOOLCHAIN, demo_plan, plan_for
 
 
-def jobs_by_source(tmp_path, threads=1):
+def jobs_by_source(tmp_path: Path, threads=1):
     cell = next(c for c in plan_for(tmp_path, MATRIX).cells if str(c.torch) == "2.11")
     jobs = compile_jobs(cell, TOOLCHAIN, Path("/build"))
     return cell, {job.source: job.command(threads) for job in jobs}
 
 
-def test_every_unit_but_headers_and_skipped_sections_is_compiled(tmp_path):
+def test_every_unit_but_headers_and_skipped_sections_is_compiled(tmp_path: Path) -> None:
     _, jobs = jobs_by_source(tmp_path)
     assert sorted(jobs) == ["arch/arch.cu", "blackwell/blackwell.cu", "offset/offset.cu",
                             "offset/offset_host.cpp", "scale/scale.cu",
                             "torch-ext/torch_binding.cpp"]
 
 
-def test_each_section_gets_its_archs_and_its_own_flags(tmp_path):
+def test_each_section_gets_its_archs_and_its_own_flags(tmp_path: Path) -> None:
     cell, jobs = jobs_by_source(tmp_path)
     scale, offset, arch = jobs["scale/scale.cu"], jobs["offset/offset.cu"], jobs["arch/arch.cu"]
     assert [a for a in scale if a.startswith("-gencode")] == [
@@ -59,7 +59,8 @@ def test_each_section_gets_its_archs_and_its_own_flags(tmp_path):
         assert "-MD" in argv and depfile == argv[argv.index("-o") + 1].removesuffix(".o") + ".d"
 
 
-def test_nvcc_keeps_its_intermediates_beside_the_object_and_splits_its_threads(tmp_path):
+def test_nvcc_keeps_its_intermediates_beside_the_object_and_splits_its_threads(
+        tmp_path: Path) -> None:
     _, one = jobs_by_source(tmp_path, threads=1)
     _, many = jobs_by_source(tmp_path, threads=16)
     scale = many["scale/scale.cu"]
@@ -74,7 +75,7 @@ def test_nvcc_keeps_its_intermediates_beside_the_object_and_splits_its_threads(t
     assert [a for a in scale if not a.startswith("--threads")] == one["scale/scale.cu"]
 
 
-def test_units_get_the_flags_a_kernel_builder_build_gets(tmp_path):
+def test_units_get_the_flags_a_kernel_builder_build_gets(tmp_path: Path) -> None:
     _, jobs = jobs_by_source(tmp_path)
     scale, host = jobs["scale/scale.cu"], jobs["offset/offset_host.cpp"]
     flags = list(nvcc_flags())
@@ -89,7 +90,7 @@ def test_units_get_the_flags_a_kernel_builder_build_gets(tmp_path):
     assert not set(flags) & set(host)
 
 
-def test_each_unit_seeds_the_compilers_names_with_its_own_path(tmp_path):
+def test_each_unit_seeds_the_compilers_names_with_its_own_path(tmp_path: Path) -> None:
     _, plain = jobs_by_source(tmp_path / "plain")
     assert not any(arg.startswith("-frandom-seed") for arg in plain["scale/scale.cu"])
     assert "-frandom-seed=offset/offset_host.cpp" in plain["offset/offset_host.cpp"]
@@ -113,7 +114,7 @@ template __global__ void pair<3>(int*);
 
 
 @pytest.mark.slow
-def test_a_unit_compiled_twice_gives_the_same_bytes(tmp_path, factory_cache):
+def test_a_unit_compiled_twice_gives_the_same_bytes(tmp_path: Path, factory_cache: Path) -> None:
     """libcu++'s `ignore` lives in an unnamed namespace, which cudafe names after its own
     process id unless the unit seeds it: two runs of one command gave two objects."""
     cell = demo_plan(tmp_path / "plan").cells[0]
@@ -135,7 +136,7 @@ def test_a_unit_compiled_twice_gives_the_same_bytes(tmp_path, factory_cache):
 
 
 @pytest.mark.slow
-def test_the_nvcc_flags_are_those_torchs_own_files_add(torch_venv):
+def test_the_nvcc_flags_are_those_torchs_own_files_add(torch_venv: Path) -> None:
     """factory/data/torch.toml against the torch the tests install: what its CMake config
     appends to CUDA_NVCC_FLAGS outside the MSVC, debug and clang branches, and its
     COMMON_NVCC_FLAGS without the half-conversion defines kernel-builder removes."""

@@ -3,6 +3,8 @@ skipped and why, the CI jobs that carry them and the cell record that makes them
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from factory.config.buildtoml import read_build_toml
@@ -60,7 +62,7 @@ MATRIX = """
 """
 
 
-def plan_of(tmp_path, extra: str, host: str | None = "x86_64"):
+def plan_of(tmp_path: Path, extra: str, host: str | None = "x86_64"):
     make_kernel(tmp_path / "both", BOTH, {"b.cpp": "", "k.cu": "", "c.cpp": "", "h.cpp": "",
                                           "inc/x.h": ""},
                 package="both")
@@ -68,7 +70,7 @@ def plan_of(tmp_path, extra: str, host: str | None = "x86_64"):
     return plan_for(tmp_path, MATRIX + extra, host)
 
 
-def test_without_cpu_the_cpu_backends_are_not_built(tmp_path):
+def test_without_cpu_the_cpu_backends_are_not_built(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, "")
     assert sorted(c.id for c in plan.cells) == ["both/cu130torch210/x86_64",
                                                 "both/cu130torch211/x86_64"]
@@ -76,7 +78,7 @@ def test_without_cpu_the_cpu_backends_are_not_built(tmp_path):
         "the kernel has no CUDA backend (backends: cpu)"
 
 
-def test_cpu_gives_each_kernel_with_a_cpu_backend_a_cell_per_torch(tmp_path):
+def test_cpu_gives_each_kernel_with_a_cpu_backend_a_cell_per_torch(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, "    cpu: true\n")
     cells = {c.id: c for c in plan.cells}
     assert sorted(cells) == [
@@ -93,7 +95,7 @@ def test_cpu_gives_each_kernel_with_a_cpu_backend_a_cell_per_torch(tmp_path):
     assert cells["both/cu130torch211/x86_64"].backend == "cuda"
 
 
-def test_a_cpu_torch_index_is_the_cells_and_other_platforms_are_skipped(tmp_path):
+def test_a_cpu_torch_index_is_the_cells_and_other_platforms_are_skipped(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, "    cpu: {torch-index: https://download.pytorch.org/whl/cpu}\n"
                              "    platforms: [x86_64, aarch64]\n"
                              "    exclude: [{kernel: both, torch: '2.10'}]\n")
@@ -106,7 +108,7 @@ def test_a_cpu_torch_index_is_the_cells_and_other_platforms_are_skipped(tmp_path
     assert "both/cputorch210/x86_64" not in {c.id for c in plan.cells}  # excluded
 
 
-def test_cpu_cells_go_to_jobs_of_their_own_on_the_local_runner(tmp_path):
+def test_cpu_cells_go_to_jobs_of_their_own_on_the_local_runner(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, "    cpu: true\n", host=None)
     jobs = {job.id: job.summary() for job in plan_jobs(plan)}
     assert jobs["cpu-x86_64-1"] == {"job": "cpu-x86_64-1", "cuda": "none",
@@ -115,7 +117,7 @@ def test_cpu_cells_go_to_jobs_of_their_own_on_the_local_runner(tmp_path):
     assert jobs["cu130-x86_64-1"]["runner"] == "docker"
 
 
-def test_the_cell_record_makes_the_cpu_cell_again(tmp_path):
+def test_the_cell_record_makes_the_cpu_cell_again(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, "    cpu: {torch-index: https://download.pytorch.org/whl/cpu}\n")
     cell = next(c for c in plan.cells if c.id == "both/cputorch211/x86_64")
     record = cell_record(cell)
@@ -127,7 +129,7 @@ def test_the_cell_record_makes_the_cpu_cell_again(tmp_path):
         _no_cpu_backend(tmp_path, record)
 
 
-def _no_cpu_backend(tmp_path, record):
+def _no_cpu_backend(tmp_path: Path, record):
     kernel = make_kernel(tmp_path / "gpu-only", BOTH.replace('["cuda", "cpu"]', '["cuda"]'),
                          {"b.cpp": "", "k.cu": "", "c.cpp": "", "h.cpp": "", "inc/x.h": ""},
                          package="both")

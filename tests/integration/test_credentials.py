@@ -5,13 +5,18 @@ environment, a registry echoing a password)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from factory.cells.run import CellResult
 from factory.pipeline.outcomes import cell_outcomes
 
 from ..support.plans import demo_plan
 
 
-def test_a_failed_cell_s_published_reason_holds_no_secret(tmp_path, monkeypatch):
+def test_a_failed_cell_s_published_reason_holds_no_secret(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A cell's reason is published (manifest, browse data): it is masked like a log line."""
     monkeypatch.setenv("HF_TOKEN", "hf_s3cretTOKEN")
     plan = demo_plan(tmp_path)
@@ -24,7 +29,8 @@ def test_a_failed_cell_s_published_reason_holds_no_secret(tmp_path, monkeypatch)
                                                            "hf_s3cretTOKEN")), outcome.detail
 
 
-def test_the_hubs_own_log_lines_and_an_hf_target_hold_no_secret(capsys):
+def test_the_hubs_own_log_lines_and_an_hf_target_hold_no_secret(
+        capsys: pytest.CaptureFixture[str]) -> None:
     """huggingface_hub logs each retry with the URL it requested (HF_ENDPOINT's password
     included) through its own handler: once the factory talks to the Hub, those lines are
     masked. An hf:// target with a token where the owner goes is refused without echoing it

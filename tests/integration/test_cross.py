@@ -5,6 +5,13 @@ byte for byte by `factory verify`."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ..support.factory import Result
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
 import io
 import re
 import shutil
@@ -48,7 +55,7 @@ def test_reach_out():
 
 
 @pytest.fixture(scope="module")
-def cross_build(tmp_path_factory, factory_cache):
+def cross_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
     """The example (with a test that reaches out of the sandbox) cross-built and tested, while
     a server here counts the connections it gets."""
     folder = tmp_path_factory.mktemp("cross")
@@ -71,7 +78,7 @@ def cross_build(tmp_path_factory, factory_cache):
     return out, wheels[0], done, sentinel, connected, kernel
 
 
-def test_the_emulated_tests_run_confined(cross_build):
+def test_the_emulated_tests_run_confined(cross_build) -> None:
     """The kernel's tests ran (their test passed) but wrote nothing outside their folder and
     reached no server of this machine."""
     out, _, _, sentinel, connected, _ = cross_build
@@ -82,7 +89,7 @@ def test_the_emulated_tests_run_confined(cross_build):
     assert not connected
 
 
-def test_the_cell_is_cross_compiled_into_an_aarch64_wheel(cross_build):
+def test_the_cell_is_cross_compiled_into_an_aarch64_wheel(cross_build) -> None:
     out, wheel, done, *_ = cross_build
     assert "img2gray/cu130torch211/aarch64" in done.stdout
     assert "aarch64 cells are cross-compiled on this machine" in done.stdout
@@ -106,7 +113,7 @@ def test_the_cell_is_cross_compiled_into_an_aarch64_wheel(cross_build):
     assert re.search(r"op _img2gray_\w+::img2gray: kernels for CPU, CUDA, Meta", log), log
 
 
-def test_the_kernels_own_tests_run_its_cpu_op_under_emulation(cross_build):
+def test_the_kernels_own_tests_run_its_cpu_op_under_emulation(cross_build) -> None:
     out, _, done, *_ = cross_build
     found = re.search(r"(\d+) passed, 0 failed, (\d+) skipped with no GPU", done.stdout)
     assert found and int(found[1]) >= 8, done.stdout
@@ -115,8 +122,8 @@ def test_the_kernels_own_tests_run_its_cpu_op_under_emulation(cross_build):
     assert "platform linux -- Python 3.11" in log  # Debian's arm64 CPython, not this one's
 
 
-def test_the_emulated_cpython_computes_what_the_reference_gives(cross_build, factory_cache,
-                                                                 tmp_path):
+def test_the_emulated_cpython_computes_what_the_reference_gives(cross_build, factory_cache: Path,
+                                                                 tmp_path: Path) -> None:
     _, wheel, *_ = cross_build
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(tmp_path / "site")
@@ -133,7 +140,7 @@ def test_the_emulated_cpython_computes_what_the_reference_gives(cross_build, fac
     assert done.stdout.split() == ["aarch64", "True"]
 
 
-def test_a_cross_built_wheel_is_rebuilt_byte_for_byte(cross_build, factory_cache):
+def test_a_cross_built_wheel_is_rebuilt_byte_for_byte(cross_build, factory_cache: Path) -> None:
     _, wheel, *_, kernel = cross_build
     done = run_factory("verify", wheel, "--source", kernel, env=cache_env(factory_cache))
     assert done.exit == 0, done.stdout + done.stderr
@@ -146,8 +153,9 @@ GH200 = {"python": "3.12.3", "implementation": "cpython", "abi": "cp312", "platf
          "driver": {"cuda": "13.0", "gpus": [{"name": "NVIDIA GH200 480GB", "sm": "9.0"}]}}
 
 
-def test_doctor_and_the_browse_page_know_both_platforms(cross_build, example_build, browser,
-                                                        tmp_path):
+def test_doctor_and_the_browse_page_know_both_platforms(cross_build,
+                                                        example_build: tuple[Path, Result],
+                                                        browser: Browser, tmp_path: Path) -> None:
     cross_out, cross_wheel, *_ = cross_build
     site = tmp_path / "site"
     merged = run_factory("index", "--out", site, "--merge", example_build[0], cross_out)

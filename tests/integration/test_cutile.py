@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +26,8 @@ RMSNORM = REPO / "tests" / "fixtures" / "tile-rmsnorm"
 SMS = ("sm_80", "sm_90", "sm_100", "sm_120")
 
 
-def test_cutile_kernels_ship_a_cubin_per_sm_and_signature(tmp_path, factory_cache):
+def test_cutile_kernels_ship_a_cubin_per_sm_and_signature(tmp_path: Path,
+                                                          factory_cache: Path) -> None:
     write(tmp_path / "matrix.yaml", f"""
         kernels:
           - {{path: {EXAMPLE}}}
@@ -78,7 +80,7 @@ def test_cutile_kernels_ship_a_cubin_per_sm_and_signature(tmp_path, factory_cach
 
 
 def test_cells_cutile_cannot_serve_are_skipped_and_a_refused_signature_stops_one(
-        tmp_path, factory_cache):
+        tmp_path: Path, factory_cache: Path) -> None:
     broken = shutil.copytree(RMSNORM, tmp_path / "broken")
     pyproject = broken / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace('name = "tile-rmsnorm"',

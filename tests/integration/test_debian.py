@@ -130,7 +130,7 @@ def new_key(home: Path, user: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> Iterator[tuple[Path, Path, Path]]:
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, Path]]:
     """The archive's key (its home and keyring) and a stranger's home; the agents gpg started
     for them are stopped after the module's tests."""
     folder = tmp_path_factory.mktemp("keys")
@@ -152,7 +152,8 @@ GENUINE = {
 
 
 @pytest.fixture
-def mirror(keys, tmp_path, monkeypatch) -> Iterator[Mirror]:
+def mirror(keys: tuple[Path, Path, Path], tmp_path: Path,
+           monkeypatch: pytest.MonkeyPatch) -> Iterator[Mirror]:
     home, keyring, _ = keys
     served = tmp_path / "served"
     served.mkdir()
@@ -177,7 +178,8 @@ def refused(tmp_path: Path) -> str:
     return message
 
 
-def test_a_signed_archive_is_unpacked_and_its_absolute_links_stay_inside(mirror, tmp_path):
+def test_a_signed_archive_is_unpacked_and_its_absolute_links_stay_inside(mirror: Mirror,
+        tmp_path: Path) -> None:
     mirror.publish()
     root, taken = unpacked(tmp_path)
     assert taken == ["libdemo1 1.0", "demo-python 1.0"]
@@ -187,7 +189,7 @@ def test_a_signed_archive_is_unpacked_and_its_absolute_links_stay_inside(mirror,
     assert python.resolve() == (root / "usr" / "bin" / "python3.11").resolve()
 
 
-def test_an_unsigned_inrelease_is_refused(mirror, tmp_path):
+def test_an_unsigned_inrelease_is_refused(mirror: Mirror, tmp_path: Path) -> None:
     mirror.publish(sign=False)
     message = refused(tmp_path)
     assert message.endswith("InRelease is not signed by the archive: a good signature by no "
@@ -195,14 +197,17 @@ def test_an_unsigned_inrelease_is_refused(mirror, tmp_path):
     assert not any((tmp_path / "root").iterdir())
 
 
-def test_an_inrelease_signed_by_another_key_is_refused(mirror, keys, tmp_path):
+def test_an_inrelease_signed_by_another_key_is_refused(mirror: Mirror,
+                                                       keys: tuple[Path, Path, Path],
+                                                       tmp_path: Path) -> None:
     mirror.gnupg = keys[2]
     mirror.publish()
     assert "is not signed by the archive" in refused(tmp_path)
     assert not any((tmp_path / "root").iterdir())
 
 
-def test_debians_own_keys_refuse_a_mirror_signed_by_any_other(mirror, tmp_path, monkeypatch):
+def test_debians_own_keys_refuse_a_mirror_signed_by_any_other(mirror: Mirror, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Without a keyring of the user's, only Debian's archive keys count."""
     debian_keyring()
     monkeypatch.delenv(DEBIAN_KEYRING_VARIABLE)
@@ -210,7 +215,7 @@ def test_debians_own_keys_refuse_a_mirror_signed_by_any_other(mirror, tmp_path, 
     assert "is not signed by the archive" in refused(tmp_path)
 
 
-def test_a_replaced_package_index_is_refused(mirror, tmp_path):
+def test_a_replaced_package_index_is_refused(mirror: Mirror, tmp_path: Path) -> None:
     """A mirror that swaps Packages.xz (its own hashes for its own debs) after signing."""
     mirror.publish()
     mirror.debs["demo-python"] = deb("demo-python", [regular("./usr/bin/python3.11", b"evil")])
@@ -222,7 +227,7 @@ def test_a_replaced_package_index_is_refused(mirror, tmp_path):
     assert not any((tmp_path / "root").iterdir())
 
 
-def test_a_replaced_package_is_refused(mirror, tmp_path):
+def test_a_replaced_package_is_refused(mirror: Mirror, tmp_path: Path) -> None:
     mirror.publish()
     evil = deb("demo-python", [regular("./usr/bin/python3.11", b"#!evil\n", 0o755)])
     (mirror.root / "pool/main/demo-python_1.0_arm64.deb").write_bytes(evil)
@@ -232,7 +237,8 @@ def test_a_replaced_package_is_refused(mirror, tmp_path):
 
 
 @pytest.mark.parametrize("member", ["parent", "link-out", "hardlink-out"])
-def test_a_package_reaching_outside_the_root_is_refused(mirror, tmp_path, member):
+def test_a_package_reaching_outside_the_root_is_refused(mirror: Mirror, tmp_path: Path,
+                                                        member) -> None:
     """Signed or not, a member that would land outside the root, or a link leading out of it
     that something would then write through, is refused in one line."""
     outside = tmp_path / "outside"
@@ -247,7 +253,7 @@ def test_a_package_reaching_outside_the_root_is_refused(mirror, tmp_path, member
     assert not outside.exists()
 
 
-def test_an_absolute_member_name_lands_inside_the_root(mirror, tmp_path):
+def test_an_absolute_member_name_lands_inside_the_root(mirror: Mirror, tmp_path: Path) -> None:
     """tarfile's filter takes the leading / off, as dpkg reads it: under the root."""
     mirror.debs["demo-python"] = deb("demo-python", [regular("/etc/evil", b"x")])
     mirror.publish()
@@ -255,13 +261,13 @@ def test_an_absolute_member_name_lands_inside_the_root(mirror, tmp_path):
     assert (root / "etc" / "evil").read_bytes() == b"x"
 
 
-def test_a_file_name_outside_the_archive_is_refused(mirror, tmp_path):
+def test_a_file_name_outside_the_archive_is_refused(mirror: Mirror, tmp_path: Path) -> None:
     mirror.publish(filenames={"demo-python": "../../etc/passwd"})
     assert "the file name '../../etc/passwd', outside the archive" in refused(tmp_path)
 
 
-def test_a_package_index_that_inflates_past_its_bound_is_refused(mirror, tmp_path,
-                                                                 monkeypatch):
+def test_a_package_index_that_inflates_past_its_bound_is_refused(mirror: Mirror, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A signed index of 2 MiB of zeros, xz-compressed to a few hundred bytes: read no further
     than the bound."""
     monkeypatch.setattr(defaults, "DEBIAN_INDEX_LIMIT", 2**20)
@@ -269,7 +275,8 @@ def test_a_package_index_that_inflates_past_its_bound_is_refused(mirror, tmp_pat
     assert "Packages.xz inflates past 1.0 MiB" in refused(tmp_path)
 
 
-def test_a_package_larger_than_its_index_says_is_not_read_past_it(mirror, tmp_path):
+def test_a_package_larger_than_its_index_says_is_not_read_past_it(mirror: Mirror,
+        tmp_path: Path) -> None:
     mirror.publish()
     (mirror.root / "pool/main/libdemo1_1.0_arm64.deb").write_bytes(
         gzip.compress(b"") + bytes(4 * 2**20))
@@ -277,7 +284,7 @@ def test_a_package_larger_than_its_index_says_is_not_read_past_it(mirror, tmp_pa
 
 
 @pytest.mark.network
-def test_debians_own_archive_is_signed_by_its_keys(tmp_path):
+def test_debians_own_archive_is_signed_by_its_keys(tmp_path: Path) -> None:
     """The real bookworm InRelease, checked with the machine's Debian keyring."""
     import requests
 

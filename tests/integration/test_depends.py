@@ -48,7 +48,7 @@ def header_repo(root: Path, major: int, minor: int, tag: str) -> str:
     return git(root, "rev-parse", "HEAD")
 
 
-def test_matrix_origins(tmp_path):
+def test_matrix_origins(tmp_path: Path) -> None:
     repo = tmp_path / "mirror"
     header_repo(repo, 4, 0, "v4.0.0")
     (tmp_path / "headers").mkdir()
@@ -72,7 +72,7 @@ def test_matrix_origins(tmp_path):
 
 # ---- fetching -----------------------------------------------------------------------------------
 
-def test_a_git_origin_gives_the_commit_and_both_header_folders(tmp_path):
+def test_a_git_origin_gives_the_commit_and_both_header_folders(tmp_path: Path) -> None:
     commit = header_repo(tmp_path / "mirror", 4, 0, "v4.0.0")
     fetcher = DependencyFetcher(tmp_path / "cache")
     entry = DependencyEntry("cutlass_4_0", "git", "mirror", None, tmp_path / "mirror")
@@ -85,7 +85,7 @@ def test_a_git_origin_gives_the_commit_and_both_header_folders(tmp_path):
     assert again.folders == found.folders
 
 
-def test_a_folder_origin_is_named_by_its_content(tmp_path):
+def test_a_folder_origin_is_named_by_its_content(tmp_path: Path) -> None:
     header_repo(tmp_path / "headers", 3, 9, "v3.9.2")
     entry = DependencyEntry("cutlass_3_9", "path", "headers", None, tmp_path / "headers")
     fetcher = DependencyFetcher(tmp_path / "cache")
@@ -98,7 +98,7 @@ def test_a_folder_origin_is_named_by_its_content(tmp_path):
         fetcher.fetch("cutlass_3_9", entry)
 
 
-def test_a_link_out_of_a_dependency_folder_is_refused(tmp_path):
+def test_a_link_out_of_a_dependency_folder_is_refused(tmp_path: Path) -> None:
     header_repo(tmp_path / "headers", 3, 9, "v3.9.2")
     (tmp_path / "headers" / "include" / "secret.h").symlink_to("/etc/passwd")
     entry = DependencyEntry("cutlass_3_9", "path", "headers", None, tmp_path / "headers")
@@ -106,7 +106,8 @@ def test_a_link_out_of_a_dependency_folder_is_refused(tmp_path):
         DependencyFetcher(tmp_path / "cache").fetch("cutlass_3_9", entry)
 
 
-def test_the_lock_pins_a_git_dependency_and_locked_plans_keep_its_commit(tmp_path, capsys):
+def test_the_lock_pins_a_git_dependency_and_locked_plans_keep_its_commit(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     commit = header_repo(tmp_path / "mirror", 4, 0, "v4.0.0")
     shutil.copytree(FIXTURE, tmp_path / "cutlass-kernel")
     build_toml = tmp_path / "cutlass-kernel" / "build.toml"
@@ -141,7 +142,7 @@ def test_the_lock_pins_a_git_dependency_and_locked_plans_keep_its_commit(tmp_pat
 # ---- real builds --------------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_cutlass_from_pypi_and_from_a_git_repository(tmp_path, factory_cache):
+def test_cutlass_from_pypi_and_from_a_git_repository(tmp_path: Path, factory_cache: Path) -> None:
     """Two kernels that compile CUTLASS and CuTe: one against cutlass_3_8 from PyPI's wheel,
     one against cutlass_4_0 taken from a git repository made here (the headers of PyPI's
     nvidia-cutlass 4.2.0.0, tagged v4.0.0)."""
@@ -194,7 +195,8 @@ def test_cutlass_from_pypi_and_from_a_git_repository(tmp_path, factory_cache):
            f"[{release.wheel_sha256[:12]}]" in log
 
 
-def test_a_plain_plan_only_notes_a_lock_it_cannot_read(tmp_path, capsys):
+def test_a_plain_plan_only_notes_a_lock_it_cannot_read(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
     header_repo(tmp_path / "mirror", 4, 0, "v4.0.0")
     path = matrix_with(tmp_path, "depends:\n          cutlass_3_8: {git: mirror, rev: v4.0.0}")
     write(tmp_path / "matrix.lock", "lock-version = 99\n")
@@ -206,8 +208,8 @@ def test_a_plain_plan_only_notes_a_lock_it_cannot_read(tmp_path, capsys):
     assert locked.exit == 2 and "this factory reads lock-version 1" in locked.stderr
 
 
-def test_a_kernel_that_compiles_at_run_time_ships_its_dependencies_headers(tmp_path,
-                                                                           factory_cache):
+def test_a_kernel_that_compiles_at_run_time_ships_its_dependencies_headers(tmp_path: Path,
+        factory_cache: Path) -> None:
     """A package with headers under include/ for its own run-time compiler (as deep-gemm's):
     its wheel carries CUTLASS's headers there, and a header including one that no folder has
     stops the cell at the run-time compiler gate."""

@@ -63,7 +63,7 @@ def hostile_kernel(folder: Path, script: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def docker_build(tmp_path_factory, factory_cache, bullseye_base):
+def docker_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path, bullseye_base: str):
     folder = tmp_path_factory.mktemp("docker")
     docker_matrix(folder, EXAMPLE)
     result = run_factory("build", "matrix.yaml", "--out", folder / "index", cwd=folder,
@@ -73,7 +73,7 @@ def docker_build(tmp_path_factory, factory_cache, bullseye_base):
     return result, wheel
 
 
-def test_container_build_gives_a_wheel_for_the_bases_glibc(docker_build):
+def test_container_build_gives_a_wheel_for_the_bases_glibc(docker_build) -> None:
     result, wheel = docker_build
     assert re.search(r"runner: docker \(docker \S+ answers", result.stdout), result.stdout
     tag = re.fullmatch(r"img2gray-1\.0\.0\+cu130torch211-cp39-abi3-manylinux_(\d+)_(\d+)_x86_64"
@@ -99,7 +99,8 @@ def test_container_build_gives_a_wheel_for_the_bases_glibc(docker_build):
     assert our_containers() == []
 
 
-def test_container_wheel_installs_and_runs(docker_build, tmp_path, factory_cache):
+def test_container_wheel_installs_and_runs(docker_build, tmp_path: Path,
+                                           factory_cache: Path) -> None:
     _, wheel = docker_build
     venv = new_torch_venv(tmp_path / "venv", factory_cache)
     report = run_example(venv, wheel, tmp_path)
@@ -109,7 +110,7 @@ def test_container_wheel_installs_and_runs(docker_build, tmp_path, factory_cache
 
 
 def test_a_container_cell_is_imported_and_tested_in_its_builder_image(docker_build,
-                                                                      factory_cache):
+                                                                      factory_cache: Path) -> None:
     """The import gate ran in the build container (with the image's CPython and torch), and
     `factory test` runs the kernel's tests in the builder image too."""
     _, wheel = docker_build
@@ -132,7 +133,7 @@ def test_a_container_cell_is_imported_and_tested_in_its_builder_image(docker_bui
     assert our_containers() == []
 
 
-def test_unchanged_container_cell_is_not_rebuilt(docker_build, factory_cache):
+def test_unchanged_container_cell_is_not_rebuilt(docker_build, factory_cache: Path) -> None:
     _, wheel = docker_build
     folder = wheel.parent.parent.parent
     again = run_factory("build", "matrix.yaml", "--out", folder / "index", cwd=folder,
@@ -141,7 +142,8 @@ def test_unchanged_container_cell_is_not_rebuilt(docker_build, factory_cache):
     assert our_containers() == []
 
 
-def test_a_container_build_takes_its_objects_from_the_cache(docker_build, factory_cache):
+def test_a_container_build_takes_its_objects_from_the_cache(docker_build,
+                                                            factory_cache: Path) -> None:
     """The builder container keeps its objects in the object cache's part of its base (mounted
     read-write for the build user): another build of the cell into another folder compiles
     nothing and gives the same bytes."""
@@ -160,7 +162,8 @@ def test_a_container_build_takes_its_objects_from_the_cache(docker_build, factor
     assert our_containers() == []
 
 
-def test_a_build_that_downloads_fails_clearly(tmp_path, factory_cache, bullseye_base):
+def test_a_build_that_downloads_fails_clearly(tmp_path: Path, factory_cache: Path,
+                                              bullseye_base: str) -> None:
     kernel = hostile_kernel(
         tmp_path / "fetching", 'curl -fsS --max-time 20 https://pypi.org/simple/ -o /dev/null '
                                '&& exec "$0" "$@"')
@@ -174,7 +177,8 @@ def test_a_build_that_downloads_fails_clearly(tmp_path, factory_cache, bullseye_
     assert our_containers() == []
 
 
-def test_a_build_cannot_write_outside_its_build_folder(tmp_path, factory_cache, bullseye_base):
+def test_a_build_cannot_write_outside_its_build_folder(tmp_path: Path, factory_cache: Path,
+                                                       bullseye_base: str) -> None:
     out = tmp_path / "out"
     targets = [tmp_path / "kernel" / "ESCAPED", out / "ESCAPED", "/work/src/img2gray/ESCAPED"]
     script = "; ".join(f't={target}; touch "$t" && echo "wrote $t" || echo "refused $t"'
@@ -202,7 +206,8 @@ def test_a_build_cannot_write_outside_its_build_folder(tmp_path, factory_cache, 
     assert re.search(rf"^wrote {kernel}/ESCAPED$", log, re.M)
 
 
-def test_ctrl_c_removes_the_containers(tmp_path, factory_cache, bullseye_base):
+def test_ctrl_c_removes_the_containers(tmp_path: Path, factory_cache: Path,
+                                       bullseye_base: str) -> None:
     kernel = hostile_kernel(tmp_path / "slow", 'sleep 300; exec "$0" "$@"')
     docker_matrix(tmp_path, kernel)
     log = tmp_path / "index" / "logs" / "img2gray-cu130torch211-x86_64.log"
@@ -251,7 +256,8 @@ def test_ctrl_c_removes_the_containers(tmp_path, factory_cache, bullseye_base):
     assert list((tmp_path / "index" / "files").iterdir()) == []
 
 
-def test_auto_takes_docker_when_it_can_and_says_why(tmp_path, factory_cache, bullseye_base):
+def test_auto_takes_docker_when_it_can_and_says_why(tmp_path: Path, factory_cache: Path,
+                                                    bullseye_base: str) -> None:
     write(tmp_path / "matrix.yaml", f"""
         kernels: [{{path: {REPO / "tests" / "fixtures" / "noarch-kernel"}, version: 2.0.0}}]
         torch: ["2.11"]
@@ -277,7 +283,7 @@ def test_auto_takes_docker_when_it_can_and_says_why(tmp_path, factory_cache, bul
     assert our_containers() == []
 
 
-def test_an_installed_factory_builds_the_same_image(tmp_path, factory_cache):
+def test_an_installed_factory_builds_the_same_image(tmp_path: Path, factory_cache: Path) -> None:
     """Installed from its wheel (not from this checkout), the factory finds its Dockerfiles
     and assembles the same build context, so it names the same image."""
     from packaging.version import Version
@@ -312,8 +318,8 @@ def test_an_installed_factory_builds_the_same_image(tmp_path, factory_cache):
     assert name == builder_image(Version("13.0"), "x86_64", BASE).name
 
 
-def test_containers_of_a_killed_run_are_removed_by_the_next(tmp_path, factory_cache,
-                                                           bullseye_base):
+def test_containers_of_a_killed_run_are_removed_by_the_next(tmp_path: Path, factory_cache: Path,
+                                                           bullseye_base: str) -> None:
     kernel = hostile_kernel(tmp_path / "slow", 'sleep 300; exec "$0" "$@"')
     docker_matrix(tmp_path, kernel)
     log = tmp_path / "index" / "logs" / "img2gray-cu130torch211-x86_64.log"
@@ -349,7 +355,7 @@ TORCH_IMAGE_PYTHON = "/opt/torch/bin/python"
 
 
 @pytest.fixture(scope="session")
-def torch_image(bullseye_base, factory_cache) -> str:
+def torch_image(bullseye_base: str, factory_cache: Path) -> str:
     """An image that brings its own torch and nvcc, the way NVIDIA's PyTorch images do: on the
     offline base, torch 2.11 in a venv at /opt/torch and CUDA 13.0's nvcc from PyPI's nvidia
     wheels, CUDA_HOME pointing at it. Made with uv (the tests' cache mounted) and committed."""
@@ -389,8 +395,8 @@ def torch_image(bullseye_base, factory_cache) -> str:
     return TORCH_IMAGE
 
 
-def test_an_image_with_its_own_torch_and_nvcc_builds_the_example(tmp_path, torch_image,
-                                                                 factory_cache):
+def test_an_image_with_its_own_torch_and_nvcc_builds_the_example(tmp_path: Path, torch_image: str,
+                                                                 factory_cache: Path) -> None:
     """Its torch and nvcc as they are: read with the network off, every compiler run in a
     container of the image with the network off, as an unprivileged user; the gates, the
     index and the user's torch then treat the wheel like any other."""
@@ -439,8 +445,8 @@ def test_an_image_with_its_own_torch_and_nvcc_builds_the_example(tmp_path, torch
     assert our_containers() == []
 
 
-def test_cutile_and_triton_cells_build_and_load_in_the_builder_image(tmp_path, factory_cache,
-                                                                     bullseye_base):
+def test_cutile_and_triton_cells_build_and_load_in_the_builder_image(tmp_path: Path,
+        factory_cache: Path, bullseye_base: str) -> None:
     """A cuTile project (its build environment and assembler prepared with the network on,
     compiled and imported with it off) and a triton kernel (a wheel per cell, imported with
     its torch) through the docker runner."""
@@ -465,7 +471,7 @@ def test_cutile_and_triton_cells_build_and_load_in_the_builder_image(tmp_path, f
 
 
 def test_a_free_threaded_cell_the_builder_image_has_no_interpreter_for_is_skipped(
-        tmp_path, factory_cache, bullseye_base):
+        tmp_path: Path, factory_cache: Path, bullseye_base: str) -> None:
     """The Debian base has CPython 3.11 and 3.13 with the GIL only: the example's cp313t cell
     is skipped, saying what the image lacks, and its abi3 cell is built."""
     matrix = docker_matrix(tmp_path, EXAMPLE)

@@ -4,6 +4,7 @@ PyPI, as the test extras install them)."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -14,19 +15,19 @@ DOCKER = REPO / "docker"
 
 
 @pytest.mark.parametrize("dockerfile", sorted(DOCKER.glob("*Dockerfile")), ids=lambda p: p.name)
-def test_dockerfiles_pass_hadolint(dockerfile):
+def test_dockerfiles_pass_hadolint(dockerfile) -> None:
     done = subprocess.run([tool("hadolint"), "--no-color", dockerfile], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("script", sorted(DOCKER.glob("*.sh")), ids=lambda p: p.name)
-def test_scripts_pass_shellcheck(script):
+def test_scripts_pass_shellcheck(script) -> None:
     done = subprocess.run([tool("shellcheck"), script], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_linters_do_find_problems(tmp_path):
+def test_the_linters_do_find_problems(tmp_path: Path) -> None:
     """Neither check passes everything: a bad Dockerfile and a bad script are refused."""
     bad_dockerfile = tmp_path / "bad.Dockerfile"
     bad_dockerfile.write_text("FROM debian\nRUN apt-get install foo\n")

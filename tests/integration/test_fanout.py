@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,7 @@ from ..support.plans import twelve_cells
 
 
 @pytest.mark.parametrize("which", ["root", "twelve"])
-def test_plan_is_stable_and_covers_every_cell_once(tmp_path, which):
+def test_plan_is_stable_and_covers_every_cell_once(tmp_path: Path, which) -> None:
     matrix = REPO / "matrix.yaml" if which == "root" else twelve_cells(tmp_path)
     first = run_factory("plan", matrix, "--max-cells", "2", "--cache-dir", tmp_path / "cache")
     again = run_factory("plan", matrix, "--max-cells", "2", "--cache-dir", tmp_path / "cache")
@@ -55,7 +56,7 @@ def test_plan_is_stable_and_covers_every_cell_once(tmp_path, which):
     assert [job.id for job in plan_jobs(plan, 2)] == [job["job"] for job in jobs]
 
 
-def test_job_and_shard_arguments_are_checked(tmp_path):
+def test_job_and_shard_arguments_are_checked(tmp_path: Path) -> None:
     matrix = twelve_cells(tmp_path)
     for args, expected in [
         (["--job", "cu999-x86_64-1"], "--job: no job 'cu999-x86_64-1' in this plan (jobs: "
@@ -72,7 +73,7 @@ def test_job_and_shard_arguments_are_checked(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.network
-def test_two_shards_merge_into_the_index_of_one_run(tmp_path, factory_cache):
+def test_two_shards_merge_into_the_index_of_one_run(tmp_path: Path, factory_cache: Path) -> None:
     """img2gray (compiled), a pure-Python kernel and a skipped CUDA 12.8 cell."""
     shutil.copytree(EXAMPLE, tmp_path / "img2gray")
     shutil.copytree(FIXTURES / "noarch-kernel", tmp_path / "noarch-kernel")
@@ -141,7 +142,8 @@ def test_two_shards_merge_into_the_index_of_one_run(tmp_path, factory_cache):
     assert snapshot(tmp_path / "merged") == before
 
 
-def test_the_json_plan_gives_each_cells_units_cost_and_shards_and_each_skip_its_reason(tmp_path):
+def test_the_json_plan_gives_each_cells_units_cost_and_shards_and_each_skip_its_reason(
+        tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "many-units", tmp_path / "many-units")
     matrix = write(tmp_path / "matrix.yaml", """
         kernels:

@@ -27,7 +27,7 @@ python: ["3.14t"]
 """
 
 
-def test_a_kernel_builder_kernel_gets_an_abi3_cell_and_a_free_threaded_one(tmp_path):
+def test_a_kernel_builder_kernel_gets_an_abi3_cell_and_a_free_threaded_one(tmp_path: Path) -> None:
     plan = plan_for(tmp_path, MATRIX)
     abi3, free = plan.cells
     assert (abi3.id, free.id) == ("img2gray/cu132torch215/x86_64",
@@ -47,7 +47,7 @@ def test_a_kernel_builder_kernel_gets_an_abi3_cell_and_a_free_threaded_one(tmp_p
         REGISTRATION_HEADER.index("PyUnstable_Module_SetGIL")
 
 
-def test_a_free_threaded_cell_survives_its_record(tmp_path):
+def test_a_free_threaded_cell_survives_its_record(tmp_path: Path) -> None:
     _, free = plan_for(tmp_path, MATRIX).cells
     record = json.loads(json.dumps(cell_record(free)))
     assert (record["python"], record["per_python"], record["needs_gil"]) == ("3.14t", True, True)
@@ -57,7 +57,7 @@ def test_a_free_threaded_cell_survives_its_record(tmp_path):
     assert cell_record(again) == cell_record(free)
 
 
-def test_new_tells_the_free_threaded_wheel_from_the_abi3_one(tmp_path):
+def test_new_tells_the_free_threaded_wheel_from_the_abi3_one(tmp_path: Path) -> None:
     plan = plan_for(tmp_path, MATRIX)
     name = "img2gray-1.0.0+cu132torch215-{}-manylinux_2_34_x86_64.whl"
     _, present = unpublished(plan, [name.format("cp314-cp314t")])
@@ -66,7 +66,7 @@ def test_new_tells_the_free_threaded_wheel_from_the_abi3_one(tmp_path):
     assert present == ["img2gray/cu132torch215/x86_64"]
 
 
-def test_stable_abi_and_cpu_cells_say_they_have_no_free_threaded_wheel(tmp_path):
+def test_stable_abi_and_cpu_cells_say_they_have_no_free_threaded_wheel(tmp_path: Path) -> None:
     stable = plan_for(tmp_path / "stable", f"""
 kernels: [{{path: {FIXTURES / "stable-kernel"}, version: 1.0.0}}]
 torch: ["2.11", "2.12"]

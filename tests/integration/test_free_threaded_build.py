@@ -7,6 +7,12 @@ saying so."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
 import json
 import os
 import re
@@ -23,8 +29,8 @@ from ..support.servers import serving
 pytestmark = [pytest.mark.slow, pytest.mark.network, pytest.mark.root]
 
 
-def test_the_example_gets_a_cp314t_wheel_that_keeps_the_gil_disabled(tmp_path, factory_cache,
-                                                                     browser):
+def test_the_example_gets_a_cp314t_wheel_that_keeps_the_gil_disabled(tmp_path: Path,
+        factory_cache: Path, browser: Browser) -> None:
     matrix = write(tmp_path / "matrix.yaml", f"""
         kernels:
           - {{path: {EXAMPLE}, version: 1.0.0}}
@@ -92,7 +98,8 @@ def test_the_example_gets_a_cp314t_wheel_that_keeps_the_gil_disabled(tmp_path, f
     assert ran.stdout.strip().endswith("[[100, 100, 100], [100, 100, 100]]"), ran.stdout
 
 
-def test_a_free_threaded_cpython_nothing_here_gives_skips_its_cell(tmp_path, factory_cache):
+def test_a_free_threaded_cpython_nothing_here_gives_skips_its_cell(tmp_path: Path,
+        factory_cache: Path) -> None:
     """Offline, with no 3.15t on the machine and none whose source the factory knows: the
     cp315t cell is skipped with that reason (the build succeeds), and the browse page keeps
     the label's built cell and says why the free-threaded one has no wheel."""

@@ -123,7 +123,7 @@ class Builder:
 
 
 @pytest.fixture(scope="session")
-def cuda_home(factory_cache, tmp_path_factory) -> Path:
+def cuda_home(factory_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     log_file = tmp_path_factory.mktemp("cuda-log") / "log"
     with open(log_file, "w") as handle:
         toolkit = provide_cuda(Version("13.0"), None, factory_cache, Log(handle))
@@ -131,7 +131,7 @@ def cuda_home(factory_cache, tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def builder(tmp_path, cuda_home) -> Builder:
+def builder(tmp_path: Path, cuda_home: Path) -> Builder:
     return Builder(tmp_path, cuda_home)
 
 
@@ -139,7 +139,7 @@ def good_objects(builder: Builder) -> list[Path]:
     return [builder.c_object("ext", EXTENSION), builder.cuda_object("kernel", [80, 90], 90)]
 
 
-def test_a_sound_wheel_passes_every_gate(builder):
+def test_a_sound_wheel_passes_every_gate(builder: Builder) -> None:
     builder.shared_object(good_objects(builder), "-lcudart")
     wheel = builder.repaired("excludes")
     report = inspect_wheel(wheel)
@@ -148,7 +148,7 @@ def test_a_sound_wheel_passes_every_gate(builder):
     assert check_wheel(report, EXPECT) == []
 
 
-def test_a_missing_sm_is_caught(builder):
+def test_a_missing_sm_is_caught(builder: Builder) -> None:
     objects = [builder.c_object("ext", EXTENSION), builder.cuda_object("kernel", [90], 90)]
     builder.shared_object(objects, "-lcudart")
     problems = check_wheel(inspect_wheel(builder.repaired("excludes")), EXPECT)
@@ -156,7 +156,7 @@ def test_a_missing_sm_is_caught(builder):
                         "would fail with 'no kernel image is available')"]
 
 
-def test_ptx_for_an_older_sm_is_caught(builder):
+def test_ptx_for_an_older_sm_is_caught(builder: Builder) -> None:
     objects = [builder.c_object("ext", EXTENSION), builder.cuda_object("kernel", [80, 90], 80)]
     builder.shared_object(objects, "-lcudart")
     problems = check_wheel(inspect_wheel(builder.repaired("excludes")), EXPECT)
@@ -165,7 +165,7 @@ def test_ptx_for_an_older_sm_is_caught(builder):
         "GPU code: compute_80 not planned for this cell (PTX belongs only to the newest SM)"]
 
 
-def test_a_project_with_its_own_arch_list_must_cover_the_cells_sms(builder):
+def test_a_project_with_its_own_arch_list_must_cover_the_cells_sms(builder: Builder) -> None:
     """A PEP 517 project's wheel may hold more GPU code than the cell's (its setup.py's own
     -gencode list), but every shared object with GPU code needs SASS for each SM of the cell."""
     covers = replace(EXPECT, gpu_code=frozenset({"sm_90"}), gpu_covers=True)
@@ -179,7 +179,7 @@ def test_a_project_with_its_own_arch_list_must_cover_the_cells_sms(builder):
                         "available'"]
 
 
-def test_a_bundled_libc10_is_caught(builder):
+def test_a_bundled_libc10_is_caught(builder: Builder) -> None:
     builder.library("libc10.so")
     builder.shared_object(good_objects(builder), "-lcudart", "-lc10")
     wheel = builder.repaired()  # no excludes: auditwheel grafts libc10.so (and libcudart)
@@ -191,7 +191,7 @@ def test_a_bundled_libc10_is_caught(builder):
                             "torch provides") for p in problems), problems
 
 
-def test_a_symbol_outside_the_limited_api_is_caught(builder):
+def test_a_symbol_outside_the_limited_api_is_caught(builder: Builder) -> None:
     objects = [*good_objects(builder), builder.c_object("leak", NOT_LIMITED)]
     builder.shared_object(objects, "-lcudart")
     problems = check_wheel(inspect_wheel(builder.repaired("excludes")), EXPECT)
@@ -200,7 +200,7 @@ def test_a_symbol_outside_the_limited_api_is_caught(builder):
     assert "PyUnicode_AsUTF8" in problems[0]
 
 
-def test_a_manylinux_tag_the_symbols_do_not_allow_is_caught(builder):
+def test_a_manylinux_tag_the_symbols_do_not_allow_is_caught(builder: Builder) -> None:
     objects = [*good_objects(builder), builder.c_object("threads", NEW_GLIBC)]
     builder.shared_object(objects, "-lcudart", "-lpthread")
     honest = inspect_wheel(builder.repaired("excludes"))
@@ -213,7 +213,7 @@ def test_a_manylinux_tag_the_symbols_do_not_allow_is_caught(builder):
         f"({', '.join(f'{k}_{v}' for k, v in lying.shared_objects[0].symbol_versions.items())})"]
 
 
-def test_libraries_nobody_provides_and_the_wrong_cuda_are_caught(builder):
+def test_libraries_nobody_provides_and_the_wrong_cuda_are_caught(builder: Builder) -> None:
     builder.library("libcudart.so.12")
     builder.library("libunknown.so.1")
     builder.shared_object(good_objects(builder), "-l:libcudart.so.12", "-l:libunknown.so.1")
@@ -224,7 +224,7 @@ def test_libraries_nobody_provides_and_the_wrong_cuda_are_caught(builder):
         "system, nor torch, nor the wheel provides"]
 
 
-def test_metadata_that_disagrees_is_caught(builder):
+def test_metadata_that_disagrees_is_caught(builder: Builder) -> None:
     builder.shared_object(good_objects(builder), "-lcudart")
     wheel = builder.wheel("cp39-abi3-linux_x86_64", torch="torch==2.12.*")
     renamed = wheel.with_name(wheel.name.replace("1.0.0", "1.0.1"))
@@ -236,7 +236,7 @@ def test_metadata_that_disagrees_is_caught(builder):
         "the torch requirement is ==2.12.*, the cell's torch is torch==2.11.*"]
 
 
-def test_a_tampered_file_is_caught_by_record(builder):
+def test_a_tampered_file_is_caught_by_record(builder: Builder) -> None:
     builder.shared_object(good_objects(builder), "-lcudart")
     wheel = builder.wheel("cp39-abi3-linux_x86_64")
     tampered = wheel.with_name("tampered") / wheel.name
@@ -249,7 +249,7 @@ def test_a_tampered_file_is_caught_by_record(builder):
         "RECORD's sha256 of gatecheck/__init__.py does not match its content"]
 
 
-def test_inspect_exits_1_on_a_doctored_wheel_and_says_why(builder):
+def test_inspect_exits_1_on_a_doctored_wheel_and_says_why(builder: Builder) -> None:
     objects = [builder.c_object("ext", EXTENSION), builder.cuda_object("kernel", [90], 90),
                builder.c_object("leak", NOT_LIMITED)]
     builder.shared_object(objects, "-lcudart")
@@ -259,7 +259,7 @@ def test_inspect_exits_1_on_a_doctored_wheel_and_says_why(builder):
     assert "checks: 1 problem(s)" in result.stdout and "PyUnicode_AsUTF8" in result.stdout
 
 
-def test_an_object_that_links_glibcs_loader_passes(builder):
+def test_an_object_that_links_glibcs_loader_passes(builder: Builder) -> None:
     """gcc 13 on glibc 2.35 and newer links ld-linux-x86-64.so.2 itself (its unwinder calls
     _dl_find_object): the loader is glibc, there on every system, as auditwheel also holds."""
     loader = Path("/lib64/ld-linux-x86-64.so.2")
@@ -269,7 +269,7 @@ def test_an_object_that_links_glibcs_loader_passes(builder):
     assert check_wheel(report, EXPECT) == []
 
 
-def test_an_object_with_its_own_copy_of_libstdcxx_is_caught(builder):
+def test_an_object_with_its_own_copy_of_libstdcxx_is_caught(builder: Builder) -> None:
     """A compiler wrapper that adds -static-libstdc++ (seen on a GPU machine) gives an object
     whose ops work until torch throws through it: then the process crashes."""
     (builder.root / "throws.cpp").write_text(
@@ -314,7 +314,7 @@ extern "C" void use_torch(void *tensor, long *numel) {
 
 
 @pytest.mark.parametrize("unstable", [False, True])
-def test_a_stable_abi_kernel_may_call_only_the_stable_abi(builder, unstable):
+def test_a_stable_abi_kernel_may_call_only_the_stable_abi(builder: Builder, unstable) -> None:
     """The C shim and torch::stable pass; a call into c10:: fails a kernel that declares the
     stable ABI, with the symbol named (and is no concern of a kernel that does not)."""
     (builder.root / "calls.cpp").write_text(TORCH_CALLS)
@@ -335,7 +335,8 @@ def test_a_stable_abi_kernel_may_call_only_the_stable_abi(builder, unstable):
 
 
 @pytest.mark.parametrize("mode", ["none", "size", "balance", "speed"])
-def test_compressed_gpu_code_reads_as_cuobjdump_lists_it(builder, cuobjdump, mode):
+def test_compressed_gpu_code_reads_as_cuobjdump_lists_it(builder: Builder, cuobjdump: Path,
+                                                         mode) -> None:
     """In every compression mode the factory uses, the gates see exactly the SASS and PTX that
     cuobjdump lists, per SM, and the bytes each takes once inflated are the bytes cuobjdump
     extracts (PTX keeps its terminating zero in the fatbin, padded to 8 bytes when stored as

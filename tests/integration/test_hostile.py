@@ -35,7 +35,8 @@ def project(hostile_project: Path) -> Path:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_hostile_input(name, project, monkeypatch, capsys):
+def test_hostile_input(name, project: Path, monkeypatch: pytest.MonkeyPatch,
+                       capsys: pytest.CaptureFixture[str]) -> None:
     case = CASES[name]
     if case.matrix is not None:
         target = project / "matrix.yaml"

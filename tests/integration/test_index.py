@@ -24,11 +24,11 @@ from ..support.wheels import index_problems, make_wheel, parse, small_index_file
 
 
 @pytest.fixture
-def index_out(tmp_path) -> Path:
+def index_out(tmp_path: Path) -> Path:
     return small_index_files(tmp_path / "index")
 
 
-def test_a_changed_published_file_is_refused_unless_forced(index_out):
+def test_a_changed_published_file_is_refused_unless_forced(index_out: Path) -> None:
     update_index(index_out)
     wheel = next((index_out / "files").glob("img2gray-1.0.0+cu130torch211-*.whl"))
     pages = snapshot(index_out / "cu130torch211")
@@ -42,7 +42,7 @@ def test_a_changed_published_file_is_refused_unless_forced(index_out):
     assert index_problems(index_out) == []
 
 
-def test_yank_marks_files_in_html_and_json(index_out):
+def test_yank_marks_files_in_html_and_json(index_out: Path) -> None:
     update_index(index_out)
     result = run_factory("yank", "img2gray", "1.0.0", "--label", "cu130torch211",
                          "--reason", "wrong results on sm_90", "--out", index_out)
@@ -60,7 +60,7 @@ def test_yank_marks_files_in_html_and_json(index_out):
 
 
 @pytest.mark.slow
-def test_killing_factory_index_never_leaves_a_broken_page(tmp_path):
+def test_killing_factory_index_never_leaves_a_broken_page(tmp_path: Path) -> None:
     """SIGKILL at random moments of `factory index`: every page a reader can see links only
     files that exist, with the right hashes; a rerun completes the index."""
     out = tmp_path / "index"
@@ -111,7 +111,7 @@ def test_killing_factory_index_never_leaves_a_broken_page(tmp_path):
 
 
 @pytest.fixture
-def server(index_out):
+def server(index_out: Path):
     update_index(index_out)
     process = subprocess.Popen([sys.executable, "-m", "factory", "serve", str(index_out),
                                 "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -138,7 +138,7 @@ def fetch(url: str, accept: str | None = None) -> tuple[int, dict, bytes]:
         return error.code, dict(error.headers), error.read()
 
 
-def test_serve_negotiates_redirects_and_stays_inside(server, index_out):
+def test_serve_negotiates_redirects_and_stays_inside(server, index_out: Path) -> None:
     url, _ = server
     status, headers, body = fetch(url + "cu130torch211/simple/img2gray/",
                                   "application/vnd.pypi.simple.v1+json")
@@ -158,7 +158,7 @@ def test_serve_negotiates_redirects_and_stays_inside(server, index_out):
     assert status == 200 and body == wheel.read_bytes()
 
 
-def test_serve_refuses_bad_arguments(tmp_path):
+def test_serve_refuses_bad_arguments(tmp_path: Path) -> None:
     missing = run_factory("serve", tmp_path / "nothing")
     assert missing.exit == 2 and "nothing: no such folder" in missing.stderr
     port = run_factory("serve", tmp_path, "--port", "99999")
@@ -166,7 +166,7 @@ def test_serve_refuses_bad_arguments(tmp_path):
 
 
 def test_verify_sees_an_edited_missing_or_slipped_in_page_and_an_index_puts_them_right(
-        index_out):
+        index_out: Path) -> None:
     """A page is published too: `index --verify` renders every page, JSON document, browse
     file and script from the manifest again and compares; a full `factory index` writes them
     again (a build's update only rewrites the pages it changes)."""
@@ -195,7 +195,7 @@ def test_verify_sees_an_edited_missing_or_slipped_in_page_and_an_index_puts_them
     assert run_factory("index", "--out", index_out, "--verify").exit == 0
 
 
-def test_pypi_simple_reads_every_page(index_out):
+def test_pypi_simple_reads_every_page(index_out: Path) -> None:
     update_index(index_out)
     make_wheel(index_out / "files", "img2gray", "1.0.1+cu130torch211")
     yank_result = run_factory("yank", "img2gray", "1.0.1", "--reason", "broken", "--out", index_out)
@@ -225,7 +225,7 @@ def test_pypi_simple_reads_every_page(index_out):
     assert [p.yanked_reason for p in yanked.packages if p.is_yanked] == ["broken"]
 
 
-def test_a_site_near_its_hosts_limit_is_warned_of(index_out):
+def test_a_site_near_its_hosts_limit_is_warned_of(index_out: Path) -> None:
     """The wheels' bytes against a static site host's limit: a warning (on stderr, exit 0)
     from 80% of it on, naming the share; none below, or with --site-limit none."""
     total = sum(path.stat().st_size for path in (index_out / "files").glob("*.whl"))

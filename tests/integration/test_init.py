@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
+import pytest
 import yaml
 
 from factory import __version__
@@ -15,7 +17,7 @@ from ..support.factory import REPO, factory_main, run_factory
 from ..support.plans import starter_kernel as kernel
 
 
-def test_the_written_matrix_is_one_plan_takes(tmp_path):
+def test_the_written_matrix_is_one_plan_takes(tmp_path: Path) -> None:
     repo = kernel(tmp_path, capabilities='cuda-capabilities = ["9.0"]')
     result = run_factory("init", repo, "--torch", "2.11", "--github")
     assert result.exit == 0, result.stderr
@@ -39,7 +41,8 @@ def test_the_written_matrix_is_one_plan_takes(tmp_path):
     assert f"kernel-wheels.yml@{head}  # v{__version__}\n" in text
 
 
-def test_the_caller_is_pinned_by_the_commit_given_and_never_by_a_tag(tmp_path, capsys):
+def test_the_caller_is_pinned_by_the_commit_given_and_never_by_a_tag(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     repo = kernel(tmp_path, capabilities='cuda-capabilities = ["9.0"]')
     commit = "0123456789abcdef0123456789abcdef01234567"
     result = factory_main("init", repo, "--torch", "2.11", "--github", "--ref", commit,

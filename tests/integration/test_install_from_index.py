@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ..support.factory import Result
 from ..support.installs import freeze, torch_venv_at, uv
 from ..support.servers import serving
 
@@ -15,7 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
 @pytest.fixture(scope="module")
-def served(example_build, tmp_path_factory):
+def served(example_build: tuple[Path, Result], tmp_path_factory: pytest.TempPathFactory):
     """`factory serve` on the example's output folder; its request log in a file."""
     out, _ = example_build
     log = tmp_path_factory.mktemp("serve") / "requests.log"
@@ -34,7 +35,8 @@ def metadata_requests(log: Path) -> list[str]:
             if "GET /files/img2gray-1.0.0%2Bcu130torch211-" in line and ".whl.metadata " in line]
 
 
-def test_pip_installs_the_cell_wheel_and_leaves_torch_alone(served, tmp_path, factory_cache):
+def test_pip_installs_the_cell_wheel_and_leaves_torch_alone(served, tmp_path: Path,
+                                                            factory_cache: Path) -> None:
     url, log = served
     venv = torch_venv_at(tmp_path / "pip-venv", factory_cache, seed=True)
     before = freeze(venv, factory_cache)
@@ -48,7 +50,8 @@ def test_pip_installs_the_cell_wheel_and_leaves_torch_alone(served, tmp_path, fa
     assert metadata_requests(log), log.read_text()
 
 
-def test_uv_installs_the_cell_wheel_and_leaves_torch_alone(served, tmp_path, factory_cache):
+def test_uv_installs_the_cell_wheel_and_leaves_torch_alone(served, tmp_path: Path,
+                                                           factory_cache: Path) -> None:
     url, log = served
     venv = torch_venv_at(tmp_path / "uv-venv", factory_cache, seed=False)
     before = freeze(venv, factory_cache)

@@ -72,7 +72,7 @@ def planned(path: Path, torch_pythons: list[Path] | None = None):
     return make_plan(matrix, kernels, None)
 
 
-def test_an_ngc_build_is_labelled_pinned_and_guarded_as_exactly_that_build(tmp_path):
+def test_an_ngc_build_is_labelled_pinned_and_guarded_as_exactly_that_build(tmp_path: Path) -> None:
     python = stand_in_python(tmp_path / "ngc", NGC)
     (cell,) = planned(matrix_with(tmp_path, f"[{{python: {python}}}]")).cells
     assert cell.label == "cu126torch25.nv2410"
@@ -82,7 +82,7 @@ def test_an_ngc_build_is_labelled_pinned_and_guarded_as_exactly_that_build(tmp_p
     assert cell.installed.site_packages == str(tmp_path / "ngc" / "site")
 
 
-def test_a_release_build_in_an_interpreter_is_labelled_like_the_index_build(tmp_path):
+def test_a_release_build_in_an_interpreter_is_labelled_like_the_index_build(tmp_path: Path) -> None:
     python = stand_in_python(tmp_path / "venv", "2.11.0+cu130", cuda="13.0")
     (cell,) = planned(matrix_with(tmp_path, f"[{{python: {python}}}]",
                                   '"13.0": {sms: ["9.0"]}')).cells
@@ -90,7 +90,7 @@ def test_a_release_build_in_an_interpreter_is_labelled_like_the_index_build(tmp_
                                                              "2.11")
 
 
-def test_the_command_line_names_the_interpreter_instead_of_the_matrix_list(tmp_path):
+def test_the_command_line_names_the_interpreter_instead_of_the_matrix_list(tmp_path: Path) -> None:
     python = stand_in_python(tmp_path / "ngc", NGC)
     path = matrix_with(tmp_path, '["2.11"]', '"12.6": {sms: ["9.0"]}, "13.0": {sms: ["9.0"]}')
     plan = planned(path, [python])
@@ -101,7 +101,7 @@ def test_the_command_line_names_the_interpreter_instead_of_the_matrix_list(tmp_p
     assert job["cells"] == ["demo/cu126torch25.nv2410/x86_64"]
 
 
-def test_an_installed_torch_pairs_only_with_its_own_cuda(tmp_path):
+def test_an_installed_torch_pairs_only_with_its_own_cuda(tmp_path: Path) -> None:
     python = stand_in_python(tmp_path / "ngc", NGC)
     path = matrix_with(tmp_path, f'["2.11", {{python: {python}}}]',
                        '"12.6": {sms: ["9.0"]}, "13.0": {sms: ["9.0"]}')
@@ -110,7 +110,7 @@ def test_an_installed_torch_pairs_only_with_its_own_cuda(tmp_path):
     assert [s.id for s in plan.skipped] == ["demo/cu126torch211/x86_64"]
 
 
-def test_changing_the_interpreters_torch_changes_the_fingerprint(tmp_path):
+def test_changing_the_interpreters_torch_changes_the_fingerprint(tmp_path: Path) -> None:
     python = stand_in_python(tmp_path / "ngc", NGC)
     path = matrix_with(tmp_path, f"[{{python: {python}}}]")
     before = cell_fingerprint(planned(path).cells[0], {}, "local")
@@ -139,7 +139,8 @@ def test_changing_the_interpreters_torch_changes_the_fingerprint(tmp_path):
     ("[{image: 'Bad Image'}]", '"12.6": {}', r"torch\[0\]\.image: 'Bad Image' is not an image"),
     ("[{image: 'img:{arch}'}]", '"12.6": {}', r"torch\[0\]\.image: 'img:\{arch\}' is not an"),
 ])
-def test_bad_installed_torch_entries_name_file_line_and_key(tmp_path, torch, cuda, message):
+def test_bad_installed_torch_entries_name_file_line_and_key(tmp_path: Path, torch, cuda,
+                                                            message) -> None:
     python = stand_in_python(tmp_path / "ngc", NGC)
     path = matrix_with(tmp_path, torch.replace("PY", str(python)), cuda)
     with pytest.raises(ConfigError, match=message):
@@ -154,7 +155,8 @@ def test_bad_installed_torch_entries_name_file_line_and_key(tmp_path, torch, cud
     (lambda folder: Path(shutil.which("true") or "/bin/true"), r"gave no answer"),
     (lambda folder: Path(sys.executable), r"has no torch installed"),
 ])
-def test_an_interpreter_that_cannot_serve_is_refused_with_the_reason(tmp_path, setup, message):
+def test_an_interpreter_that_cannot_serve_is_refused_with_the_reason(tmp_path: Path, setup,
+        message) -> None:
     python = setup(tmp_path / "py")
     result = run_factory("plan", matrix_with(tmp_path, '["2.11"]'), "--torch-python", python,
                          "--cache-dir", tmp_path / "c")
@@ -165,8 +167,8 @@ def test_an_interpreter_that_cannot_serve_is_refused_with_the_reason(tmp_path, s
 
 
 @pytest.mark.slow
-def test_the_example_builds_offline_against_an_existing_venv(tmp_path, torch_venv,
-                                                            factory_cache):
+def test_the_example_builds_offline_against_an_existing_venv(tmp_path: Path, torch_venv: Path,
+                                                            factory_cache: Path) -> None:
     """No network at all (a network namespace of its own): the venv's torch and the machine's
     toolkit, or the cached one, are all the build has."""
     if shutil.which("unshare") is None or subprocess.run(
@@ -228,7 +230,7 @@ esac
 
 
 def test_an_images_probe_runs_in_a_labelled_container_with_no_network_and_a_time_limit(
-        tmp_path, monkeypatch):
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from factory.sources import installed as probe
     from factory.system.engine import OWNER_LABEL, RUN_LABEL, Engine
 
@@ -246,7 +248,7 @@ def test_an_images_probe_runs_in_a_labelled_container_with_no_network_and_a_time
     assert removed.startswith(f"rm --force --volumes {container}")  # the hung probe's container
 
 
-def test_an_image_that_is_not_here_is_not_pulled_offline(tmp_path):
+def test_an_image_that_is_not_here_is_not_pulled_offline(tmp_path: Path) -> None:
     from factory.sources import installed as probe
     from factory.system.engine import Engine
 

@@ -33,7 +33,7 @@ from ..support.factory import make_kernel, run_factory, snapshot, write
 from ..support.wheels import index_problems, make_wheel, small_index_files
 
 
-def test_nothing_outside_out_is_removed_through_a_linked_cell_folder(tmp_path):
+def test_nothing_outside_out_is_removed_through_a_linked_cell_folder(tmp_path: Path) -> None:
     """`ln -s ../old-site/cu124torch26 index/cu124torch26; factory index` once deleted the old
     site's pages; now the link is refused and nothing is written or removed anywhere."""
     old = small_index_files(tmp_path / "old-site")
@@ -53,7 +53,7 @@ def test_nothing_outside_out_is_removed_through_a_linked_cell_folder(tmp_path):
     assert snapshot(out) == before_out
 
 
-def test_a_build_toml_cannot_make_the_compiler_write_outside(tmp_path):
+def test_a_build_toml_cannot_make_the_compiler_write_outside(tmp_path: Path) -> None:
     """cuda-flags = ["-o", "/tmp/x.o"] is refused at its line, before any compiler runs."""
     make_kernel(tmp_path / "demo", GOOD_KERNEL.replace(
         'src = ["csrc/demo.cu"]', 'src = ["csrc/demo.cu"]\ncuda-flags = ["-O3", "-o", '
@@ -68,7 +68,7 @@ def test_a_build_toml_cannot_make_the_compiler_write_outside(tmp_path):
     assert not (tmp_path / "outside.o").exists() and not (tmp_path / "index").exists()
 
 
-def test_credentials_are_refused_and_never_printed(tmp_path):
+def test_credentials_are_refused_and_never_printed(tmp_path: Path) -> None:
     """Promise: credentials are never printed. A URL that carries one is refused (exit 2) and
     shown masked, in every place a URL is taken."""
     out = small_index_files(tmp_path / "index")
@@ -108,7 +108,7 @@ def _corrupt_member(source: Path, target: Path) -> None:
     target.write_bytes(bytes(data))
 
 
-def test_stray_files_are_reported_and_the_other_wheels_indexed(tmp_path):
+def test_stray_files_are_reported_and_the_other_wheels_indexed(tmp_path: Path) -> None:
     """A zero-byte, cut, non-wheel or damaged .whl, a folder named like a wheel, or a wheel with
     two .dist-info folders: one line each, naming it; every other wheel is still indexed."""
     out = small_index_files(tmp_path / "index")
@@ -140,7 +140,7 @@ def test_stray_files_are_reported_and_the_other_wheels_indexed(tmp_path):
     assert all(name in page or name.replace("+", "%2B") in page for name in good[:2])
 
 
-def test_tampering_is_seen(tmp_path):
+def test_tampering_is_seen(tmp_path: Path) -> None:
     """Promise: published files are immutable. A wheel changed in place with its size and mtime
     kept passes a plain `factory index` unread, but `factory index --verify` hashes every file
     and reports it; an edited .metadata is reported and written again from the wheel; a
@@ -186,7 +186,7 @@ def test_tampering_is_seen(tmp_path):
     assert index_problems(out) != []  # the page still names the published hash: pip refuses
 
 
-def test_the_recorded_source_does_not_depend_on_where_the_matrix_lives(tmp_path):
+def test_the_recorded_source_does_not_depend_on_where_the_matrix_lives(tmp_path: Path) -> None:
     """A path source is recorded by its path inside its git work tree (or its own name), not
     relative to the matrix: moving matrix.yaml changes no wheel."""
     kernel = make_kernel(tmp_path / "repo" / "kernels" / "demo", GOOD_KERNEL, SOURCES,
@@ -204,7 +204,7 @@ def test_the_recorded_source_does_not_depend_on_where_the_matrix_lives(tmp_path)
     assert locations == {("kernels/demo", outside_git.digest)}
 
 
-def test_an_empty_yank_reason_is_still_a_yank(tmp_path):
+def test_an_empty_yank_reason_is_still_a_yank(tmp_path: Path) -> None:
     out = small_index_files(tmp_path / "index")
     update_index(out)
     result = run_factory("yank", "noarch-kernel", "2.0.0", "--reason", "", "--out", out)
@@ -220,7 +220,7 @@ def test_an_empty_yank_reason_is_still_a_yank(tmp_path):
         assert [package.is_yanked for package in html.packages] == [True]
 
 
-def test_a_refused_yank_leaves_no_update_marker(tmp_path):
+def test_a_refused_yank_leaves_no_update_marker(tmp_path: Path) -> None:
     out = small_index_files(tmp_path / "index")
     update_index(out)
     result = run_factory("yank", "img2gray", "9.9", "--reason", "x", "--out", out)
@@ -229,7 +229,7 @@ def test_a_refused_yank_leaves_no_update_marker(tmp_path):
 
 
 @pytest.mark.slow
-def test_killing_publish_to_a_folder_leaves_no_temporaries(tmp_path):
+def test_killing_publish_to_a_folder_leaves_no_temporaries(tmp_path: Path) -> None:
     """SIGKILL at random moments of `factory publish --to DIR`; the next publish clears what
     the killed ones left (hidden .tmp files) and completes the site."""
     out = tmp_path / "index"
@@ -264,7 +264,7 @@ def test_killing_publish_to_a_folder_leaves_no_temporaries(tmp_path):
         if not name.startswith((".factory", "logs"))}
 
 
-def test_killed_builds_leave_no_staging_folders(tmp_path):
+def test_killed_builds_leave_no_staging_folders(tmp_path: Path) -> None:
     layout = Layout(tmp_path / "index")
     layout.staging.mkdir(parents=True)
     dead = subprocess.Popen(["true"])
@@ -299,7 +299,7 @@ class _Quiet:
         pass
 
 
-def test_an_interrupt_is_logged_as_an_interrupt(tmp_path):
+def test_an_interrupt_is_logged_as_an_interrupt(tmp_path: Path) -> None:
     from ..support.plans import kernel, plan_for
 
     kernel(tmp_path)
@@ -317,7 +317,7 @@ def test_an_interrupt_is_logged_as_an_interrupt(tmp_path):
     assert "INTERRUPTED: the build was stopped" in log and "FAILED" not in log
 
 
-def test_a_killed_update_leaves_no_temporaries_of_dead_runs_only(tmp_path):
+def test_a_killed_update_leaves_no_temporaries_of_dead_runs_only(tmp_path: Path) -> None:
     out = small_index_files(tmp_path / "index")
     update_index(out)
     dead = subprocess.Popen(["true"])
@@ -332,7 +332,8 @@ def test_a_killed_update_leaves_no_temporaries_of_dead_runs_only(tmp_path):
     mine.unlink()
 
 
-def test_a_wheel_a_killed_build_moved_into_files_is_indexed_by_the_next_update(tmp_path):
+def test_a_wheel_a_killed_build_moved_into_files_is_indexed_by_the_next_update(
+        tmp_path: Path) -> None:
     """A build notes each wheel in the publish journal before it moves it into files/; killed
     after the move, before its index update, it leaves a wheel no index records. The next
     build's update takes it (and drops the note); a wheel no build noted is still left out,
@@ -365,7 +366,7 @@ def test_a_wheel_a_killed_build_moved_into_files_is_indexed_by_the_next_update(t
     assert index_problems(out) == []
 
 
-def test_a_hostile_wheels_metadata_is_refused_in_a_line_not_read_whole(tmp_path):
+def test_a_hostile_wheels_metadata_is_refused_in_a_line_not_read_whole(tmp_path: Path) -> None:
     """A small wheel whose provenance.json nests 200,000 deep, one whose variant.json does, and
     one whose provenance.json inflates to 64 MiB: `factory index` says what each is in one line
     and indexes the others; no internal error, nothing read whole."""

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -59,8 +60,8 @@ def published(out) -> dict[str, str]:
     return found
 
 
-def test_a_killed_build_never_blocks_the_next_and_two_at_once_both_succeed(tmp_path,
-                                                                           factory_cache):
+def test_a_killed_build_never_blocks_the_next_and_two_at_once_both_succeed(tmp_path: Path,
+        factory_cache: Path) -> None:
     # two cells that finish at different moments and are indexed together at the end
     matrix = write(tmp_path / "matrix.yaml", f"""
         kernels: [{{path: {EXAMPLE}, version: 1.0.0}}]
@@ -103,7 +104,7 @@ def factory(*args) -> subprocess.Popen[str]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def test_a_killed_index_or_merge_never_blocks_the_next(tmp_path):
+def test_a_killed_index_or_merge_never_blocks_the_next(tmp_path: Path) -> None:
     """`factory index` over 300 wheels put in files/ by hand, and `factory index --merge` of two
     jobs, each killed at random moments: the command run again succeeds with every published
     byte of an uninterrupted run."""

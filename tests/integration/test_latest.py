@@ -20,7 +20,7 @@ def cells(matrix: Path, *arguments: str | Path) -> tuple[list[str], str]:
     return sorted(json.loads(result.stdout)["cells"]), result.stderr
 
 
-def test_latest_resolves_locks_and_plan_new_lists_the_missing_cells(tmp_path):
+def test_latest_resolves_locks_and_plan_new_lists_the_missing_cells(tmp_path: Path) -> None:
     root = tmp_path / "served"
     torch_index(root, {"2.13.0": "13.0.2", "2.14.0": "13.0.1", "2.14.1": "13.0.2",
                        "2.16.0": "13.2.1", "2.17.0rc1": "13.3.0"})
@@ -83,7 +83,7 @@ def test_latest_resolves_locks_and_plan_new_lists_the_missing_cells(tmp_path):
         assert f"--new: 1 cell(s) already in {url}site/, 1 to build" in said
 
 
-def test_follow_with_listed_releases_pairs_each_with_its_pypi_cuda(tmp_path):
+def test_follow_with_listed_releases_pairs_each_with_its_pypi_cuda(tmp_path: Path) -> None:
     matrix = write(tmp_path / "matrix.yaml", f"""
         kernels: [{{path: {REPO / "examples" / "img2gray"}, version: 1.0.0}}]
         torch: ["2.10", "2.11"]
@@ -92,7 +92,7 @@ def test_follow_with_listed_releases_pairs_each_with_its_pypi_cuda(tmp_path):
     assert cells(matrix)[0] == ["img2gray/cu128torch210/x86_64", "img2gray/cu130torch211/x86_64"]
 
 
-def test_latest_and_follow_refuse_bad_input(tmp_path):
+def test_latest_and_follow_refuse_bad_input(tmp_path: Path) -> None:
     for torch, cuda, message in [
             ("{latest: 0}", '{"13.0": {}}', "torch.latest: give how many of the newest torch "
                                              "releases to build, 1 to 20"),
@@ -114,7 +114,7 @@ def test_latest_and_follow_refuse_bad_input(tmp_path):
         assert "u:p" not in result.stderr
 
 
-def test_a_release_newer_than_the_table_gets_the_cpythons_its_index_has(tmp_path):
+def test_a_release_newer_than_the_table_gets_the_cpythons_its_index_has(tmp_path: Path) -> None:
     """torch 2.16 (unknown to the factory) has wheels for 3.12 and free-threaded 3.13t only:
     a setup.py project's 3.11 cell is skipped with that reason, and the lock keeps the list."""
     root = tmp_path / "served"

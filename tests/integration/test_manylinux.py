@@ -27,7 +27,7 @@ def shared_object(folder: Path, source: str, *libraries: str) -> Path:
     return target
 
 
-def test_plain_libc_code_is_as_old_as_its_symbol_versions(tmp_path):
+def test_plain_libc_code_is_as_old_as_its_symbol_versions(tmp_path: Path) -> None:
     so = shared_object(tmp_path, "#include <string.h>\nint n(const char *s) { return strlen(s); }")
     linkage = read_linkage(so)
     verdict = judge_object(so, linkage.needed, linkage.version_needs, "x86_64")
@@ -35,7 +35,7 @@ def test_plain_libc_code_is_as_old_as_its_symbol_versions(tmp_path):
     assert verdict.blacklisted == {}
 
 
-def test_a_symbol_a_policy_bars_rules_out_manylinux(tmp_path):
+def test_a_symbol_a_policy_bars_rules_out_manylinux(tmp_path: Path) -> None:
     """zlib's _tr_flush_block is internal to zlib: every manylinux policy bars it, whatever its
     symbol versions say (the file-data reading of the policies never looked at the blacklist)."""
     so = shared_object(tmp_path, "extern void _tr_flush_block(void);\n"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from packaging.version import Version
 
 from factory.config.matrix import load_matrix
@@ -13,7 +15,7 @@ from ..support.factory import factory_main, make_kernel, write
 from ..support.plans import kernel, plan_for
 
 
-def test_cells_labels_and_sms(tmp_path):
+def test_cells_labels_and_sms(tmp_path: Path) -> None:
     kernel(tmp_path)
     plan = plan_for(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
@@ -30,7 +32,7 @@ def test_cells_labels_and_sms(tmp_path):
     assert [str(a) for a in cell.sections[0].archs] == ["8.0", "9.0+PTX"]
 
 
-def test_label_template(tmp_path):
+def test_label_template(tmp_path: Path) -> None:
     kernel(tmp_path)
     plan = plan_for(tmp_path, """
         kernels: [{path: demo, version: "2"}]
@@ -41,7 +43,7 @@ def test_label_template(tmp_path):
     assert plan.cells[0].wheel_version == "2+cu13.0.torch2.11"
 
 
-def test_skips_say_why(tmp_path):
+def test_skips_say_why(tmp_path: Path) -> None:
     kernel(tmp_path, "bounded", torch_bounds='minver = "2.12"\nmaxver = "2.13"',
            cuda_bounds='maxver = "12.9"')
     kernel(tmp_path, "metal-only", backends='["metal"]')
@@ -66,7 +68,7 @@ def test_skips_say_why(tmp_path):
     assert [c.id.rsplit("/", 1)[0] for c in plan.cells] == ["bounded/cu128torch212"]
 
 
-def test_torch_from_pypi_with_the_wrong_cuda_is_skipped(tmp_path):
+def test_torch_from_pypi_with_the_wrong_cuda_is_skipped(tmp_path: Path) -> None:
     kernel(tmp_path)
     plan = plan_for(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
@@ -79,7 +81,7 @@ def test_torch_from_pypi_with_the_wrong_cuda_is_skipped(tmp_path):
            "cuda.\"13.0\".torch-index" in skipped.reason
 
 
-def test_other_platforms_are_skipped_here(tmp_path):
+def test_other_platforms_are_skipped_here(tmp_path: Path) -> None:
     kernel(tmp_path)
     other = "aarch64" if host_platform() == "x86_64" else "x86_64"
     plan = plan_for(tmp_path, """
@@ -91,7 +93,7 @@ def test_other_platforms_are_skipped_here(tmp_path):
     assert [s.id for s in plan.skipped] == [f"demo/cu130torch211/{other}"]
 
 
-def test_excludes(tmp_path):
+def test_excludes(tmp_path: Path) -> None:
     kernel(tmp_path)
     plan = plan_for(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
@@ -105,7 +107,7 @@ def test_excludes(tmp_path):
     assert plan.skipped == ()
 
 
-def test_kernel_capabilities_and_sections(tmp_path):
+def test_kernel_capabilities_and_sections(tmp_path: Path) -> None:
     kernel(tmp_path, caps='cuda-capabilities = ["8.0", "9.0a"]')
     plan = plan_for(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
@@ -115,7 +117,7 @@ def test_kernel_capabilities_and_sections(tmp_path):
     assert [str(a) for a in plan.cells[0].sections[0].archs] == ["8.0", "9.0a"]
 
 
-def test_capabilities_the_toolkit_cannot_build_are_dropped(tmp_path):
+def test_capabilities_the_toolkit_cannot_build_are_dropped(tmp_path: Path) -> None:
     kernel(tmp_path, caps='cuda-capabilities = ["7.0", "8.0"]')
     plan = plan_for(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
@@ -127,7 +129,8 @@ def test_capabilities_the_toolkit_cannot_build_are_dropped(tmp_path):
     assert [str(a) for a in section.dropped] == ["7.0"]
 
 
-def test_a_kernel_no_cell_of_the_matrix_can_build_is_skipped_and_the_rest_planned(tmp_path):
+def test_a_kernel_no_cell_of_the_matrix_can_build_is_skipped_and_the_rest_planned(
+        tmp_path: Path) -> None:
     """A kernel whose capabilities fit no SM of any cell (a Blackwell-only kernel in a matrix of
     sm_90 cells) is skipped there with its reason; the other kernels plan as they would alone."""
     kernel(tmp_path, caps='cuda-capabilities = ["10.0"]')
@@ -150,8 +153,8 @@ def test_a_kernel_no_cell_of_the_matrix_can_build_is_skipped_and_the_rest_planne
         ["anywhere/cu130torch211/x86_64"]
 
 
-def test_factory_plan_lists_the_kernel_that_fits_no_cell_as_skipped(tmp_path, capsys,
-                                                                    monkeypatch):
+def test_factory_plan_lists_the_kernel_that_fits_no_cell_as_skipped(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     kernel(tmp_path, caps='cuda-capabilities = ["10.0a", "12.0a"]')
     write(tmp_path / "matrix.yaml", """
         kernels: [{path: demo, version: 1.0.0}]
@@ -167,7 +170,8 @@ def test_factory_plan_lists_the_kernel_that_fits_no_cell_as_skipped(tmp_path, ca
                                 "cuda-capabilities (10.0a 12.0a) select no SM of the cell (9.0)"}
 
 
-def test_a_cell_whose_sms_the_kernel_cannot_use_is_skipped_and_the_rest_is_built(tmp_path):
+def test_a_cell_whose_sms_the_kernel_cannot_use_is_skipped_and_the_rest_is_built(
+        tmp_path: Path) -> None:
     kernel(tmp_path, name="blackwell", caps='cuda-capabilities = ["10.0"]')
     kernel(tmp_path, name="anywhere")
     plan = plan_for(tmp_path, """
@@ -186,7 +190,7 @@ def test_a_cell_whose_sms_the_kernel_cannot_use_is_skipped_and_the_rest_is_built
                              "cell (9.0)"
 
 
-def test_a_section_that_selects_no_sm_is_left_out_of_the_cell(tmp_path):
+def test_a_section_that_selects_no_sm_is_left_out_of_the_cell(tmp_path: Path) -> None:
     make_kernel(tmp_path / "split", """
         [general]
         name = "split"
@@ -233,7 +237,7 @@ def test_a_section_that_selects_no_sm_is_left_out_of_the_cell(tmp_path):
     assert shared.include == ("blackwell", "hopper")
 
 
-def test_only_filters_by_glob(tmp_path):
+def test_only_filters_by_glob(tmp_path: Path) -> None:
     kernel(tmp_path)
     plan = plan_for(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
@@ -245,7 +249,7 @@ def test_only_filters_by_glob(tmp_path):
     assert plan.only(["nothing*"]).cells == ()
 
 
-def test_noarch_kernel_is_one_cell(tmp_path):
+def test_noarch_kernel_is_one_cell(tmp_path: Path) -> None:
     make_kernel(tmp_path / "pure", '[general]\nname = "pure"\nversion = 1\nlicense = "MIT"\n'
                 'backends = ["cuda"]\n\n[torch-noarch]\n', package="pure")
     plan = plan_for(tmp_path, """
@@ -299,12 +303,12 @@ SECTION_FILES = {
 }
 
 
-def sections_kernel(tmp_path, ampere="8.0"):
+def sections_kernel(tmp_path: Path, ampere="8.0"):
     make_kernel(tmp_path / "sections", SECTIONS.replace("{ampere}", ampere), SECTION_FILES,
                 package="sections")
 
 
-def test_a_section_a_kept_source_calls_is_built_for_its_own_capabilities(tmp_path):
+def test_a_section_a_kept_source_calls_is_built_for_its_own_capabilities(tmp_path: Path) -> None:
     sections_kernel(tmp_path)
     cell = plan_for(tmp_path, """
         kernels: [{path: sections, version: 1.0.0}]
@@ -329,7 +333,8 @@ def test_a_section_a_kept_source_calls_is_built_for_its_own_capabilities(tmp_pat
     assert [str(sm) for sm in cell.sms] == ["9.0+PTX"]  # the cell's own SMs are unchanged
 
 
-def test_a_called_section_the_toolkit_cannot_build_skips_the_cell_with_its_reason(tmp_path):
+def test_a_called_section_the_toolkit_cannot_build_skips_the_cell_with_its_reason(
+        tmp_path: Path) -> None:
     sections_kernel(tmp_path, ampere="7.0")  # CUDA 13 compiles no sm_70; CUDA 12.8 does
     plan = plan_for(tmp_path, """
         kernels: [{path: sections, version: 1.0.0}]
@@ -348,7 +353,7 @@ def test_a_called_section_the_toolkit_cannot_build_skips_the_cell_with_its_reaso
         "defines: its wheel could not load")
 
 
-def test_a_cell_that_keeps_no_section_on_its_own_sms_is_skipped_not_widened(tmp_path):
+def test_a_cell_that_keeps_no_section_on_its_own_sms_is_skipped_not_widened(tmp_path: Path) -> None:
     sections_kernel(tmp_path)
     plan = plan_for(tmp_path, """
         kernels: [{path: sections, version: 1.0.0}]
@@ -370,7 +375,8 @@ def test_a_cell_that_keeps_no_section_on_its_own_sms_is_skipped_not_widened(tmp_
     assert [plan.name for plan in every_sm.sections if plan.skipped] == ["blackwell"]
 
 
-def test_the_plan_says_which_sections_it_builds_outside_a_cells_sms(tmp_path, capsys):
+def test_the_plan_says_which_sections_it_builds_outside_a_cells_sms(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     sections_kernel(tmp_path)
     matrix = write(tmp_path / "matrix.yaml", """
         kernels: [{path: sections, version: 1.0.0}]
@@ -388,7 +394,7 @@ def test_the_plan_says_which_sections_it_builds_outside_a_cells_sms(tmp_path, ca
            in " ".join(result.stderr.split())
 
 
-def test_a_kernel_s_chosen_tests_become_pytest_arguments(tmp_path):
+def test_a_kernel_s_chosen_tests_become_pytest_arguments(tmp_path: Path) -> None:
     kernel(tmp_path)
     kernel(tmp_path, name="other")
     matrix = load_matrix(write(tmp_path / "matrix.yaml", """

@@ -20,7 +20,7 @@ from urllib.request import urlopen
 
 import pytest
 
-from ..support.factory import EXAMPLE, cache_env, one_cell_matrix, run_factory, write
+from ..support.factory import EXAMPLE, Result, cache_env, one_cell_matrix, run_factory, write
 from ..support.servers import http_server, serving, static_server
 
 OTHER = "img2gray-9.9.9-py3-none-any.whl"
@@ -54,7 +54,7 @@ def other_project(root: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def pypi(tmp_path_factory):
+def pypi(tmp_path_factory: pytest.TempPathFactory):
     """The stand-in PyPI's URL (its simple index) and the paths it was asked for."""
     root = tmp_path_factory.mktemp("pypi")
     other_project(root)
@@ -72,7 +72,8 @@ def example_matrix(folder: Path, top: str = "") -> Path:
     return one_cell_matrix(folder, EXAMPLE, top=top)
 
 
-def test_plan_warns_of_a_name_the_index_has_once_a_day_and_not_offline(pypi, tmp_path):
+def test_plan_warns_of_a_name_the_index_has_once_a_day_and_not_offline(pypi,
+        tmp_path: Path) -> None:
     index, log = pypi
     matrix, cache = example_matrix(tmp_path), tmp_path / "cache"
     asked = len(log)
@@ -96,7 +97,7 @@ def test_plan_warns_of_a_name_the_index_has_once_a_day_and_not_offline(pypi, tmp
     assert len(log) == asked + 1
 
 
-def test_refuse_stops_the_plan_and_ignore_asks_nothing(pypi, tmp_path):
+def test_refuse_stops_the_plan_and_ignore_asks_nothing(pypi, tmp_path: Path) -> None:
     index, log = pypi
     refused = plan(example_matrix(tmp_path, "name-clash: refuse"), tmp_path / "c", index)
     assert refused.exit == 2 and refused.stdout == ""
@@ -112,7 +113,7 @@ def test_refuse_stops_the_plan_and_ignore_asks_nothing(pypi, tmp_path):
     assert given.exit == 2 and "(name-clash: refuse)" in given.stderr
 
 
-def test_an_index_that_cannot_be_read_warns_or_refuses(tmp_path):
+def test_an_index_that_cannot_be_read_warns_or_refuses(tmp_path: Path) -> None:
     gone = "http://127.0.0.1:9/simple/"  # the discard port: nothing answers
     warned = plan(example_matrix(tmp_path), tmp_path / "c", gone)
     assert warned.exit == 0
@@ -146,7 +147,8 @@ def answering(content_type: str, body: bytes) -> Iterator[str]:
      "UnsupportedRepoVersionError"),
     (JSON_TYPE, b"{not json", "JSONDecodeError"),
 ])
-def test_an_index_that_answers_nonsense_is_one_line(tmp_path, content_type, body, said):
+def test_an_index_that_answers_nonsense_is_one_line(tmp_path: Path, content_type, body,
+                                                    said) -> None:
     """Whatever the name index sends, the plan warns (or, refusing, fails) in one line; the
     same for a torch index of torch: {latest: N}."""
     with answering(content_type, body) as url:
@@ -169,7 +171,8 @@ def test_an_index_that_answers_nonsense_is_one_line(tmp_path, content_type, body
         assert line.startswith("error: ") and expected in line, line
 
 
-def test_dist_name_renames_the_distributions_and_two_may_not_share_one(pypi, tmp_path):
+def test_dist_name_renames_the_distributions_and_two_may_not_share_one(pypi,
+        tmp_path: Path) -> None:
     index, log = pypi
     asked = len(log)
     renamed = plan(example_matrix(tmp_path, "dist-name: kwf-{name}"), tmp_path / "c", index)
@@ -200,7 +203,8 @@ def test_dist_name_renames_the_distributions_and_two_may_not_share_one(pypi, tmp
 # ---- the real thing: publish, install, rename --------------------------------------------
 
 @pytest.mark.slow
-def test_publish_refuses_or_warns_before_sending(pypi, example_build, tmp_path):
+def test_publish_refuses_or_warns_before_sending(pypi, example_build: tuple[Path, Result],
+                                                 tmp_path: Path) -> None:
     index, _ = pypi
     out, _ = example_build
     env = {"KERNEL_WHEEL_FACTORY_NAME_INDEX": index}
@@ -215,7 +219,7 @@ def test_publish_refuses_or_warns_before_sending(pypi, example_build, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory, factory_cache):
+def venv(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
     from ..support.installs import torch_venv_at
 
     return torch_venv_at(tmp_path_factory.mktemp("names") / "venv", factory_cache, seed=True)
@@ -230,7 +234,7 @@ def installed(venv: Path, factory_cache: Path) -> set[str]:
 
 @pytest.mark.slow
 def test_unpinned_pip_takes_the_other_project_and_the_given_commands_do_not(
-        pypi, example_build, venv, factory_cache):
+        pypi, example_build: tuple[Path, Result], venv, factory_cache: Path) -> None:
     from uv import find_uv_bin
 
     index, _ = pypi
@@ -269,7 +273,7 @@ def test_unpinned_pip_takes_the_other_project_and_the_given_commands_do_not(
 
 @pytest.mark.slow
 def test_dist_name_builds_kwf_img2gray_that_imports_img2gray(
-        pypi, tmp_path, venv, factory_cache):
+        pypi, tmp_path: Path, venv, factory_cache: Path) -> None:
     index, _ = pypi
     out = tmp_path / "index"
     matrix = example_matrix(tmp_path, "dist-name: kwf-{name}")

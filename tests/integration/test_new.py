@@ -6,6 +6,7 @@ it against a served site in the reusable workflow.)"""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from ..support.factory import REPO, run_factory, write
 
@@ -16,7 +17,7 @@ def plan_cells(matrix, *arguments) -> tuple[list[str], str]:
     return list(json.loads(result.stdout)["cells"]), result.stderr
 
 
-def test_the_cells_an_index_has_are_left_out(tmp_path):
+def test_the_cells_an_index_has_are_left_out(tmp_path: Path) -> None:
     matrix = write(tmp_path / "matrix.yaml", f"""
         kernels:
           - {{path: {REPO / "examples" / "img2gray"}, version: 1.0.0}}
@@ -44,7 +45,7 @@ def test_the_cells_an_index_has_are_left_out(tmp_path):
     assert sum(job["cells"] for job in json.loads(jobs.stdout)["include"]) == 4
 
 
-def test_new_refuses_what_it_cannot_read(tmp_path):
+def test_new_refuses_what_it_cannot_read(tmp_path: Path) -> None:
     matrix = write(tmp_path / "matrix.yaml", f"""
         kernels: [{{path: {REPO / "examples" / "img2gray"}, version: 1.0.0}}]
         torch: ["2.11"]

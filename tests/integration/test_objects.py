@@ -53,7 +53,7 @@ def driver_says(compiler: Path | str) -> tuple[str, str]:
             ask("-###", "-c", "-x", "c++", "/dev/null", "-o", "/dev/null").stderr)
 
 
-def test_a_host_compiler_that_only_links_otherwise_keeps_the_objects(tmp_path):
+def test_a_host_compiler_that_only_links_otherwise_keeps_the_objects(tmp_path: Path) -> None:
     """A wrapper adding -static-libstdc++ compiles exactly as g++ does: switching between
     them (to pass the libstdc++ gate) keeps every object; one adding a compile option does
     not."""
@@ -73,7 +73,7 @@ def test_a_host_compiler_that_only_links_otherwise_keeps_the_objects(tmp_path):
     assert "WRAPPED=1" in driver_says(compiles)[1]
 
 
-def test_a_compiler_running_at_the_time_limit_may_finish_within_the_grace(tmp_path):
+def test_a_compiler_running_at_the_time_limit_may_finish_within_the_grace(tmp_path: Path) -> None:
     log, _ = _log(tmp_path)
     pool = CompilePool(Budget(1, GiB), deadline=time.monotonic() + 0.3, grace=5)
     done = pool.run([sys.executable, "-c", "import time; time.sleep(1.5)"], tmp_path, log,
@@ -88,7 +88,7 @@ def test_a_compiler_running_at_the_time_limit_may_finish_within_the_grace(tmp_pa
     assert stopped.value.ran is not None and 0.7 <= stopped.value.ran < 10  # limit + grace
 
 
-def test_a_compiler_is_measured(tmp_path):
+def test_a_compiler_is_measured(tmp_path: Path) -> None:
     log, _ = _log(tmp_path)
     pool = CompilePool(Budget(1, GiB))
     done = pool.run([sys.executable, "-c", "x = bytearray(300 * 2**20)"], tmp_path, log,
@@ -100,7 +100,7 @@ def test_a_compiler_is_measured(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["stop", "time limit"])
-def test_a_stopped_compiler_and_its_children_end_at_once(tmp_path, how):
+def test_a_stopped_compiler_and_its_children_end_at_once(tmp_path: Path, how) -> None:
     log, _ = _log(tmp_path)
     pool = CompilePool(Budget(1, GiB), deadline=time.monotonic() + 1 if how != "stop" else None)
     marker = tmp_path / "child.pid"
@@ -131,7 +131,7 @@ MANY_UNITS = f"""
     """
 
 
-def test_shards_cover_every_unit_once_the_same_way_every_time(tmp_path):
+def test_shards_cover_every_unit_once_the_same_way_every_time(tmp_path: Path) -> None:
     (cell,) = plan_for(tmp_path, MANY_UNITS).cells
     shards = shard_of(cell, 3)
     compiled_units = {unit.source for unit in cell.units if unit.compiled}
@@ -144,7 +144,7 @@ def test_shards_cover_every_unit_once_the_same_way_every_time(tmp_path):
     assert shard_count(10**9, 1, 1, 9) == 9  # never more shards than units
 
 
-def test_an_unmeasured_unit_costs_what_the_measured_units_most_like_it_cost(tmp_path):
+def test_an_unmeasured_unit_costs_what_the_measured_units_most_like_it_cost(tmp_path: Path) -> None:
     (cell,) = plan_for(tmp_path, MANY_UNITS).cells
     unit = next(u for u in cell.units if u.source == "csrc/part3.cu")
     split = replace(unit, source="src/flash_fwd_split_hdim128_fp16_sm80.cu")
@@ -159,7 +159,8 @@ def test_an_unmeasured_unit_costs_what_the_measured_units_most_like_it_cost(tmp_
     assert estimated_seconds(cell, other, book) == estimated_seconds(cell, other)
 
 
-def test_a_unit_starts_before_a_time_limit_only_if_the_slowest_like_it_would_end(tmp_path):
+def test_a_unit_starts_before_a_time_limit_only_if_the_slowest_like_it_would_end(
+        tmp_path: Path) -> None:
     """natten's generated fna/source_N.cu files are one family by name, but those holding
     kernels of this arch took 220 s and the others 25 s: the mean would start a 220-s unit
     with a minute left. The decision to start takes the slowest of the family; the order and
@@ -178,7 +179,7 @@ def test_a_unit_starts_before_a_time_limit_only_if_the_slowest_like_it_would_end
 
 
 def test_a_numbered_unit_is_estimated_from_its_siblings_not_from_another_familys_namesake(
-        tmp_path):
+        tmp_path: Path) -> None:
     """natten's hopper_fna_bwd/source_2.cu shares all its words but one with
     hopper_fna/source_2.cu (forward, 350 s) and all but its number with hopper_fna_bwd/source_0
     and source_1 (672 s and 694 s, measured): a number names a member of a family, so the
@@ -195,7 +196,7 @@ def test_a_numbered_unit_is_estimated_from_its_siblings_not_from_another_familys
     assert unit_memory(cell, bwd, 1, book) == 10 * GiB
 
 
-def test_a_unit_stopped_at_a_time_limit_is_known_to_take_longer(tmp_path):
+def test_a_unit_stopped_at_a_time_limit_is_known_to_take_longer(tmp_path: Path) -> None:
     """natten's hopper_fna_bwd units, estimated from their forward siblings (about 350 s),
     were started with 6 minutes left and stopped at 396 s: the book keeps that bound, and a
     unit is then estimated at least at it (or at its siblings' figure, when that is more); its
@@ -225,7 +226,7 @@ def test_a_unit_stopped_at_a_time_limit_is_known_to_take_longer(tmp_path):
     assert '"at_least"' not in (tmp_path / "book" / "natten.json").read_text()
 
 
-def test_costs_measured_earlier_decide_the_estimates(tmp_path):
+def test_costs_measured_earlier_decide_the_estimates(tmp_path: Path) -> None:
     (cell,) = plan_for(tmp_path, MANY_UNITS).cells
     unit = next(u for u in cell.units if u.source == "csrc/part3.cu")
     assert unit_memory(cell, unit, 2) == 8 * GiB  # the default: 4 GiB per nvcc thread
@@ -238,7 +239,8 @@ def test_costs_measured_earlier_decide_the_estimates(tmp_path):
             "seconds"] == 12.0
 
 
-def test_a_cost_book_travels_out_with_exported_objects_and_in_with_imported_ones(tmp_path):
+def test_a_cost_book_travels_out_with_exported_objects_and_in_with_imported_ones(
+        tmp_path: Path) -> None:
     (cell,) = plan_for(tmp_path, MANY_UNITS).cells
     keys = sorted(cost_key(cell, unit) for unit in cell.units if unit.compiled)
     shard = CostBook(tmp_path / "shard")
@@ -260,7 +262,7 @@ def test_a_cost_book_travels_out_with_exported_objects_and_in_with_imported_ones
     assert CostBook(artifact).read("deep") == {} and CostBook(artifact).read("link") == {}
 
 
-def test_a_matrixs_cost_book_is_read_below_the_machines_and_cuts_the_shards(tmp_path):
+def test_a_matrixs_cost_book_is_read_below_the_machines_and_cuts_the_shards(tmp_path: Path) -> None:
     (cell,) = plan_for(tmp_path, MANY_UNITS).cells
     sources = sorted(unit.source for unit in cell.units if unit.compiled)
     committed = CostBook(tmp_path / "committed")

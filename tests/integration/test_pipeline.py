@@ -3,6 +3,8 @@ and printing nothing itself."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from factory.cells.options import BuildOptions
@@ -34,7 +36,8 @@ class RecordingVoice:
         self.shown.append((entries, require_gpu))
 
 
-def test_factory_test_speaks_through_its_voice_and_prints_nothing(tmp_path, capsys):
+def test_factory_test_speaks_through_its_voice_and_prints_nothing(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """A cell with no published wheel: its tests cannot run, the voice is told so (and which
     runner and why), the exit status is 1, and nothing reaches stdout or stderr."""
     out = tmp_path / "out"
@@ -53,7 +56,7 @@ def test_factory_test_speaks_through_its_voice_and_prints_nothing(tmp_path, caps
     assert capsys.readouterr() == ("", "")
 
 
-def test_only_globs_that_match_no_cell_name_the_cells(tmp_path):
+def test_only_globs_that_match_no_cell_name_the_cells(tmp_path: Path) -> None:
     plan = plan_matrix(REPO / "matrix.yaml", tmp_path / "cache", lambda text: None, locked=True)
     assert only_cells(plan, ()) is plan
     assert [cell.id for cell in only_cells(plan, ("img2gray/*",)).cells] == \
@@ -63,7 +66,7 @@ def test_only_globs_that_match_no_cell_name_the_cells(tmp_path):
     assert str(raised.value).startswith("--only: 'nope/*' matches no cell (cells: img2gray/")
 
 
-def test_the_committed_lock_is_current(tmp_path):
+def test_the_committed_lock_is_current(tmp_path: Path) -> None:
     """The example's lock still matches its files: `--locked --offline` plans from it alone."""
     planned = run_factory("plan", "matrix.yaml", "--locked", "--offline", "--cache-dir",
                           tmp_path / "cache", cwd=REPO)

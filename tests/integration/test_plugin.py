@@ -76,7 +76,7 @@ def notes(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
     return found
 
 
-def test_what_can_run_runs_and_every_file_that_did_not_is_named(tmp_path):
+def test_what_can_run_runs_and_every_file_that_did_not_is_named(tmp_path: Path) -> None:
     report, output = run_plugin(tmp_path, {
         "test_ok.py": """
             from kernels import get_kernel
@@ -133,7 +133,7 @@ def test_what_can_run_runs_and_every_file_that_did_not_is_named(tmp_path):
     assert (tmp_path / "asked").read_text() == "someone/scratch-kernel-123\n"
 
 
-def test_a_file_that_needs_a_gpu_is_named_not_failed_where_there_is_none(tmp_path):
+def test_a_file_that_needs_a_gpu_is_named_not_failed_where_there_is_none(tmp_path: Path) -> None:
     report, output = run_plugin(tmp_path, {
         "test_gpu_only.py": "raise RuntimeError('Found no NVIDIA driver on your system')\n",
         "test_cpu.py": "def test_cpu():\n    pass\n",
@@ -149,7 +149,7 @@ def test_a_file_that_needs_a_gpu_is_named_not_failed_where_there_is_none(tmp_pat
         in output
 
 
-def test_the_tests_marked_kernels_ci_are_the_default_choice(tmp_path):
+def test_the_tests_marked_kernels_ci_are_the_default_choice(tmp_path: Path) -> None:
     tests = {"test_ci.py": """
         import pytest
 
@@ -182,7 +182,7 @@ def test_the_tests_marked_kernels_ci_are_the_default_choice(tmp_path):
 
 
 def test_thousands_of_cases_run_each_function_once_then_a_seeded_order_within_the_budget(
-        tmp_path):
+        tmp_path: Path) -> None:
     tests = {"test_sweep.py": """
         import os
         import time
@@ -225,7 +225,7 @@ def test_thousands_of_cases_run_each_function_once_then_a_seeded_order_within_th
     assert orders[0][2:12] != sorted(orders[0][2:12])  # and not the file's order
 
 
-def test_a_report_never_quotes_control_characters_from_the_tests(tmp_path):
+def test_a_report_never_quotes_control_characters_from_the_tests(tmp_path: Path) -> None:
     report, _ = run_plugin(tmp_path, {
         "test_odd.py": "raise RuntimeError('bad \\x1b[2J\\x07 thing')\n",
     })

@@ -25,14 +25,14 @@ from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES
 from ..support.factory import factory_main, make_kernel, write
 
 
-def test_a_flood_is_cut_at_the_limit():
+def test_a_flood_is_cut_at_the_limit() -> None:
     started = time.monotonic()
     with pytest.raises(OutputOverflow, match="printed more than 65536 bytes"):
         bounded_run(["yes"], 30, limit=1 << 16)
     assert time.monotonic() - started < 10
 
 
-def test_a_hung_command_is_killed_with_its_children(tmp_path):
+def test_a_hung_command_is_killed_with_its_children(tmp_path: Path) -> None:
     marker = tmp_path / "child.pid"
     started = time.monotonic()
     with pytest.raises(TimedOut):
@@ -44,7 +44,7 @@ def test_a_hung_command_is_killed_with_its_children(tmp_path):
         Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
 
 
-def test_a_streamed_command_is_logged_line_by_line_and_killed_at_its_time(tmp_path):
+def test_a_streamed_command_is_logged_line_by_line_and_killed_at_its_time(tmp_path: Path) -> None:
     marker = tmp_path / "child.pid"
     with open(tmp_path / "log", "w") as handle:
         log = Log(handle)
@@ -63,13 +63,14 @@ def test_a_streamed_command_is_logged_line_by_line_and_killed_at_its_time(tmp_pa
         Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
 
 
-def test_what_a_command_says_comes_back_whole():
+def test_what_a_command_says_comes_back_whole() -> None:
     done = bounded_run([sys.executable, "-c", "import sys; print('out'); print('err', "
                         "file=sys.stderr); sys.exit(3)"], 30)
     assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
 
 
-def test_a_torch_python_that_floods_is_one_line(tmp_path, capsys):
+def test_a_torch_python_that_floods_is_one_line(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
     flood = write(tmp_path / "python", "#!/bin/sh\nexec yes 'torch 2.11'\n")
     flood.chmod(0o755)
     make_kernel(tmp_path / "demo", GOOD_KERNEL, SOURCES, package="demo")
@@ -82,21 +83,21 @@ def test_a_torch_python_that_floods_is_one_line(tmp_path, capsys):
     assert "printed more than" in result.stderr
 
 
-def test_what_a_command_is_given_reaches_it_and_a_missing_one_is_one_error():
+def test_what_a_command_is_given_reaches_it_and_a_missing_one_is_one_error() -> None:
     done = bounded_run(["tr", "a-z", "A-Z"], 30, input="one two\n")
     assert done.stdout == "ONE TWO\n"
     with pytest.raises(NotStarted, match="no-such-program-here cannot be run"):
         bounded_run(["no-such-program-here"], 30)
 
 
-def test_a_streamed_flood_is_cut_at_its_cap(tmp_path):
+def test_a_streamed_flood_is_cut_at_its_cap(tmp_path: Path) -> None:
     with open(tmp_path / "log", "w") as handle, \
             pytest.raises(OutputOverflow, match="printed more than 100000 bytes"):
         streamed_run(["yes"], Log(handle), 30, limit=100_000)
     assert (tmp_path / "log").stat().st_size < 200_000
 
 
-def test_a_logged_step_past_its_time_is_stopped_in_one_line(tmp_path):
+def test_a_logged_step_past_its_time_is_stopped_in_one_line(tmp_path: Path) -> None:
     started = time.monotonic()
     with open(tmp_path / "log", "w") as handle, \
             pytest.raises(TimedOut, match=r"sleeping ran past its time limit \(1 s\)"):

@@ -4,6 +4,9 @@ and planned (one cell per CPython, or one abi3 cell), and how their metadata is 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from factory.config.matrix import load_matrix
 from factory.config.project import read_project
@@ -16,7 +19,7 @@ from ..support.factory import EXAMPLE, factory_main, write
 from ..support.plans import setup_py_project as project
 
 
-def planned(tmp_path, capsys, python: str, limited: str = "",
+def planned(tmp_path: Path, capsys: pytest.CaptureFixture[str], python: str, limited: str = "",
             torch: str = '["2.11"]', cuda: str = '{"13.0": {sms: ["8.0", "9.0"]}}') -> dict:
     project(tmp_path / "fused", limited)
     write(tmp_path / "matrix.yaml", f"""
@@ -34,22 +37,26 @@ def planned(tmp_path, capsys, python: str, limited: str = "",
     return json.loads(result.stdout)
 
 
-def plan_ids(tmp_path, capsys, python: str, limited: str = "") -> list[str]:
+def plan_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str], python: str,
+             limited: str = "") -> list[str]:
     return [cell for job in planned(tmp_path, capsys, python, limited)["jobs"]
             for cell in job["cells"]]
 
 
-def test_the_plan_has_a_cell_per_cpython(tmp_path, capsys):
+def test_the_plan_has_a_cell_per_cpython(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
     assert plan_ids(tmp_path, capsys, 'python: ["3.12", "3.11"]') == [
         "fused_op/cu130torch211/x86_64/cp311", "fused_op/cu130torch211/x86_64/cp312"]
 
 
-def test_an_abi3_project_has_one_cell_built_with_the_oldest_python(tmp_path, capsys):
+def test_an_abi3_project_has_one_cell_built_with_the_oldest_python(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     assert plan_ids(tmp_path, capsys, 'python: ["3.12", "3.10"]', ", py_limited_api=True") == [
         "fused_op/cu130torch211/x86_64"]
 
 
-def test_each_torch_release_gets_the_cpythons_it_has_wheels_for(tmp_path, capsys):
+def test_each_torch_release_gets_the_cpythons_it_has_wheels_for(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """torch 2.15 dropped 3.10 and added 3.15; 2.14 has no 3.15: the rest is skipped, saying
     which CPythons the release has."""
     plan = planned(tmp_path, capsys, 'python: ["3.10", "3.15"]', torch='["2.14", "2.15"]',
@@ -65,7 +72,8 @@ def test_each_torch_release_gets_the_cpythons_it_has_wheels_for(tmp_path, capsys
         "free-threaded 3.14t, 3.15t)")
 
 
-def test_an_abi3_project_is_built_with_the_oldest_cpython_the_release_has(tmp_path, capsys):
+def test_an_abi3_project_is_built_with_the_oldest_cpython_the_release_has(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     project(tmp_path / "fused", ", py_limited_api=True")
     matrix = load_matrix(write(tmp_path / "matrix.yaml", """
         kernels: [{path: fused, version: 1.0.0}]
@@ -82,7 +90,8 @@ def test_an_abi3_project_is_built_with_the_oldest_cpython_the_release_has(tmp_pa
     assert plan.skipped == ()  # the abi3 wheel serves 3.10 too, where a torch has it
 
 
-def test_guard_false_is_for_projects_only(tmp_path, capsys):
+def test_guard_false_is_for_projects_only(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     write(tmp_path / "matrix.yaml", f"""
         kernels:
           - path: {EXAMPLE}
@@ -97,8 +106,8 @@ def test_guard_false_is_for_projects_only(tmp_path, capsys):
         "import guard" in result.stderr, result.stderr
 
 
-def test_a_free_threaded_cpython_gets_a_cell_of_its_own_where_the_release_has_it(tmp_path,
-                                                                                 capsys):
+def test_a_free_threaded_cpython_gets_a_cell_of_its_own_where_the_release_has_it(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """3.14t loads no abi3 module: a setup.py project, an abi3 one and a kernel-builder kernel
     each get a cp314t cell for torch 2.15; torch 2.14 has no 3.15t (skipped, with the reason)."""
     plan = planned(tmp_path, capsys, 'python: ["3.14t", "3.12", "3.15t"]',

@@ -47,7 +47,8 @@ def project_matrix(folder: Path, project: Path, pythons: tuple[str, ...] = PYTHO
 
 
 @pytest.fixture(scope="module")
-def project_build(tmp_path_factory, factory_cache, bullseye_base):
+def project_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path,
+                  bullseye_base: str):
     folder = tmp_path_factory.mktemp("relu-scale")
     project_matrix(folder, PROJECT)
     result = run_factory("build", "matrix.yaml", "--out", folder / "index", cwd=folder,
@@ -62,7 +63,7 @@ def wheel_of(index: Path, python: str) -> Path:
     return wheel
 
 
-def test_one_labelled_wheel_per_cpython(project_build):
+def test_one_labelled_wheel_per_cpython(project_build) -> None:
     index, result = project_build
     assert sorted(path.name for path in (index / "files").glob("*.whl")) == [
         wheel_of(index, python).name for python in PYTHONS]
@@ -85,7 +86,7 @@ def test_one_labelled_wheel_per_cpython(project_build):
 
 
 def test_each_wheel_installs_from_its_cell_index_and_passes_the_projects_tests(
-        project_build, factory_cache, tmp_path):
+        project_build, factory_cache: Path, tmp_path: Path) -> None:
     """In a container of the base, each CPython gets a fresh environment, torch 2.11 from
     PyPI and relu-scale from the served cell index (uv: the cell index is asked first)."""
     index, _ = project_build
@@ -126,7 +127,7 @@ def test_each_wheel_installs_from_its_cell_index_and_passes_the_projects_tests(
 
 
 def test_the_import_guard_refuses_another_torch_before_the_extension_loads(project_build,
-                                                                          tmp_path):
+                                                                          tmp_path: Path) -> None:
     """The guard is imported first by the package's __init__.py: with a torch 2.10 (a stand-in
     module: the guard only reads its versions) the import stops with the cell's index named,
     before the extension, which would fail with an undefined symbol, is loaded."""
@@ -166,7 +167,7 @@ def doctored(wheel: Path, target: Path) -> Path:
     return target
 
 
-def test_the_gates_hold_such_wheels_and_catch_a_doctored_one(project_build, tmp_path):
+def test_the_gates_hold_such_wheels_and_catch_a_doctored_one(project_build, tmp_path: Path) -> None:
     index, _ = project_build
     wheel = wheel_of(index, "3.11")
     expect = Expectation("relu-scale", f"1.0.0+{LABEL}", "==2.11.*", 13, frozenset({"sm_90"}),
@@ -183,8 +184,8 @@ def test_the_gates_hold_such_wheels_and_catch_a_doctored_one(project_build, tmp_
     assert len(missing) == 1 and "has no SASS for sm_100" in missing[0], missing
 
 
-def test_a_build_that_downloads_fails_for_want_of_a_network(tmp_path, factory_cache,
-                                                             bullseye_base):
+def test_a_build_that_downloads_fails_for_want_of_a_network(tmp_path: Path, factory_cache: Path,
+                                                             bullseye_base: str) -> None:
     """Like real setup.py files that fetch a prebuilt wheel unless told to build: the build
     container has no network, and the message says what to set; env: reaches the build."""
     project = shutil.copytree(PROJECT, tmp_path / "downloads", ignore=shutil.ignore_patterns(
@@ -210,7 +211,7 @@ def test_a_build_that_downloads_fails_for_want_of_a_network(tmp_path, factory_ca
 
 
 def test_in_a_builder_container_the_import_gate_has_the_wheels_own_requirements(
-        tmp_path, factory_cache, bullseye_base):
+        tmp_path: Path, factory_cache: Path, bullseye_base: str) -> None:
     """A package that imports a project it requires (six): the import gate's environment gets
     it from the prepare container while the network is on, and the gate passes with the
     network off."""
@@ -250,7 +251,7 @@ SECRETS = {"KWF_PLANTED_TOKEN": "planted-s3cret-value", "TWINE_PASSWORD": "twine
 
 
 @pytest.fixture(scope="module")
-def hostile_build(tmp_path_factory, factory_cache):
+def hostile_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
     """The example with a setup.py that once printed TWINE_PASSWORD into its log, wrote into
     the home folder and the factory's cache and dropped a wheel into files/, built on this
     machine (the local runner, under bubblewrap) with secrets in the factory's environment."""
@@ -278,7 +279,7 @@ def hostile_build(tmp_path_factory, factory_cache):
 
 
 def test_a_hostile_setup_py_on_this_machine_reads_no_secret_and_writes_nothing_outside(
-        hostile_build):
+        hostile_build) -> None:
     """It runs confined, sees an allow-listed environment, and only its own wheel is
     published."""
     _, out, targets, result = hostile_build
@@ -299,8 +300,8 @@ def test_a_hostile_setup_py_on_this_machine_reads_no_secret_and_writes_nothing_o
         assert value.encode() not in published
 
 
-def test_a_local_build_is_reproduced_byte_for_byte_by_verify(hostile_build, factory_cache,
-                                                             tmp_path):
+def test_a_local_build_is_reproduced_byte_for_byte_by_verify(hostile_build, factory_cache: Path,
+                                                             tmp_path: Path) -> None:
     """The wheel built on this machine above, rebuilt from its provenance by `factory verify`
     (in another folder, by the same confined build step, the hostile setup.py run again):
     the same bytes."""

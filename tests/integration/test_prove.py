@@ -23,11 +23,11 @@ from factory.system.process import Log
 from factory.wheel.assemble import CoreMetadata, relabelled, write_wheel
 from factory.wheel.read import PROVENANCE_FILE
 
-from ..support.factory import REPO, cache_env, factory_main, run_factory, write
+from ..support.factory import REPO, Result, cache_env, factory_main, run_factory, write
 from ..support.installs import venv_python
 
 
-def test_a_suite_stopped_at_its_limit_says_how_far_it_got(tmp_path):
+def test_a_suite_stopped_at_its_limit_says_how_far_it_got(tmp_path: Path) -> None:
     """The plugin's tally, kept by a real pytest run (a stand-in torch: the plugin asks it only
     whether a GPU is there), becomes the words of the time-limit failure."""
     write(tmp_path / "stand-in" / "torch" / "__init__.py", """
@@ -120,7 +120,7 @@ def make_wheel(tmp_path: Path, name: str, files: dict[str, str | bytes], tag: st
 
 
 @pytest.mark.slow
-def test_the_import_gate_names_a_symbol_the_torch_lacks(tmp_path, torch_venv):
+def test_the_import_gate_names_a_symbol_the_torch_lacks(tmp_path: Path, torch_venv: Path) -> None:
     """A shared object that calls into a torch other than the cell's: the loader refuses it,
     and the gate says which symbol, demangled."""
     source = write(tmp_path / "native.cpp", """
@@ -143,7 +143,8 @@ def test_the_import_gate_names_a_symbol_the_torch_lacks(tmp_path, torch_venv):
 
 
 @pytest.mark.slow
-def test_a_built_wheel_that_calls_into_another_torch_is_not_published(tmp_path, factory_cache):
+def test_a_built_wheel_that_calls_into_another_torch_is_not_published(tmp_path: Path,
+        factory_cache: Path) -> None:
     """The example, its binding calling a function the cell's torch lacks: the build links
     (a shared object may leave symbols to the loader), the import gate fails the cell with the
     symbol named, and nothing is published."""
@@ -199,7 +200,7 @@ GROUND_TRUTH = """
 
 
 @pytest.mark.slow
-def test_torch_compile_readiness_agrees_with_fake_tensors(tmp_path, torch_venv):
+def test_torch_compile_readiness_agrees_with_fake_tensors(tmp_path: Path, torch_venv: Path) -> None:
     """The probe's verdict on each op is what FakeTensorMode (torch.compile's tracer) does with
     it; an op declared with no kernel fails the gate."""
     wheel = make_wheel(tmp_path, "kwf_ops", {"kwf_ops/__init__.py": OPS_PACKAGE}, "py3-none-any")
@@ -247,7 +248,8 @@ USER_PACKAGE = """
 
 
 @pytest.mark.slow
-def test_ops_that_modules_outside_the_wheel_register_are_not_the_wheels(tmp_path, torch_venv):
+def test_ops_that_modules_outside_the_wheel_register_are_not_the_wheels(tmp_path: Path,
+        torch_venv: Path) -> None:
     """A kernel whose import loads other modules (natten loads torch's flex attention, which
     registers Triton ops with no kernel here): what those modules register on their own is
     reported apart and not judged; what the wheel makes them register for it stays its own. An
@@ -275,7 +277,8 @@ def test_ops_that_modules_outside_the_wheel_register_are_not_the_wheels(tmp_path
 
 
 @pytest.mark.slow
-def test_the_example_passes_the_import_gate_and_records_its_op(example_build):
+def test_the_example_passes_the_import_gate_and_records_its_op(
+        example_build: tuple[Path, Result]) -> None:
     out, _ = example_build
     log = (out / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
     assert re.search(r"imported img2gray with torch 2\.11\.0\+cu130: 1 op\(s\), 1 with a fake "
@@ -295,8 +298,8 @@ def test_the_example_passes_the_import_gate_and_records_its_op(example_build):
 # ---- factory test ---------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_factory_test_runs_the_example_tests_against_its_wheel(example_build, example_tested,
-                                                               factory_cache):
+def test_factory_test_runs_the_example_tests_against_its_wheel(example_build: tuple[Path, Result],
+        example_tested: tuple[Path, Result], factory_cache: Path) -> None:
     out, result = example_tested
     assert result.exit == 0, result.stdout + result.stderr
     # 8 CPU tests (the torch.compile one among them) pass; the 6 GPU ones are skipped here.
@@ -317,7 +320,7 @@ def test_factory_test_runs_the_example_tests_against_its_wheel(example_build, ex
 
 
 @pytest.mark.slow
-def test_a_wheel_whose_tests_fail_is_not_published(tmp_path, factory_cache):
+def test_a_wheel_whose_tests_fail_is_not_published(tmp_path: Path, factory_cache: Path) -> None:
     """`factory build --test`: a test that just calls CUDA (as most kernels' tests do) is
     reported as skipped, with the reason, where there is no GPU; get_kernel() gets the
     installed wheel; a real failure fails the cell, and its wheel is not published."""
@@ -356,8 +359,8 @@ def test_a_wheel_whose_tests_fail_is_not_published(tmp_path, factory_cache):
 
 
 @pytest.mark.slow
-def test_the_chosen_tests_run_with_what_flake_nix_names_and_within_their_time(tmp_path,
-                                                                             factory_cache):
+def test_the_chosen_tests_run_with_what_flake_nix_names_and_within_their_time(tmp_path: Path,
+        factory_cache: Path) -> None:
     """A kernel's `tests:` in matrix.yaml: only the chosen files and -k expression run, in an
     environment with what flake.nix's pythonCheckInputs name (einops, as flash-attention's
     tests need), and the report says what was chosen. The tests are the kernel's own code:
@@ -477,7 +480,7 @@ def another_cell(wheel: Path, folder: Path, label: str, torch: str, cuda: str) -
 
 
 @pytest.fixture(scope="module")
-def three_cells(example_wheel, tmp_path_factory):
+def three_cells(example_wheel: Path, tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("doctor") / "index"
     (out / "files").mkdir(parents=True)
     shutil.copy(example_wheel, out / "files")
@@ -503,7 +506,8 @@ def served_doctor(url: str, python: Path, *args: str) -> subprocess.CompletedPro
 
 
 @pytest.mark.slow
-def test_doctor_picks_the_cell_of_the_installed_torch(three_cells, torch_venv, factory_cache):
+def test_doctor_picks_the_cell_of_the_installed_torch(three_cells, torch_venv: Path,
+                                                      factory_cache: Path) -> None:
     done = served_doctor(three_cells, torch_venv / "bin/python",
                          three_cells + "cu130torch211/simple/", "img2gray")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -530,7 +534,7 @@ def test_doctor_picks_the_cell_of_the_installed_torch(three_cells, torch_venv, f
 
 
 @pytest.fixture(scope="module")
-def cpu_torch_venv(tmp_path_factory):
+def cpu_torch_venv(tmp_path_factory: pytest.TempPathFactory):
     """A virtual environment with a CPU-only torch, as pip on this machine finds one."""
     venv = tmp_path_factory.mktemp("cpu") / "venv"
     subprocess.run([sys.executable, "-m", "venv", venv], check=True)
@@ -542,7 +546,7 @@ def cpu_torch_venv(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_doctor_explains_every_miss_for_a_cpu_only_torch(three_cells, cpu_torch_venv):
+def test_doctor_explains_every_miss_for_a_cpu_only_torch(three_cells, cpu_torch_venv) -> None:
     done = served_doctor(three_cells, cpu_torch_venv / "bin/python", three_cells, "img2gray")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "torch      2.13.0+cpu, no CUDA (a CPU build)" in done.stdout
@@ -557,7 +561,8 @@ def test_doctor_explains_every_miss_for_a_cpu_only_torch(three_cells, cpu_torch_
             rf"CUDA\n", done.stdout), done.stdout
 
 
-def test_bad_input_to_test_and_doctor_is_one_line(capsys, tmp_path):
+def test_bad_input_to_test_and_doctor_is_one_line(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path) -> None:
     missing = factory_main("test", REPO / "matrix.yaml", "--out", tmp_path / "none",
                            capsys=capsys)
     assert missing.exit == 2 and "none" in missing.stdout + missing.stderr
@@ -568,7 +573,8 @@ def test_bad_input_to_test_and_doctor_is_one_line(capsys, tmp_path):
 
 
 @pytest.mark.slow
-def test_build_with_test_tests_what_it_built_or_kept(example_build, tmp_path, factory_cache):
+def test_build_with_test_tests_what_it_built_or_kept(example_build: tuple[Path, Result],
+                                                     tmp_path: Path, factory_cache: Path) -> None:
     out = shutil.copytree(example_build[0], tmp_path / "index", symlinks=True)
     result = run_factory("build", example_build[0].parent / "matrix.yaml", "--out", out,
                          "--test", env=cache_env(factory_cache))

@@ -21,7 +21,7 @@ import pytest
 from factory.cli import main
 from factory.index.update import update_index
 
-from ..support.factory import run_factory, snapshot
+from ..support.factory import Result, run_factory, snapshot
 from ..support.hubserver import serve as serve_hub
 from ..support.installs import new_torch_venv, venv_python
 from ..support.wheels import index_problems, indexed_with_a_log, make_wheel
@@ -30,7 +30,7 @@ PASSWORD = "s3cret-Registry-Pass"
 
 
 @pytest.fixture
-def index_out(tmp_path) -> Path:
+def index_out(tmp_path: Path) -> Path:
     return indexed_with_a_log(tmp_path / "index")
 
 
@@ -70,7 +70,7 @@ def start_pypiserver(tmp_path: Path, authenticate: str):
 
 
 @pytest.fixture
-def registry(tmp_path):
+def registry(tmp_path: Path):
     """Uploads need alice's password, reading is open (as on registries that serve the
     public)."""
     server, url, packages = start_pypiserver(tmp_path, "update")
@@ -80,7 +80,7 @@ def registry(tmp_path):
 
 
 @pytest.fixture
-def private_registry(tmp_path):
+def private_registry(tmp_path: Path):
     """Everything needs alice's password, reading the index too."""
     server, url, packages = start_pypiserver(tmp_path, "update,download,list")
     yield url, packages
@@ -116,8 +116,8 @@ def tampered_copy(out: Path, destination: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.network
 @pytest.mark.filterwarnings("ignore:'crypt' is deprecated:DeprecationWarning")
-def test_publish_to_pypiserver_then_pip_installs(example_build, registry, tmp_path,
-                                                 factory_cache):
+def test_publish_to_pypiserver_then_pip_installs(example_build: tuple[Path, Result], registry,
+                                                 tmp_path: Path, factory_cache: Path) -> None:
     out, _ = example_build
     url, packages = registry
     (wheel,) = (out / "files").glob("*.whl")
@@ -181,7 +181,7 @@ def test_publish_to_pypiserver_then_pip_installs(example_build, registry, tmp_pa
 
 
 @pytest.mark.filterwarnings("ignore:'crypt' is deprecated:DeprecationWarning")
-def test_publish_to_a_private_registry(index_out, private_registry, tmp_path):
+def test_publish_to_a_private_registry(index_out: Path, private_registry, tmp_path: Path) -> None:
     url, packages = private_registry
     assert main(["yank", "noarch-kernel", "2.0.0", "--reason", "broken", "--out",
                  str(index_out)]) == 0
@@ -215,7 +215,9 @@ def published_tree(out: Path) -> dict[str, bytes | None]:
             if not name.startswith((".factory", "logs"))}
 
 
-def test_publish_to_a_folder_sends_files_then_pages(index_out, tmp_path, monkeypatch, capsys):
+def test_publish_to_a_folder_sends_files_then_pages(index_out: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     from factory.publish import static
 
     site = tmp_path / "site"
@@ -260,7 +262,7 @@ def test_publish_to_a_folder_sends_files_then_pages(index_out, tmp_path, monkeyp
 
 
 @pytest.fixture
-def s3(monkeypatch):
+def s3(monkeypatch: pytest.MonkeyPatch):
     """moto's S3 server on 127.0.0.1 and a bucket in it; boto3 finds it through the
     environment, as it finds MinIO or R2."""
     boto3 = pytest.importorskip("boto3")
@@ -286,7 +288,7 @@ def s3_objects(client) -> dict[str, bytes]:
             for item in listing}
 
 
-def test_publish_to_s3(index_out, s3):
+def test_publish_to_s3(index_out: Path, s3) -> None:
     client, env = s3
     done = run_factory("publish", index_out, "--to", "s3://kernel-wheels/kernels", env=env)
     assert done.exit == 0, done.stdout + done.stderr
@@ -310,7 +312,7 @@ def test_publish_to_s3(index_out, s3):
     assert s3_objects(client) == before
 
 
-def test_publish_to_a_hub_repo_in_one_commit(index_out, tmp_path):
+def test_publish_to_a_hub_repo_in_one_commit(index_out: Path, tmp_path: Path) -> None:
     repo = tmp_path / "hub-dataset"
     repo.mkdir()
     for args in (["init", "--quiet", "--initial-branch=main"],
@@ -362,7 +364,7 @@ def test_publish_to_a_hub_repo_in_one_commit(index_out, tmp_path):
         server.server_close()
 
 
-def test_publish_to_a_hub_pull_request_ref(index_out, tmp_path):
+def test_publish_to_a_hub_pull_request_ref(index_out: Path, tmp_path: Path) -> None:
     """hf://datasets/OWNER/NAME@refs/pr/1/PATH: the revision is the whole special ref (as
     huggingface_hub's own parser reads it), the folder the rest."""
     repo = tmp_path / "hub-dataset"
@@ -394,7 +396,7 @@ def test_publish_to_a_hub_pull_request_ref(index_out, tmp_path):
 
 
 @pytest.fixture
-def served_site(index_out, tmp_path):
+def served_site(index_out: Path, tmp_path: Path):
     """index_out (one release yanked) published to a folder and served over http, as a
     GitHub Pages site is."""
     assert main(["yank", "noarch-kernel", "2.0.0", "--reason", "broken on torch 2.11", "--out",
@@ -409,7 +411,7 @@ def served_site(index_out, tmp_path):
     server.wait()
 
 
-def test_merge_keeps_what_a_published_site_holds(served_site, tmp_path):
+def test_merge_keeps_what_a_published_site_holds(served_site, tmp_path: Path) -> None:
     site, url = served_site
     job = tmp_path / "job"
     make_wheel(job / "files", "img2gray", "1.1.0+cu130torch211")

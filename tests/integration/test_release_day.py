@@ -6,6 +6,7 @@ for says why on its browse page. (benchmarks/release_day.py times the same path.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,8 @@ def scheduled_run(matrix, site, job, cache) -> str:
     return built.stdout
 
 
-def test_a_new_torch_release_gets_only_its_own_cells_built(tmp_path, factory_cache):
+def test_a_new_torch_release_gets_only_its_own_cells_built(tmp_path: Path,
+                                                           factory_cache: Path) -> None:
     torches, site = tmp_path / "torches", tmp_path / "site"
     torch_index(torches, {"2.11.0": "13.0.2"})
     with served(torches) as url:

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -28,8 +29,12 @@ ENDLESS = b"<endless>"  # a body the server sends on and on, without a length
 DRIP = b"<drip>"  # a body the server sends a byte at a time, a byte every 0.2 s
 
 
+# a served index: its files (name: (path, bytes)), its URL, the requests it was sent
+Site = tuple[dict[str, tuple[str, bytes]], str, list[str]]
+
+
 @pytest.fixture
-def site() -> Iterator[tuple[dict[str, tuple[str, bytes]], str, list[str]]]:
+def site() -> Iterator[Site]:
     """A web server answering from a dict of path -> (content type, body); its base URL and the
     paths asked for."""
     pages: dict[str, tuple[str, bytes]] = {}
@@ -81,7 +86,8 @@ def html(*rows: str, head: str = "") -> tuple[str, bytes]:
                          + "\n".join(rows) + "\n</body></html>\n").encode()
 
 
-def test_a_registry_page_with_a_base_href_is_read_as_pip_reads_it(site, tmp_path):
+def test_a_registry_page_with_a_base_href_is_read_as_pip_reads_it(
+        site: Site, tmp_path: Path) -> None:
     """The page lists the wheel without a hash, under a <base href>: its bytes are fetched from
     where the base points, found equal, and nothing is uploaded."""
     pages, url, asked = site
@@ -98,7 +104,8 @@ def test_a_registry_page_with_a_base_href_is_read_as_pip_reads_it(site, tmp_path
     assert f"/packages/img2gray/{wheel.name}" in asked
 
 
-def test_merge_takes_in_an_html_only_index_with_unhashed_and_yanked_files(site, tmp_path):
+def test_merge_takes_in_an_html_only_index_with_unhashed_and_yanked_files(
+        site: Site, tmp_path: Path) -> None:
     pages, url, _ = site
     first = make_wheel(tmp_path / "there", "img2gray", "1.0.0+cu130torch211")
     second = make_wheel(tmp_path / "there", "img2gray", "1.0.0+cu130torch212")
@@ -120,7 +127,8 @@ def test_merge_takes_in_an_html_only_index_with_unhashed_and_yanked_files(site, 
         first.name: "broken build", second.name: False}
 
 
-def test_merge_refuses_an_unhashed_file_that_conflicts(site, tmp_path):
+def test_merge_refuses_an_unhashed_file_that_conflicts(site: Site,
+                                                       tmp_path: Path) -> None:
     """A file listed without a hash is downloaded and hashed before anything is written."""
     pages, url, _ = site
     wheel = make_wheel(tmp_path / "there", "img2gray", "1.0.0+cu130torch211")
@@ -136,7 +144,9 @@ def test_merge_refuses_an_unhashed_file_that_conflicts(site, tmp_path):
     assert not (tmp_path / "merged").exists()
 
 
-def test_a_server_that_sends_on_and_on_is_refused_not_read(site, tmp_path, monkeypatch, capsys):
+def test_a_server_that_sends_on_and_on_is_refused_not_read(
+        site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """A published index is another server's data: a page past 64 MiB or a wheel past its
     limit is refused in one line, and nothing is written."""
     pages, url, _ = site
@@ -159,7 +169,9 @@ def test_a_server_that_sends_on_and_on_is_refused_not_read(site, tmp_path, monke
     assert not (tmp_path / "merged").exists()
 
 
-def test_a_server_that_drips_is_given_up_on_in_time(site, tmp_path, monkeypatch, capsys):
+def test_a_server_that_drips_is_given_up_on_in_time(site: Site,
+                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """A byte every 0.2 s never trips a read's timeout: the whole answer has a deadline, so
     `index --merge URL` and `plan --new URL` end with one line, and nothing is written."""
     pages, url, _ = site
@@ -178,7 +190,9 @@ def test_a_server_that_drips_is_given_up_on_in_time(site, tmp_path, monkeypatch,
     assert time.monotonic() - started < 20
 
 
-def test_a_wheel_that_drips_is_given_up_on_in_time(site, tmp_path, monkeypatch, capsys):
+def test_a_wheel_that_drips_is_given_up_on_in_time(site: Site,
+                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     pages, url, _ = site
     wheel = make_wheel(tmp_path / "there", "img2gray", "1.0.0+cu130torch211")
     pages["/slow/simple/"] = html('<a href="img2gray/">img2gray</a>')
@@ -194,7 +208,9 @@ def test_a_wheel_that_drips_is_given_up_on_in_time(site, tmp_path, monkeypatch, 
 
 
 @pytest.mark.parametrize("body", ["drip", "endless", "deep"])
-def test_the_name_clash_lookup_is_bounded(site, tmp_path, monkeypatch, body):
+def test_the_name_clash_lookup_is_bounded(site: Site,
+                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          body) -> None:
     """The public index's answer about a name arrives whole within the lookup's deadline, at
     most a page's size, JSON no deeper than the parser goes: else one line, not a hang, a
     MemoryError or a RecursionError."""

@@ -36,7 +36,7 @@ def rules_of(plan):
     return {cell.id: [rule.name for rule in cell.rules] for cell in plan.cells}
 
 
-def test_each_cell_is_planned_with_the_rules_of_its_torch(tmp_path):
+def test_each_cell_is_planned_with_the_rules_of_its_torch(tmp_path: Path) -> None:
     kernel(tmp_path, "demo")
     kernel(tmp_path, "other")
     plan = plan_for(tmp_path, MATRIX)
@@ -48,7 +48,7 @@ def test_each_cell_is_planned_with_the_rules_of_its_torch(tmp_path):
     }
 
 
-def test_a_matrix_adds_replaces_and_turns_off_rules(tmp_path):
+def test_a_matrix_adds_replaces_and_turns_off_rules(tmp_path: Path) -> None:
     kernel(tmp_path, "demo")
     kernel(tmp_path, "other")
     text = MATRIX.replace("torch: [", """toolchain-rules:
@@ -84,7 +84,7 @@ torch: [""")
      "is not a rule name"),
     ("{name: x, flag: -gencode, reason: r, when: always}", "toolchain-rules[0].when", "when"),
 ])
-def test_a_bad_rule_entry_names_its_file_line_and_key(tmp_path, entry, key, message):
+def test_a_bad_rule_entry_names_its_file_line_and_key(tmp_path: Path, entry, key, message) -> None:
     kernel(tmp_path, "demo")
     text = f"""kernels:
   - path: demo
@@ -101,7 +101,7 @@ cuda: {{"13.0": {{sms: ["9.0"]}}}}
     assert message in str(error)
 
 
-def test_kernel_builder_flags_get_the_rules_of_the_cell(tmp_path):
+def test_kernel_builder_flags_get_the_rules_of_the_cell(tmp_path: Path) -> None:
     kernel(tmp_path, "demo", caps='cuda-flags = ["-std=c++17", "-gencode", '
                                   '"arch=compute_80,code=sm_80", "-lineinfo"]\n'
                                   'cxx-flags = ["-std=gnu++17"]')
@@ -124,7 +124,7 @@ def test_kernel_builder_flags_get_the_rules_of_the_cell(tmp_path):
         ("cxx20-for-torch-2.14", "-std=c++17")]
 
 
-def test_the_wrappers_rewrite_what_the_build_runs_and_note_it(tmp_path):
+def test_the_wrappers_rewrite_what_the_build_runs_and_note_it(tmp_path: Path) -> None:
     """A build's CXX and nvcc, run as its build system runs them: the real compiler (here a
     script printing its arguments) gets the rewritten command, the note file the changes."""
     real = tmp_path / "real-g++"
@@ -167,7 +167,7 @@ def test_the_wrappers_rewrite_what_the_build_runs_and_note_it(tmp_path):
         ("gencode-to-cell", "-gencode arch=compute_75,code=sm_75", "(dropped)")]
 
 
-def test_no_rule_in_force_means_no_wrappers(tmp_path):
+def test_no_rule_in_force_means_no_wrappers(tmp_path: Path) -> None:
     kernel(tmp_path, "other")
     (cell,) = [c for c in plan_for(tmp_path, MATRIX.replace("  - path: demo\n    version: "
                                                             "1.0.0\n", "")).cells

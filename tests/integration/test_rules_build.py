@@ -45,7 +45,7 @@ def pinned_project(folder: Path, name: str, prologue: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ruled_build(tmp_path_factory, factory_cache):
+def ruled_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
     folder = tmp_path_factory.mktemp("rules")
     raised = pinned_project(folder / "raised", "raised", ASSERT_CXX20)
     pinned_project(folder / "wide", "wide", ASSERT_CXX20)
@@ -80,7 +80,7 @@ def built(index: Path, name: str) -> tuple[Path, dict, str]:
     return wheel, json.loads(read_dist_info(wheel, "provenance.json")), log.read_text()
 
 
-def test_a_project_pinning_cxx17_is_compiled_as_cxx20_and_says_so(ruled_build):
+def test_a_project_pinning_cxx17_is_compiled_as_cxx20_and_says_so(ruled_build) -> None:
     folder, _, _ = ruled_build
     _, provenance, log = built(folder / "index", "raised")
     assert "toolchain rule cxx20-for-torch-2.14: -std=c++17 -> -std=c++20 (2x), in the " \
@@ -100,7 +100,8 @@ def test_a_project_pinning_cxx17_is_compiled_as_cxx20_and_says_so(ruled_build):
     assert re.search(r"resolved for torch 2\.11\S* \(CUDA 13\.0\): .*six==", log), log
 
 
-def test_a_project_whose_gencode_rule_is_off_carries_more_and_the_page_says_what(ruled_build):
+def test_a_project_whose_gencode_rule_is_off_carries_more_and_the_page_says_what(
+        ruled_build) -> None:
     folder, _, _ = ruled_build
     _, provenance, log = built(folder / "index", "wide")
     assert list(provenance["gpu_code_found"].values()) == [["sm_80", "sm_90"]]
@@ -115,7 +116,7 @@ def test_a_project_whose_gencode_rule_is_off_carries_more_and_the_page_says_what
 
 
 def test_a_project_that_cannot_build_under_the_rule_gets_the_compilers_message_and_its_name(
-        ruled_build):
+        ruled_build) -> None:
     folder, _, result = ruled_build
     line = next(line for line in result.stdout.splitlines() if "stuck/cu130torch211" in line
                 and "failed (" in line)
@@ -124,7 +125,8 @@ def test_a_project_that_cannot_build_under_the_rule_gets_the_compilers_message_a
     assert not list((folder / "index" / "files").glob("stuck-*"))
 
 
-def test_verify_rebuilds_with_the_recorded_rules(ruled_build, factory_cache, tmp_path):
+def test_verify_rebuilds_with_the_recorded_rules(ruled_build, factory_cache: Path,
+                                                 tmp_path: Path) -> None:
     """No matrix is at hand: only the rules recorded in the wheel (the cxx20 rule for 2.11)
     make the project compile, and the same bytes come out."""
     folder, raised, _ = ruled_build

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from factory.cells.job import Built, Compiling
@@ -52,7 +53,7 @@ class BrokenForCompiledCells:
         return self.runner.build(cell, staging, log, compiling, progress)
 
 
-def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path):
+def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path: Path) -> None:
     make_kernel(tmp_path / "demo", KERNEL.format(name="demo", backends='["cuda"]',
                                                  torch_bounds="", caps="", cuda_bounds=""),
                 {"b.cpp": "", "k.cu": ""}, package="demo")
@@ -81,8 +82,8 @@ def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path):
     assert (tmp_path / "out" / "files" / built.published.filename).is_file()
 
 
-def test_auto_says_what_building_on_this_machine_means_when_docker_is_not_there(tmp_path,
-                                                                               monkeypatch):
+def test_auto_says_what_building_on_this_machine_means_when_docker_is_not_there(tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
     plan = demo_plan(tmp_path)
     runner, why = choose_runner("auto", plan, tmp_path / "cache",

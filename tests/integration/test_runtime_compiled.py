@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,8 @@ from ..support.installs import read_dist_info
 FIXTURES = REPO / "tests" / "fixtures"
 
 
-def test_a_cutlass_dsl_kernel_is_planned_per_cell_for_its_cuda_major(tmp_path, factory_cache):
+def test_a_cutlass_dsl_kernel_is_planned_per_cell_for_its_cuda_major(tmp_path: Path,
+        factory_cache: Path) -> None:
     kernel = shutil.copytree(FIXTURES / "noarch-kernel", tmp_path / "dsl-kernel")
     (kernel / "torch-ext" / "noarch_kernel").rename(kernel / "torch-ext" / "dsl_kernel")
     build_toml = kernel / "build.toml"
@@ -45,7 +47,8 @@ def test_a_cutlass_dsl_kernel_is_planned_per_cell_for_its_cuda_major(tmp_path, f
 
 
 @pytest.mark.slow
-def test_a_triton_kernel_gets_a_wheel_per_cell_proven_on_its_torch(tmp_path, factory_cache):
+def test_a_triton_kernel_gets_a_wheel_per_cell_proven_on_its_torch(tmp_path: Path,
+        factory_cache: Path) -> None:
     write(tmp_path / "matrix.yaml", f"""
         kernels:
           - {{path: {FIXTURES / "triton-add"}, version: 1.0.0}}

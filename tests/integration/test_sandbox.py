@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from factory.cells import sandbox
 from factory.cells.sandbox import confined_command, confined_environment
@@ -33,7 +34,7 @@ print("env:", sorted(os.environ))
 """
 
 
-def test_a_confined_command_writes_its_build_folder_only_and_has_no_network(tmp_path):
+def test_a_confined_command_writes_its_build_folder_only_and_has_no_network(tmp_path: Path) -> None:
     debian_package("bubblewrap", "bwrap")
     work = tmp_path / "work"
     (work / "src").mkdir(parents=True)

@@ -19,7 +19,7 @@ def planned(matrix: Path, cache: Path, *selects: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_select_narrows_the_plan_and_the_build_jobs_agree(tmp_path):
+def test_select_narrows_the_plan_and_the_build_jobs_agree(tmp_path: Path) -> None:
     matrix, cache = twelve_cells(tmp_path), tmp_path / "cache"
     request = "kernel=img2gray,torch=2.1[23],platform=x86_64"
     plan = planned(matrix, cache, request)
@@ -39,7 +39,7 @@ def test_select_narrows_the_plan_and_the_build_jobs_agree(tmp_path):
                                        "multikernel/cu130torch211/aarch64"]
 
 
-def test_python_selects_per_python_cells_and_the_abi3_cells_that_serve_it(tmp_path):
+def test_python_selects_per_python_cells_and_the_abi3_cells_that_serve_it(tmp_path: Path) -> None:
     shutil.copytree(EXAMPLE, tmp_path / "img2gray")
     shutil.copytree(EXAMPLE.parent / "relu-scale", tmp_path / "relu-scale")
     matrix = write(tmp_path / "matrix.yaml", """
@@ -59,7 +59,7 @@ def test_python_selects_per_python_cells_and_the_abi3_cells_that_serve_it(tmp_pa
                                      "relu-scale/cu130torch211/x86_64/cp312"]
 
 
-def test_a_request_for_cells_that_cannot_be_built_keeps_their_reason(tmp_path):
+def test_a_request_for_cells_that_cannot_be_built_keeps_their_reason(tmp_path: Path) -> None:
     matrix = twelve_cells(tmp_path)
     text = matrix.read_text().replace('sms: ["8.0", "9.0"]',
                                       'sms: ["8.0", "9.0"]\n  "12.8":\n    sms: ["9.0"]')
@@ -71,7 +71,7 @@ def test_a_request_for_cells_that_cannot_be_built_keeps_their_reason(tmp_path):
     assert all("torch-index" in reason for reason in plan["skipped"].values()), plan["skipped"]
 
 
-def test_bad_requests_are_one_line(tmp_path):
+def test_bad_requests_are_one_line(tmp_path: Path) -> None:
     matrix = twelve_cells(tmp_path)
     for select, expected in [
         ("torch", "--select: 'torch' is not field=GLOB (e.g. torch=2.11; fields: kernel, "

@@ -18,7 +18,14 @@ from factory.values.units import human_size
 from factory.wheel.assemble import CoreMetadata, write_wheel
 from factory.wheel.inspect import inspect_wheel
 
-from ..support.factory import EXAMPLE, cache_env, listed_by_cuobjdump, one_cell_matrix, run_factory
+from ..support.factory import (
+    EXAMPLE,
+    Result,
+    cache_env,
+    listed_by_cuobjdump,
+    one_cell_matrix,
+    run_factory,
+)
 from ..support.plans import many_units_project as project
 from ..support.system import debian_package
 
@@ -51,8 +58,8 @@ def assert_read_as_cuobjdump_lists(wheel: Path, cuobjdump: Path, folder: Path) -
     return report.to_json()
 
 
-def test_the_example_is_compressed_and_read_as_cuobjdump_lists_it(example_build, cuobjdump,
-                                                                   tmp_path):
+def test_the_example_is_compressed_and_read_as_cuobjdump_lists_it(
+        example_build: tuple[Path, Result], cuobjdump: Path, tmp_path: Path) -> None:
     out, result = example_build
     (wheel,) = (out / "files").glob("*.whl")
     report = assert_read_as_cuobjdump_lists(wheel, cuobjdump, tmp_path)
@@ -69,8 +76,8 @@ def test_the_example_is_compressed_and_read_as_cuobjdump_lists_it(example_build,
     assert entry["gpu_code_sizes"] == report["provenance"]["gpu_code_sizes"]
 
 
-def test_a_many_unit_kernel_is_compressed_and_read_as_cuobjdump_lists_it(tmp_path, cuobjdump,
-                                                                         factory_cache):
+def test_a_many_unit_kernel_is_compressed_and_read_as_cuobjdump_lists_it(tmp_path: Path,
+        cuobjdump: Path, factory_cache: Path) -> None:
     project(tmp_path)  # the fixture of eight CUDA units and the binding, for sm_90
     result = run_factory("build", tmp_path / "matrix.yaml", "--out", tmp_path / "out",
                          env=cache_env(factory_cache))
@@ -80,8 +87,8 @@ def test_a_many_unit_kernel_is_compressed_and_read_as_cuobjdump_lists_it(tmp_pat
     assert report["sass"] == ["sm_90"] and report["ptx"] == ["compute_90"]
 
 
-def test_compression_is_switched_off_per_kernel_and_switching_rebuilds(tmp_path,
-                                                                        factory_cache):
+def test_compression_is_switched_off_per_kernel_and_switching_rebuilds(tmp_path: Path,
+        factory_cache: Path) -> None:
     out = tmp_path / "out"
     one_cell_matrix(tmp_path, EXAMPLE, entry="compress: none")
     result = run_factory("build", tmp_path / "matrix.yaml", "--out", out,
@@ -101,7 +108,8 @@ def test_compression_is_switched_off_per_kernel_and_switching_rebuilds(tmp_path,
     assert "immutable: raise the kernel's version" in again.stdout
 
 
-def test_a_wheel_over_the_limit_fails_its_cell_with_the_sizes_named(tmp_path, factory_cache):
+def test_a_wheel_over_the_limit_fails_its_cell_with_the_sizes_named(tmp_path: Path,
+        factory_cache: Path) -> None:
     out = tmp_path / "out"
     one_cell_matrix(tmp_path, EXAMPLE, top="max-wheel-size: pypi")
     result = run_factory("build", tmp_path / "matrix.yaml", "--out", out,
@@ -116,7 +124,7 @@ def test_a_wheel_over_the_limit_fails_its_cell_with_the_sizes_named(tmp_path, fa
                        env=cache_env(factory_cache)).exit == 0
 
 
-def test_a_member_over_4_gib_is_written_with_zip64_fields(tmp_path):
+def test_a_member_over_4_gib_is_written_with_zip64_fields(tmp_path: Path) -> None:
     """A shared object past 4 GiB (a sparse file: no disk, no memory) is streamed into the
     wheel; Info-ZIP's unzip and Python's zipfile both read its size, and its bytes hash as
     RECORD says."""

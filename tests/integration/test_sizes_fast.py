@@ -3,10 +3,12 @@ size limits and hosts' presets, and the compression a matrix gives each kernel's
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..support.plans import kernel, plan_for
 
 
-def test_the_matrix_compresses_every_kernel_unless_one_says_otherwise(tmp_path):
+def test_the_matrix_compresses_every_kernel_unless_one_says_otherwise(tmp_path: Path) -> None:
     kernel(tmp_path, "one")
     kernel(tmp_path, "two")
     matrix = """

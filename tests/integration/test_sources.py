@@ -86,13 +86,13 @@ def one_error(result) -> str:
 
 
 @pytest.fixture
-def monorepo(tmp_path):
+def monorepo(tmp_path: Path):
     return make_monorepo(tmp_path / "repo")
 
 
 # ---- git: resolving, fetching, locking ------------------------------------------------------
 
-def test_lock_pins_a_git_subfolder_at_each_tag(tmp_path, monorepo):
+def test_lock_pins_a_git_subfolder_at_each_tag(tmp_path: Path, monorepo) -> None:
     work, url = monorepo
     cache = tmp_path / "cache"
     matrix = git_matrix(tmp_path, url, "v1.0.0")
@@ -139,7 +139,7 @@ def test_lock_pins_a_git_subfolder_at_each_tag(tmp_path, monorepo):
     assert not (tmp_path / "index").exists()
 
 
-def test_git_source_errors(tmp_path, monorepo):
+def test_git_source_errors(tmp_path: Path, monorepo) -> None:
     work, url = monorepo
     cache = tmp_path / "cache"
 
@@ -192,7 +192,7 @@ def test_git_source_errors(tmp_path, monorepo):
     assert "does not appear to be a git repository" in one_error(result)
 
 
-def test_offline_resolves_from_the_cache(tmp_path, monorepo):
+def test_offline_resolves_from_the_cache(tmp_path: Path, monorepo) -> None:
     _, url = monorepo
     cache = tmp_path / "cache"
     matrix = git_matrix(tmp_path, url, "v1.1.0")
@@ -216,7 +216,7 @@ def test_offline_resolves_from_the_cache(tmp_path, monorepo):
     assert "does not appear to be a git repository" in one_error(online)
 
 
-def test_lock_of_a_folder_catches_edits(tmp_path):
+def test_lock_of_a_folder_catches_edits(tmp_path: Path) -> None:
     kernel = make_kernel(tmp_path / "demo", GOOD_KERNEL, SOURCES, package="demo")
     matrix = write(tmp_path / "matrix.yaml", GOOD_MATRIX)
 
@@ -269,7 +269,7 @@ def outside_fifo(tmp_path: Path) -> Path:
     ("csrc/root", "/"),  # a link to the root folder
     ("d", "."),  # harmless alone; with the next link it climbs out through d
 ])
-def test_links_out_of_a_path_repo_are_refused(tmp_path, link, target):
+def test_links_out_of_a_path_repo_are_refused(tmp_path: Path, link, target) -> None:
     kernel = make_kernel(tmp_path / "demo", GOOD_KERNEL, SOURCES, package="demo")
     fifo = outside_fifo(tmp_path)
     os.symlink(os.path.relpath(fifo, (kernel / link).parent) if target == "FIFO" else target,
@@ -288,7 +288,8 @@ def test_links_out_of_a_path_repo_are_refused(tmp_path, link, target):
 
 
 @pytest.mark.parametrize("target", ["/", "../../.."])
-def test_a_git_repo_with_a_link_out_is_refused_before_anything_is_written(tmp_path, target):
+def test_a_git_repo_with_a_link_out_is_refused_before_anything_is_written(tmp_path: Path,
+        target) -> None:
     work = tmp_path / "work"
     make_kernel(work, GOOD_KERNEL, SOURCES, package="demo")
     os.symlink(target, work / "csrc" / "root")
@@ -307,7 +308,7 @@ def test_a_git_repo_with_a_link_out_is_refused_before_anything_is_written(tmp_pa
     assert not (tmp_path / "index").exists()
 
 
-def test_a_git_repo_naming_files_outside_is_refused(tmp_path):
+def test_a_git_repo_naming_files_outside_is_refused(tmp_path: Path) -> None:
     work = tmp_path / "work"
     make_kernel(work, GOOD_KERNEL.replace('"csrc/demo.cu"', '"../../etc/passwd"'), SOURCES,
                 package="demo")
@@ -327,7 +328,7 @@ def test_a_git_repo_naming_files_outside_is_refused(tmp_path):
 # ---- the Hub ----------------------------------------------------------------------------------
 
 @pytest.fixture
-def hub(tmp_path):
+def hub(tmp_path: Path):
     """A Hub on 127.0.0.1 with kwf-test/noarch-kernel: the pure-Python fixture at the repo's
     top, tagged v2.0.0, beside a build/ folder of made-up binaries that must not be fetched."""
     repo = tmp_path / "hubrepo"
@@ -358,7 +359,7 @@ def hub_matrix(folder: Path, revision: str = "v2.0.0", repo: str = "kwf-test/noa
         """)
 
 
-def test_hub_source_builds_and_then_works_offline(tmp_path, hub):
+def test_hub_source_builds_and_then_works_offline(tmp_path: Path, hub) -> None:
     repo, env, requests = hub
     cache = tmp_path / "cache"
     matrix = hub_matrix(tmp_path)
@@ -399,7 +400,7 @@ def test_hub_source_builds_and_then_works_offline(tmp_path, hub):
     assert (entry["kind"], entry["commit"], entry["version"]) == ("hub", commit, "2.0.0")
 
 
-def test_hub_subfolder_and_commit_revision(tmp_path, monorepo):
+def test_hub_subfolder_and_commit_revision(tmp_path: Path, monorepo) -> None:
     work, _ = monorepo
     server, requests = serve({"kwf-test/kernels": work})
     try:
@@ -434,7 +435,7 @@ def test_hub_subfolder_and_commit_revision(tmp_path, monorepo):
     ("main", "kwf-test/missing", "kernels[0].hub: kwf-test/missing is not a repo on "
      "http://127.0.0.1:{port} (or it is private and HF_TOKEN does not grant access)"),
 ])
-def test_hub_errors(tmp_path, hub, revision, repo, expected):
+def test_hub_errors(tmp_path: Path, hub, revision, repo, expected) -> None:
     _, env, _ = hub
     matrix = hub_matrix(tmp_path, revision, repo)
     result = run_factory("lock", matrix, "--cache-dir", tmp_path / "cache", env=env)
@@ -444,7 +445,7 @@ def test_hub_errors(tmp_path, hub, revision, repo, expected):
     assert not (tmp_path / "matrix.lock").exists()
 
 
-def test_hub_offline_without_a_cache(tmp_path, hub):
+def test_hub_offline_without_a_cache(tmp_path: Path, hub) -> None:
     _, env, _ = hub
     result = run_factory("lock", hub_matrix(tmp_path), "--cache-dir", tmp_path / "cache",
                          env={**env, "HF_HUB_OFFLINE": "1"})
@@ -456,7 +457,7 @@ def test_hub_offline_without_a_cache(tmp_path, hub):
 # ---- compiled builds from git ---------------------------------------------------------------
 
 @pytest.fixture
-def source_cache(tmp_path, factory_cache) -> Path:
+def source_cache(tmp_path: Path, factory_cache: Path) -> Path:
     """A cache of its own for fetched sources, sharing the toolkits and torch environments."""
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -468,7 +469,8 @@ def source_cache(tmp_path, factory_cache) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.network
-def test_git_source_builds_each_tag_and_verifies(tmp_path, monorepo, source_cache, torch_venv):
+def test_git_source_builds_each_tag_and_verifies(tmp_path: Path, monorepo, source_cache: Path,
+                                                 torch_venv: Path) -> None:
     work, url = monorepo
     out = tmp_path / "index"
     wheels = {}

@@ -5,6 +5,7 @@ torch on (index-only torches included); its pin, label and import guard."""
 from __future__ import annotations
 
 import types
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -22,7 +23,7 @@ HOST = host_platform()
 STABLE = '[torch.stable-abi]\ncuda = "2.11"'
 
 
-def kernel(tmp_path, name="demo", **settings):
+def kernel(tmp_path: Path, name="demo", **settings):
     """test_matrix's kernel, in edition 5 (where stable-abi may be a per-backend table)."""
     root = kernel_v4(tmp_path, name, **settings)
     text = (root / "build.toml").read_text()
@@ -34,7 +35,7 @@ def ids(items) -> list[str]:
     return [item.id for item in items]
 
 
-def test_one_cell_per_cuda_major_serves_every_later_torch(tmp_path):
+def test_one_cell_per_cuda_major_serves_every_later_torch(tmp_path: Path) -> None:
     kernel(tmp_path, torch_bounds=STABLE)
     plan = plan_for(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
@@ -56,7 +57,7 @@ def test_one_cell_per_cuda_major_serves_every_later_torch(tmp_path):
 
 
 def test_each_cuda_major_gets_its_own_build_and_a_cell_pypi_cannot_build_is_still_served(
-        tmp_path):
+        tmp_path: Path) -> None:
     """torch 2.11 and 2.12 on PyPI are CUDA 13.0 builds: with a torch index for CUDA 12.8 the
     CUDA 12 wheel is built against 2.11 from it; without one it cannot be built at all, and
     its cells say why. Where one is built, it serves torch 2.12 with CUDA 12.8 too, whose
@@ -86,7 +87,7 @@ def test_each_cuda_major_gets_its_own_build_and_a_cell_pypi_cannot_build_is_stil
     assert not plan.skipped
 
 
-def test_the_lowest_buildable_torch_and_cuda_minor_are_built_against(tmp_path):
+def test_the_lowest_buildable_torch_and_cuda_minor_are_built_against(tmp_path: Path) -> None:
     """An index-only torch is never built against: a stable ABI of 2.10 with the matrix's
     2.10 index-only builds against 2.11, whose wheel cannot serve 2.10; of two CUDA minors
     the older is built with (its wheel runs with the newer runtime, not the other way)."""
@@ -109,7 +110,7 @@ def test_the_lowest_buildable_torch_and_cuda_minor_are_built_against(tmp_path):
         "against it)"}
 
 
-def test_the_kernels_torch_maxver_bounds_the_pin_and_the_cells(tmp_path):
+def test_the_kernels_torch_maxver_bounds_the_pin_and_the_cells(tmp_path: Path) -> None:
     kernel(tmp_path, torch_bounds=f'maxver = "2.12"\n{STABLE}')
     plan = plan_for(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
@@ -123,7 +124,7 @@ def test_the_kernels_torch_maxver_bounds_the_pin_and_the_cells(tmp_path):
                                                 "2.12"]
 
 
-def test_stable_abi_is_planned_per_backend(tmp_path):
+def test_stable_abi_is_planned_per_backend(tmp_path: Path) -> None:
     """A stable ABI declared for another backend leaves the CUDA cells per torch."""
     kernel(tmp_path, backends='["cuda", "rocm"]',
            torch_bounds='[torch.stable-abi]\nrocm = "2.11"')
@@ -140,7 +141,7 @@ def test_stable_abi_is_planned_per_backend(tmp_path):
          "torch 2.16 is index-only in the matrix: nothing is compiled against it")]
 
 
-def test_only_and_jobs_keep_a_stable_cell_with_the_cells_it_serves(tmp_path):
+def test_only_and_jobs_keep_a_stable_cell_with_the_cells_it_serves(tmp_path: Path) -> None:
     kernel(tmp_path, torch_bounds=STABLE)
     kernel(tmp_path, name="plain")
     plan = plan_for(tmp_path, """
@@ -169,7 +170,7 @@ def guard_verdict(guard: str, version: str, cuda: str | None) -> str | None:
     return None
 
 
-def test_the_guard_accepts_every_torch_the_wheel_serves_and_names_the_rest(tmp_path):
+def test_the_guard_accepts_every_torch_the_wheel_serves_and_names_the_rest(tmp_path: Path) -> None:
     kernel(tmp_path, torch_bounds=f'maxver = "2.14"\n{STABLE}')
     plan = plan_for(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
@@ -197,7 +198,7 @@ def test_the_guard_accepts_every_torch_the_wheel_serves_and_names_the_rest(tmp_p
 
 
 @pytest.mark.parametrize("stable", ['"2.11"', '{cuda = "2.11"}'])
-def test_both_stable_abi_spellings_make_a_stable_cell(tmp_path, stable):
+def test_both_stable_abi_spellings_make_a_stable_cell(tmp_path: Path, stable) -> None:
     kernel(tmp_path, torch_bounds=f"stable-abi = {stable}")
     plan = plan_for(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pypi_simple import ProjectPage
 
-from ..support.factory import STABLE_KERNEL, cache_env, run_factory, snapshot, stable_matrix
+from ..support.factory import STABLE_KERNEL, Result, cache_env, run_factory, snapshot, stable_matrix
 from ..support.installs import read_dist_info, uv
 from ..support.servers import serving
 
@@ -47,12 +47,12 @@ def listed(out: Path, label: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def served(stable_build):
+def served(stable_build: tuple[Path, Result]):
     with serving(stable_build[0]) as url:
         yield url
 
 
-def test_one_compile_one_wheel_in_three_cells(stable_build):
+def test_one_compile_one_wheel_in_three_cells(stable_build: tuple[Path, Result]) -> None:
     out, result = stable_build
     assert "1 built, 0 unchanged, 0 failed, 0 skipped" in result.stdout, result.stdout
     assert ("stable-kernel/cu13.stable.torch2.11/x86_64: one stable-ABI wheel (torch>=2.11) "
@@ -81,8 +81,8 @@ def test_one_compile_one_wheel_in_three_cells(stable_build):
 
 
 @pytest.mark.parametrize("torch", ["2.11", "2.12", "2.13"])
-def test_it_installs_from_each_cells_index_and_runs_with_that_torch(served, torch, tmp_path,
-                                                                     factory_cache):
+def test_it_installs_from_each_cells_index_and_runs_with_that_torch(served, torch, tmp_path: Path,
+                                                                     factory_cache: Path) -> None:
     venv = tmp_path / "venv"
     made = uv("venv", "--quiet", "--python", sys.executable, venv, cache=factory_cache)
     assert made.returncode == 0, made.stderr
@@ -106,7 +106,8 @@ def test_it_installs_from_each_cells_index_and_runs_with_that_torch(served, torc
     assert package["fits"]["index"] == f"{served}{label}/simple/", package
 
 
-def test_the_guard_refuses_an_older_torch(stable_build, tmp_path, factory_cache):
+def test_the_guard_refuses_an_older_torch(stable_build: tuple[Path, Result], tmp_path: Path,
+                                          factory_cache: Path) -> None:
     """torch 2.10 on PyPI is a CUDA 12.8 build: too old, and of another CUDA major."""
     venv = tmp_path / "venv"
     assert uv("venv", "--quiet", "--python", sys.executable, venv,
@@ -125,8 +126,9 @@ def test_the_guard_refuses_an_older_torch(stable_build, tmp_path, factory_cache)
         "(.../cu128torch210/simple), or install torch 2.11 or newer with CUDA 13.")
 
 
-def test_an_index_only_torch_is_served_without_a_compile(stable_build, tmp_path,
-                                                          factory_cache):
+def test_an_index_only_torch_is_served_without_a_compile(stable_build: tuple[Path, Result],
+                                                         tmp_path: Path,
+                                                         factory_cache: Path) -> None:
     out = shutil.copytree(stable_build[0], tmp_path / "index", symlinks=True)
     files = snapshot(out / "files")
     matrix = stable_matrix(tmp_path, extra=', {version: "2.14", index-only: true}')
@@ -143,8 +145,8 @@ def test_an_index_only_torch_is_served_without_a_compile(stable_build, tmp_path,
     assert {path: data for path, data in snapshot(out).items() if "simple" in path} == pages
 
 
-def test_a_call_outside_the_stable_abi_fails_the_cell_with_the_symbol_named(tmp_path,
-                                                                             factory_cache):
+def test_a_call_outside_the_stable_abi_fails_the_cell_with_the_symbol_named(tmp_path: Path,
+        factory_cache: Path) -> None:
     kernel = shutil.copytree(STABLE_KERNEL, tmp_path / "leaky")
     binding = kernel / "torch-ext" / "torch_binding.cpp"
     text = binding.read_text()

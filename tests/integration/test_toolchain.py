@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -31,13 +32,13 @@ def fake_toolkit(root, release: str):
 
 
 @pytest.fixture
-def no_installed_cuda(monkeypatch, tmp_path):
+def no_installed_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     for variable in ("CUDA_HOME", "CUDA_PATH"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
 
 
-def test_cuda_12_without_a_toolkit_says_what_to_do(no_installed_cuda, tmp_path):
+def test_cuda_12_without_a_toolkit_says_what_to_do(no_installed_cuda, tmp_path: Path) -> None:
     with pytest.raises(BuildError) as caught:
         provide_cuda(Version("12.8"), None, tmp_path / "cache", Log(io.StringIO()))
     message = str(caught.value)
@@ -46,7 +47,8 @@ def test_cuda_12_without_a_toolkit_says_what_to_do(no_installed_cuda, tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
-def test_cuda_12_from_cuda_home(no_installed_cuda, monkeypatch, tmp_path):
+def test_cuda_12_from_cuda_home(no_installed_cuda, monkeypatch: pytest.MonkeyPatch,
+                                tmp_path: Path) -> None:
     home = fake_toolkit(tmp_path / "cuda-12.8", "12.8.93")
     monkeypatch.setenv("CUDA_HOME", str(home))
     toolkit = provide_cuda(Version("12.8"), None, tmp_path / "cache", Log(io.StringIO()))
@@ -55,7 +57,7 @@ def test_cuda_12_from_cuda_home(no_installed_cuda, monkeypatch, tmp_path):
     assert toolkit.lib == home / "lib64"
 
 
-def test_a_home_of_another_version_is_refused(tmp_path):
+def test_a_home_of_another_version_is_refused(tmp_path: Path) -> None:
     home = fake_toolkit(tmp_path / "cuda", "12.4.131")
     with pytest.raises(BuildError, match=r"bin/nvcc is CUDA 12\.4\.131, the matrix asks for "
                                          r"CUDA 12\.8"):
@@ -63,7 +65,7 @@ def test_a_home_of_another_version_is_refused(tmp_path):
 
 
 def test_an_installed_toolkit_of_the_cells_version_comes_before_pypi(no_installed_cuda,
-                                                                     monkeypatch, tmp_path):
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """CUDA 13.0 is on PyPI, but a 13.0 toolkit the machine has is used as it is: nothing is
     downloaded into the cache."""
     home = fake_toolkit(tmp_path / "cuda-13.0", "13.0.88")
@@ -74,7 +76,7 @@ def test_an_installed_toolkit_of_the_cells_version_comes_before_pypi(no_installe
 
 
 def test_a_toolkit_of_another_version_on_the_machine_is_passed_over(no_installed_cuda,
-                                                                    monkeypatch, tmp_path):
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("CUDA_HOME", str(fake_toolkit(tmp_path / "cuda-12.8", "12.8.93")))
     on_path = fake_toolkit(tmp_path / "cuda-12.4", "12.4.131")
     monkeypatch.setenv("PATH", str(on_path / "bin"))
@@ -82,8 +84,9 @@ def test_a_toolkit_of_another_version_on_the_machine_is_passed_over(no_installed
     assert (toolkit.home, str(toolkit.version)) == (on_path, "12.4.131")
 
 
-def test_a_toolkit_in_a_debian_layout_finds_its_runtime(no_installed_cuda, monkeypatch,
-                                                        tmp_path):
+def test_a_toolkit_in_a_debian_layout_finds_its_runtime(no_installed_cuda,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
     home = fake_toolkit(tmp_path / "usr", "12.4.131")
     (home / "lib64" / "libcudart.so").unlink()
     (home / "lib" / "x86_64-linux-gnu").mkdir(parents=True)
@@ -93,7 +96,7 @@ def test_a_toolkit_in_a_debian_layout_finds_its_runtime(no_installed_cuda, monke
     assert not toolkit.system_include  # only /usr/include itself is the system's
 
 
-def test_a_toolkit_without_a_runtime_is_refused(tmp_path):
+def test_a_toolkit_without_a_runtime_is_refused(tmp_path: Path) -> None:
     home = fake_toolkit(tmp_path / "cuda", "12.4.131")
     (home / "lib64" / "libcudart.so").unlink()
     with pytest.raises(BuildError, match=r"the CUDA toolkit at .*cuda has no libcudart\.so"):
@@ -117,7 +120,8 @@ def fake_compilers(folder, **versions: str):
     ("12.8", {"gxx": "14.2.0"}, "g++"),
     ("12.2", {"gxx": "12.2.0"}, "g++"),
 ])
-def test_the_host_compiler_is_one_nvcc_accepts(monkeypatch, tmp_path, cuda, compilers, chosen):
+def test_the_host_compiler_is_one_nvcc_accepts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                               cuda, compilers, chosen) -> None:
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setenv("PATH", str(fake_compilers(tmp_path / "bin", **compilers)))
     found = host_compiler(Version(cuda))
@@ -127,7 +131,8 @@ def test_the_host_compiler_is_one_nvcc_accepts(monkeypatch, tmp_path, cuda, comp
                             "most; $CXX unset)")
 
 
-def test_no_accepted_host_compiler_says_what_to_install(monkeypatch, tmp_path):
+def test_no_accepted_host_compiler_says_what_to_install(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setenv("PATH", str(fake_compilers(tmp_path / "bin", gxx="14.2.0")))
     with pytest.raises(BuildError, match=r"nvcc of CUDA 12\.4 accepts gcc 13 at most, and this "
@@ -143,7 +148,8 @@ def toolchain_with(cxx: str, origin: str) -> Toolchain:
                      cxx_origin=origin)
 
 
-def test_a_compiler_that_links_libstdcxx_statically_is_refused_before_compiling(tmp_path):
+def test_a_compiler_that_links_libstdcxx_statically_is_refused_before_compiling(
+        tmp_path: Path) -> None:
     """A machine's CXX was a wrapper adding -static-libstdc++: every wheel failed the
     libstdc++ gate, after the whole compile. The probe says so at once, and how to fix it."""
     wrapper = tmp_path / "c++"

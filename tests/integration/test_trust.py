@@ -24,6 +24,7 @@ from ..support.factory import (
     EXAMPLE_WHEEL,
     FIXTURES,
     REPO,
+    Result,
     cache_env,
     run_factory,
     snapshot,
@@ -44,7 +45,7 @@ def member(wheel: Path, suffix: str) -> bytes:
         return archive.read(name)
 
 
-def test_inspect_json_reports_the_example_wheel(example_wheel):
+def test_inspect_json_reports_the_example_wheel(example_wheel: Path) -> None:
     result = run_factory("inspect", "--json", example_wheel)
     assert result.exit == 0, result.stdout + result.stderr
     document = json.loads(result.stdout)
@@ -71,7 +72,7 @@ def test_inspect_json_reports_the_example_wheel(example_wheel):
     assert "sm_90" in human.stdout and f"manylinux_{major}_{minor}" in human.stdout
 
 
-def test_provenance_and_kernel_metadata(example_wheel):
+def test_provenance_and_kernel_metadata(example_wheel: Path) -> None:
     record = json.loads(member(example_wheel, ".dist-info/provenance.json"))
     assert record["schema"] == "kernel-wheel-factory/provenance/1"
     assert (record["source"]["kind"], record["source"]["location"]) == ("path",
@@ -109,7 +110,8 @@ def test_provenance_and_kernel_metadata(example_wheel):
             if n.startswith("img2gray/") and not n.endswith("metadata.json"))
 
 
-def test_the_kernels_loader_loads_the_installed_package(example_wheel, torch_venv, tmp_path):
+def test_the_kernels_loader_loads_the_installed_package(example_wheel: Path, torch_venv: Path,
+                                                        tmp_path: Path) -> None:
     """kernel-builder's loader reads metadata.json from the installed package folder."""
     venv_python(torch_venv, "-m", "pip", "install", "--quiet", "kernels")
     pip_install(torch_venv, example_wheel)
@@ -130,7 +132,7 @@ def test_the_kernels_loader_loads_the_installed_package(example_wheel, torch_ven
 
 
 @pytest.fixture(scope="session")
-def cpu_torch_venv(tmp_path_factory) -> Path:
+def cpu_torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """torch 2.13.0, a CPU build, installed by pip (the machine keeps that file on disk)."""
     venv = tmp_path_factory.mktemp("cpu-torch") / "venv"
     subprocess.run([sys.executable, "-m", "venv", venv], check=True)
@@ -138,7 +140,8 @@ def cpu_torch_venv(tmp_path_factory) -> Path:
     return venv
 
 
-def test_the_import_guard_names_the_right_index(example_wheel, cpu_torch_venv, tmp_path):
+def test_the_import_guard_names_the_right_index(example_wheel: Path, cpu_torch_venv: Path,
+                                                tmp_path: Path) -> None:
     venv_python(cpu_torch_venv, "-m", "pip", "install", "--quiet", "--no-deps",
                 str(example_wheel))
     python = str(cpu_torch_venv / "bin" / "python")
@@ -163,8 +166,9 @@ def test_the_import_guard_names_the_right_index(example_wheel, cpu_torch_venv, t
     assert re.search(r"cannot open shared object file|undefined symbol", raw.stderr), raw.stderr
 
 
-def test_two_builds_are_byte_identical_and_verify_says_so(example_build, example_wheel, tmp_path,
-                                                          factory_cache):
+def test_two_builds_are_byte_identical_and_verify_says_so(example_build: tuple[Path, Result],
+                                                          example_wheel: Path, tmp_path: Path,
+                                                          factory_cache: Path) -> None:
     again = run_factory("build", example_build[0].parent / "matrix.yaml", "--out",
                         tmp_path / "second", env=cache_env(factory_cache))
     assert again.exit == 0, again.stdout + again.stderr
@@ -178,7 +182,8 @@ def test_two_builds_are_byte_identical_and_verify_says_so(example_build, example
     assert "verified: the rebuilt wheel is byte-identical" in verified.stdout
 
 
-def test_one_changed_byte_changes_the_wheel(example_wheel, tmp_path, factory_cache):
+def test_one_changed_byte_changes_the_wheel(example_wheel: Path, tmp_path: Path,
+                                            factory_cache: Path) -> None:
     kernel = shutil.copytree(EXAMPLE, tmp_path / "img2gray")
     write(tmp_path / "matrix.yaml", """
         kernels: [{path: img2gray, version: 1.0.0}]
@@ -203,7 +208,7 @@ def test_one_changed_byte_changes_the_wheel(example_wheel, tmp_path, factory_cac
     assert "is not the one the wheel was built from" in refused.stdout
 
 
-def test_a_failed_gate_keeps_the_wheel_out(tmp_path, factory_cache):
+def test_a_failed_gate_keeps_the_wheel_out(tmp_path: Path, factory_cache: Path) -> None:
     write(tmp_path / "matrix.yaml", f"""
         kernels: [{{path: {FIXTURES / "abi-leak"}, version: 1.0.0}}]
         torch: ["2.11"]
@@ -219,7 +224,7 @@ def test_a_failed_gate_keeps_the_wheel_out(tmp_path, factory_cache):
     assert "gate failed: abi3:" in log
 
 
-def test_inspect_and_verify_refuse_bad_input(tmp_path):
+def test_inspect_and_verify_refuse_bad_input(tmp_path: Path) -> None:
     missing = run_factory("inspect", tmp_path / "nope.whl")
     assert missing.exit == 2 and missing.stderr.strip().startswith("error: ")
     assert "nope.whl" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import zipfile
 from importlib.metadata import distributions
+from pathlib import Path
 
 from factory.wheel.assemble import write_wheel
 from factory.wheel.inspect import inspect_wheel
@@ -15,7 +16,7 @@ from factory.wheel.inspect import inspect_wheel
 from ..support.wheels import EPOCH, METADATA
 
 
-def test_a_name_with_a_comma_is_quoted_in_record_and_pip_reads_it_right(tmp_path):
+def test_a_name_with_a_comma_is_quoted_in_record_and_pip_reads_it_right(tmp_path: Path) -> None:
     """RECORD is CSV: a data file named k/a,b.txt must be one quoted field, or pip reads four
     fields, warns, and records a file that does not exist."""
     content = tmp_path / "content"

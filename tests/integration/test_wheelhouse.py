@@ -35,7 +35,7 @@ def test_with_what_the_wheelhouse_gave():
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example, whose tests need einops (flake.nix) and torchmetrics (matrix.yaml)."""
     root = tmp_path_factory.mktemp("wheelhouse")
     kernel = shutil.copytree(REPO / "examples" / "img2gray", root / "img2gray")
@@ -68,8 +68,8 @@ def built(project: Path, out: str, *args: str, env: dict[str, str]) -> tuple[int
     return result.exit, result.stdout + result.stderr, state
 
 
-def test_a_wheelhouse_made_here_proves_wheels_where_there_is_no_network(project, factory_cache,
-                                                                         tmp_path):
+def test_a_wheelhouse_made_here_proves_wheels_where_there_is_no_network(project: Path,
+        factory_cache: Path, tmp_path: Path) -> None:
     env = cache_env(factory_cache)
     status, output, state = built(project, "online", env=env)  # the torch environment too
     assert status == 0 and state["tests"]["verdict"] == "proven", output
@@ -121,8 +121,8 @@ def test_a_wheelhouse_made_here_proves_wheels_where_there_is_no_network(project,
     assert "0 built, 0 unchanged, 0 failed, 1 untested, 0 skipped" in output
 
 
-def test_a_machines_own_interpreter_lends_the_tests_what_it_has(project, factory_cache,
-                                                                torch_venv, tmp_path):
+def test_a_machines_own_interpreter_lends_the_tests_what_it_has(project: Path, factory_cache: Path,
+        torch_venv: Path, tmp_path: Path) -> None:
     """With --torch-python, the interpreter's packages count as installed: its pytest serves
     the tests offline, with an empty uv cache and a wheelhouse that holds no pytest."""
     lean = tmp_path / "lean"

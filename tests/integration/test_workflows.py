@@ -13,6 +13,7 @@ import fnmatch
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -24,14 +25,14 @@ from ..support.workflows import WORKFLOWS, lint, steps
 
 @pytest.mark.network
 @pytest.mark.root
-def test_actionlint_passes_every_workflow(actionlint):
+def test_actionlint_passes_every_workflow(actionlint: list[str]) -> None:
     assert {path.name for path in WORKFLOWS} >= {"ci.yml", "wheels.yml", "kernel-wheels.yml"}
     assert lint(actionlint, *WORKFLOWS) == []
 
 
 @pytest.mark.network
 @pytest.mark.root
-def test_actionlint_catches_mistakes(actionlint, tmp_path):
+def test_actionlint_catches_mistakes(actionlint: list[str], tmp_path: Path) -> None:
     """The same check on a copy of wheels.yml with three mistakes: it must see each."""
     text = (REPO / ".github" / "workflows" / "kernel-wheels.yml").read_text()
     broken = text.replace("needs.plan.outputs.jobs", "needs.plan.outputs.job", 1)
@@ -46,7 +47,7 @@ def test_actionlint_catches_mistakes(actionlint, tmp_path):
     assert 'input "compresion" is not defined' in messages
 
 
-def test_run_scripts_pass_shellcheck_and_take_no_expressions(tmp_path):
+def test_run_scripts_pass_shellcheck_and_take_no_expressions(tmp_path: Path) -> None:
     scripts = [(f"{workflow}:{job}", step["run"]) for workflow, job, _, step in steps()
                if "run" in step]
     assert len(scripts) >= 8
@@ -59,7 +60,7 @@ def test_run_scripts_pass_shellcheck_and_take_no_expressions(tmp_path):
         assert done.returncode == 0, f"{where}:\n{script}\n{done.stdout}"
 
 
-def test_the_compile_matrix_reads_keys_factory_plan_prints_for_shards(tmp_path):
+def test_the_compile_matrix_reads_keys_factory_plan_prints_for_shards(tmp_path: Path) -> None:
     workflow = yaml.safe_load((REPO / ".github" / "workflows" / "kernel-wheels.yml").read_text())
     compile_job = json.dumps(workflow["jobs"]["compile"])
     used = set(re.findall(r"(?<!['\w])matrix\.([\w-]+)", compile_job))
@@ -85,7 +86,7 @@ def test_the_compile_matrix_reads_keys_factory_plan_prints_for_shards(tmp_path):
         assert saves and all(step["if"] == "${{ always() }}" for step in saves)
 
 
-def test_the_build_matrix_reads_keys_factory_plan_prints():
+def test_the_build_matrix_reads_keys_factory_plan_prints() -> None:
     workflow = yaml.safe_load((REPO / ".github" / "workflows" / "kernel-wheels.yml").read_text())
     build = json.dumps(workflow["jobs"]["build"])
     used = set(re.findall(r"(?<!['\w])matrix\.([\w-]+)", build))
@@ -98,7 +99,7 @@ def test_the_build_matrix_reads_keys_factory_plan_prints():
         "${{ fromJSON(needs.plan.outputs.jobs) }}"
 
 
-def test_every_action_is_pinned_to_a_commit():
+def test_every_action_is_pinned_to_a_commit() -> None:
     """A tag can be moved to other code; a commit cannot. Every action the workflows and the
     composite action use from elsewhere is named by its full commit id, the release it is in
     a comment beside it (local actions, ./..., are the repo's own)."""

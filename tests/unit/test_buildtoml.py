@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -129,14 +131,15 @@ src = ["csrc/k.cu"]
     (V1, 1, "old-kernel"), (V2, 2, "v2-kernel"), (V3, 3, "v3-kernel"),
     (V4, 4, "v4-kernel"), (V5, 5, "v5-kernel"),
 ])
-def test_each_dialect_is_recognised(kernel_factory, text, dialect, name):
+def test_each_dialect_is_recognised(kernel_factory: Callable[..., Path], text, dialect,
+                                    name) -> None:
     root = kernel_factory(text, SOURCES, package=name.replace("-", "_"))
     spec = read_build_toml(root)
     assert (spec.dialect, spec.name, spec.framework) == (dialect, name, "torch")
     assert spec.torch.src == ("torch-ext/torch_binding.cpp",)
 
 
-def test_v1_languages_become_backends(kernel_factory):
+def test_v1_languages_become_backends(kernel_factory: Callable[..., Path]) -> None:
     spec = read_build_toml(kernel_factory(V1, SOURCES, package="old_kernel"))
     assert [(k.name, k.backend) for k in spec.kernels] == [("activation", "cuda"),
                                                             ("shaders", "metal")]
@@ -144,7 +147,7 @@ def test_v1_languages_become_backends(kernel_factory):
     assert spec.kernels[0].cuda_capabilities == (Capability(8, 0), Capability(9, 0))
 
 
-def test_v2_fields(kernel_factory):
+def test_v2_fields(kernel_factory: Callable[..., Path]) -> None:
     spec = read_build_toml(kernel_factory(V2, SOURCES, package="v2_kernel"))
     kernel = spec.kernels[0]
     assert spec.cuda_minver == Version("12.4") and spec.cuda_maxver is None
@@ -155,7 +158,7 @@ def test_v2_fields(kernel_factory):
     assert kernel.cuda_capabilities is None
 
 
-def test_v3_general_cuda_table(kernel_factory):
+def test_v3_general_cuda_table(kernel_factory: Callable[..., Path]) -> None:
     spec = read_build_toml(kernel_factory(V3, SOURCES, package="v3_kernel"))
     assert spec.cuda_maxver == Version("13.0")
     assert spec.cuda_python_depends == ("nvidia-cutlass-dsl",)
@@ -163,7 +166,7 @@ def test_v3_general_cuda_table(kernel_factory):
     assert spec.kernels_for("cpu")[0].cxx_flags == ("-O3",)
 
 
-def test_v4_capabilities_and_stable_abi(kernel_factory):
+def test_v4_capabilities_and_stable_abi(kernel_factory: Callable[..., Path]) -> None:
     spec = read_build_toml(kernel_factory(V4, SOURCES, package="v4_kernel"))
     assert spec.major_version == 2 and spec.license == "Apache-2.0"
     assert [str(c) for c in spec.kernels_for("cuda")[0].cuda_capabilities] == [
@@ -173,13 +176,13 @@ def test_v4_capabilities_and_stable_abi(kernel_factory):
     assert spec.kernels_for("cuda")[0].include == ("csrc",)
 
 
-def test_v5_per_backend_stable_abi(kernel_factory):
+def test_v5_per_backend_stable_abi(kernel_factory: Callable[..., Path]) -> None:
     spec = read_build_toml(kernel_factory(V5, SOURCES, package="v5_kernel"))
     assert spec.torch.stable_abi_for("cuda") == Version("2.10")
     assert spec.torch.stable_abi_for("metal") is None
 
 
-def test_forms_older_real_repos_use(kernel_factory):
+def test_forms_older_real_repos_use(kernel_factory: Callable[..., Path]) -> None:
     # Underscores in the name (causal_conv1d, layer_norm) and the old name of sycl_tla.
     text = V3.replace('name = "v3-kernel"', 'name = "layer_norm"').replace(
         '[kernel.k_cpu]', '[kernel.k_xpu]\nbackend = "xpu"\ndepends = ["torch", "cutlass_sycl"]\n'
@@ -189,7 +192,7 @@ def test_forms_older_real_repos_use(kernel_factory):
     assert spec.kernels_for("xpu")[0].depends == ("torch", "cutlass_sycl")
 
 
-def test_v2_torch_table_is_required_unless_universal(kernel_factory):
+def test_v2_torch_table_is_required_unless_universal(kernel_factory: Callable[..., Path]) -> None:
     message = error_of(kernel_factory('[general]\nname = "kk"\n\n[kernel.k]\nbackend = "cuda"\n'
                                       'depends = ["torch"]\nsrc = ["csrc/k.cu"]\n', SOURCES,
                                       package="kk"))
@@ -209,12 +212,12 @@ def test_v2_torch_table_is_required_unless_universal(kernel_factory):
     '[general]\nname = "pure"\nversion = 1\nlicense = "MIT"\nbackends = ["cuda"]\n\n'
     '[torch-noarch]\npyext = ["py", "json"]\n\n[kernel]\n',
 ])
-def test_pure_python_kernels_in_every_dialect(kernel_factory, text):
+def test_pure_python_kernels_in_every_dialect(kernel_factory: Callable[..., Path], text) -> None:
     spec = read_build_toml(kernel_factory(text, package="pure"))
     assert spec.is_noarch and spec.kernels == ()
 
 
-def test_unknown_capability_is_a_located_warning(kernel_factory):
+def test_unknown_capability_is_a_located_warning(kernel_factory: Callable[..., Path]) -> None:
     text = V4.replace('"12.0+PTX"', '"12.0+PTX",\n    "11.8",')
     spec = read_build_toml(kernel_factory(text, SOURCES, package="v4_kernel"))
     assert len(spec.warnings) == 1
@@ -264,22 +267,24 @@ def error_of(root) -> str:
     (V4.replace('include = ["csrc"]', 'include = ["missing"]'), SOURCES,
      "build.toml:15: kernel.k.include[0]: folder 'missing' does not exist"),
 ])
-def test_errors_name_file_line_and_key(kernel_factory, text, files, expected):
+def test_errors_name_file_line_and_key(kernel_factory: Callable[..., Path], text, files,
+                                       expected) -> None:
     assert expected in error_of(kernel_factory(text, files, package="v4_kernel"))
 
 
-def test_missing_python_package(kernel_factory):
+def test_missing_python_package(kernel_factory: Callable[..., Path]) -> None:
     message = error_of(kernel_factory(V4, SOURCES))
     assert "build.toml:2: general.name: the Python package is missing: expected " \
            "torch-ext/v4_kernel/__init__.py" in message
 
 
-def test_missing_build_toml(tmp_path):
+def test_missing_build_toml(tmp_path: Path) -> None:
     (tmp_path / "k").mkdir()
     assert "build.toml: file not found" in error_of(tmp_path / "k")
 
 
-def test_src_through_a_symlink_out_of_the_repo(kernel_factory, tmp_path):
+def test_src_through_a_symlink_out_of_the_repo(kernel_factory: Callable[..., Path],
+                                               tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "k.cu").write_text("")
@@ -289,7 +294,8 @@ def test_src_through_a_symlink_out_of_the_repo(kernel_factory, tmp_path):
     assert "kernel.k.src[0]: 'csrc/k.cu' leads outside the kernel repo" in error_of(root)
 
 
-def test_file_fitting_no_dialect_reports_the_likely_one(kernel_factory):
+def test_file_fitting_no_dialect_reports_the_likely_one(
+        kernel_factory: Callable[..., Path]) -> None:
     # No backends, untagged kernels: meant as v1, where `cuda-flags` does not exist.
     text = V1.replace('cuda-capabilities = ["8.0", "9.0"]', 'cuda-flags = ["-O3"]')
     message = error_of(kernel_factory(text, SOURCES, package="old_kernel"))
@@ -308,7 +314,8 @@ def test_file_fitting_no_dialect_reports_the_likely_one(kernel_factory):
      ("einops",)),
     ("inherit self; path = ./.;", ()),
 ])
-def test_what_flake_nix_gives_the_tests_is_read(kernel_factory, flake, expected):
+def test_what_flake_nix_gives_the_tests_is_read(kernel_factory: Callable[..., Path], flake,
+                                                expected) -> None:
     """kernel-builder repos name what their tests need besides torch in flake.nix
     (pythonCheckInputs: einops for flash-attention); the factory installs it beside pytest."""
     root = kernel_factory(V5, {"csrc/k.cu": "", "torch-ext/torch_binding.cpp": ""},
@@ -317,7 +324,8 @@ def test_what_flake_nix_gives_the_tests_is_read(kernel_factory, flake, expected)
     assert read_build_toml(root).test_requires == expected
 
 
-def test_a_flake_nix_that_is_no_file_or_too_big_names_nothing(kernel_factory):
+def test_a_flake_nix_that_is_no_file_or_too_big_names_nothing(
+        kernel_factory: Callable[..., Path]) -> None:
     root = kernel_factory(V5, {"csrc/k.cu": "", "torch-ext/torch_binding.cpp": ""},
                           package="v5_kernel")
     os.mkfifo(root / "flake.nix")  # a read would block forever

@@ -23,7 +23,7 @@ def sms(*texts: str) -> list[Version]:
     return [Version(text) for text in texts]
 
 
-def test_parse_and_print():
+def test_parse_and_print() -> None:
     assert [str(c) for c in caps("8.0", "9.0a", "10.0f", "12.0+PTX", "9.0a+PTX")] == [
         "8.0", "9.0a", "10.0f", "12.0+PTX", "9.0a+PTX"]
     assert Capability.parse("9.0a").arch == "90a"
@@ -48,17 +48,17 @@ def test_parse_and_print():
     # Nothing above the target is ever taken.
     (["9.0"], ["8.0", "8.6"], []),
 ])
-def test_loose_intersection(declared, targets, expected):
+def test_loose_intersection(declared, targets, expected) -> None:
     assert [str(c) for c in loose_intersection(caps(*declared), sms(*targets))] == expected
 
 
-def test_ptx_for_the_newest_sm_only():
+def test_ptx_for_the_newest_sm_only() -> None:
     assert [str(c) for c in with_ptx_for_newest(sms("9.0", "8.0", "12.0"), ptx=True)] == [
         "8.0", "9.0", "12.0+PTX"]
     assert [str(c) for c in with_ptx_for_newest(sms("9.0", "8.0"), ptx=False)] == ["8.0", "9.0"]
 
 
-def test_gencode_flags():
+def test_gencode_flags() -> None:
     assert gencode_flags(caps("9.0+PTX", "8.0", "9.0a")) == [
         "-gencode=arch=compute_80,code=sm_80",
         "-gencode=arch=compute_90,code=sm_90",
@@ -77,13 +77,13 @@ def test_gencode_flags():
     ("10.0f", "12.9", None),
     ("8.6a", "13.0", "CUDA 13.0 has no arch-specific variant sm_86a"),
 ])
-def test_what_each_toolkit_can_build(capability, cuda, problem):
+def test_what_each_toolkit_can_build(capability, cuda, problem) -> None:
     version = Version(cuda)
     found = check_supported(Capability.parse(capability), cuda_policy(version), version)
     assert (found is None) if problem is None else (problem in found)
 
 
-def test_default_lists_follow_kernel_builder():
+def test_default_lists_follow_kernel_builder() -> None:
     assert [str(s) for s in cuda_policy(Version("12.6")).default] == [
         "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0"]
     assert [str(s) for s in cuda_policy(Version("12.8")).default] == [

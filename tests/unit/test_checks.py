@@ -16,11 +16,11 @@ EXPECT = Expectation("img2gray", "1.0.0+cu130torch211", "==2.11.*", 13,
 
 
 
-def test_a_sound_report_passes():
+def test_a_sound_report_passes() -> None:
     assert check_wheel(report(), EXPECT) == []
 
 
-def test_gpu_code_must_be_what_the_cell_promised():
+def test_gpu_code_must_be_what_the_cell_promised() -> None:
     missing = report(shared_objects=(replace(SO, sass=("sm_90",)),))
     assert check_wheel(missing, EXPECT) == [
         "GPU code: no SASS for sm_80, which the cell promises (those GPUs would fail with 'no "
@@ -30,7 +30,7 @@ def test_gpu_code_must_be_what_the_cell_promised():
         "GPU code: compute_80 not planned for this cell (PTX belongs only to the newest SM)"]
 
 
-def test_the_torch_pin_and_the_cuda_runtime_must_be_the_cells():
+def test_the_torch_pin_and_the_cuda_runtime_must_be_the_cells() -> None:
     problems = check_wheel(report(torch_requirement="==2.12.*",
                                   shared_objects=(replace(SO, needed=("libcudart.so.12",)),)),
                            EXPECT)
@@ -39,7 +39,7 @@ def test_the_torch_pin_and_the_cuda_runtime_must_be_the_cells():
         f"libraries: {SO.path} needs libcudart.so.12, but the cell is CUDA 13"]
 
 
-def test_a_manylinux_tag_the_symbols_do_not_allow_is_caught():
+def test_a_manylinux_tag_the_symbols_do_not_allow_is_caught() -> None:
     newer = replace(SO, manylinux="manylinux_2_34", manylinux_glibc=(2, 34),
                     symbol_versions={"GLIBC": "2.34"})
     assert check_wheel(report(shared_objects=(newer,)), EXPECT) == [
@@ -52,7 +52,7 @@ def test_a_manylinux_tag_the_symbols_do_not_allow_is_caught():
         "(GLIBC_2.17; libz.so.1's _tr_flush_block, which no manylinux policy allows)"]
 
 
-def test_abi3_is_judged_only_for_abi3_tags():
+def test_abi3_is_judged_only_for_abi3_tags() -> None:
     leak = replace(SO, abi3=Abi3Verdict(False, "3.9", "3.12", ("PyUnicode_AsUTF8",), ()))
     assert check_wheel(report(shared_objects=(leak,)), EXPECT) == [
         f"abi3: {SO.path} outside the limited API: PyUnicode_AsUTF8"]
@@ -61,7 +61,7 @@ def test_abi3_is_judged_only_for_abi3_tags():
                               wheel_tags=("cp312-cp312-manylinux_2_28_x86_64",)), EXPECT) == []
 
 
-def test_files_torch_provides_must_not_ride_along():
+def test_files_torch_provides_must_not_ride_along() -> None:
     bundled = report(files=(SO.path, "img2gray.libs/libc10-1234abcd.so"))
     assert check_wheel(bundled, EXPECT) == [
         "libraries: the wheel bundles img2gray.libs/libc10-1234abcd.so, a copy of a library "
@@ -72,7 +72,7 @@ def test_files_torch_provides_must_not_ride_along():
         "wheel provides"]
 
 
-def test_metadata_must_agree_with_the_filename():
+def test_metadata_must_agree_with_the_filename() -> None:
     problems = check_wheel(report(metadata_version="1.0.0", wheel_tags=("py3-none-any",),
                                   record_problems=("RECORD is missing",)), EXPECT)
     assert problems == [

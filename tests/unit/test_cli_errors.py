@@ -8,7 +8,7 @@ from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES, assert_rejected
 from ..support.factory import make_kernel, snapshot, write
 
 
-def test_bad_source_date_epoch(project, factory):
+def test_bad_source_date_epoch(project, factory) -> None:
     make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
     write(project / "matrix.yaml", GOOD_MATRIX)
     before = snapshot(project / "index")

@@ -11,7 +11,7 @@ from factory.compile.commands import link_command
 from ..support.plans import TOOLCHAIN
 
 
-def test_the_link_names_torch_and_the_cuda_runtime():
+def test_the_link_names_torch_and_the_cuda_runtime() -> None:
     argv = link_command([Path("/o/a.o"), Path("/o/b.o")], Path("/pkg/x.abi3.so"), TOOLCHAIN)
     assert argv[:4] == ["g++", "-shared", "-o", "/pkg/x.abi3.so"]
     assert "-L/cache/envs/t/lib/python3.11/site-packages/torch/lib" in argv

@@ -23,13 +23,13 @@ CPU_EXPECT = Expectation("img2gray", "1.0.0+cu130torch211", "==2.11.*", None, fr
                          "x86_64", cpu_only=True)
 
 
-def test_a_cpu_cell_links_torchs_cpu_libraries_alone():
+def test_a_cpu_cell_links_torchs_cpu_libraries_alone() -> None:
     argv = link_command([Path("/o/a.o")], Path("/pkg/x.abi3.so"), CPU_TOOLCHAIN)
     assert argv[-3:] == ["-lc10", "-ltorch", "-ltorch_cpu"]
     assert not [arg for arg in argv if "cuda" in arg or "cudart" in arg]
 
 
-def test_a_cpu_cell_compiles_with_no_cuda_headers():
+def test_a_cpu_cell_compiles_with_no_cuda_headers() -> None:
     folders = torch_includes(CPU_TOOLCHAIN)
     assert TOOLCHAIN.cuda is not None and TOOLCHAIN.cuda.include not in folders
     assert TOOLCHAIN.cuda.include in torch_includes(TOOLCHAIN)
@@ -40,7 +40,7 @@ def cpu_report(needed: tuple[str, ...]):
     return report(CPU_NAME, shared_objects=(so,))
 
 
-def test_a_cpu_wheel_may_need_no_cuda_library():
+def test_a_cpu_wheel_may_need_no_cuda_library() -> None:
     sound = cpu_report(("libc10.so", "libtorch_cpu.so", "libc.so.6"))
     assert [p for p in check_wheel(sound, CPU_EXPECT) if "libraries" in p] == []
     for library in ("libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so", "libcublas.so.13"):
@@ -49,7 +49,7 @@ def test_a_cpu_wheel_may_need_no_cuda_library():
                "it must load with a CPU-only torch" in problems
 
 
-def test_a_cpu_wheel_carries_no_gpu_code():
+def test_a_cpu_wheel_carries_no_gpu_code() -> None:
     with_code = report(CPU_NAME, shared_objects=(dataclasses.replace(
         SO, needed=("libc10.so",)),))
     problems = check_wheel(with_code, CPU_EXPECT)
@@ -62,7 +62,7 @@ def run_guard(code: str, version: str) -> None:
     exec(compile(code, "_ops.py", "exec"), {"torch": torch})
 
 
-def test_a_cpu_wheels_guard_takes_any_build_of_its_torch():
+def test_a_cpu_wheels_guard_takes_any_build_of_its_torch() -> None:
     code = import_guard("img2gray", "1.0.0+cputorch211", "2.11", "", "cputorch{torch}",
                         index_url="https://kernels.example.org")
     for version in ("2.11.0+cpu", "2.11.0+cu130", "2.11.1"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -54,7 +55,7 @@ URLS = [
 
 
 @pytest.mark.parametrize(("text", "kept"), URLS, ids=[f"url{n}" for n in range(len(URLS))])
-def test_every_url_credential_is_masked_by_default(text, kept):
+def test_every_url_credential_is_masked_by_default(text, kept) -> None:
     masked = redact(text, {})
     assert SECRET not in masked and kept in masked
 
@@ -64,11 +65,11 @@ def test_every_url_credential_is_masked_by_default(text, kept):
     "https://example.com/k.git?rev=v1.0&subdirectory=relu",
     "https://files.example.com/img2gray-1.0.0-cp39-abi3-linux_x86_64.whl#sha256=0a1b2c",
     "https://download.pytorch.org/whl/cu130", "file:///srv/mirrors/cutlass"])
-def test_what_says_where_and_what_is_kept(url):
+def test_what_says_where_and_what_is_kept(url) -> None:
     assert mask_url(url) == url == redact(url, {})
 
 
-def test_the_environments_secrets_are_masked_wherever_they_stand():
+def test_the_environments_secrets_are_masked_wherever_they_stand() -> None:
     environ = {"TWINE_PASSWORD": "hunter2-pypi", "HF_TOKEN": "hf_abcdef123456",
                "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG", "GITHUB_TOKEN": "ghp_0123456789",
                "MY_API_KEY": "k-987654321", "SHORT_TOKEN": "1", "PATH": "/usr/bin"}
@@ -91,11 +92,11 @@ def test_the_environments_secrets_are_masked_wherever_they_stand():
     ("https://example.com/x?rev=main", None),
     ("https://example.com/a.whl#sha256=ab", None),
 ])
-def test_a_url_given_as_input_with_anything_that_may_be_a_secret_is_refused(url, said):
+def test_a_url_given_as_input_with_anything_that_may_be_a_secret_is_refused(url, said) -> None:
     assert credential_in(url) == said
 
 
-def test_a_cells_log_never_holds_a_secret(monkeypatch):
+def test_a_cells_log_never_holds_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TWINE_PASSWORD", SECRET)
     handle = io.StringIO()
     Log(handle).write(f"setup.py: os.environ={{'TWINE_PASSWORD': '{SECRET}'}} "
@@ -104,7 +105,9 @@ def test_a_cells_log_never_holds_a_secret(monkeypatch):
         handle.getvalue()
 
 
-def test_nothing_the_command_prints_holds_a_secret(tmp_path, capsys, monkeypatch):
+def test_nothing_the_command_prints_holds_a_secret(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", SECRET)
     matrix = write(tmp_path / "matrix.yaml", f"""
         kernels: [{{path: nowhere-{SECRET}, version: 1.0.0}}]
@@ -116,7 +119,8 @@ def test_nothing_the_command_prints_holds_a_secret(tmp_path, capsys, monkeypatch
     assert SECRET not in result.stdout + result.stderr
 
 
-def test_a_librarys_warning_is_masked_too(tmp_path, capsys):
+def test_a_librarys_warning_is_masked_too(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     """The Hub client logs its retries with the URL it asked (HF_ENDPOINT with a password)."""
     factory_main("plan", tmp_path / "missing.yaml", capsys=capsys)  # sets up the masking
     logging.getLogger("huggingface_hub.utils._http").warning(
@@ -125,7 +129,8 @@ def test_a_librarys_warning_is_masked_too(tmp_path, capsys):
     assert SECRET not in captured.err and "https://***@hub.example.com/api" in captured.err
 
 
-def test_the_provenance_names_build_variables_but_records_no_value(monkeypatch):
+def test_the_provenance_names_build_variables_but_records_no_value(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A kernel's env: may hold a token; the wheel's provenance keeps its name and a hash, and
     `factory verify` takes the value from its own environment, checked against the hash."""
     from factory.cells.records import _without_values
@@ -148,7 +153,7 @@ def test_the_provenance_names_build_variables_but_records_no_value(monkeypatch):
     assert problem is None and again["env"] == cell["env"]
 
 
-def test_ssh_s_plain_login_in_an_scp_like_url_is_kept_and_a_token_is_not():
+def test_ssh_s_plain_login_in_an_scp_like_url_is_kept_and_a_token_is_not() -> None:
     assert redact("git@github.com:org/k.git failed", {}) == "git@github.com:org/k.git failed"
     assert redact("mail a@b.c", {}) == "mail a@b.c"
     assert credential_in("git@github.com:org/k.git") is None

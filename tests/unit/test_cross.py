@@ -28,7 +28,7 @@ def emulated_toolchain(tmp_path: Path):
     return dataclasses.replace(TOOLCHAIN, torch=torch, cxx="aarch64-linux-gnu-g++")
 
 
-def test_a_cross_link_takes_the_cuda_runtime_of_the_cells_platform(tmp_path):
+def test_a_cross_link_takes_the_cuda_runtime_of_the_cells_platform(tmp_path: Path) -> None:
     toolchain = emulated_toolchain(tmp_path)
     argv = link_command([Path("/o/a.o")], Path("/pkg/x.abi3.so"), toolchain)
     lib = tmp_path / "sysroot/usr/lib/python3/dist-packages/nvidia/cu13/lib"
@@ -37,7 +37,7 @@ def test_a_cross_link_takes_the_cuda_runtime_of_the_cells_platform(tmp_path):
     assert "-lcudart" not in argv and f"-L{TOOLCHAIN.cuda.lib}" not in argv
 
 
-def test_debians_python_headers_come_with_their_architectures_folder(tmp_path):
+def test_debians_python_headers_come_with_their_architectures_folder(tmp_path: Path) -> None:
     toolchain = emulated_toolchain(tmp_path)
     folders = torch_includes(toolchain)
     include = tmp_path / "sysroot/usr/include"
@@ -45,7 +45,8 @@ def test_debians_python_headers_come_with_their_architectures_folder(tmp_path):
     assert Path("/usr/include") not in torch_includes(TOOLCHAIN)
 
 
-def test_missing_cross_tools_are_named_with_what_installs_them(monkeypatch):
+def test_missing_cross_tools_are_named_with_what_installs_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(emulated.shutil, "which", lambda name: None)
     monkeypatch.delenv("CXX_aarch64", raising=False)
     with pytest.raises(BuildError) as raised:
@@ -57,7 +58,7 @@ def test_missing_cross_tools_are_named_with_what_installs_them(monkeypatch):
         emulated.emulation("riscv64")
 
 
-def test_cxx_aarch64_chooses_the_cross_compiler(monkeypatch):
+def test_cxx_aarch64_chooses_the_cross_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(emulated.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setenv("CXX_aarch64", "/opt/cross/bin/g++")
     chosen = emulated.cross_compiler("aarch64")
@@ -66,7 +67,7 @@ def test_cxx_aarch64_chooses_the_cross_compiler(monkeypatch):
     assert emulated.cross_compiler("aarch64").command == "/usr/bin/aarch64-linux-gnu-g++"
 
 
-def test_uv_installs_wheels_for_the_emulated_cpython(monkeypatch):
+def test_uv_installs_wheels_for_the_emulated_cpython(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(emulated.shutil, "which", lambda name: f"/usr/bin/{name}")
     target = emulated.emulation("aarch64")
     assert emulated.wheel_platform_args(target) == [

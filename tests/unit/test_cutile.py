@@ -48,7 +48,7 @@ def refusal(tmp_path: Path, declaration: str) -> ConfigError:
     return caught.value
 
 
-def test_a_cutile_project_expands_its_declaration(tmp_path):
+def test_a_cutile_project_expands_its_declaration(tmp_path: Path) -> None:
     spec = read_project(project(tmp_path), "pep517")
     assert spec.kind == "cutile" and spec.is_pep517 and spec.is_cutile
     assert spec.cutile_requirement == "cuda-tile>=1.7"
@@ -63,12 +63,12 @@ def test_a_cutile_project_expands_its_declaration(tmp_path):
     assert {s[0]["dtype"] for s in kernel.signatures} == {"float16", "float32"}
 
 
-def test_a_plain_project_is_not_a_cutile_one(tmp_path):
+def test_a_plain_project_is_not_a_cutile_one(tmp_path: Path) -> None:
     write(tmp_path / "pyproject.toml", HEADER.replace('"cuda-tile>=1.7", ', ""))
     assert read_project(tmp_path, "pep517").kind == "pep517"
 
 
-def test_a_function_declared_twice_adds_its_signatures(tmp_path):
+def test_a_function_declared_twice_adds_its_signatures(tmp_path: Path) -> None:
     spec = read_project(project(tmp_path, KERNEL + KERNEL.replace("[64, 128]", "256")),
                         "pep517")
     assert len(spec.cutile) == 1 and len(spec.cutile[0].signatures) == 12
@@ -87,7 +87,8 @@ def test_a_function_declared_twice_adds_its_signatures(tmp_path):
      "divisible"),
     (KERNEL.replace("[{array", "[{scalar = \"float32\", array"), "exactly one of", None),
 ])
-def test_a_bad_declaration_is_one_line_naming_its_key(tmp_path, declaration, words, key):
+def test_a_bad_declaration_is_one_line_naming_its_key(tmp_path: Path, declaration, words,
+                                                      key) -> None:
     error = refusal(tmp_path, declaration)
     assert words in error.message
     assert error.file is not None and error.file.name == "pyproject.toml"
@@ -102,7 +103,7 @@ def signature(dtype: str = "float32", divisor: int = 16, base: int = 16,
     return [*arrays, {"kind": "constant", "value": constant}]
 
 
-def test_shipped_code_serves_launches_that_promise_at_least_its_assumptions():
+def test_shipped_code_serves_launches_that_promise_at_least_its_assumptions() -> None:
     strong, weak = signature(divisor=16), signature(divisor=1)
     assert runtime._serves(weak, strong) and runtime._serves(strong, strong)
     assert not runtime._serves(strong, weak)  # an extent of 1000 is not divisible by 16
@@ -117,7 +118,7 @@ def test_shipped_code_serves_launches_that_promise_at_least_its_assumptions():
     assert runtime._strength(strong) > runtime._strength(weak)
 
 
-def test_the_loader_picks_the_most_specialised_cubin_for_the_sm(tmp_path):
+def test_the_loader_picks_the_most_specialised_cubin_for_the_sm(tmp_path: Path) -> None:
     folder = tmp_path / "_kwf_cutile"
     for sm in ("sm_80", "sm_90"):
         (folder / sm).mkdir(parents=True)
@@ -171,12 +172,12 @@ def cubin(sm: int) -> bytes:
     return bytes(header)
 
 
-def test_a_cubin_names_its_sm():
+def test_a_cubin_names_its_sm() -> None:
     assert cubin_sm(cubin(90)) == "sm_90" and cubin_sm(cubin(120)) == "sm_120"
     assert cubin_sm(b"\x7fELF" + bytes(60)) is None
 
 
-def test_the_cubin_gate_wants_every_sm_of_every_signature(tmp_path):
+def test_the_cubin_gate_wants_every_sm_of_every_signature(tmp_path: Path) -> None:
     content = tmp_path / "content"
     folder = content / "tile_thing" / "_kwf_cutile"
     (content / "tile_thing").mkdir(parents=True)
@@ -205,7 +206,7 @@ def test_the_cubin_gate_wants_every_sm_of_every_signature(tmp_path):
         "code"]
 
 
-def test_a_cuda_major_asks_for_its_build_of_the_cute_dsl(tmp_path):
+def test_a_cuda_major_asks_for_its_build_of_the_cute_dsl(tmp_path: Path) -> None:
     from factory.config.buildtoml import read_build_toml
 
     write(tmp_path / "build.toml", """

@@ -19,7 +19,7 @@ from ..support.plans import matrix_with
 
 # ---- the table and matrix.yaml ----------------------------------------------------------------
 
-def test_every_cutlass_kernel_builder_knows_has_a_release():
+def test_every_cutlass_kernel_builder_knows_has_a_release() -> None:
     releases = dependency_releases()
     assert {name: r.version for name, r in releases.items()} == {
         "cutlass_2_10": "2.10.0", "cutlass_3_5": "3.5.1", "cutlass_3_6": "3.6.0",
@@ -41,7 +41,8 @@ def test_every_cutlass_kernel_builder_knows_has_a_release():
     ("cutlass_4_0: {path: ., rev: v1}", "depends.cutlass_4_0.rev: unknown key; allowed keys "
                                         "here: path"),
 ])
-def test_bad_depends_entries_name_the_line_and_write_nothing(tmp_path, capsys, entry, message):
+def test_bad_depends_entries_name_the_line_and_write_nothing(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], entry, message) -> None:
     (tmp_path / "mirror").mkdir()
     path = matrix_with(tmp_path, f"depends:\n          {entry}")
     before = sorted(p.name for p in tmp_path.iterdir())
@@ -64,8 +65,8 @@ def wheel_of(path: Path, members: dict[str, bytes]) -> Path:
     ({f"cutlass_library/source/include/h{n}.h": b"" for n in range(50_001)},
      "unpacks into 50001 files"),
 ])
-def test_a_dependency_wheel_that_would_unpack_too_much_is_refused_unread(tmp_path, members,
-                                                                        said):
+def test_a_dependency_wheel_that_would_unpack_too_much_is_refused_unread(tmp_path: Path, members,
+                                                                        said) -> None:
     """A 64 MiB header of zeros packs into a wheel of a few KiB: refused from the zip's
     directory, before uv unpacks anything into the cache."""
     bomb = wheel_of(tmp_path / "nvidia_cutlass-4.0.0-py3-none-any.whl", members)
@@ -75,7 +76,7 @@ def test_a_dependency_wheel_that_would_unpack_too_much_is_refused_unread(tmp_pat
     assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("*.h"))
 
 
-def test_a_dependency_wheel_must_be_the_release_it_claims(tmp_path):
+def test_a_dependency_wheel_must_be_the_release_it_claims(tmp_path: Path) -> None:
     """cutlass_3_8 is nvidia-cutlass 3.8.0.0, whose sha256 the factory knows: another wheel
     of the right layout is not it."""
     other = wheel_of(tmp_path / "nvidia_cutlass-3.8.0.0-py3-none-any.whl", {

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from factory.config.nodes import load_toml, load_yaml
 from factory.errors import ConfigError
 
 
-def test_toml_lines_of_tables_keys_and_list_items(tmp_path):
+def test_toml_lines_of_tables_keys_and_list_items(tmp_path: Path) -> None:
     path = tmp_path / "x.toml"
     path.write_text('[a]\nx = [ "1", "2",\n  # note\n  "3", [4, 5],\n  {q = 1} ]\n'
                     'y = """\nz = 3\n"""\nw.v = "k" # comment\n\n["quoted.key"]\nn = 1\n')
@@ -23,7 +25,7 @@ def test_toml_lines_of_tables_keys_and_list_items(tmp_path):
     assert "z" not in a.mapping()  # inside a multi-line string, not a key
 
 
-def test_yaml_keeps_lines_and_source_text(tmp_path):
+def test_yaml_keeps_lines_and_source_text(tmp_path: Path) -> None:
     path = tmp_path / "x.yaml"
     path.write_text("torch: [2.10, 2.9]\ncuda:\n  13.0:\n    sms: [9.0]\n")
     root = load_yaml(path)
@@ -34,7 +36,7 @@ def test_yaml_keeps_lines_and_source_text(tmp_path):
     assert cuda["13.0"].mapping()["sms"].list()[0].scalar_text() == "9.0"
 
 
-def test_yaml_duplicate_keys_are_refused(tmp_path):
+def test_yaml_duplicate_keys_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "x.yaml"
     path.write_text("torch: [2.11]\ncuda: {}\ntorch: [2.10]\n")
     with pytest.raises(ConfigError) as caught:
@@ -42,7 +44,7 @@ def test_yaml_duplicate_keys_are_refused(tmp_path):
     assert caught.value.render().endswith("x.yaml:3: torch: duplicate key")
 
 
-def test_unknown_key_suggests_the_closest(tmp_path):
+def test_unknown_key_suggests_the_closest(tmp_path: Path) -> None:
     path = tmp_path / "x.yaml"
     path.write_text("kernls: []\n")
     with pytest.raises(ConfigError) as caught:

@@ -12,7 +12,7 @@ from factory.values.pythons import CPython
 from ..support.wheels import CELL, GPU_FACTS, WHEEL
 
 
-def test_a_cpython_is_written_as_the_matrix_writes_it_and_tagged_as_wheels_are():
+def test_a_cpython_is_written_as_the_matrix_writes_it_and_tagged_as_wheels_are() -> None:
     free = CPython.parse("3.14t")
     assert (str(free), free.series, free.interpreter_tag, free.abi_tag, free.describe()) == \
         ("3.14t", "3.14", "cp314", "cp314t", "free-threaded CPython 3.14t")
@@ -28,7 +28,7 @@ def test_a_cpython_is_written_as_the_matrix_writes_it_and_tagged_as_wheels_are()
     ("3.14T", "got '3.14T'"), ("cp314t", "got 'cp314t'"), ("3.١٤", "got '3.١٤'"),
     ("3.12t", "CPython 3.12 has no free-threaded build (it starts with 3.13t)"),
 ])
-def test_anything_else_is_refused_in_words(text, expected):
+def test_anything_else_is_refused_in_words(text, expected) -> None:
     with pytest.raises(ValueError) as raised:
         CPython.parse(text)
     assert expected in str(raised.value)
@@ -41,7 +41,7 @@ FREE_WHEEL = {**WHEEL, "filename": "img2gray-1.0.0+cu132torch215-cp314-cp314t-"
               "torch": "==2.15.*"}
 
 
-def test_the_doctor_matches_free_threaded_wheels_to_free_threaded_pythons():
+def test_the_doctor_matches_free_threaded_wheels_to_free_threaded_pythons() -> None:
     torch = {"version": "2.15.0+cu132", "cuda": "13.2", "cxx11_abi": True}
     driver = {"cuda": "13.2", "gpus": [{"name": "NVIDIA H100", "sm": "9.0"}]}
     free, plain = ({**facts, "torch": torch, "driver": driver} for facts in (FREE, PLAIN))
@@ -60,7 +60,7 @@ def test_the_doctor_matches_free_threaded_wheels_to_free_threaded_pythons():
         "it is for CPython with the GIL (cp314), this is free-threaded 3.14.4t"]
 
 
-def test_the_import_gate_fails_a_module_that_turns_the_gil_back_on_unless_declared():
+def test_the_import_gate_fails_a_module_that_turns_the_gil_back_on_unless_declared() -> None:
     report = LoadReport("2.15.0+cu132", ("relu_scale",), (), free_threaded=True,
                         gil_enabled_by="relu_scale")
     (problem,) = load_problems(report)
@@ -75,7 +75,7 @@ def test_the_import_gate_fails_a_module_that_turns_the_gil_back_on_unless_declar
     assert "free_threaded" not in LoadReport("2.11.0", ("x",), ()).to_json()
 
 
-def test_the_browse_page_shows_a_label_built_when_one_of_its_cells_is():
+def test_the_browse_page_shows_a_label_built_when_one_of_its_cells_is() -> None:
     """A label's cells (the abi3 one and a free-threaded one): built where any of them is,
     and the other that was skipped says why, in whichever order the build recorded them."""
     import json

@@ -9,7 +9,7 @@ from factory.cli import COMMANDS, main
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])
-def test_every_help_works(command, capsys):
+def test_every_help_works(command, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--help"] if command is None else [command, "--help"]
     with pytest.raises(SystemExit) as exited:
         main(argv)

@@ -11,5 +11,5 @@ from __future__ import annotations
 from ..support.hostile import CASES
 
 
-def test_the_table_is_big_enough():
+def test_the_table_is_big_enough() -> None:
     assert len(CASES) >= 380, len(CASES)

@@ -25,11 +25,11 @@ from ..support.wheels import (
 
 
 @pytest.fixture
-def index_out(tmp_path) -> Path:
+def index_out(tmp_path: Path) -> Path:
     return small_index_files(tmp_path / "index")
 
 
-def test_layout_and_what_each_index_holds(index_out):
+def test_layout_and_what_each_index_holds(index_out: Path) -> None:
     summary = update_index(index_out)
     assert summary.wheels == 4 and summary.labels == ("cu130torch211", "cu130torch212")
     assert summary.projects == 3
@@ -52,7 +52,7 @@ def test_layout_and_what_each_index_holds(index_out):
     assert index_problems(index_out) == []
 
 
-def test_html_pages_follow_the_standards(index_out):
+def test_html_pages_follow_the_standards(index_out: Path) -> None:
     update_index(index_out)
     page = index_out / "cu130torch211" / "simple" / "tiny-rms" / "index.html"
     links = parse(page)
@@ -87,7 +87,7 @@ def _wheel_metadata(wheel: Path) -> bytes:
         return archive.read(name)
 
 
-def test_a_wheel_keeps_the_time_it_entered_the_index(index_out):
+def test_a_wheel_keeps_the_time_it_entered_the_index(index_out: Path) -> None:
     """PEP 700's upload-time is when the index took the wheel in (its file's time then), and
     stays so: a later touch of the file, or the index made again, does not move it."""
     wheel = next((index_out / "files").glob("img2gray-1.0.0+cu130torch211-*.whl"))
@@ -109,7 +109,7 @@ def test_a_wheel_keeps_the_time_it_entered_the_index(index_out):
     assert times[wheel.name] == "2026-09-21T14:13:20.000000Z"
 
 
-def test_json_pages_follow_pep_691_and_700(index_out):
+def test_json_pages_follow_pep_691_and_700(index_out: Path) -> None:
     update_index(index_out)
     page = json.loads((index_out / "cu130torch211" / "simple" / "img2gray" / "index.json")
                       .read_text())
@@ -135,7 +135,7 @@ def test_json_pages_follow_pep_691_and_700(index_out):
                                       "abi3-linux_x86_64.whl")
 
 
-def test_adding_a_wheel_rewrites_only_the_pages_it_touches(index_out):
+def test_adding_a_wheel_rewrites_only_the_pages_it_touches(index_out: Path) -> None:
     update_index(index_out)
     before = {p: p.stat().st_mtime_ns for p in index_out.rglob("index.*")
               if ".factory" not in p.parts}
@@ -152,7 +152,7 @@ def test_adding_a_wheel_rewrites_only_the_pages_it_touches(index_out):
     assert update_index(index_out).pages_written == 0  # nothing new: nothing written
 
 
-def test_removed_wheels_leave_the_pages(index_out):
+def test_removed_wheels_leave_the_pages(index_out: Path) -> None:
     update_index(index_out)
     for wheel in (index_out / "files").glob("tiny_rms-*"):
         wheel.unlink()
@@ -166,7 +166,7 @@ def test_removed_wheels_leave_the_pages(index_out):
     assert index_problems(index_out) == []
 
 
-def test_content_negotiation():
+def test_content_negotiation() -> None:
     json_type = "application/vnd.pypi.simple.v1+json"
     pip = f"{json_type}, application/vnd.pypi.simple.v1+html; q=0.1, text/html; q=0.01"
     assert negotiate(pip) == ("index.json", json_type)
@@ -180,7 +180,7 @@ def test_content_negotiation():
     assert negotiate("application/json")[0] == "index.html"  # pip refuses plain JSON anyway
 
 
-def test_a_builds_update_reads_only_what_it_published(index_out):
+def test_a_builds_update_reads_only_what_it_published(index_out: Path) -> None:
     """`factory build` hands on the wheels it published, as its gates read them; the others are
     taken from the manifest unread. `factory index` checks every file again."""
     update_index(index_out)
@@ -196,7 +196,7 @@ def test_a_builds_update_reads_only_what_it_published(index_out):
 
 
 @pytest.mark.parametrize("first", [True, False], ids=["first-build", "later-build"])
-def test_a_wheel_no_build_published_is_never_indexed_by_a_build(tmp_path, first):
+def test_a_wheel_no_build_published_is_never_indexed_by_a_build(tmp_path: Path, first) -> None:
     """A project's build (or anything else) that drops a wheel into files/ gets nothing
     published by a build's update, not even when every cell failed (nothing published) or the
     index is new; `factory index`, run by hand, indexes what was put there by hand."""
@@ -215,7 +215,7 @@ def test_a_wheel_no_build_published_is_never_indexed_by_a_build(tmp_path, first)
     assert update_index(out, full=True).wheels == (1 if first else 2)  # `factory index`
 
 
-def test_a_published_name_keeps_its_bytes_after_its_file_is_removed(index_out):
+def test_a_published_name_keeps_its_bytes_after_its_file_is_removed(index_out: Path) -> None:
     """Removing a published wheel and indexing again must not free its name for other bytes:
     pip caches by name, and a mirror that took the first bytes would never see the second."""
     update_index(index_out)
@@ -238,7 +238,7 @@ def test_a_published_name_keeps_its_bytes_after_its_file_is_removed(index_out):
     assert "withdrawn" not in manifest
 
 
-def test_a_build_does_not_publish_other_bytes_under_a_removed_name(tmp_path):
+def test_a_build_does_not_publish_other_bytes_under_a_removed_name(tmp_path: Path) -> None:
     from factory.cells.run import _publish
     from factory.errors import BuildError
     from factory.outputs.journal import pending

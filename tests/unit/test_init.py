@@ -4,6 +4,8 @@ knows of torch and CUDA releases; bad input gets one line and writes nothing
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -21,7 +23,7 @@ def newest(count: int, accepts=lambda version: True) -> list[Version]:
                   reverse=True)[:count]
 
 
-def test_the_newest_torches_their_pypi_cuda_and_its_default_sms(tmp_path):
+def test_the_newest_torches_their_pypi_cuda_and_its_default_sms(tmp_path: Path) -> None:
     proposal = propose(read_kernel(kernel(tmp_path)), 3)
     assert list(proposal.torches) == newest(3)
     releases = torch_releases()
@@ -36,14 +38,14 @@ def test_the_newest_torches_their_pypi_cuda_and_its_default_sms(tmp_path):
 
 @pytest.mark.parametrize(("declared", "major"), [('["9.0a"]', {9}), ('["8.0"]', {8}),
                                                   ('["8.0", "10.0"]', {8, 10})])
-def test_sms_are_those_the_declared_capabilities_serve(tmp_path, declared, major):
+def test_sms_are_those_the_declared_capabilities_serve(tmp_path: Path, declared, major) -> None:
     spec = read_kernel(kernel(tmp_path, capabilities=f"cuda-capabilities = {declared}"))
     for cuda, sms, _ in propose(spec, 2).cudas:
         assert {sm.major for sm in sms} == major
         assert set(sms) == {sm for sm in cuda_policy(cuda).default if sm.major in major}
 
 
-def test_torch_bounds_and_a_stable_abi_narrow_the_torches(tmp_path):
+def test_torch_bounds_and_a_stable_abi_narrow_the_torches(tmp_path: Path) -> None:
     oldest, *_ = sorted(torch_releases())
     bounded = kernel(tmp_path, "bounded", torch=f'maxver = "{oldest}"')
     assert propose(read_kernel(bounded), 2).torches == (oldest,)
@@ -52,7 +54,7 @@ def test_torch_bounds_and_a_stable_abi_narrow_the_torches(tmp_path):
     assert propose(read_kernel(stable), 5).torches == tuple(newest(3))
 
 
-def test_named_torches_and_sms(tmp_path):
+def test_named_torches_and_sms(tmp_path: Path) -> None:
     proposal = propose(read_kernel(REPO / "examples" / "img2gray"), 2, (Version("2.11"),),
                        (Version("9.0"), Version("10.0"), Version("7.0")))
     assert proposal.torches == (Version("2.11"),)
@@ -60,7 +62,8 @@ def test_named_torches_and_sms(tmp_path):
         (Version("13.0"), (Version("9.0"), Version("10.0")))]  # CUDA 13 cannot compile 7.0
 
 
-def test_a_matrix_elsewhere_names_the_kernel_relative_to_itself(tmp_path, capsys):
+def test_a_matrix_elsewhere_names_the_kernel_relative_to_itself(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     repo = kernel(tmp_path)
     target = tmp_path / "matrices" / "blend.yaml"
     result = factory_main("init", repo, "--out", target, "--newest", "1", capsys=capsys)
@@ -86,8 +89,10 @@ def test_a_matrix_elsewhere_names_the_kernel_relative_to_itself(tmp_path, capsys
     (lambda root: (kernel(root), (root / "blend" / "matrix.yaml").write_text("mine\n")),
      ["blend"], "blend/matrix.yaml: is already there; pass --force to replace it"),
 ])
-def test_bad_input_gets_one_line_and_nothing_is_written(tmp_path, capsys, monkeypatch, setup,
-                                                        arguments, message):
+def test_bad_input_gets_one_line_and_nothing_is_written(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch, setup,
+                                                        arguments, message) -> None:
     setup(tmp_path)
     monkeypatch.chdir(tmp_path)
     before = snapshot(tmp_path)
@@ -98,7 +103,8 @@ def test_bad_input_gets_one_line_and_nothing_is_written(tmp_path, capsys, monkey
     assert snapshot(tmp_path) == before
 
 
-def test_a_kernel_that_fits_none_of_the_sms_named_gets_a_matrix_that_skips_it(tmp_path, capsys):
+def test_a_kernel_that_fits_none_of_the_sms_named_gets_a_matrix_that_skips_it(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     repo = kernel(tmp_path, capabilities='cuda-capabilities = ["10.0a"]')
     result = factory_main("init", repo, "--torch", "2.11", "--sms", "9.0", capsys=capsys)
     assert result.exit == 0, result.stderr
@@ -110,7 +116,8 @@ def test_a_kernel_that_fits_none_of_the_sms_named_gets_a_matrix_that_skips_it(tm
     assert "# the kernel fits no cell of CUDA 13.0" in (repo / "matrix.yaml").read_text()
 
 
-def test_follow_writes_latest_and_follow_that_the_matrix_reader_takes(tmp_path, capsys):
+def test_follow_writes_latest_and_follow_that_the_matrix_reader_takes(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     repo = kernel(tmp_path, capabilities='cuda-capabilities = ["8.0", "9.0"]')
     result = factory_main("init", repo, "--follow", "--newest", "3", capsys=capsys)
     assert result.exit == 0, result.stderr

@@ -28,7 +28,7 @@ from ..support.plans import NGC
     ("2.11.0+gitabc1234", False, "t" + __import__("hashlib").sha256(
         b"2.11.0+gitabc1234").hexdigest()[:8]),
 ])
-def test_which_torch_builds_are_releases_and_what_other_builds_add(version, release, tag):
+def test_which_torch_builds_are_releases_and_what_other_builds_add(version, release, tag) -> None:
     assert is_release_build(version) is release
     assert build_tag(version) == tag
 
@@ -38,7 +38,7 @@ def run_guard(guard: str, version: str, cuda: str | None) -> None:
     exec(compile(guard, "_ops.py", "exec"), {"torch": torch})
 
 
-def test_the_guard_of_an_exact_build_accepts_that_build_only():
+def test_the_guard_of_an_exact_build_accepts_that_build_only() -> None:
     guard = import_guard("img2gray", "1.0+cu126torch25.nv2410", "2.5", "12.6",
                          "cu{cuda}torch{torch}", exact=NGC)
     run_guard(guard, NGC, "12.6")

@@ -5,6 +5,7 @@ half-way. Each test names the promise of docs/promises.md it holds."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,8 @@ from factory.outputs.layout import Layout
 from ..support.wheels import make_wheel
 
 
-def test_a_bug_is_one_line_with_credentials_masked(monkeypatch, capsys):
+def test_a_bug_is_one_line_with_credentials_masked(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """An unexpected exception (a bug) is one line, masked; the traceback only on request."""
     from factory.cli import index as index_command
     from factory.cli import main
@@ -37,7 +39,7 @@ def test_a_bug_is_one_line_with_credentials_masked(monkeypatch, capsys):
     assert "Traceback" in err and "pw-s3cret-1" not in err and "tok-99" not in err
 
 
-def test_a_rebuild_over_a_tampered_wheel_says_so(tmp_path):
+def test_a_rebuild_over_a_tampered_wheel_says_so(tmp_path: Path) -> None:
     files = tmp_path / "files"
     files.mkdir()
     published = make_wheel(files, "demo", "1.0+cu130torch211")

@@ -35,7 +35,7 @@ def imports_of(path) -> set[str]:
     return found
 
 
-def test_every_import_points_back_along_the_pipeline():
+def test_every_import_points_back_along_the_pipeline() -> None:
     backwards = []
     for path in sorted((REPO / "factory").rglob("*.py")):
         here = ".".join(path.relative_to(REPO / "factory").with_suffix("").parts)
@@ -47,7 +47,7 @@ def test_every_import_points_back_along_the_pipeline():
     assert backwards == []
 
 
-def test_the_foundation_imports_no_step():
+def test_the_foundation_imports_no_step() -> None:
     for name in sorted(FOUNDATION - {"data", "__init__", "__main__"}):
         module = REPO / "factory" / f"{name}.py"
         package = sorted((REPO / "factory" / name).rglob("*.py"))
@@ -56,7 +56,7 @@ def test_the_foundation_imports_no_step():
             assert all(rank(target) == -1 for target in targets), (path.name, targets)
 
 
-def test_no_module_imports_itself_back():
+def test_no_module_imports_itself_back() -> None:
     """No circle of imports, counting those inside functions: a module that needs one made of
     its own parts gets them from a kit both import (cells/job.py for the cell builders)."""
     modules = {}
@@ -109,7 +109,7 @@ def _sources() -> list[tuple[str, ast.AST]]:
             for path in sorted((REPO / "factory").rglob("*.py"))]
 
 
-def test_only_system_starts_programs():
+def test_only_system_starts_programs() -> None:
     """Every program starts through system/ (process.py; engine.py for docker), with a time
     limit and an output cap: no other module imports subprocess or starts one through os (an
     exec replaces the process it runs in, one already started and bounded: the compiler
@@ -129,7 +129,7 @@ def test_only_system_starts_programs():
     assert starting == set()
 
 
-def test_the_planner_is_pure():
+def test_the_planner_is_pure() -> None:
     """plan/ turns values into values: it imports nothing that starts programs or touches the
     machine (system/, the output files' writers, shutil, tempfile) and writes no file, so
     every plan can be made, and tested, without a process or a disk."""
@@ -153,7 +153,7 @@ def test_the_planner_is_pure():
     assert impure == []
 
 
-def test_every_error_is_a_factory_error():
+def test_every_error_is_a_factory_error() -> None:
     """An error class the factory defines is a FactoryError (the command line prints it as one
     line), whatever else it is."""
     from factory.errors import FactoryError
@@ -172,7 +172,7 @@ def test_every_error_is_a_factory_error():
     assert loose == []
 
 
-def test_few_modules_stand_loose_at_the_top():
+def test_few_modules_stand_loose_at_the_top() -> None:
     """The top level holds the package's entry points and the few modules every step needs;
     the rest is grouped by what it serves (system/, trust/, outputs/, values/)."""
     loose = sorted(path.name for path in (REPO / "factory").glob("*.py"))
@@ -180,7 +180,7 @@ def test_few_modules_stand_loose_at_the_top():
                      "hub.py"]
 
 
-def test_no_function_runs_past_sixty_lines():
+def test_no_function_runs_past_sixty_lines() -> None:
     """A function that does more than a screen's worth is cut into the steps it takes."""
     long = [f"{name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
             for name, tree in _sources() for node in ast.walk(tree)
@@ -189,7 +189,7 @@ def test_no_function_runs_past_sixty_lines():
     assert long == []
 
 
-def test_the_command_line_reaches_the_steps_only_through_the_pipeline():
+def test_the_command_line_reaches_the_steps_only_through_the_pipeline() -> None:
     """cli/ parses and renders: it imports the pipeline, ui/ and the foundation, never a step
     (each subcommand hands a request to one pipeline function)."""
     reached = [f"{name} imports {target}" for name, _ in _sources() if name.startswith("cli/")

@@ -4,6 +4,7 @@ position finder tells the tables of an array of tables apart). Pure: files only.
 from __future__ import annotations
 
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +38,7 @@ ENTRIES = [
 ]
 
 
-def test_a_lock_reads_back_what_was_written(tmp_path):
+def test_a_lock_reads_back_what_was_written(tmp_path: Path) -> None:
     path = lock_path(tmp_path / "matrix.yaml")
     assert path.name == "matrix.lock"
     assert write(path, render(tmp_path / "matrix.yaml", ENTRIES)) is True
@@ -52,7 +53,7 @@ def test_a_lock_reads_back_what_was_written(tmp_path):
     assert len({pin.line for pin in locked.values()}) == 3
 
 
-def test_an_error_in_the_second_kernel_names_its_own_line(tmp_path):
+def test_an_error_in_the_second_kernel_names_its_own_line(tmp_path: Path) -> None:
     path = lock_path(tmp_path / "matrix.yaml")
     text = render(tmp_path / "matrix.yaml", ENTRIES).replace('kind = "path"', 'kind = "svn"')
     path.write_text(text)
@@ -63,7 +64,7 @@ def test_an_error_in_the_second_kernel_names_its_own_line(tmp_path):
     assert "unknown source kind 'svn'" in caught.value.message
 
 
-def test_keys_of_nested_arrays_of_tables_get_their_own_lines(tmp_path):
+def test_keys_of_nested_arrays_of_tables_get_their_own_lines(tmp_path: Path) -> None:
     path = tmp_path / "x.toml"
     path.write_text('[[a]]\nx = 1\n[[a]]\nx = 2\n[a.b]\ny = 3\n[[a.c]]\nz = 4\n[[a.c]]\nz = 5\n')
     root = load_toml(path)
@@ -73,7 +74,7 @@ def test_keys_of_nested_arrays_of_tables_get_their_own_lines(tmp_path):
     assert [c.mapping()["z"].line for c in second.mapping()["c"].list()] == [8, 10]
 
 
-def test_a_pin_answers_for_its_entry_and_refuses_a_moved_request(tmp_path):
+def test_a_pin_answers_for_its_entry_and_refuses_a_moved_request(tmp_path: Path) -> None:
     path = lock_path(tmp_path / "matrix.yaml")
     write(path, render(tmp_path / "matrix.yaml", ENTRIES))
     locked = read(path)
@@ -87,7 +88,7 @@ def test_a_pin_answers_for_its_entry_and_refuses_a_moved_request(tmp_path):
     assert [pin.name for pin in unused([entry], locked)] == ["img2gray", "tiny"]
 
 
-def test_a_locked_wheelhouse_must_hold_the_wheels_it_was_locked_with(tmp_path):
+def test_a_locked_wheelhouse_must_hold_the_wheels_it_was_locked_with(tmp_path: Path) -> None:
     """`factory build --locked` tests with exactly the wheels the lock names: a wheelhouse not
     in the lock, or whose wheels changed, is refused in one line naming the matrix's key."""
     wheelhouse = tmp_path / "wh"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zipfile
+from pathlib import Path
 
 from packaging.version import Version
 
@@ -13,7 +14,7 @@ from ..support.factory import write
 from ..support.plans import kernel
 
 
-def test_defaults(tmp_path):
+def test_defaults(tmp_path: Path) -> None:
     kernel(tmp_path)
     matrix = load_matrix(write(tmp_path / "matrix.yaml", """
         kernels: [{path: demo, version: 1.0}]
@@ -29,7 +30,7 @@ def test_defaults(tmp_path):
     assert [entry.version for entry in matrix.torch] == [Version("2.11")]
 
 
-def test_the_matrix_tests_table_sets_every_kernels_and_a_kernel_its_own(tmp_path):
+def test_the_matrix_tests_table_sets_every_kernels_and_a_kernel_its_own(tmp_path: Path) -> None:
     kernel(tmp_path)
     kernel(tmp_path, name="other")
     wheelhouse = tmp_path / "wh"

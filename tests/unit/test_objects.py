@@ -61,7 +61,7 @@ def compiled(work: Path, source: str, body: bytes, headers: dict[str, str]) -> t
 
 
 @pytest.fixture
-def store_setup(tmp_path):
+def store_setup(tmp_path: Path):
     outside = tmp_path / "toolkit" / "cuda_runtime.h"
     work = tmp_path / "build" / "cell.1"
     obj, depfile = compiled(work, "a.cu", b"\x7fELF object one", {"a.h": "#define A 1\n",
@@ -73,7 +73,7 @@ def store_setup(tmp_path):
     return store, identity, key, work, outside
 
 
-def test_the_namespace_does_not_change_the_identity_but_the_command_does(tmp_path):
+def test_the_namespace_does_not_change_the_identity_but_the_command_does(tmp_path: Path) -> None:
     def identity(folder: str, *flags: str, compilers: str = "13", namespace: str = NS) -> str:
         return unit_identity(["nvcc", "-c", f"{folder}/src/a.cu", f"-I{folder}/src",
                               f"-DTORCH_EXTENSION_NAME={namespace}", *flags], compilers,
@@ -88,7 +88,7 @@ def test_the_namespace_does_not_change_the_identity_but_the_command_does(tmp_pat
     assert identity("/elsewhere/cell") != one
 
 
-def test_a_depfile_is_read_as_make_reads_it(tmp_path):
+def test_a_depfile_is_read_as_make_reads_it(tmp_path: Path) -> None:
     depfile = write(tmp_path / "a.d", "/w/obj/a.o : /w/src/a.cu \\\n  /w/src/my\\ header.h "
                                       "rel.h \\\n /usr/include/stdio.h\n")
     assert read_depfile(depfile, Path("/w/src")) == [
@@ -96,7 +96,7 @@ def test_a_depfile_is_read_as_make_reads_it(tmp_path):
         Path("/usr/include/stdio.h")]
 
 
-def test_a_unit_is_found_again_by_the_next_build_of_its_cell(store_setup):
+def test_a_unit_is_found_again_by_the_next_build_of_its_cell(store_setup) -> None:
     store, identity, key, work, _ = store_setup
     shutil.rmtree(work / "obj")  # the next build starts from a fresh copy of the source
     shutil.rmtree(work / "src")
@@ -108,7 +108,7 @@ def test_a_unit_is_found_again_by_the_next_build_of_its_cell(store_setup):
 
 
 @pytest.mark.parametrize("changed", ["header", "outside", "source", "gone"])
-def test_any_file_the_compiler_read_changing_is_a_miss(store_setup, changed):
+def test_any_file_the_compiler_read_changing_is_a_miss(store_setup, changed) -> None:
     store, identity, _, work, outside = store_setup
     if changed == "header":
         (work / "src" / "a.h").write_text("#define A 2\n")
@@ -121,13 +121,13 @@ def test_any_file_the_compiler_read_changing_is_a_miss(store_setup, changed):
     assert store.fetch(identity, work, NS, work / "obj" / "again.o", print) is None
 
 
-def test_a_touched_file_with_the_same_bytes_is_still_a_hit(store_setup):
+def test_a_touched_file_with_the_same_bytes_is_still_a_hit(store_setup) -> None:
     store, identity, key, work, _ = store_setup
     os.utime(work / "src" / "a.h", (1, 1))
     assert store.fetch(identity, work, NS, work / "obj" / "again.o", print) == key
 
 
-def test_two_versions_of_a_header_are_both_kept(store_setup):
+def test_two_versions_of_a_header_are_both_kept(store_setup) -> None:
     store, identity, first, work, _ = store_setup
     (work / "src" / "a.h").write_text("#define A 2\n")
     (work / "obj" / "a.cu.o").write_bytes(b"\x7fELF object two")
@@ -140,7 +140,8 @@ def test_two_versions_of_a_header_are_both_kept(store_setup):
 
 
 @pytest.mark.parametrize("damage", ["bytes", "swapped", "record"])
-def test_a_damaged_or_wrong_entry_is_never_used_and_is_removed(store_setup, tmp_path, damage):
+def test_a_damaged_or_wrong_entry_is_never_used_and_is_removed(store_setup, tmp_path: Path,
+        damage) -> None:
     store, identity, key, work, _ = store_setup
     obj = store.root / "objects" / key[:2] / f"{key}.o"
     record = obj.with_suffix(".json")
@@ -164,7 +165,8 @@ def test_a_damaged_or_wrong_entry_is_never_used_and_is_removed(store_setup, tmp_
     assert len(notes) == 1 and "was damaged" in notes[0] and key[:12] in notes[0]
 
 
-def test_objects_travel_to_another_cache_and_bad_ones_are_refused(store_setup, tmp_path):
+def test_objects_travel_to_another_cache_and_bad_ones_are_refused(store_setup,
+        tmp_path: Path) -> None:
     store, identity, key, work, _ = store_setup
     cache = ObjectCache(store.root, key=KEY)
     cache.part().mark_used(store.used)
@@ -178,7 +180,7 @@ def test_objects_travel_to_another_cache_and_bad_ones_are_refused(store_setup, t
     assert ObjectCache(tmp_path / "third", key=KEY).merge(artifact) == (0, 1)
 
 
-def test_an_entry_not_written_under_the_key_is_compiled_again(store_setup):
+def test_an_entry_not_written_under_the_key_is_compiled_again(store_setup) -> None:
     """A poisoned entry: its object replaced and its record re-hashed to match, as anyone who
     can write the cache folder could, but without the key."""
     store, identity, key, work, _ = store_setup
@@ -197,7 +199,8 @@ def test_an_entry_not_written_under_the_key_is_compiled_again(store_setup):
                      "is compiled again"]
 
 
-def test_another_keys_entries_are_compiled_again_and_not_imported(store_setup, tmp_path):
+def test_another_keys_entries_are_compiled_again_and_not_imported(store_setup,
+        tmp_path: Path) -> None:
     store, identity, _, work, _ = store_setup
     other = ObjectStore(store.root, bytes(32))
     notes: list[str] = []
@@ -214,7 +217,8 @@ def test_another_keys_entries_are_compiled_again_and_not_imported(store_setup, t
     assert ObjectCache(tmp_path / "same", key=KEY).merge(tmp_path / "artifact") == (1, 0)
 
 
-def test_a_manifest_entry_pointing_at_another_object_is_passed_over(store_setup, tmp_path):
+def test_a_manifest_entry_pointing_at_another_object_is_passed_over(store_setup,
+        tmp_path: Path) -> None:
     """Two builds of one command from different sources; the manifest's newest entry is then
     made to name the older object for the newer sources: the lookup does not take it."""
     store, identity, key, work, _ = store_setup
@@ -230,7 +234,8 @@ def test_a_manifest_entry_pointing_at_another_object_is_passed_over(store_setup,
     assert store.fetch(identity, work, NS, work / "obj" / "got.o", print) is None
 
 
-def test_the_key_comes_from_the_variable_or_a_private_file(tmp_path, monkeypatch):
+def test_the_key_comes_from_the_variable_or_a_private_file(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.delenv(OBJECT_KEY_VARIABLE, raising=False)
     made = object_cache_key()
@@ -279,7 +284,7 @@ def crafted(artifact: Path, key: str, how: str) -> None:
     "a FIFO record", "a deep record", "a huge record", "a FIFO object",
     "a 3 GiB sparse object, its record re-hashed", "an object bigger than its record says",
     "a linked object", "a record without a size"])
-def test_a_crafted_import_is_refused_at_once(store_setup, tmp_path, how):
+def test_a_crafted_import_is_refused_at_once(store_setup, tmp_path: Path, how) -> None:
     store, _, key, _, _ = store_setup
     cache = ObjectCache(store.root, key=KEY)
     cache.part().mark_used(store.used)
@@ -293,7 +298,7 @@ def test_a_crafted_import_is_refused_at_once(store_setup, tmp_path, how):
     assert not list((tmp_path / "receiving" / "objects").glob("*/*"))
 
 
-def test_the_cache_keeps_to_its_size_dropping_the_least_recently_used(tmp_path):
+def test_the_cache_keeps_to_its_size_dropping_the_least_recently_used(tmp_path: Path) -> None:
     store = ObjectStore(tmp_path / "objects", KEY)
     keys = []
     for number in range(5):
@@ -310,7 +315,7 @@ def test_the_cache_keeps_to_its_size_dropping_the_least_recently_used(tmp_path):
     assert left == {keys[0], keys[4]}  # the most recently used two
 
 
-def test_threads_sharing_a_store_all_succeed(tmp_path):
+def test_threads_sharing_a_store_all_succeed(tmp_path: Path) -> None:
     """Eight builds of the same unit at once: each keeps and finds the same entry."""
     store = ObjectStore(tmp_path / "objects", KEY)
     work = tmp_path / "cell"
@@ -339,7 +344,7 @@ def test_threads_sharing_a_store_all_succeed(tmp_path):
 
 # -- the budget ----------------------------------------------------------------------------------
 
-def test_a_compiler_waits_until_its_memory_is_free():
+def test_a_compiler_waits_until_its_memory_is_free() -> None:
     pool = CompilePool(Budget(2, 7 * GiB))
     pool.queue(2)
     first = pool.admit(1, lambda threads: 4 * GiB * threads)
@@ -357,7 +362,7 @@ def test_a_compiler_waits_until_its_memory_is_free():
     thread.join()
 
 
-def test_of_the_compilers_waiting_the_longest_starts_first_whichever_cell_it_is_of():
+def test_of_the_compilers_waiting_the_longest_starts_first_whichever_cell_it_is_of() -> None:
     # two cells' workers wait on one budget: arrival order would start a cell's 600-s unit
     # after the other cell's short ones, and the build would end on it alone
     pool, first = _one_core_taken()
@@ -394,7 +399,7 @@ def _in_line(pool: CompilePool, unit: Callable[[float], None],
     return threads
 
 
-def test_a_compiler_stopped_while_waiting_leaves_the_line():
+def test_a_compiler_stopped_while_waiting_leaves_the_line() -> None:
     pool, first = _one_core_taken()
     outcome: list[str] = []
 
@@ -412,7 +417,7 @@ def test_a_compiler_stopped_while_waiting_leaves_the_line():
     pool.release(first)
 
 
-def test_the_last_units_share_the_free_cores_as_threads():
+def test_the_last_units_share_the_free_cores_as_threads() -> None:
     pool = CompilePool(Budget(16, 200 * GiB))
     pool.queue(3)
     grants = [pool.admit(9, lambda threads: GiB * threads) for _ in range(3)]
@@ -422,7 +427,7 @@ def test_the_last_units_share_the_free_cores_as_threads():
     assert many.admit(9, lambda threads: GiB * threads).threads == 1
 
 
-def test_threads_shrink_to_fit_the_memory_and_one_compiler_always_runs():
+def test_threads_shrink_to_fit_the_memory_and_one_compiler_always_runs() -> None:
     pool = CompilePool(Budget(8, 10 * GiB))
     pool.queue(1)
     assert pool.admit(8, lambda threads: 4 * GiB * threads).threads == 2
@@ -431,7 +436,7 @@ def test_threads_shrink_to_fit_the_memory_and_one_compiler_always_runs():
     assert alone.admit(1, lambda threads: 4 * GiB).threads == 1  # over budget, but alone
 
 
-def test_nothing_starts_after_the_time_limit(tmp_path):
+def test_nothing_starts_after_the_time_limit(tmp_path: Path) -> None:
     pool = CompilePool(Budget(2, GiB), deadline=time.monotonic() - 1)
     with pytest.raises(TimeLimitReached):
         pool.admit(1, lambda threads: 1)
@@ -440,14 +445,14 @@ def test_nothing_starts_after_the_time_limit(tmp_path):
     assert refused.value.ran is None  # nothing ran: nothing learnt of the unit
 
 
-def test_a_unit_starts_only_when_its_estimate_ends_before_the_time_limit():
+def test_a_unit_starts_only_when_its_estimate_ends_before_the_time_limit() -> None:
     pool = CompilePool(Budget(2, GiB), deadline=time.monotonic() + 30)
     assert pool.fits(5) and not pool.fits(60)
     assert CompilePool(Budget(2, GiB)).fits(10**9)  # no limit
     assert grace_for(None) == 0 and grace_for(3600) == 360 and grace_for(10 * 3600) == 1200
 
 
-def test_the_budget_follows_the_machine_unless_told():
+def test_the_budget_follows_the_machine_unless_told() -> None:
     budget = machine_budget()
     assert 1 <= budget.cores <= os.cpu_count() and budget.memory > 0
     assert machine_budget(jobs=3, memory=5 * GiB) == Budget(3, 5 * GiB)
@@ -456,7 +461,7 @@ def test_the_budget_follows_the_machine_unless_told():
 
 
 
-def test_a_share_of_cached_units_and_at_least_one_imported_are_compiled_again():
+def test_a_share_of_cached_units_and_at_least_one_imported_are_compiled_again() -> None:
     from factory.cells.kernel_builder import _to_check
 
     local = {f"csrc/part{n}.cu": False for n in range(8)}

@@ -3,6 +3,8 @@ and planned (one cell per CPython, or one abi3 cell), and how their metadata is 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from factory.cells.pep517 import c_compiler
@@ -14,7 +16,7 @@ from ..support.factory import factory_main, snapshot, write
 from ..support.plans import setup_py_project as project
 
 
-def test_a_setup_py_project_is_named_from_its_setup_call(tmp_path):
+def test_a_setup_py_project_is_named_from_its_setup_call(tmp_path: Path) -> None:
     root = project(tmp_path)
     assert project_kind(root) == "pep517"
     spec = read_project(root, "pep517")
@@ -24,7 +26,7 @@ def test_a_setup_py_project_is_named_from_its_setup_call(tmp_path):
     assert project_kind(root, "kernel-builder") is None  # stated, but there is no build.toml
 
 
-def test_pyproject_metadata_wins_and_a_literal_version_is_read(tmp_path):
+def test_pyproject_metadata_wins_and_a_literal_version_is_read(tmp_path: Path) -> None:
     root = project(tmp_path, ", py_limited_api=True", """
         [build-system]
         requires = ["setuptools", "torch"]
@@ -39,14 +41,14 @@ def test_pyproject_metadata_wins_and_a_literal_version_is_read(tmp_path):
     assert static_version(root) == "2.1"
 
 
-def test_a_build_toml_makes_a_kernel_builder_repo_even_beside_a_setup_py(tmp_path):
+def test_a_build_toml_makes_a_kernel_builder_repo_even_beside_a_setup_py(tmp_path: Path) -> None:
     root = project(tmp_path)
     write(root / "build.toml", "[general]\nname = \"x\"\n")
     assert project_kind(root) == "kernel-builder"
     assert project_kind(root, "pep517") == "pep517"
 
 
-def test_a_name_only_running_setup_py_would_tell_is_refused(tmp_path):
+def test_a_name_only_running_setup_py_would_tell_is_refused(tmp_path: Path) -> None:
     write(tmp_path / "setup.py", "from setuptools import setup\nsetup(name=compute_name())\n")
     with pytest.raises(ConfigError) as caught:
         read_project(tmp_path, "pep517")
@@ -72,7 +74,9 @@ def test_a_name_only_running_setup_py_would_tell_is_refused(tmp_path):
     ("", 'python: ["3.14t", "3.14t"]', "python[1]: Python 3.14t is listed twice"),
     ("needs-gil: sometimes", "", "kernels[0].needs-gil:"),
 ])
-def test_bad_project_settings_are_refused_where_they_are(tmp_path, capsys, entry, top, expected):
+def test_bad_project_settings_are_refused_where_they_are(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str], entry,
+                                                         top, expected) -> None:
     project(tmp_path / "fused")
     write(tmp_path / "matrix.yaml", f"""
         kernels:
@@ -109,7 +113,7 @@ Requires-Dist: torch (in the description, left alone)
 """
 
 
-def test_metadata_is_reissued_with_the_label_and_the_pin_and_nothing_else_changes():
+def test_metadata_is_reissued_with_the_label_and_the_pin_and_nothing_else_changes() -> None:
     issued = relabelled(METADATA, "1.6.1+cu130torch211", "torch==2.11.*")
     assert (issued.name, issued.version) == ("causal_conv1d", "1.6.1+cu130torch211")
     head, _, body = issued.render().decode().partition("\n\n")
@@ -127,5 +131,5 @@ def test_metadata_is_reissued_with_the_label_and_the_pin_and_nothing_else_change
     ("clang++", "clang"), ("/usr/bin/clang++-18", "/usr/bin/clang-18"), ("c++", "cc"),
     ("/usr/local/bin/my-wrapper", "/usr/local/bin/my-wrapper"),
 ])
-def test_the_c_compiler_of_a_projects_build_matches_its_cxx(cxx, cc):
+def test_the_c_compiler_of_a_projects_build_matches_its_cxx(cxx, cc) -> None:
     assert c_compiler(cxx) == cc

@@ -23,7 +23,7 @@ from ..support.wheels import CELL, GPU_FACTS, WHEEL
 # ---- pure parts ----------------------------------------------------------------------------
 
 
-def test_the_modules_a_wheel_makes_importable():
+def test_the_modules_a_wheel_makes_importable() -> None:
     files = ["img2gray/__init__.py", "img2gray/_ops.py", "img2gray-1.0.dist-info/METADATA",
              "causal_conv1d_cuda.cpython-312-x86_64-linux-gnu.so", "helper.py",
              "causal_conv1d.libs/libx.so", "pkg.data/scripts/tool", "pkg/sub/__init__.py"]
@@ -38,7 +38,7 @@ def plugin_report(**fields) -> dict:
             **fields}
 
 
-def test_the_plugins_report_becomes_the_report_and_its_verdict(tmp_path):
+def test_the_plugins_report_becomes_the_report_and_its_verdict(tmp_path: Path) -> None:
     facts = tmp_path / "report.json"
     facts.write_text(json.dumps(plugin_report(failed=1, errors=2)))
     report = _report(facts, tmp_path / "progress.json", 3.25, 1)
@@ -78,14 +78,15 @@ def test_the_plugins_report_becomes_the_report_and_its_verdict(tmp_path):
          "installed"}]}, "untested",
      "no test was collected (tests/test_a.py: the module 'x' is not installed)"),
 ])
-def test_a_run_that_proves_nothing_is_untested_and_says_why(tmp_path, fields, verdict, reason):
+def test_a_run_that_proves_nothing_is_untested_and_says_why(tmp_path: Path, fields, verdict,
+                                                            reason) -> None:
     facts = tmp_path / "report.json"
     facts.write_text(json.dumps(plugin_report(**fields)))
     report = _report(facts, tmp_path / "progress.json", 1.0, 5)
     assert (report.verdict, report.reason) == (verdict, reason)
 
 
-def test_tests_that_could_not_start_are_untested_with_the_reason():
+def test_tests_that_could_not_start_are_untested_with_the_reason() -> None:
     report = TestReport.untested("pytest cannot be had offline", "2.11.0")
     assert (report.verdict, report.reason) == ("untested", "pytest cannot be had offline")
     assert report.describe() == "not run: pytest cannot be had offline"
@@ -98,7 +99,7 @@ def test_tests_that_could_not_start_are_untested_with_the_reason():
 @pytest.mark.parametrize("damaged", ["{", "[]", json.dumps({"passed": 1}),
                                      json.dumps(plugin_report(gpus="H100")),
                                      json.dumps(plugin_report(files=7))])
-def test_a_damaged_report_is_a_failure_that_says_so(tmp_path, damaged):
+def test_a_damaged_report_is_a_failure_that_says_so(tmp_path: Path, damaged) -> None:
     facts = tmp_path / "report.json"
     facts.write_text(damaged)
     with pytest.raises(BuildError, match=r"pytest ended \(exit 3\) without the factory's "
@@ -114,7 +115,7 @@ def run_guard(guard: str, version: str, cuda: str | None) -> str:
     return str(refused.value)
 
 
-def test_the_guard_names_the_full_url_of_the_index_when_it_is_known():
+def test_the_guard_names_the_full_url_of_the_index_when_it_is_known() -> None:
     guard = import_guard("img2gray", "1.0.0+cu130torch211", "2.11", "13.0", "cu{cuda}torch{torch}",
                          index_url="https://kernels.example.org/wheels")
     message = run_guard(guard, "2.12.0+cu130", "13.0")
@@ -128,7 +129,8 @@ def test_the_guard_names_the_full_url_of_the_index_when_it_is_known():
         unknown, "2.12.0+cu130", "13.0")
 
 
-def test_base_url_must_be_a_plain_http_url(capsys, tmp_path):
+def test_base_url_must_be_a_plain_http_url(capsys: pytest.CaptureFixture[str],
+                                           tmp_path: Path) -> None:
     for bad in ("ftp://example.org/x", "https://user:secret@example.org/x", "example.org",
                 "https://example.org/x?token=abcdef0123456789"):
         result = factory_main("build", REPO / "matrix.yaml", "--out", tmp_path / "out",
@@ -140,7 +142,7 @@ def test_base_url_must_be_a_plain_http_url(capsys, tmp_path):
 
 
 
-def test_doctor_reads_specifiers_and_gpu_code_as_pip_and_the_driver_do():
+def test_doctor_reads_specifiers_and_gpu_code_as_pip_and_the_driver_do() -> None:
     assert doctor._holds("==2.11.*", "2.11.0+cu130") and not doctor._holds("==2.11.*", "2.12.0")
     assert doctor._holds(">=2.10,<3", "2.13.1") and not doctor._holds(">=2.10,<3", "3.0")
     assert doctor._holds("==2.11.0", "2.11") and not doctor._holds("!=2.11.*", "2.11.3")
@@ -150,7 +152,7 @@ def test_doctor_reads_specifiers_and_gpu_code_as_pip_and_the_driver_do():
     assert doctor._sm_fits(["sm_90a"], "9.0") and not doctor._sm_fits(["sm_90a"], "10.0")
 
 
-def test_doctor_says_why_a_wheel_does_not_fit():
+def test_doctor_says_why_a_wheel_does_not_fit() -> None:
     assert doctor.why_not(WHEEL, CELL, GPU_FACTS) == []
     cpu = {**GPU_FACTS, "torch": {"version": "2.13.0+cpu", "cuda": None}, "driver": None}
     assert doctor.why_not(WHEEL, CELL, cpu) == [
@@ -169,7 +171,8 @@ def test_doctor_says_why_a_wheel_does_not_fit():
         "it needs glibc 2.34 or newer, this machine has 2.31"]
 
 
-def test_doctor_pins_an_older_release_when_the_newest_cannot_run_here(tmp_path, capsys):
+def test_doctor_pins_an_older_release_when_the_newest_cannot_run_here(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """pip would take 1.1.0, whose wheel has no code for this GPU: the doctor pins 1.0.0 and
     says why 1.1.0 does not fit (the browse data as `factory index` writes it, read through a
     file:// URL)."""
@@ -254,8 +257,8 @@ PACKAGES = {"packages": [{"name": "img2gray", "project": "img2gray"}]}
         {**GOOD_RELEASE["cells"][0], "tests": {"passed": "all"}}]}]},
      "holds a test count that is not one"),
 ])
-def test_doctor_takes_a_crafted_index_as_data_and_says_so_in_one_line(tmp_path, capsys, browse,
-                                                                     package, said):
+def test_doctor_takes_a_crafted_index_as_data_and_says_so_in_one_line(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], browse, package, said) -> None:
     url = crafted_index(tmp_path, browse, package)
     assert doctor.main([url]) == 1
     captured = capsys.readouterr()
@@ -264,7 +267,8 @@ def test_doctor_takes_a_crafted_index_as_data_and_says_so_in_one_line(tmp_path, 
     assert "\x1b" not in captured.out + captured.err
 
 
-def test_doctor_composes_its_commands_itself_and_quotes_what_it_was_given(tmp_path, capsys):
+def test_doctor_composes_its_commands_itself_and_quotes_what_it_was_given(tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     crafted_index(tmp_path / "a&b", PACKAGES, {"name": "img2gray", "versions": [GOOD_RELEASE]})
     url = f"file://{tmp_path}/a&b/"  # the URL as the user gave it: `&` would end a command
     (result,) = doctor.diagnose(url, "img2gray", GPU_FACTS)
@@ -284,8 +288,8 @@ def test_doctor_composes_its_commands_itself_and_quotes_what_it_was_given(tmp_pa
     ({"passed": 0, "verdict": "untested", "reason": "the kernel has no tests/ folder"},
      "untested: its tests could not prove it (the kernel has no tests/ folder)"),
 ])
-def test_doctor_says_what_the_kernels_own_tests_said_of_the_wheel_that_fits(tmp_path, tests,
-                                                                           said):
+def test_doctor_says_what_the_kernels_own_tests_said_of_the_wheel_that_fits(tmp_path: Path, tests,
+                                                                           said) -> None:
     cell = {**GOOD_RELEASE["cells"][0], **({"tests": tests} if tests else {})}
     url = crafted_index(tmp_path, PACKAGES, {"name": "img2gray", "versions": [
         {**GOOD_RELEASE, "cells": [cell]}]})
@@ -294,14 +298,14 @@ def test_doctor_says_what_the_kernels_own_tests_said_of_the_wheel_that_fits(tmp_
     assert lines[4] == f"  {said}", lines
 
 
-def test_doctor_without_arguments_reports_this_machine(capsys):
+def test_doctor_without_arguments_reports_this_machine(capsys: pytest.CaptureFixture[str]) -> None:
     assert doctor.main([]) == 0
     out = capsys.readouterr().out
     assert f"Python     {sys.version.split()[0]}" in out and "glibc" in out
     assert "driver" in out
 
 
-def test_doctor_names_an_index_it_cannot_read(capsys):
+def test_doctor_names_an_index_it_cannot_read(capsys: pytest.CaptureFixture[str]) -> None:
     assert doctor.main(["http://127.0.0.1:9/nothing/"]) == 1
     assert capsys.readouterr().err.startswith("error: no kernel-wheel-factory index at ")
 
@@ -309,7 +313,8 @@ def test_doctor_names_an_index_it_cannot_read(capsys):
 @pytest.mark.parametrize("url", ["http://ci:SECRETPASS@127.0.0.1:9/",
                                  "http://127.0.0.1:9/simple/?token=SECRETTOKEN",
                                  "http://SECRETTOKEN@127.0.0.1:9/?key=SECRET%2FKEY"])
-def test_doctor_never_prints_what_an_index_url_carries(url, capsys):
+def test_doctor_never_prints_what_an_index_url_carries(url,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """User information and query values of the index URL are written as ***, in every line
     doctor prints (the served doctor.py is the same file)."""
     assert doctor.main([url]) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import string
 import zipfile
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -40,7 +41,7 @@ WRITTEN = {  # a record as a git-sourced kernel-builder build wrote it
 }
 
 
-def test_a_written_record_reads_back_as_the_same_bytes():
+def test_a_written_record_reads_back_as_the_same_bytes() -> None:
     record = Provenance.from_json(WRITTEN)
     assert record.source.git == GitFacts("ef" * 20, False)
     assert record.build.builder == "kernel-wheel-factory/builder:1"
@@ -48,7 +49,7 @@ def test_a_written_record_reads_back_as_the_same_bytes():
     assert json.dumps(record.to_json(), sort_keys=True) == json.dumps(WRITTEN, sort_keys=True)
 
 
-def test_a_path_source_names_no_revision_and_a_pep517_record_its_project_file():
+def test_a_path_source_names_no_revision_and_a_pep517_record_its_project_file() -> None:
     record = Provenance("0.1.0", KernelFacts("ext", "2.0", "_ext_0", "00" * 32, "setup.py"),
                         SourceFacts("path", "/src/ext", "11" * 32), {"id": "c", "project":
                                                                         "pep517"},
@@ -74,7 +75,7 @@ def test_a_path_source_names_no_revision_and_a_pep517_record_its_project_file():
     (lambda r: r["gpu_code_sizes"].update(sm_90=[1]), "gpu_code_sizes.sm_90 is not [stored, "),
     (lambda r: r.update(cell=["cu130"]), "cell is missing or not an object"),
 ])
-def test_a_damaged_record_is_refused_with_the_field_named(change, message):
+def test_a_damaged_record_is_refused_with_the_field_named(change, message) -> None:
     damaged = json.loads(json.dumps(WRITTEN))
     change(damaged)
     with pytest.raises(ProvenanceError) as refused:
@@ -83,7 +84,7 @@ def test_a_damaged_record_is_refused_with_the_field_named(change, message):
     assert Provenance.read(damaged) is None
 
 
-def test_no_record_reads_as_none():
+def test_no_record_reads_as_none() -> None:
     assert Provenance.read(None) is None and Provenance.read([]) is None
 
 
@@ -108,13 +109,14 @@ records = st.builds(
 
 
 @given(records)
-def test_every_record_survives_its_json(record):
+def test_every_record_survives_its_json(record) -> None:
     data = json.loads(json.dumps(record.to_json(), sort_keys=True))
     assert Provenance.from_json(data) == record
     assert Provenance.from_json(data).to_json() == data
 
 
-def test_verify_refuses_a_damaged_record_in_one_line(tmp_path, capsys):
+def test_verify_refuses_a_damaged_record_in_one_line(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     damaged = json.loads(json.dumps(WRITTEN))
     damaged["build"]["source_date_epoch"] = "yesterday"
     wheel = tmp_path / "img2gray-1.0.0+cu130torch211-cp39-abi3-linux_x86_64.whl"

@@ -15,7 +15,7 @@ from ..support.wheels import indexed_with_a_log
 
 
 @pytest.fixture
-def index_out(tmp_path) -> Path:
+def index_out(tmp_path: Path) -> Path:
     return indexed_with_a_log(tmp_path / "index")
 
 
@@ -29,11 +29,13 @@ def index_out(tmp_path) -> Path:
      "https://gitlab.com/api/v4/projects/7/packages/pypi/simple/"),
     ("https://warehouse.example.org/legacy/", "https://warehouse.example.org/simple/"),
 ])
-def test_the_index_beside_an_upload_url(upload, index):
+def test_the_index_beside_an_upload_url(upload, index) -> None:
     assert index_url_for(upload) == index
 
 
-def test_publish_refuses_bad_input_and_writes_nothing(index_out, tmp_path, monkeypatch, capsys):
+def test_publish_refuses_bad_input_and_writes_nothing(index_out: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.pypirc of the user's
     before = snapshot(tmp_path)
     cases = [

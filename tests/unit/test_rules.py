@@ -12,7 +12,7 @@ STD = {"name": "cxx20", "flag": "-std", "value": "c++20"}
 GENCODE = {"name": "narrow", "flag": "-gencode"}
 
 
-def test_a_standard_below_the_rules_is_raised_in_every_spelling():
+def test_a_standard_below_the_rules_is_raised_in_every_spelling() -> None:
     args = ["-O3", "-std=c++17", "--std=gnu++14", "-std", "c++1z", "-Xcompiler",
             "-fPIC,-std=c++11", "-Xcompiler=-std=gnu++17", "--compiler-options", "-std=c++14"]
     rewritten, changes = rewrite(args, [STD], [], nvcc=True)
@@ -26,14 +26,14 @@ def test_a_standard_below_the_rules_is_raised_in_every_spelling():
     assert {c.rule for c in changes} == {"cxx20"}
 
 
-def test_c_standards_and_newer_cxx_standards_are_left_alone():
+def test_c_standards_and_newer_cxx_standards_are_left_alone() -> None:
     args = ["-std=c11", "-std=gnu99", "-std=c++20", "-std=c++23", "-std=gnu++2b", "-O2"]
     assert rewrite(args, [STD], [], nvcc=False) == (args, [])
     # gcc reads `-std c++17` as a file named c++17 after a bad flag: only nvcc's two words
     assert rewrite(["-std", "c++17"], [STD], [], nvcc=False) == (["-std", "c++17"], [])
 
 
-def test_gencode_entries_are_narrowed_to_the_cells_targets():
+def test_gencode_entries_are_narrowed_to_the_cells_targets() -> None:
     args = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_90,code=sm_90",
             "--generate-code=arch=compute_90,code=[sm_90,compute_90]",
             "-gencode=arch=compute_100,code=[sm_100,compute_100]", "-O3"]
@@ -49,13 +49,13 @@ def test_gencode_entries_are_narrowed_to_the_cells_targets():
     assert rewrite(args, [GENCODE], ["sm_90"], nvcc=False) == (args, [])
 
 
-def test_a_command_naming_none_of_the_cells_sms_keeps_its_gencode():
+def test_a_command_naming_none_of_the_cells_sms_keeps_its_gencode() -> None:
     """Narrowing it to nothing would hand the choice to nvcc's default architecture."""
     args = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80"]
     assert rewrite(args, [GENCODE], ["sm_90"], nvcc=True) == (args, [])
 
 
-def test_the_shipped_table_raises_cxx_from_torch_2_14_and_narrows_gencode_always():
+def test_the_shipped_table_raises_cxx_from_torch_2_14_and_narrows_gencode_always() -> None:
     rules = {rule.name: rule for rule in shipped_rules()}
     cxx = rules["cxx20-for-torch-2.14"]
     assert (cxx.flag, cxx.value, cxx.torch) == ("-std", "c++20", ">=2.14")

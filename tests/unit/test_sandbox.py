@@ -5,6 +5,7 @@ bubblewrap it is refused with one line, unless the user opts out."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,7 @@ from factory.errors import BuildError
 from ..support.cli import SECRETS
 
 
-def test_the_build_sees_an_allow_list_and_a_home_of_its_own(tmp_path):
+def test_the_build_sees_an_allow_list_and_a_home_of_its_own(tmp_path: Path) -> None:
     environ = {**SECRETS, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/root",
                "TMPDIR": "/var/tmp"}
     env = confined_environment(tmp_path / "work", {"CUDA_HOME": "/cuda", "FORCE_BUILD": "1",
@@ -27,7 +28,8 @@ def test_the_build_sees_an_allow_list_and_a_home_of_its_own(tmp_path):
     assert env["CUDA_HOME"] == "/cuda" and env["FORCE_BUILD"] == "1"
 
 
-def test_without_bubblewrap_a_build_is_refused_with_what_to_do(monkeypatch):
+def test_without_bubblewrap_a_build_is_refused_with_what_to_do(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     sandbox._bwrap.cache_clear()
     monkeypatch.setattr(shutil, "which", lambda name: None)
     try:

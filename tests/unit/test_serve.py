@@ -20,7 +20,7 @@ BIG = 64 << 20  # a wheel of 64 MiB
 
 
 @pytest.fixture
-def served(tmp_path) -> Iterator[tuple[str, Path]]:
+def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     files = tmp_path / "index" / "files"
     files.mkdir(parents=True)
     with open(files / "big-1.0-py3-none-any.whl", "wb") as handle:
@@ -35,7 +35,7 @@ def served(tmp_path) -> Iterator[tuple[str, Path]]:
         server.server_close()
 
 
-def test_a_big_wheel_is_streamed(served):
+def test_a_big_wheel_is_streamed(served: tuple[str, Path]) -> None:
     url, _ = served
     tracemalloc.start()
     try:
@@ -53,7 +53,7 @@ def test_a_big_wheel_is_streamed(served):
     assert peak < 8 << 20, f"serving a {BIG >> 20} MiB file took {peak >> 20} MiB of memory"
 
 
-def test_an_idle_connection_is_closed(served):
+def test_an_idle_connection_is_closed(served: tuple[str, Path]) -> None:
     url, _ = served
     port = int(url.rsplit(":", 1)[1])
     started = time.monotonic()
@@ -70,7 +70,7 @@ LOG = "img2gray-cu130torch211-x86_64.log"
 
 @pytest.mark.parametrize("path", ["/logs/", f"/logs/{LOG}", f"/logs/../logs/{LOG}",
                                   f"//logs/{LOG}", f"/%6Cogs/{LOG}", "/.factory/manifest.json"])
-def test_the_build_logs_and_records_are_never_served(served, path):
+def test_the_build_logs_and_records_are_never_served(served: tuple[str, Path], path) -> None:
     """A log holds whatever a build printed: it stays home, as the factory's records do."""
     url, files = served
     logs = files.parent / "logs"
@@ -94,7 +94,7 @@ def start(root: Path, **settings) -> tuple[int, Callable[[], None]]:
     return server.server_address[1], stop
 
 
-def test_a_client_trickling_its_headers_is_cut_off(tmp_path):
+def test_a_client_trickling_its_headers_is_cut_off(tmp_path: Path) -> None:
     """One byte every 0.2 s keeps a per-read timeout happy forever; the headers' own deadline
     does not."""
     (tmp_path / "files").mkdir()
@@ -114,7 +114,7 @@ def test_a_client_trickling_its_headers_is_cut_off(tmp_path):
         stop()
 
 
-def test_one_connection_more_than_the_workers_is_answered_503_at_once(tmp_path):
+def test_one_connection_more_than_the_workers_is_answered_503_at_once(tmp_path: Path) -> None:
     (tmp_path / "files").mkdir()
     port, stop = start(tmp_path, idle_timeout=5, header_timeout=5, workers=2)
     try:
@@ -160,20 +160,20 @@ def answer_beside(root: Path, held: int, settings: dict, asker: str) -> bytes:
         stop()
 
 
-def test_one_client_holds_at_most_its_share_and_others_are_served(tmp_path):
+def test_one_client_holds_at_most_its_share_and_others_are_served(tmp_path: Path) -> None:
     settings = {"per_client": 3}
     assert answer_beside(tmp_path / "a", 3, settings, "127.0.0.1").startswith(
         b"HTTP/1.1 503 Service Unavailable")
     assert answer_beside(tmp_path / "b", 3, settings, "127.0.0.2").startswith(b"HTTP/1.0 404")
 
 
-def test_without_a_per_client_limit_one_address_may_hold_every_worker(tmp_path):
+def test_without_a_per_client_limit_one_address_may_hold_every_worker(tmp_path: Path) -> None:
     """Behind a reverse proxy (--per-client 0) every connection is the proxy's."""
     assert answer_beside(tmp_path, 39, {"workers": 40, "per_client": None},
                          "127.0.0.1").startswith(b"HTTP/1.0 404")
 
 
-def test_hundreds_of_slow_connections_leave_other_clients_answered(tmp_path):
+def test_hundreds_of_slow_connections_leave_other_clients_answered(tmp_path: Path) -> None:
     """256 connections trickling their headers, one client each and as many from one address
     as it may hold: every request of another client is answered, each within a second."""
     (tmp_path / "files").mkdir()
@@ -203,7 +203,8 @@ def test_hundreds_of_slow_connections_leave_other_clients_answered(tmp_path):
         stop()
 
 
-def test_a_crafted_request_line_gets_a_404_and_one_escaped_line_in_the_log(tmp_path, capfd):
+def test_a_crafted_request_line_gets_a_404_and_one_escaped_line_in_the_log(tmp_path: Path,
+        capfd: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "files").mkdir()
     port, stop = start(tmp_path, idle_timeout=5, header_timeout=5)
     try:

@@ -21,11 +21,11 @@ from factory.values.versions import parse_release
     ("none", "12.8", []),
     (None, "13.0", []),  # a cell recorded before compression was a setting
 ])
-def test_compression_modes_reach_nvcc(mode, cuda, flags):
+def test_compression_modes_reach_nvcc(mode, cuda, flags) -> None:
     assert compression_flags(mode, parse_release(cuda)) == flags
 
 
-def test_size_limits_and_presets():
+def test_size_limits_and_presets() -> None:
     assert parse_size_limit("pypi").bytes == 100 * 2**20 == SIZE_PRESETS["pypi"]
     assert parse_size_limit("github-release").bytes == 2 * 2**30
     assert parse_size_limit("100M").bytes == parse_size("100MiB") == 100 * 2**20

@@ -11,7 +11,7 @@ from factory.plan.labels import render_label
 from factory.values.versions import parse_release
 
 
-def test_labels_sort_as_the_readme_says():
+def test_labels_sort_as_the_readme_says() -> None:
     """The default stable-ABI label sorts below every per-torch label (pip takes a build for
     exactly the user's torch when an index lists both), and a newer torch's stable build
     above an older one's, 2.10 above 2.9 included."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import string
+from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,14 +31,14 @@ states = st.builds(
 
 
 @given(states)
-def test_every_state_survives_its_file(tmp_path_factory, state):
+def test_every_state_survives_its_file(tmp_path_factory: pytest.TempPathFactory, state) -> None:
     path = tmp_path_factory.mktemp("state") / "cell.json"
     state.write(path)
     assert CellState.read(path) == state
     assert json.loads(path.read_text())["format"] == STATE_FORMAT
 
 
-def test_a_state_written_before_the_format_was_named_still_reads(tmp_path):
+def test_a_state_written_before_the_format_was_named_still_reads(tmp_path: Path) -> None:
     path = tmp_path / "cell.json"
     path.write_text(json.dumps({"fingerprint": "f" * 64, "wheel": "x-1.0-py3-none-any.whl",
                                 "sha256": "a" * 64, "loaded": None, "tests": None,
@@ -45,7 +47,7 @@ def test_a_state_written_before_the_format_was_named_still_reads(tmp_path):
                                              installed_size=12)
 
 
-def test_a_damaged_or_foreign_state_reads_as_none(tmp_path):
+def test_a_damaged_or_foreign_state_reads_as_none(tmp_path: Path) -> None:
     path = tmp_path / "cell.json"
     assert CellState.read(path) is None  # none written yet
     for text in ("{", "[]", json.dumps({"format": 2, "fingerprint": "f", "wheel": "w",

@@ -3,16 +3,18 @@ kept source calling a function nothing defines."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from factory.plan.symbols import base_name, file_symbols, with_includes
 
 from ..support.factory import write
 
 
-def symbols_of(tmp_path, text: str, name: str = "a.cu"):
+def symbols_of(tmp_path: Path, text: str, name: str = "a.cu"):
     return file_symbols(write(tmp_path / name, text))
 
 
-def test_functions_defined_at_namespace_scope(tmp_path):
+def test_functions_defined_at_namespace_scope(tmp_path: Path) -> None:
     found = symbols_of(tmp_path, """
         #include <torch/all.h>
         namespace sage { namespace detail {
@@ -37,7 +39,8 @@ def test_functions_defined_at_namespace_scope(tmp_path):
     assert "only_declared" not in found.uses  # a declaration is no call
 
 
-def test_specializations_and_instantiations_are_told_apart_by_their_arguments(tmp_path):
+def test_specializations_and_instantiations_are_told_apart_by_their_arguments(
+        tmp_path: Path) -> None:
     found = symbols_of(tmp_path, """
         template<>
         void run_mha_fwd_<80, cutlass::half_t, 128>(Params &params, cudaStream_t stream) {
@@ -50,7 +53,7 @@ def test_specializations_and_instantiations_are_told_apart_by_their_arguments(tm
     assert base_name("run_mha_fwd_<80,cutlass::half_t,128>") == "run_mha_fwd_"
 
 
-def test_comments_strings_and_macros(tmp_path):
+def test_comments_strings_and_macros(tmp_path: Path) -> None:
     found = symbols_of(tmp_path, r"""
         /* void commented_out() { } */
         const char* text = "void in_a_string() { }";
@@ -66,7 +69,7 @@ def test_comments_strings_and_macros(tmp_path):
     assert "commented_out" not in found.uses and "in_a_string" not in found.uses
 
 
-def test_includes_are_followed_inside_the_root_only(tmp_path):
+def test_includes_are_followed_inside_the_root_only(tmp_path: Path) -> None:
     write(tmp_path / "k/torch-ext/binding.cpp",
           '#include "binding.h"\n#include <torch/all.h>\n#  include <gen/dispatch.h>\n'
           '#include <beside.h>\n')
@@ -83,7 +86,7 @@ def test_includes_are_followed_inside_the_root_only(tmp_path):
         "k/torch-ext/binding.cpp", "k/torch-ext/binding.h"]
 
 
-def test_unreadable_and_oversized_files_have_no_symbols(tmp_path):
+def test_unreadable_and_oversized_files_have_no_symbols(tmp_path: Path) -> None:
     assert file_symbols(tmp_path / "missing.cu").defines == frozenset()
     big = tmp_path / "big.cu"
     big.write_bytes(b"void f() {}\n" + b" " * (8 * 2**20))

@@ -44,7 +44,7 @@ def needed() -> list[Needed]:
                                              without=("Transformers",)))
 
 
-def test_each_requirement_is_known_by_who_asked_for_it():
+def test_each_requirement_is_known_by_who_asked_for_it() -> None:
     assert [(n.requirement, n.source) for n in needed()] == [
         ("pytest", "the factory's test runner"),
         ("torchmetrics", "flake.nix (pythonCheckInputs)"),
@@ -53,7 +53,7 @@ def test_each_requirement_is_known_by_who_asked_for_it():
     ]  # torch is the cell's, kernels the stand-in's, transformers left out by the matrix
 
 
-def test_a_requirement_that_cannot_be_had_is_one_line_with_who_asked_and_the_ways_out():
+def test_a_requirement_that_cannot_be_had_is_one_line_with_who_asked_and_the_ways_out() -> None:
     line = unavailable(UV_NO_NUMPY, needed(), True, ())
     assert line == (
         "numpy cannot be had offline: uv's cache does not hold it (asked for by flake.nix "
@@ -74,7 +74,7 @@ def test_a_requirement_that_cannot_be_had_is_one_line_with_who_asked_and_the_way
                               "download `x`"
 
 
-def test_the_import_gate_environment_offers_no_leaving_out():
+def test_the_import_gate_environment_offers_no_leaving_out() -> None:
     """A wheel's own requirement, missing for the import gate, cannot be left out of tests."""
     runtime = [Needed("torchmetrics", "build.toml (python-depends)")]
     line = unavailable(UV_NO_NUMPY, runtime, True, (), "import")
@@ -95,7 +95,7 @@ def write_wheel(folder: Path, name: str, version: str, metadata_name: str | None
                          f"Version: {version}\n")
 
 
-def test_a_wheelhouse_is_a_folder_of_whole_wheels(tmp_path):
+def test_a_wheelhouse_is_a_folder_of_whole_wheels(tmp_path: Path) -> None:
     assert wheelhouse_problem(tmp_path / "none") == "does not exist"
     (tmp_path / "file").write_text("x")
     assert wheelhouse_problem(tmp_path / "file").startswith("is not a folder")
@@ -116,7 +116,7 @@ def test_a_wheelhouse_is_a_folder_of_whole_wheels(tmp_path):
     assert "not a wheel's file name" in str(wheelhouse_problem(tmp_path / "named"))
 
 
-def test_pip_freeze_becomes_the_versions_a_target_has(tmp_path):
+def test_pip_freeze_becomes_the_versions_a_target_has(tmp_path: Path) -> None:
     text = ("# a comment\nnumpy==2.5.2\nPyYAML==6.0.3\ntorch==2.11.0+cu130\n"
             "-e git+https://example.invalid/x.git#egg=x\nlocal @ file:///tmp/local\n\n")
     assert installed_pins(text, tmp_path / "freeze.txt") == {"numpy": "2.5.2",
@@ -126,7 +126,7 @@ def test_pip_freeze_becomes_the_versions_a_target_has(tmp_path):
     assert refused.value.line == 2 and refused.value.key == "--installed"
 
 
-def test_a_target_of_a_glibc_takes_every_older_manylinux_tag():
+def test_a_target_of_a_glibc_takes_every_older_manylinux_tag() -> None:
     tags = manylinux_platforms("2.28", "x86_64")
     assert tags[:2] == ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64"]
     assert {"manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64",
@@ -140,6 +140,6 @@ def test_a_target_of_a_glibc_takes_every_older_manylinux_tag():
     (None, False, False), (None, True, True), (True, False, True), (False, False, False),
     (False, True, True),  # --require-tests holds for every cell
 ])
-def test_whether_an_untested_wheel_is_published(kernel, command_line, required):
+def test_whether_an_untested_wheel_is_published(kernel, command_line, required) -> None:
     cell = SimpleNamespace(tests=replace(ALL_TESTS, required=kernel))  # all the policy reads
     assert requires_tests(cell, command_line) is required  # type: ignore[arg-type]

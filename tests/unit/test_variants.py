@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import zipfile
+from pathlib import Path
 
 import pytest
 from variantlib.variant_dist_info import VariantDistInfo
@@ -40,7 +41,7 @@ from ..support.wheels import make_wheel
 SM90 = {"nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["90_real", "90_virtual"]}}
 
 
-def test_gpu_code_becomes_the_nvidia_providers_properties():
+def test_gpu_code_becomes_the_nvidia_providers_properties() -> None:
     assert gpu_properties("13.0", ["sm_90", "compute_90"]) == SM90
     assert gpu_properties("12.8", ["sm_80", "sm_90a", "sm_100f", "sm_120"]) == {"nvidia": {
         "cuda_version_lower_bound": ["12.8"],
@@ -61,7 +62,7 @@ def _members(path):
                 for info in archive.infolist()}
 
 
-def test_a_variant_wheel_holds_the_same_binaries_under_the_public_version(tmp_path):
+def test_a_variant_wheel_holds_the_same_binaries_under_the_public_version(tmp_path: Path) -> None:
     files = tmp_path / "out" / "files"
     source = make_wheel(files, "img2gray", "1.0.0+cu130torch211",
                         payload="BINARY = " + repr(bytes(range(256))) + "\n")
@@ -98,7 +99,7 @@ def test_a_variant_wheel_holds_the_same_binaries_under_the_public_version(tmp_pa
         "img2gray", "1.0.0", "cu130torch211", SM90)
 
 
-def test_variant_file_names_and_documents_are_checked(tmp_path):
+def test_variant_file_names_and_documents_are_checked(tmp_path: Path) -> None:
     assert split_variant("a-1.0-cp39-abi3-manylinux_2_28_x86_64-cu130.whl") == (
         "a-1.0-cp39-abi3-manylinux_2_28_x86_64.whl", "cu130")
     assert split_variant("a-1.0+cu130-cp39-abi3-linux_x86_64.whl") == (
@@ -137,7 +138,7 @@ def _record(filename: str, label: str, version: str = "1.0.0", torch: str = "2.1
                        **({"variant": variant} if variant else {}), **summary})
 
 
-def test_the_variants_json_of_a_release_lists_every_label_once():
+def test_the_variants_json_of_a_release_lists_every_label_once() -> None:
     sm80 = {"nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["80_real"]}}
     records = [_record("a-cu130torch211.whl", "cu130torch211"),
                _record("b-cu130torch211.whl", "cu130torch211"),  # another Python, same label
@@ -165,7 +166,7 @@ def test_the_variants_json_of_a_release_lists_every_label_once():
                                                   "variants/torch211/simple"]
 
 
-def test_a_label_means_one_set_of_properties_per_release():
+def test_a_label_means_one_set_of_properties_per_release() -> None:
     other = {"nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["80_real"]}}
     records = {"a.whl": _record("a.whl", "cu130torch211"),
                "b.whl": _record("b.whl", "cu130torch211", variant=other),
@@ -183,7 +184,7 @@ def test_a_label_means_one_set_of_properties_per_release():
     assert list(records) == ["b.whl"]
 
 
-def test_variants_are_made_once_from_compiled_labelled_wheels(tmp_path):
+def test_variants_are_made_once_from_compiled_labelled_wheels(tmp_path: Path) -> None:
     files = tmp_path / "files"
     compiled = make_wheel(files, "img2gray", "1.0.0+cu130torch211")
     noarch = make_wheel(files, "noarch", "1.0.0", tag="py3-none-any")
@@ -206,7 +207,8 @@ def rewritten(wheel, change) -> None:
 
 
 @pytest.mark.parametrize("how", ["no RECORD", "a ../ member", "an absolute member"])
-def test_a_wheel_that_cannot_be_reissued_as_it_is_is_refused_in_one_line(tmp_path, how):
+def test_a_wheel_that_cannot_be_reissued_as_it_is_is_refused_in_one_line(tmp_path: Path,
+        how) -> None:
     files = tmp_path / "files"
     wheel = make_wheel(files, "img2gray", "1.0.0+cu130torch211")
     rewritten(wheel, {
@@ -224,14 +226,15 @@ def test_a_wheel_that_cannot_be_reissued_as_it_is_is_refused_in_one_line(tmp_pat
     assert sorted(path.name for path in files.iterdir()) == [wheel.name]
 
 
-def test_a_refused_property_value_is_one_reason_not_a_logged_traceback(capfd):
+def test_a_refused_property_value_is_one_reason_not_a_logged_traceback(
+        capfd: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(WheelReadError, match="must match regex"):
         variants_document({"cu130torch211": {"nvidia": {"sm_arch": ["9 0"]}}})
     captured = capfd.readouterr()
     assert captured.out == "" and captured.err == ""
 
 
-def test_the_doctor_names_the_variants_index_of_a_fitting_cell(tmp_path):
+def test_the_doctor_names_the_variants_index_of_a_fitting_cell(tmp_path: Path) -> None:
     variant = {"filename": "img2gray-1.0.0-cp39-abi3-manylinux_2_28_x86_64-cu130torch211.whl",
                "variant": {"label": "cu130torch211", "index": "variants/torch211/simple/",
                            "properties": property_lines(SM90)}}
@@ -260,7 +263,7 @@ def test_the_doctor_names_the_variants_index_of_a_fitting_cell(tmp_path):
         doctor._clean_cell({"variants": [hostile]})
 
 
-def test_an_index_of_variant_wheels_from_elsewhere_is_checked_and_kept(tmp_path):
+def test_an_index_of_variant_wheels_from_elsewhere_is_checked_and_kept(tmp_path: Path) -> None:
     """Variant wheels put in files/ by hand (or merged from another index): any PEP 825 label,
     a label that means two property sets refused, one this index takes no path from refused."""
     from factory.index.records import load_manifest

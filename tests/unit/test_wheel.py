@@ -6,6 +6,7 @@ import base64
 import hashlib
 import struct
 import zipfile
+from pathlib import Path
 
 import pytest
 from packaging.utils import parse_wheel_filename
@@ -16,7 +17,7 @@ from factory.wheel.fatbin import FatbinEntry, FatbinError, parse_fatbin
 from ..support.wheels import EPOCH, METADATA
 
 
-def package(tmp_path):
+def package(tmp_path: Path):
     content = tmp_path / "content"
     (content / "tinygrad_rms").mkdir(parents=True, exist_ok=True)
     (content / "tinygrad_rms" / "__init__.py").write_text("x = 1\n")
@@ -25,7 +26,7 @@ def package(tmp_path):
     return content
 
 
-def test_filename_and_metadata_agree(tmp_path):
+def test_filename_and_metadata_agree(tmp_path: Path) -> None:
     wheel = write_wheel(package(tmp_path), tmp_path / "dist", METADATA, "cp39-abi3-linux_x86_64",
                         purelib=False, epoch=EPOCH)
     assert wheel.name == "tinygrad_rms-1.2.0+cu130torch211-cp39-abi3-linux_x86_64.whl"
@@ -40,7 +41,7 @@ def test_filename_and_metadata_agree(tmp_path):
     assert {str(t) for t in tags} == {"cp39-abi3-linux_x86_64"}
 
 
-def test_record_lists_every_file_with_its_hash(tmp_path):
+def test_record_lists_every_file_with_its_hash(tmp_path: Path) -> None:
     wheel = write_wheel(package(tmp_path), tmp_path / "dist", METADATA, "py3-none-any", True,
                         EPOCH, {"provenance.json": b"{}"})
     with zipfile.ZipFile(wheel) as archive:
@@ -59,14 +60,14 @@ def test_record_lists_every_file_with_its_hash(tmp_path):
         assert so.external_attr >> 16 == 0o100755
 
 
-def test_a_filenames_tags_are_read_past_a_build_tag():
+def test_a_filenames_tags_are_read_past_a_build_tag() -> None:
     assert compressed_tag("demo-1.0-1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl") \
         == "cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64"
     with pytest.raises(ValueError):
         compressed_tag("not-a-wheel.whl")
 
 
-def test_same_content_same_bytes(tmp_path):
+def test_same_content_same_bytes(tmp_path: Path) -> None:
     first = write_wheel(package(tmp_path), tmp_path / "a", METADATA, "py3-none-any", True, EPOCH)
     (tmp_path / "content" / "tinygrad_rms" / "__init__.py").touch()  # a new mtime changes nothing
     second = write_wheel(package(tmp_path), tmp_path / "b", METADATA, "py3-none-any", True, EPOCH)
@@ -79,7 +80,7 @@ def test_same_content_same_bytes(tmp_path):
     assert zipfile.ZipFile(old).infolist()[0].date_time[:3] == (1980, 1, 1)
 
 
-def test_wheel_lists_every_tag_of_a_compressed_tag_set(tmp_path):
+def test_wheel_lists_every_tag_of_a_compressed_tag_set(tmp_path: Path) -> None:
     tag = "cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64"
     wheel = write_wheel(package(tmp_path), tmp_path / "dist", METADATA, tag, False, EPOCH)
     with zipfile.ZipFile(wheel) as archive:
@@ -88,7 +89,7 @@ def test_wheel_lists_every_tag_of_a_compressed_tag_set(tmp_path):
         "Tag: cp39-abi3-manylinux2014_x86_64", "Tag: cp39-abi3-manylinux_2_17_x86_64"]
 
 
-def test_invalid_metadata_is_refused():
+def test_invalid_metadata_is_refused() -> None:
     broken = CoreMetadata(name="k", version="1.0", summary="s", requires_python=">=3.9",
                           requires=("torch=2.11",), license=None, readme=None)
     with pytest.raises(ExceptionGroup) as caught:
@@ -97,13 +98,13 @@ def test_invalid_metadata_is_refused():
         "'torch=2.11' is invalid for 'requires-dist'"]
 
 
-def test_license_that_is_not_an_expression():
+def test_license_that_is_not_an_expression() -> None:
     data = CoreMetadata(name="k", version="1.0", summary="s", requires_python=">=3.9",
                         requires=(), license="BSD-3-Clause AND (MIT", readme=None).render()
     assert b"Metadata-Version: 2.1\n" in data and b"License: BSD-3-Clause AND (MIT\n" in data
 
 
-def test_wheel_filename_normalises_the_name():
+def test_wheel_filename_normalises_the_name() -> None:
     assert wheel_filename("Flash.Attn-3", "1.0", "py3-none-any") == \
         "flash_attn_3-1.0-py3-none-any.whl"
 
@@ -121,7 +122,7 @@ def container(*entries: tuple[int, int, int]) -> bytes:
     return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
 
 
-def test_fatbin_entries_and_variants():
+def test_fatbin_entries_and_variants() -> None:
     data = container((2, 80, 0x11), (2, 90, 0x100011), (1, 90, 0x8011)) + b"\0" * 8 + \
         container((2, 100, 0x1200011))
     assert parse_fatbin(data) == [
@@ -130,7 +131,7 @@ def test_fatbin_entries_and_variants():
     assert [str(e) for e in parse_fatbin(data)] == ["sm_80", "sm_90a", "compute_90", "sm_100f"]
 
 
-def test_fatbin_garbage_is_an_error():
+def test_fatbin_garbage_is_an_error() -> None:
     with pytest.raises(FatbinError):
         parse_fatbin(b"not a fat binary at all")
     with pytest.raises(FatbinError):

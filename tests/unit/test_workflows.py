@@ -59,7 +59,7 @@ def factory_commands(script: str, env: dict) -> list[list[str]]:
     return commands
 
 
-def test_every_factory_command_in_the_workflows_parses():
+def test_every_factory_command_in_the_workflows_parses() -> None:
     parser = make_parser()
     seen = []
     for workflow, job, env, step in steps():
@@ -74,7 +74,7 @@ def test_every_factory_command_in_the_workflows_parses():
     assert ["publish", "--to"] in seen and ["publish", "--repository-url"] in seen
 
 
-def test_a_run_form_request_becomes_one_selection_for_every_job():
+def test_a_run_form_request_becomes_one_selection_for_every_job() -> None:
     """The reusable workflow's SELECT: the `select` input, else a run form's kernel, torch,
     cuda and python (blank: any), else nothing; plan, compile and build jobs all pass it."""
     from ..support.workflow_local import evaluate
