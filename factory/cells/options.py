@@ -4,6 +4,7 @@ the wheels carries."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,9 +48,9 @@ def usable_build_root(path: Path, key: str = "--build-root") -> Path:
     return path
 
 
-def source_date_epoch() -> int | None:
+def source_date_epoch(environ: Mapping[str, str] = os.environ) -> int | None:
     """SOURCE_DATE_EPOCH, when set: the time every file of every wheel carries."""
-    text = os.environ.get("SOURCE_DATE_EPOCH")
+    text = environ.get("SOURCE_DATE_EPOCH")
     if text is None:
         return None
     if not text.strip().isdigit():

@@ -59,7 +59,7 @@ def add(commands: Any) -> None:
                        help="run a setup.py / pyproject project's build on this machine "
                             "without the bubblewrap sandbox (it then has your rights, files "
                             "and network; its environment stays allow-listed)")
-    build.add_argument("--build-root", type=path_argument, default=defaults.BUILD_ROOT,
+    build.add_argument("--build-root", type=path_argument, default=None,
                        metavar="DIR",
                        help="where cells are compiled; a fixed path keeps builds reproducible "
                             f"(default: {defaults.BUILD_ROOT})")
@@ -146,24 +146,23 @@ def _slice_options(build: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..pipeline.arguments import build_options
     from ..pipeline.build import BuildRequest, build_matrix
+    from ..pipeline.options import Given
     from ..ui.outcomes import show_index, show_served
     from ..ui.voice import ConsoleVoice
 
     out = writable_folder(args.out, "--out")
     refuse_links(out)
     cache = cache_dir(args)
+    given = Given(objects=args.object_cache, runner=args.runner,
+                  max_wheel_size=args.max_wheel_size, wheelhouses=wheelhouses(args),
+                  build_root=args.build_root, base_url=args.base_url,
+                  unconfined=args.unconfined, offline=args.offline)
     request = BuildRequest(
-        matrix=args.matrix, out=out, cache=cache,
-        objects=writable_folder(args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER,
-                                "--object-cache"),
-        options=build_options(args.build_root, args.offline, wheelhouses(args),
-                              index_url=args.base_url, unconfined=args.unconfined),
-        offline=args.offline, locked=args.locked, torch_pythons=tuple(args.torch_python),
+        matrix=args.matrix, out=out, cache=cache, given=given,
+        locked=args.locked, torch_pythons=tuple(args.torch_python),
         only=tuple(args.only), new=new_index(args), select=selections(args), job=args.job,
-        max_cells=args.max_cells,
-        shard=args.shard, runner=args.runner,
+        max_cells=args.max_cells, shard=args.shard,
         import_objects=tuple(_object_folder(folder) for folder in args.import_objects),
         object_cache_size=args.object_cache_size, jobs=args.jobs, memory=args.memory,
         cells=args.cells, time_limit=args.time_limit, unit_shard=args.unit_shard,
@@ -171,7 +170,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         if args.export_objects else None,
         force=args.force, test=args.test or args.require_tests,
         require_tests=args.require_tests, require_gpu=args.require_gpu,
-        verify_objects=args.verify_objects, max_wheel_size=args.max_wheel_size)
+        verify_objects=args.verify_objects)
     outcome = build_matrix(request, ConsoleVoice(console))
     if outcome.index is not None:
         show_served(console, outcome.plan, outcome.results)

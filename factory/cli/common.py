@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from ..errors import ConfigError
-from ..outputs.layout import writable_folder
-from ..system.cache import default_cache_dir
 from ..trust.credentials import refuse_credentials
 from ..values.units import parse_duration, parse_size
 
@@ -207,15 +205,11 @@ def source_options(parser: argparse.ArgumentParser, lockable: bool = True) -> No
 
 
 def cache_dir(args: argparse.Namespace) -> Path:
-    """The cache folder (--cache-dir, else the environment's or the user's), checked before
-    anything is fetched into it."""
-    given = getattr(args, "cache_dir", None)
-    folder = given or default_cache_dir()
-    key = "--cache-dir" if given else "cache"
-    try:
-        return writable_folder(folder, key).resolve()
-    except (OSError, RuntimeError) as exc:
-        raise ConfigError(f"cannot be used ({exc})", file=folder, key=key) from None
+    """The cache folder settled (pipeline/options.py), checked before anything is fetched into
+    it."""
+    from ..pipeline.options import cache_folder
+
+    return cache_folder(getattr(args, "cache_dir", None))
 
 
 def size_limit(text: str) -> SizeLimit:

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     cache = cache_dir(args)
     request = PlanRequest(
         matrix=args.matrix, cache=cache,
-        objects=args.object_cache or cache / defaults.OBJECT_CACHE_FOLDER,
+        objects=args.object_cache,
         max_cells=args.max_cells, offline=args.offline, locked=args.locked,
         torch_pythons=tuple(args.torch_python), split_after=args.split_after, cores=args.cores,
         new=new_index(args), select=selections(args))

@@ -40,7 +40,7 @@ def add(commands: Any) -> None:
     test.add_argument("--only", action="append", metavar="PATTERN", default=[],
                       help="test only cells whose id matches this glob (repeatable)")
     test_options(test)
-    test.add_argument("--build-root", type=path_argument, default=defaults.BUILD_ROOT,
+    test.add_argument("--build-root", type=path_argument, default=None,
                       metavar="DIR", help="where the test environments are made "
                                           f"(default: {defaults.BUILD_ROOT})")
     test.add_argument("--runner", choices=RUNNERS, default=None,
@@ -48,7 +48,7 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..pipeline.arguments import build_options
+    from ..pipeline.options import Given
     from ..pipeline.test import TestRequest, run_kernel_tests
     from ..ui.voice import ConsoleVoice
 
@@ -56,8 +56,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     refuse_links(out)
     request = TestRequest(
         matrix=args.matrix, out=out, cache=cache_dir(args),
-        options=build_options(args.build_root, args.offline, wheelhouses(args)),
-        offline=args.offline, locked=args.locked, torch_pythons=tuple(args.torch_python),
-        only=tuple(args.only), runner=args.runner, require_tests=args.require_tests,
+        given=Given(runner=args.runner, wheelhouses=wheelhouses(args),
+                    build_root=args.build_root, offline=args.offline),
+        locked=args.locked, torch_pythons=tuple(args.torch_python),
+        only=tuple(args.only), require_tests=args.require_tests,
         require_gpu=args.require_gpu)
     return run_kernel_tests(request, ConsoleVoice(console))

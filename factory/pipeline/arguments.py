@@ -6,7 +6,6 @@ without them."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..config.model import (
     CLASH_POLICIES,
@@ -18,11 +17,8 @@ from ..config.model import (
 )
 from ..plan.select import Selection, parse_selection
 
-if TYPE_CHECKING:
-    from ..cells.options import BuildOptions
-
 __all__ = ["CLASH_POLICIES", "PLATFORMS", "RUNNERS", "SITE_PRESETS", "Selection", "SizeLimit",
-           "build_options", "installed_pins", "is_url", "parse_selection", "parse_shard",
+           "installed_pins", "is_url", "parse_selection", "parse_shard",
            "parse_size_limit", "wheelhouse_problem"]
 
 
@@ -53,12 +49,3 @@ def installed_pins(text: str, path: Path) -> dict[str, str]:
 
     return pins(text, path)
 
-
-def build_options(build_root: Path, offline: bool, wheelhouses: tuple[Path, ...],
-                  index_url: str | None = None, unconfined: bool = False) -> BuildOptions:
-    """How the cells of a run are built: in `build_root` (checked usable), at the time
-    SOURCE_DATE_EPOCH gives (checked), with the rest as given."""
-    from ..cells.options import BuildOptions, source_date_epoch, usable_build_root
-
-    return BuildOptions(usable_build_root(build_root), source_date_epoch(), offline=offline,
-                        index_url=index_url, unconfined=unconfined, wheelhouses=wheelhouses)

@@ -3,10 +3,10 @@ to date and an exit status."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..cells.options import BuildOptions
 from ..cells.run import (
     CellResult,
     CellTests,
@@ -19,8 +19,8 @@ from ..cells.runners import Runner, choose_runner
 from ..compile.costbook import COSTS_FOLDER, CostBook
 from ..compile.objects import ObjectCache
 from ..compile.pool import machine_budget
-from ..config.model import RunnerChoice, SizeLimit
-from ..defaults import RUNNER, host_platform
+from ..config.matrix import load_matrix
+from ..defaults import host_platform
 from ..errors import ConfigError
 from ..index.records import file_record, load_manifest, published_names
 from ..index.update import IndexSummary, update_index
@@ -30,12 +30,13 @@ from ..plan.jobs import select_job, select_shard
 from ..plan.model import Plan
 from ..plan.select import Selection, select_cells
 from .load import plan_matrix
+from .options import Given, Options, settle
 from .outcomes import cell_outcomes
 from .plan import new_cells
 from .voice import Voice, status_of_tests
 
 __all__ = ["BuildOutcome", "BuildRequest", "build_matrix", "choose", "selected_plan",
-           "with_wheelhouses"]
+           "settled"]
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,7 @@ class BuildRequest:
     matrix: Path
     out: Path
     cache: Path
-    objects: Path  # the object cache
-    options: BuildOptions
-    offline: bool = False
+    given: Given  # what the command line said of the settings pipeline/options.py settles
     locked: bool = False
     torch_pythons: tuple[Path, ...] = ()
     only: tuple[str, ...] = ()  # globs of cell ids
@@ -56,7 +55,6 @@ class BuildRequest:
     job: str | None = None  # one job of `factory plan`
     max_cells: int = 1  # cells per job, as `factory plan` was given
     shard: tuple[int, int] | None = None  # a deterministic slice of the cells
-    runner: RunnerChoice | None = None  # None: the matrix's runner: key, else the default
     import_objects: tuple[Path, ...] = ()
     object_cache_size: int = 0
     jobs: int | None = None  # compiler threads (None: this machine's CPUs)
@@ -70,7 +68,6 @@ class BuildRequest:
     require_tests: bool = False  # with test: a wheel whose tests could not run is not published
     require_gpu: bool = False
     verify_objects: float = 0.0
-    max_wheel_size: SizeLimit | None = None
 
 
 @dataclass(frozen=True)
@@ -82,10 +79,17 @@ class BuildOutcome:
     status: int  # the exit status
 
 
+def settled(matrix: Path, given: Given, cache: Path,
+            torch_pythons: tuple[Path, ...] = ()) -> Options:
+    """The run's options, settled from the command line, the matrix and the environment
+    before anything is fetched."""
+    return settle(given, cache, load_matrix(matrix, list(torch_pythons)), os.environ)
+
+
 def selected_plan(request: BuildRequest, voice: Voice) -> Plan:
     """The plan of the request's matrix, narrowed to its job, shard and --only globs."""
     sliced = bool(request.job or request.shard)
-    plan = plan_matrix(request.matrix, request.cache, voice.warn, request.offline,
+    plan = plan_matrix(request.matrix, request.cache, voice.warn, request.given.offline,
                        request.locked, every_platform=sliced,
                        torch_pythons=list(request.torch_pythons))
     plan = new_cells(select_cells(plan, list(request.select)), request.new, voice.note)
@@ -108,31 +112,23 @@ def only_cells(plan: Plan, patterns: tuple[str, ...]) -> Plan:
     return selected
 
 
-def choose(requested: RunnerChoice | None, plan: Plan, cache: Path, options: BuildOptions,
-           voice: Voice) -> Runner:
-    """The runner asked for (else the matrix's runner: key, else the default), not yet
-    entered; the choice and why are noted."""
-    runner, why = choose_runner(requested or plan.matrix.runner or RUNNER, plan, cache, options,
-                                plan.matrix.docker_base)
+def choose(options: Options, plan: Plan, voice: Voice) -> Runner:
+    """The runner the options settled on, not yet entered; the choice and why are noted."""
+    runner, why = choose_runner(options.runner, plan, options.cache, options.build,
+                                options.builder_base)
     voice.note(f"runner: {runner.name} ({why})")
     return runner
 
 
-def with_wheelhouses(options: BuildOptions, plan: Plan) -> BuildOptions:
-    """The run's options with the matrix's wheelhouses after the command line's."""
-    folders = tuple(dict.fromkeys((*options.wheelhouses, *plan.matrix.wheelhouses)))
-    return replace(options, wheelhouses=folders)
-
-
 def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
+    options = settled(request.matrix, request.given, request.cache, request.torch_pythons)
     plan = selected_plan(request, voice)
-    runner = choose(request.runner, plan, request.cache, with_wheelhouses(request.options, plan),
-                    voice)
-    _take_in(request, voice)
+    runner = choose(options, plan, voice)
+    _take_in(request, options.objects, voice)
     budget = machine_budget(request.jobs, request.memory)
     voice.note(f"compilers: {budget.describe()} for {request.cells} cell(s) at once; object "
-               f"cache {request.objects}")
-    settings = RunSettings(cells=request.cells, budget=budget, objects=request.objects,
+               f"cache {options.objects}")
+    settings = RunSettings(cells=request.cells, budget=budget, objects=options.objects,
                            object_cache_limit=request.object_cache_size,
                            time_limit=request.time_limit, unit_shard=request.unit_shard,
                            export_objects=request.export_objects, force=request.force,
@@ -140,7 +136,7 @@ def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
                            require_gpu=request.require_gpu,
                            verify_objects=request.verify_objects,
                            published=published_names(request.out),
-                           max_wheel_size=request.max_wheel_size or plan.matrix.max_wheel_size)
+                           max_wheel_size=options.max_wheel_size)
     tested: list[CellTests] = []
     with runner:
         results = run_build(plan, request.out, runner, voice.reporter, settings)
@@ -164,12 +160,12 @@ def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
     return BuildOutcome(plan, results, tested, summary, status)
 
 
-def _take_in(request: BuildRequest, voice: Voice) -> None:
+def _take_in(request: BuildRequest, objects: Path, voice: Voice) -> None:
     """The objects (and unit costs) of each --import-objects folder, into the object cache."""
-    cached = ObjectCache(request.objects, request.object_cache_size)
+    cached = ObjectCache(objects, request.object_cache_size)
     for folder in request.import_objects:
         taken, refused = cached.merge(folder)
-        costs = CostBook(request.objects / COSTS_FOLDER).merge(folder / COSTS_FOLDER)
+        costs = CostBook(objects / COSTS_FOLDER).merge(folder / COSTS_FOLDER)
         voice.note(f"objects: took in {taken} from {folder}"
                    + (f", refused {refused} that failed their check" if refused else "")
                    + (f"; {costs} unit cost(s) for the cost book" if costs else ""))

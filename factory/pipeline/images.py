@@ -6,14 +6,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import defaults
-from ..cells.options import BuildOptions
 from ..cells.runners.docker.image import BuilderImage
 from ..cells.runners.docker.runner import DockerRunner
 from ..errors import ConfigError
 from ..system.engine import Engine
 from ..system.process import Log
 from .load import plan_matrix
+from .options import Given, settle
 
 __all__ = ["BuilderImage", "make_builder_images"]
 
@@ -23,10 +22,10 @@ def make_builder_images(matrix: Path, cache: Path, say: Callable[[str], None], o
     """Every image a compiled cell of the matrix builds in, made where it is missing (the
     build's output streams to standard output); none when no cell is compiled."""
     plan = plan_matrix(matrix, cache, say, offline, locked, torch_pythons=torch_pythons)
+    options = settle(Given(offline=offline), cache, plan.matrix)
     engine = Engine()
     problem = engine.unavailable()
     if problem:
         raise ConfigError(f"cannot build images: {problem}", key="images")
-    with DockerRunner(cache, BuildOptions(defaults.BUILD_ROOT, None), plan.matrix.docker_base,
-                      engine) as runner:
+    with DockerRunner(cache, options.build, options.builder_base, engine) as runner:
         return runner.make_images(plan.cells, Log(sys.stdout))

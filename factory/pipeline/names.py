@@ -10,28 +10,17 @@ same name.
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .. import defaults
 from ..config.model import NameCheck
 from ..errors import ConfigError, FactoryError, SourceError
 from ..plan.model import Plan
 from ..sources.names import TakenName, taken_names
+from .options import name_index
 
-__all__ = ["check_names", "check_plan_names", "clash_text", "name_index"]
-
-
-def name_index(check: NameCheck) -> str | None:
-    """The index names are checked against; None when the check is turned off."""
-    if check.index is not None:
-        return check.index
-    given = os.environ.get(defaults.NAME_INDEX_VARIABLE, "").strip()
-    if given.lower() == "off":
-        return None
-    return given or defaults.NAME_INDEX
+__all__ = ["check_names", "check_plan_names", "clash_text"]
 
 
 def clash_text(found: TakenName, version: str) -> str:

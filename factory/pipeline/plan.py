@@ -15,6 +15,7 @@ from ..plan.model import Plan
 from ..plan.select import Selection, select_cells
 from .load import plan_matrix
 from .names import check_plan_names
+from .options import object_folder
 
 __all__ = ["CellCost", "FanOut", "PlanRequest", "new_cells", "plan_fanout"]
 
@@ -25,7 +26,7 @@ class PlanRequest:
 
     matrix: Path
     cache: Path
-    objects: Path  # the object cache whose cost book earlier builds wrote
+    objects: Path | None  # --object-cache: the object cache whose cost book builds wrote
     max_cells: int  # cells per job at most
     offline: bool = False
     locked: bool = False
@@ -71,7 +72,7 @@ def plan_fanout(request: PlanRequest, warn: Callable[[str], None]) -> FanOut:
     plan = new_cells(select_cells(plan, list(request.select)), request.new, warn)
     jobs = plan_jobs(plan, request.max_cells)
     books = (CostBook(plan.matrix.costs) if plan.matrix.costs else None,
-             CostBook(request.objects / COSTS_FOLDER))
+             CostBook(object_folder(request.objects, request.cache) / COSTS_FOLDER))
     costs = {}
     for cell in plan.cells:
         if cell.cuda is None:

@@ -6,14 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..cells.options import BuildOptions
 from ..cells.run import CellTests, test_cells
-from ..config.model import RunnerChoice
 from ..index.records import load_manifest
 from ..index.update import update_index
 from ..outputs.layout import Layout
-from .build import choose, only_cells, with_wheelhouses
+from .build import choose, only_cells, settled
 from .load import plan_matrix
+from .options import Given
 from .voice import Voice, status_of_tests
 
 __all__ = ["TestRequest", "run_kernel_tests"]
@@ -28,23 +27,21 @@ class TestRequest:
     matrix: Path
     out: Path  # an output folder a build wrote
     cache: Path
-    options: BuildOptions
-    offline: bool = False
+    given: Given  # what the command line said of the settings pipeline/options.py settles
     locked: bool = False
     torch_pythons: tuple[Path, ...] = ()
     only: tuple[str, ...] = ()
-    runner: RunnerChoice | None = None
     require_tests: bool = False  # tests that could not run fail the command
     require_gpu: bool = False
 
 
 def run_kernel_tests(request: TestRequest, voice: Voice) -> int:
     """Run the tests; the exit status."""
-    plan = plan_matrix(request.matrix, request.cache, voice.warn, request.offline,
+    options = settled(request.matrix, request.given, request.cache, request.torch_pythons)
+    plan = plan_matrix(request.matrix, request.cache, voice.warn, request.given.offline,
                        request.locked, torch_pythons=list(request.torch_pythons))
     plan = only_cells(plan, request.only)
-    runner = choose(request.runner, plan, request.cache, with_wheelhouses(request.options, plan),
-                    voice)
+    runner = choose(options, plan, voice)
     with runner:
         tested = test_cells(plan, request.out, runner, voice.note, request.require_tests)
     voice.tested(tested, request.require_gpu)

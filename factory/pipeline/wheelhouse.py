@@ -3,7 +3,6 @@ of a matrix needs (prove/wheelhouse.py), for machines with no network."""
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from ..prove.testenv import requirement_sources
 from ..prove.wheelhouse import Target, Wheelhouse, download, resolve, torch_closure
 from ..toolchain.torch import torch_requirement
 from .load import resolve_matrix
+from .options import wheelhouse_targets
 
 __all__ = ["WheelhouseRequest", "make_wheelhouse"]
 
@@ -36,9 +36,7 @@ class WheelhouseRequest:
 def make_wheelhouse(request: WheelhouseRequest, say: Callable[[str], None]) -> Wheelhouse:
     matrix, kernels = resolve_matrix(request.matrix, request.cache, say, locked=request.locked,
                                      filling=True)
-    pythons = request.pythons or tuple(str(python) for python in matrix.python) or \
-        (f"{sys.version_info[0]}.{sys.version_info[1]}",)
-    platforms = request.platforms or matrix.platforms
+    pythons, platforms = wheelhouse_targets(request.pythons, request.platforms, matrix)
     pins = dict(request.installed)
     targets = list(dict.fromkeys(
         Target(python, platform, request.glibc, torch_requirement(entry.release),

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from factory.cells.options import BuildOptions
 from factory.cells.run import CellTests
 from factory.errors import ConfigError
 from factory.pipeline.build import only_cells
 from factory.pipeline.load import plan_matrix
+from factory.pipeline.options import Given
 from factory.pipeline.test import TestRequest, run_kernel_tests
 
 from ..support.factory import REPO, root_label, run_factory
@@ -44,7 +44,7 @@ def test_factory_test_speaks_through_its_voice_and_prints_nothing(tmp_path: Path
     out.mkdir()
     voice = RecordingVoice()
     request = TestRequest(matrix=REPO / "matrix.yaml", out=out, cache=tmp_path / "cache",
-                          options=BuildOptions(tmp_path / "build", None), runner="local",
+                          given=Given(runner="local", build_root=tmp_path / "build"),
                           locked=True)
     assert run_kernel_tests(request, voice) == 1
     assert voice.notes == ["runner: local (asked for)"]

@@ -18,7 +18,7 @@ from factory.cells.options import BuildOptions
 from factory.cells.run import RunSettings, run_build
 from factory.cells.runners import choose_runner
 from factory.cells.runners.local import LocalRunner
-from factory.defaults import host_platform
+from factory.defaults import BUILDER_BASE, host_platform
 from factory.plan.model import Cell
 from factory.system.process import Log
 from factory.ui.progress import PlainReporter
@@ -87,7 +87,7 @@ def test_auto_says_what_building_on_this_machine_means_when_docker_is_not_there(
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
     plan = demo_plan(tmp_path)
     runner, why = choose_runner("auto", plan, tmp_path / "cache",
-                                BuildOptions(tmp_path / "build", 0), None)
+                                BuildOptions(tmp_path / "build", 0), BUILDER_BASE)
     assert isinstance(runner, LocalRunner)
     assert why.startswith("no docker daemon answers (")
     assert why.endswith("; so everything runs on this machine, outside containers: a setup.py "

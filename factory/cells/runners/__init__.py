@@ -51,7 +51,7 @@ class Runner(Protocol):
 
 
 def choose_runner(requested: RunnerChoice, plan: Plan, cache: Path, options: BuildOptions,
-                  base: str | None) -> tuple[Runner, str]:
+                  base: str) -> tuple[Runner, str]:
     """The runner for a plan (not yet entered), and why it was chosen. Cells whose torch lives
     in an image need the docker runner; cells whose torch is an interpreter of this machine are
     built on this machine by either runner."""
@@ -102,7 +102,7 @@ def _builder_cells(plan: Plan) -> list[Cell]:
     return [cell for cell in plan.cells if cell.cuda is not None and cell.installed is None]
 
 
-def _missing_image(engine: Engine, plan: Plan, base: str | None, offline: bool) -> str | None:
+def _missing_image(engine: Engine, plan: Plan, base: str, offline: bool) -> str | None:
     """Why some builder image of the plan can neither be found nor built, or None."""
     images = {builder_image(cell.cuda.version, cell.platform, base)
               for cell in _builder_cells(plan) if cell.cuda is not None}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from .... import __version__, defaults
+from .... import __version__
 from ....policy import cuda_policy
 from ....toolchain.cuda import PYPI_TOOLKIT
 from ....values.versions import Version, major_minor
@@ -62,8 +62,9 @@ class BuilderImage:
         return f"{self.repository}:{__version__}-{self.digest[:12]}"
 
 
-def base_image(template: str | None, platform: str) -> str:
-    return (template or defaults.BUILDER_BASE).replace("{arch}", platform)
+def base_image(template: str, platform: str) -> str:
+    """The base image of a platform from the settled template ({arch}: the platform)."""
+    return template.replace("{arch}", platform)
 
 
 def gcc_toolset(cuda: Version) -> str:
@@ -83,7 +84,7 @@ def cuda_packages(cuda: Version) -> str:
     return " ".join(f"{name}=={cuda}.*" for name in PYPI_TOOLKIT)
 
 
-def builder_image(cuda: Version, platform: str, base_template: str | None) -> BuilderImage:
+def builder_image(cuda: Version, platform: str, base_template: str) -> BuilderImage:
     cuda = major_minor(cuda)
     base = base_image(base_template, platform)
     args = (("BASE", base), ("CUDA_VERSION", str(cuda)), ("CUDA_PACKAGES", cuda_packages(cuda)),

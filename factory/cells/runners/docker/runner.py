@@ -107,7 +107,7 @@ class _Group:
 class DockerRunner:
     name = "docker"
 
-    def __init__(self, cache: Path, options: BuildOptions, base: str | None,
+    def __init__(self, cache: Path, options: BuildOptions, base: str,
                  engine: Engine | None = None) -> None:
         self.cache = cache
         self.options = options

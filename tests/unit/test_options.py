@@ -1,0 +1,99 @@
+"""The settings a run takes from several places are settled once, by pipeline/options.py: the
+command line over matrix.yaml over the environment over the defaults; the option reference of
+the documentation is written from the same table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from factory import defaults
+from factory.cli import make_parser
+from factory.config.matrix import load_matrix
+from factory.config.model import Matrix, NameCheck, SizeLimit
+from factory.errors import ConfigError
+from factory.pipeline.options import (
+    SETTINGS,
+    Given,
+    cache_folder,
+    name_index,
+    object_folder,
+    option_reference,
+    settle,
+)
+
+from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES, option_strings
+from ..support.factory import REPO, make_kernel, write
+from ..support.wheels import make_wheel
+
+
+def matrix_of(tmp_path: Path, extra: str = "") -> Matrix:
+    make_kernel(tmp_path / "demo", GOOD_KERNEL, SOURCES, package="demo")
+    (tmp_path / "wh-matrix").mkdir(exist_ok=True)
+    make_wheel(tmp_path / "wh-matrix", "einops", "0.8.1", tag="py3-none-any")
+    return load_matrix(write(tmp_path / "matrix.yaml", GOOD_MATRIX + extra))
+
+
+def test_the_command_line_wins_then_the_matrix_then_the_default(tmp_path: Path) -> None:
+    bare = matrix_of(tmp_path)
+    settled = settle(Given(build_root=tmp_path / "build"), tmp_path / "cache", bare, {})
+    assert (settled.runner, settled.runner_from) == (defaults.RUNNER, "the default")
+    assert settled.max_wheel_size is None
+    assert settled.builder_base == defaults.BUILDER_BASE
+    assert settled.objects == tmp_path / "cache" / defaults.OBJECT_CACHE_FOLDER
+    assert settled.build.source_date_epoch is None
+
+    written = matrix_of(tmp_path, "runner: docker\nmax-wheel-size: pypi\nwheelhouse: wh-matrix\n"
+                                  "docker: {base: \"example.org/base:{arch}\"}\n")
+    settled = settle(Given(build_root=tmp_path / "build", wheelhouses=(tmp_path / "wh-cli",)),
+                     tmp_path / "cache", written, {"SOURCE_DATE_EPOCH": "1700000000"})
+    assert (settled.runner, settled.runner_from) == ("docker", "runner: in matrix.yaml")
+    assert settled.max_wheel_size == SizeLimit(100 * 2**20, "pypi")
+    assert settled.builder_base == "example.org/base:{arch}"
+    assert settled.build.wheelhouses == (tmp_path / "wh-cli", (tmp_path / "wh-matrix").resolve())
+    assert settled.build.source_date_epoch == 1700000000
+
+    given = Given(runner="local", max_wheel_size=SizeLimit(5, "5"), objects=tmp_path / "objs",
+                  build_root=tmp_path / "build", base_url="https://example.org/w")
+    settled = settle(given, tmp_path / "cache", written, {})
+    assert (settled.runner, settled.runner_from) == ("local", "--runner")
+    assert settled.max_wheel_size == SizeLimit(5, "5")
+    assert settled.objects == tmp_path / "objs"
+    assert settled.build.index_url == "https://example.org/w"
+    assert settled.build.build_root == tmp_path / "build"
+
+
+def test_what_the_environment_gives_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is after 2107-12-31"):
+        settle(Given(build_root=tmp_path / "build"), tmp_path / "cache", matrix_of(tmp_path),
+               {"SOURCE_DATE_EPOCH": "7258118400"})
+
+
+def test_the_name_index_comes_from_the_matrix_then_the_environment(tmp_path: Path) -> None:
+    variable = defaults.NAME_INDEX_VARIABLE
+    assert name_index(NameCheck(), {}) == defaults.NAME_INDEX
+    assert name_index(NameCheck(), {variable: "https://mirror.example/simple/"}) == \
+        "https://mirror.example/simple/"
+    assert name_index(NameCheck(), {variable: "off"}) is None
+    assert name_index(NameCheck(index="https://own.example/simple/"),
+                      {variable: "off"}) == "https://own.example/simple/"
+
+
+def test_the_cache_comes_from_the_flag_then_the_environment(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    monkeypatch.setenv(defaults.CACHE_VARIABLE, str(tmp_path / "from-env"))
+    assert cache_folder(tmp_path / "given") == (tmp_path / "given").resolve()
+    assert cache_folder(None) == (tmp_path / "from-env").resolve()
+    assert object_folder(None, tmp_path) == tmp_path / defaults.OBJECT_CACHE_FOLDER
+
+
+def test_the_option_reference_lists_every_setting_where_it_can_be_given() -> None:
+    text = option_reference()
+    flags = {flag for options in option_strings(make_parser()).values() for flag in options}
+    for setting in SETTINGS:
+        assert f"| {setting.name} |" in text
+        assert setting.flag is None or set(setting.flag.split(", ")) <= flags, setting.flag
+    page = (REPO / "docs" / "reference" / "options.md").read_text()
+    assert "<!-- factory-options -->" in page
