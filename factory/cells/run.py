@@ -44,7 +44,7 @@ from ..values.units import human_size
 from ..wheel.read import WheelFile
 from .checks import check_cell_wheel
 from .job import Built, Compiling, loadable, testable
-from .runners import Runner
+from .runners import Runner, Runners
 from .state import CellState
 
 __all__ = ["CellResult", "CellStatus", "CellTests", "Reporter", "RunSettings", "cell_fingerprint",
@@ -111,9 +111,10 @@ class Reporter(Protocol):
     def stop(self) -> None: ...
 
 
-def run_build(plan: Plan, out: Path, runner: Runner, reporter: Reporter,
+def run_build(plan: Plan, out: Path, runners: Runners, reporter: Reporter,
               settings: RunSettings | None = None) -> list[CellResult]:
-    """Build the plan's cells, `settings.cells` at a time, with a runner its caller holds open.
+    """Build the plan's cells, `settings.cells` at a time, each by the runner of its placement
+    (the caller holds them open).
     When interrupted, the compilers still running are stopped."""
     settings = settings or RunSettings()
     layout = Layout(out)
@@ -146,7 +147,8 @@ def run_build(plan: Plan, out: Path, runner: Runner, reporter: Reporter,
         compiling = Compiling(pool, objects, known_costs(cell.spec.name, (travelling, book)),
                               measured, only, cells=settings.cells,
                               verify=settings.verify_objects)
-        return _run_cell(cell, layout, runner, compiling, reporter, settings, stopping)
+        return _run_cell(cell, layout, runners.of(cell), compiling, reporter, settings,
+                         stopping)
 
     executor = ThreadPoolExecutor(max_workers=settings.cells)
     try:
@@ -202,7 +204,7 @@ def requires_tests(cell: Cell, require_tests: bool) -> bool:
     return cell.tests.required if cell.tests.required is not None else defaults.TESTS_REQUIRED
 
 
-def test_cells(plan: Plan, out: Path, runner: Runner, say: Callable[[str], None],
+def test_cells(plan: Plan, out: Path, runners: Runners, say: Callable[[str], None],
                require_tests: bool = False) -> list[CellTests]:
     """Run each cell's kernel tests against the wheel its last build published into `out`
     (one after the other: they may share a GPU); each report is kept in the cell's state."""
@@ -222,7 +224,7 @@ def test_cells(plan: Plan, out: Path, runner: Runner, say: Callable[[str], None]
         with open(log_path, "w", encoding="utf-8") as handle:
             log = Log(handle)
             try:
-                report = _kernel_tests(cell, runner, wheel, log)
+                report = _kernel_tests(cell, runners.of(cell), wheel, log)
             except FactoryError as exc:
                 log.write(f"\nFAILED: {exc}")
                 results.append(CellTests(cell.id, wheel.name, None, str(exc), log_path,

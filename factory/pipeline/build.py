@@ -15,7 +15,7 @@ from ..cells.run import (
     run_build,
     test_cells,
 )
-from ..cells.runners import Runner, choose_runner
+from ..cells.runners import Runners, docker_facts, runners_for
 from ..compile.costbook import COSTS_FOLDER, CostBook
 from ..compile.objects import ObjectCache
 from ..compile.pool import machine_budget
@@ -28,7 +28,9 @@ from ..index.variants import make_variants
 from ..outputs.layout import Layout
 from ..plan.jobs import select_job, select_shard
 from ..plan.model import Plan
+from ..plan.placement import needs_docker, place
 from ..plan.select import Selection, select_cells
+from ..system.engine import Engine
 from .load import plan_matrix
 from .options import Given, Options, settle
 from .outcomes import cell_outcomes
@@ -112,18 +114,21 @@ def only_cells(plan: Plan, patterns: tuple[str, ...]) -> Plan:
     return selected
 
 
-def choose(options: Options, plan: Plan, voice: Voice) -> Runner:
-    """The runner the options settled on, not yet entered; the choice and why are noted."""
-    runner, why = choose_runner(options.runner, plan, options.cache, options.build,
-                                options.builder_base)
-    voice.note(f"runner: {runner.name} ({why})")
-    return runner
+def choose(options: Options, plan: Plan, voice: Voice) -> tuple[Plan, Runners]:
+    """The plan with each cell placed (plan/placement.py), docker asked first where the
+    placement depends on it, and the runners of its placements, not yet entered; where the
+    cells go and why is noted."""
+    engine = Engine() if needs_docker(plan, options.runner) else None
+    problem, said = docker_facts(engine, plan, options.runner, options.builder_base,
+                                 options.offline) if engine is not None else (None, "")
+    plan, why = place(plan, options.runner, problem, said)
+    voice.note(why)
+    return plan, runners_for(plan, options.cache, options.build, options.builder_base, engine)
 
 
 def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
     options = settled(request.matrix, request.given, request.cache, request.torch_pythons)
-    plan = selected_plan(request, voice)
-    runner = choose(options, plan, voice)
+    plan, runners = choose(options, selected_plan(request, voice), voice)
     _take_in(request, options.objects, voice)
     budget = machine_budget(request.jobs, request.memory)
     voice.note(f"compilers: {budget.describe()} for {request.cells} cell(s) at once; object "
@@ -138,10 +143,10 @@ def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
                            published=published_names(request.out),
                            max_wheel_size=options.max_wheel_size)
     tested: list[CellTests] = []
-    with runner:
-        results = run_build(plan, request.out, runner, voice.reporter, settings)
+    with runners:
+        results = run_build(plan, request.out, runners, voice.reporter, settings)
         if request.test and request.unit_shard is None:
-            results, tested = _test_kept(plan, request.out, runner, results, voice,
+            results, tested = _test_kept(plan, request.out, runners, results, voice,
                                          request.require_tests)
             voice.tested(tested, request.require_gpu)
     failed = int(any(result.status in ("failed", "untested") for result in results))
@@ -171,13 +176,13 @@ def _take_in(request: BuildRequest, objects: Path, voice: Voice) -> None:
                    + (f"; {costs} unit cost(s) for the cost book" if costs else ""))
 
 
-def _test_kept(plan: Plan, out: Path, runner: Runner, results: list[CellResult],
+def _test_kept(plan: Plan, out: Path, runners: Runners, results: list[CellResult],
                voice: Voice, require_tests: bool) -> tuple[list[CellResult], list[CellTests]]:
     """Built wheels were tested before they were published; a kept one never tested is tested
     now. The results with those reports, and every cell's tests as shown."""
     untested = {r.cell_id for r in results if r.status == "unchanged" and not r.tested}
     tested = test_cells(replace(plan, cells=tuple(c for c in plan.cells if c.id in untested)),
-                        out, runner, voice.note, require_tests)
+                        out, runners, voice.note, require_tests)
     reports = {entry.cell_id: entry.report for entry in tested}
     results = [replace(r, tested=reports.get(r.cell_id, r.tested)) for r in results]
     cells = {cell.id: cell for cell in plan.cells}

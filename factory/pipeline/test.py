@@ -41,9 +41,9 @@ def run_kernel_tests(request: TestRequest, voice: Voice) -> int:
     plan = plan_matrix(request.matrix, request.cache, voice.warn, request.given.offline,
                        request.locked, torch_pythons=list(request.torch_pythons))
     plan = only_cells(plan, request.only)
-    runner = choose(options, plan, voice)
-    with runner:
-        tested = test_cells(plan, request.out, runner, voice.note, request.require_tests)
+    plan, runners = choose(options, plan, voice)
+    with runners:
+        tested = test_cells(plan, request.out, runners, voice.note, request.require_tests)
     voice.tested(tested, request.require_gpu)
     _record(request.out, tested)
     return status_of_tests(tested, request.require_gpu)

@@ -9,6 +9,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Literal
 
 from .. import defaults
 from ..config.model import (
@@ -28,9 +29,14 @@ from ..sources.tree import SourceTree
 from ..values.pythons import CPython
 from ..values.versions import Version, major_minor
 
-__all__ = ["CUDA_SUFFIXES", "CXX_SUFFIXES", "HEADER_SUFFIXES", "Cell", "Kernel", "Plan",
-           "SectionPlan", "ServedCell", "SkippedCell", "Unit", "merged_unit", "stable_pin",
-           "wrong_host"]
+__all__ = ["CUDA_SUFFIXES", "CXX_SUFFIXES", "HEADER_SUFFIXES", "Cell", "Kernel", "Placement",
+           "Plan", "SectionPlan", "ServedCell", "SkippedCell", "Unit", "merged_unit",
+           "stable_pin", "wrong_host"]
+
+Placement = Literal["host", "image", "builder", "cross", "cpu"]
+"""Where a cell is built: on this machine (host; cross: compiled for another platform, its
+gates emulated; cpu: a CPU cell), in a container of the image that holds its torch (image), or
+in the factory's builder container of its CUDA version and platform (builder)."""
 
 CUDA_SUFFIXES = frozenset({".cu"})
 CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".c++", ".c"})
@@ -117,6 +123,7 @@ class Cell:
     cpu_index: str | None = None  # a CPU cell's torch index (matrix `cpu: {torch-index}`)
     rules: tuple[ToolchainRule, ...] = ()  # the toolchain rules in force for its torch
     needs_gil: bool = False  # the kernel declares that its modules need the GIL (needs-gil:)
+    placement: Placement = "host"  # where it is built (plan/placement.py decides)
 
     @property
     def free_threaded(self) -> bool:

@@ -16,10 +16,12 @@ from rich.console import Console
 from factory.cells.job import Built, Compiling
 from factory.cells.options import BuildOptions
 from factory.cells.run import RunSettings, run_build
-from factory.cells.runners import choose_runner
+from factory.cells.runners import Runners, docker_facts, runners_for
 from factory.cells.runners.local import LocalRunner
 from factory.defaults import BUILDER_BASE, host_platform
 from factory.plan.model import Cell
+from factory.plan.placement import place
+from factory.system.engine import Engine
 from factory.system.process import Log
 from factory.ui.progress import PlainReporter
 
@@ -65,10 +67,11 @@ def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path: Path) -> None:
         cuda: {{"13.0": {{sms: ["9.0"]}}}}
     """)
     options = BuildOptions(tmp_path / "build", 1767225600)
-    runner = BrokenForCompiledCells(LocalRunner(tmp_path / "cache", options))
+    runners = Runners({"host": BrokenForCompiledCells(LocalRunner(tmp_path / "cache",
+                                                                   options))})
     console = Console(file=io.StringIO(), width=200)
-    with runner:
-        results = run_build(plan, tmp_path / "out", runner, PlainReporter(console),
+    with runners:
+        results = run_build(plan, tmp_path / "out", runners, PlainReporter(console),
                             RunSettings(cells=2))
     outcome = {result.cell_id: result for result in results}
     broken = outcome[f"demo/cu130torch211/{host_platform()}"]
@@ -86,10 +89,14 @@ def test_auto_says_what_building_on_this_machine_means_when_docker_is_not_there(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
     plan = demo_plan(tmp_path)
-    runner, why = choose_runner("auto", plan, tmp_path / "cache",
-                                BuildOptions(tmp_path / "build", 0), BUILDER_BASE)
-    assert isinstance(runner, LocalRunner)
-    assert why.startswith("no docker daemon answers (")
+    with Engine() as engine:
+        problem, said = docker_facts(engine, plan, "auto", BUILDER_BASE, offline=False)
+    placed, why = place(plan, "auto", problem, said)
+    assert [cell.placement for cell in placed.cells] == ["host"]
+    runners = runners_for(placed, tmp_path / "cache", BuildOptions(tmp_path / "build", 0),
+                          BUILDER_BASE, None)
+    assert isinstance(runners.of(placed.cells[0]), LocalRunner)
+    assert why.startswith("runner: local (no docker daemon answers (")
     assert why.endswith("; so everything runs on this machine, outside containers: a setup.py "
                         "project's build under bubblewrap, kernels' own tests with no file "
-                        "system sandbox (--runner docker keeps both in one)")
+                        "system sandbox (--runner docker keeps both in one))")

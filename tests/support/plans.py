@@ -11,7 +11,7 @@ from factory.config.matrix import load_matrix
 from factory.defaults import host_platform
 from factory.plan.cells import make_plan
 from factory.plan.model import Kernel, Plan
-from factory.sources.tree import resolve_path_source
+from factory.sources.tree import SourceTree, resolve_path_source, scan_tree
 from factory.toolchain import Toolchain
 from factory.toolchain.cuda import CudaToolkit
 from factory.toolchain.torch import TorchEnv
@@ -59,6 +59,20 @@ def plan_for(tmp_path: Path, matrix_text: str, host: str | None = "this machine"
         folder = cast(Path, entry.source.folder)
         kernels.append(Kernel(entry, resolve_path_source(folder), read_build_toml(folder),
                               cast(str, entry.version)))
+    return make_plan(matrix, kernels, host_platform() if host == "this machine" else host)
+
+
+def plan_of(tmp_path: Path, matrix_text: str, host: str | None = "this machine") -> Plan:
+    """plan_for's plan, its path kernels read as folders outside any git work tree (no program
+    starts: what the pure tests plan with)."""
+    path = write(tmp_path / "matrix.yaml", matrix_text)
+    matrix = load_matrix(path)
+    kernels = []
+    for entry in matrix.kernels:
+        folder = cast(Path, entry.source.folder)
+        digest, newest = scan_tree(folder)
+        tree = SourceTree(folder, digest, "path", folder.name, newest)
+        kernels.append(Kernel(entry, tree, read_build_toml(folder), cast(str, entry.version)))
     return make_plan(matrix, kernels, host_platform() if host == "this machine" else host)
 
 

@@ -1,18 +1,21 @@
-"""Runners decide where a cell is built: on this machine (local.py) or in a builder container
-(docker/). Each is a context manager that owns what it starts (containers, their processes)
-and stops all of it when the run ends, fails or is interrupted. `auto` takes docker when it can
-be used, and says why."""
+"""Runners build cells where plan/placement.py placed them: on this machine (local.py: host,
+cross-compiled and CPU cells), in the factory's builder container (docker/runner.py) or in a
+container of the image that holds a cell's torch (docker/torch_image.py). Each is a context
+manager that owns what it starts (containers, their processes) and stops all of it when the
+run ends, fails or is interrupted; `Runners` holds those of one plan and sends each cell to
+its own."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
 from ...config.model import RunnerChoice
-from ...errors import ConfigError
-from ...plan.model import Cell, Plan
+from ...plan.model import Cell, Placement, Plan
+from ...plan.placement import placement_of
 from ...prove.load import LoadReport
 from ...prove.tests import TestReport
 from ...system.engine import Engine
@@ -21,9 +24,10 @@ from ..job import Built, Compiling
 from ..options import BuildOptions
 from .docker.image import builder_image
 from .docker.runner import DockerRunner, missing_base
+from .docker.torch_image import ImageRunner
 from .local import LocalRunner
 
-__all__ = ["Runner", "choose_runner"]
+__all__ = ["Runner", "Runners", "docker_facts", "runners_for"]
 
 
 class Runner(Protocol):
@@ -50,62 +54,70 @@ class Runner(Protocol):
         """Stop whatever still runs for the build."""
 
 
-def choose_runner(requested: RunnerChoice, plan: Plan, cache: Path, options: BuildOptions,
-                  base: str) -> tuple[Runner, str]:
-    """The runner for a plan (not yet entered), and why it was chosen. Cells whose torch lives
-    in an image need the docker runner; cells whose torch is an interpreter of this machine are
-    built on this machine by either runner."""
-    in_images = [cell for cell in plan.cells if cell.installed and cell.installed.image]
-    crossed = [cell for cell in plan.cells if cell.cross]
-    cpu = [cell for cell in plan.cells if cell.backend == "cpu"]
-    if crossed or cpu:
-        # the builder images are CUDA toolkits of one platform, with no cross compiler or
-        # emulator
-        what = (f"{crossed[0].id} is cross-compiled (cross: true)" if crossed
-                else f"{cpu[0].id} is a CPU cell")
-        if requested == "docker" or in_images:
-            raise ConfigError(f"{what}, which only the local runner builds: build it with "
-                              "--runner local (or auto)", key="runner")
-        return LocalRunner(cache, options), (
-            f"{crossed[0].platform} cells are cross-compiled on this machine" if crossed
-            else "CPU cells are built on this machine")
-    if requested == "local":
-        if in_images:
-            installed = in_images[0].installed
-            assert installed is not None
-            raise ConfigError(f"{installed.describe()} lives in an image: build it with the "
-                              "docker runner (--runner docker or auto)", key="runner")
-        return LocalRunner(cache, options), "asked for"
-    if requested == "auto" and not in_images and not _builder_cells(plan) and \
-            any(cell.installed for cell in plan.cells):
-        return LocalRunner(cache, options), "every cell's torch is installed on this machine"
-    engine = Engine()
+class Runners:
+    """The runners of a plan's placements, entered and left together: each cell goes to the
+    runner of its placement (plan/placement.py)."""
+
+    def __init__(self, by_placement: Mapping[Placement, Runner]) -> None:
+        self._by = dict(by_placement)
+        self._stack = ExitStack()
+
+    def of(self, cell: Cell) -> Runner:
+        return self._by[cell.placement]
+
+    @property
+    def options(self) -> BuildOptions:
+        """The options every runner builds with (they are the same)."""
+        return next(iter(self._by.values())).options
+
+    def __enter__(self) -> Runners:
+        for runner in dict.fromkeys(self._by.values()):  # each once, in placement order
+            self._stack.enter_context(runner)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._stack.__exit__(kind, error, trace)
+
+
+def docker_facts(engine: Engine, plan: Plan, requested: RunnerChoice, base: str,
+                 offline: bool) -> tuple[str | None, str]:
+    """Why docker cannot be used for the plan (None: it can), and what it answered: its
+    version, and the containers of an interrupted run it removed. The builder images the
+    plan's cells would need must be there or buildable (not asked with --runner local)."""
     problem = engine.unavailable()
-    if problem is None:
-        problem = _missing_image(engine, plan, base, options.offline)
-    if problem is None:
-        why = f"docker {engine.server_version()} answers"
-        orphans = engine.remove_orphans()
-        if orphans:
-            why += f"; removed {len(orphans)} container(s) an interrupted run left"
-        return DockerRunner(cache, options, base, engine), why
-    if requested == "docker" or in_images:
-        raise ConfigError(f"the docker runner cannot be used: {problem}", key="runner")
-    return LocalRunner(cache, options), (f"{problem}; so everything runs on this machine, "
-                                         "outside containers: a setup.py project's build under "
-                                         "bubblewrap, kernels' own tests with no file system "
-                                         "sandbox (--runner docker keeps both in one)")
+    if problem is None and requested != "local":
+        problem = _missing_image(engine, plan, base, offline)
+    if problem is not None:
+        return problem, ""
+    said = f"docker {engine.server_version()} answers"
+    orphans = engine.remove_orphans()
+    if orphans:
+        said += f"; removed {len(orphans)} container(s) an interrupted run left"
+    return None, said
 
 
-def _builder_cells(plan: Plan) -> list[Cell]:
-    """The cells built in the factory's builder images (their torch comes from an index)."""
-    return [cell for cell in plan.cells if cell.cuda is not None and cell.installed is None]
+def runners_for(plan: Plan, cache: Path, options: BuildOptions, base: str,
+                engine: Engine | None) -> Runners:
+    """A runner for each placement of the plan's cells (one engine for those with containers):
+    this machine's for host, cross and CPU cells."""
+    here = LocalRunner(cache, options)
+    by: dict[Placement, Runner] = {"host": here, "cross": here, "cpu": here}
+    placements = {cell.placement for cell in plan.cells}
+    if placements & {"builder", "image"}:
+        engine = engine or Engine()
+        if "builder" in placements:
+            by["builder"] = DockerRunner(cache, options, base, engine)
+        if "image" in placements:
+            by["image"] = ImageRunner(cache, options, engine)
+    return Runners(by)
 
 
 def _missing_image(engine: Engine, plan: Plan, base: str, offline: bool) -> str | None:
-    """Why some builder image of the plan can neither be found nor built, or None."""
-    images = {builder_image(cell.cuda.version, cell.platform, base)
-              for cell in _builder_cells(plan) if cell.cuda is not None}
+    """Why some builder image the plan's cells would be built in can neither be found nor
+    built, or None."""
+    images = {builder_image(cell.cuda.version, cell.platform, base) for cell in plan.cells
+              if cell.cuda is not None and placement_of(cell, True) == "builder"}
     for image in sorted(images, key=lambda image: image.name):
         if not engine.has_image(image.name):
             failure = missing_base(engine, image, offline)

@@ -1,4 +1,5 @@
-"""The docker runner: each cell is built inside a builder image of its CUDA version.
+"""The builder runner: each cell placed in a builder container (plan/placement.py) is built
+inside the factory's builder image of its CUDA version.
 
 Per builder image (a group of cells), two containers, each started once:
 
@@ -34,21 +35,17 @@ from ....errors import BuildError, Unavailable
 from ....plan.codec import cell_record
 from ....plan.costs import UnitCost
 from ....plan.model import Cell
-from ....prove.load import LoadReport, load_wheel
+from ....prove.load import LoadReport
 from ....prove.tests import TestReport
 from ....sources.tree import source_files
-from ....system.cache import exclusive
 from ....system.engine import Engine, source_archive
 from ....system.process import Log, first_error
-from ....toolchain import CommandPrefix
 from ....toolchain.python import manylinux_python
 from ....values.versions import major_minor
-from ...builders import build_cell
 from ...gate_env import gate_requirements
 from ...job import Built, Compiling, Container
 from ...options import BuildOptions
 from ...pep517 import build_requirements
-from ..local import LocalRunner
 from .image import BuilderImage, build_context, builder_image, slug
 from .inside import CONTROL
 
@@ -115,8 +112,6 @@ class DockerRunner:
         self.engine = engine or Engine()
         self._groups: dict[str, _Group] = {}
         self._lock = threading.Lock()
-        self._here = LocalRunner(cache, options)
-        self._image_containers: dict[str, str] = {}
 
     def __enter__(self) -> DockerRunner:
         self.engine.__enter__()
@@ -131,12 +126,6 @@ class DockerRunner:
         return builder_image(cell.cuda.version, cell.platform, self.base)
 
     def facts(self, cell: Cell) -> dict[str, Any]:
-        if cell.installed is not None and cell.installed.image is None:
-            return self._here.facts(cell)
-        if cell.installed is not None:
-            return {"image": cell.installed.image, "image_id": cell.installed.image_id}
-        if cell.cuda is None:
-            return {"image": None}
         return {"image": self.image(cell).name}
 
     def make_images(self, cells: Iterable[Cell], log: Log) -> list[BuilderImage]:
@@ -151,13 +140,6 @@ class DockerRunner:
 
     def build(self, cell: Cell, staging: Path, log: Log, compiling: Compiling,
               progress: Callable[[str], None]) -> Built:
-        if cell.cuda is None:  # nothing is compiled or run for a pure-Python kernel
-            return build_cell(cell, self.cache, self.options, staging, log, compiling, progress)
-        if cell.installed is not None and cell.installed.image is None:
-            log.write(f"built on this machine: its torch is {cell.installed.describe()}")
-            return self._here.build(cell, staging, log, compiling, progress)
-        if cell.installed is not None:
-            return self._build_in_image(cell, staging, log, compiling, progress)
         group = self._group(self.image(cell))
         log.write(f"builder image {group.image.name} (base {group.image.base})")
         progress("builder image")
@@ -169,51 +151,9 @@ class DockerRunner:
         container = self._build_container(group, cell, compiling.store)
         return self._run_build(group, container, cell, staging, log, compiling, progress)
 
-    def _build_in_image(self, cell: Cell, staging: Path, log: Log, compiling: Compiling,
-                        progress: Callable[[str], None]) -> Built:
-        """A cell whose torch and toolkit live in an image: the factory builds on this machine
-        and runs each compiler in a container of that image, with the network off, as an
-        unprivileged user, seeing only the build root (at the same path)."""
-        installed = cell.installed
-        assert installed is not None and installed.image is not None
-        progress("starting the image")
-        return build_cell(cell, self.cache, self.options, staging, log, compiling, progress,
-                          container=self._image_container(installed.image, log))
-
-    def _image_container(self, image: str, log: Log) -> Container:
-        """The container of a torch image that the cells of that image compile and load in
-        (started once): no network, an unprivileged user, only the build root mounted (at the
-        same path)."""
-        root = self.options.build_root
-        with self._lock:
-            name = self._image_containers.get(image)
-            if name is None:
-                log.step(f"starting a container of {image} (no network, user "
-                         f"{build_user()}) for its torch and nvcc")
-                name = self.engine.launch(image, f"torch-{slug(image)}"[:60], [
-                    "--network", "none", "--user", build_user(), "--cap-drop", "ALL",
-                    "--security-opt", "no-new-privileges", "--env", "HOME=/tmp",
-                    "--entrypoint", "", "--mount", f"type=bind,source={root},target={root}",
-                ])
-                self._image_containers[image] = name
-        owner = (NOBODY_ID, NOBODY_ID) if os.getuid() == 0 else None
-        return Container(self.engine.exec_prefix(name, build_user()), owner)
-
     def load(self, cell: Cell, wheel: Path, modules: list[str], log: Log) -> LoadReport:
-        """Loaded where it was built: on this machine, in a container of its torch image, or
-        in its builder container (network off), with the torch environment it was built
-        against."""
-        installed = cell.installed
-        if installed is not None and installed.image is None:
-            return self._here.load(cell, wheel, modules, log)
-        if installed is not None:
-            assert installed.image is not None
-            container = self._image_container(installed.image, log)
-            folder = self.options.build_root / cell.key / "load"
-            with exclusive(folder.parent):
-                report = load_wheel(wheel, modules, installed.python, folder, log,
-                                    CommandPrefix(container.exec_prefix))
-            return report
+        """Loaded where it was built: in its builder container (network off), with the torch
+        environment it was built against."""
         group = self._group(self.image(cell))
         assert group.build is not None and cell.cuda is not None  # the cell was built there
         python = str(manylinux_python(cell.python)) if cell.python is not None else None
@@ -235,17 +175,9 @@ class DockerRunner:
         return loaded
 
     def test(self, cell: Cell, wheel: Path, log: Log) -> TestReport:
-        """Tested where it was built: on this machine, or in its builder image, in the
-        container that prepares the torch environments (the network is on there, to install
-        pytest and the wheel's requirements; no GPU is passed in)."""
-        installed = cell.installed
-        if installed is not None and installed.image is None:
-            return self._here.test(cell, wheel, log)
-        if installed is not None:
-            reason = (f"tests do not run in a torch image yet ({installed.describe()}): test "
-                      "the wheel where that torch is installed")
-            log.write(f"   not tested: {reason}")
-            return TestReport.untested(reason)
+        """Tested where it was built: in its builder image, in the container that prepares
+        the torch environments (the network is on there, to install pytest and the wheel's
+        requirements; no GPU is passed in)."""
         assert cell.cuda is not None
         tests = cell.spec.root / "tests"
         group = self._group(self.image(cell))

@@ -1,0 +1,91 @@
+"""Where each cell is built is decided once, by the planner (plan/placement.py), from the cell
+and what was found of docker: a value of the cell with the reason in one line; a matrix may mix
+placements, and a placement the request or this machine rules out is one line of bad input."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from factory.config.torches import InstalledTorch
+from factory.errors import ConfigError
+from factory.plan.model import Plan
+from factory.plan.placement import needs_docker, place
+
+from ..support.plans import kernel, plan_of
+
+INSTALLED = InstalledTorch("python3", "2.5.0a0+e000cf0ad9.nv24.10", "12.6", True, "3.10",
+                           "/usr", "/usr/lib/python3/site-packages", "/usr/include/python3.10",
+                           ())
+
+
+def demo_plan(tmp_path: Path) -> Plan:
+    """One cell (torch 2.11, CUDA 13.0, sm_90) of a demo kernel."""
+    kernel(tmp_path)
+    return plan_of(tmp_path, """
+        kernels: [{path: demo, version: 1.0}]
+        torch: ["2.11"]
+        cuda: {"13.0": {sms: ["9.0"]}}
+    """)
+
+
+def with_cells(plan: Plan, *changes: dict[str, object]) -> Plan:
+    """The plan's one cell once for each change (its id made unique)."""
+    (cell,) = plan.cells
+    cells = tuple(replace(cell, label=f"{cell.label}-{n}", **change)  # type: ignore[arg-type]
+                  for n, change in enumerate(changes))
+    return replace(plan, cells=cells)
+
+
+def placements(plan: Plan) -> list[str]:
+    return [cell.placement for cell in plan.cells]
+
+
+def test_a_compiled_cell_goes_to_the_builder_only_where_docker_can_be_used(
+        tmp_path: Path) -> None:
+    plan = demo_plan(tmp_path)
+    placed, why = place(plan, "auto", None, "docker 27.5.1 answers")
+    assert placements(placed) == ["builder"] and why == "runner: docker (docker 27.5.1 answers)"
+    placed, why = place(plan, "auto", "no docker daemon answers (refused)")
+    assert placements(placed) == ["host"]
+    assert why.startswith("runner: local (no docker daemon answers (refused); so everything runs")
+    placed, why = place(plan, "local", None, "docker 27.5.1 answers")
+    assert placements(placed) == ["host"] and why == "runner: local (asked for)"
+    assert needs_docker(plan, "auto") and not needs_docker(plan, "local")
+    with pytest.raises(ConfigError, match="runner: the docker runner cannot be used: no docker"):
+        place(plan, "docker", "no docker daemon answers (refused)")
+
+
+def test_a_matrix_mixes_placements(tmp_path: Path) -> None:
+    plan = with_cells(demo_plan(tmp_path), {}, {"cross": True, "platform": "aarch64"},
+                      {"installed": INSTALLED},
+                      {"installed": replace(INSTALLED, image="nvcr.io/nvidia/pytorch:24.10",
+                                            image_id="sha256:" + "0" * 64)})
+    placed, why = place(plan, "auto", None, "docker 27.5.1 answers")
+    assert placements(placed) == ["builder", "cross", "host", "image"]
+    assert why == ("runner: docker (docker 27.5.1 answers; aarch64 cells are cross-compiled on "
+                   "this machine)")
+    assert needs_docker(plan, "local")  # the image's cell needs docker whatever is asked
+
+
+@pytest.mark.parametrize(("change", "requested", "said"), [
+    ({"cross": True, "platform": "aarch64"}, "docker", "is cross-compiled (cross: true), which "
+     "only the local runner builds"),
+    ({"installed": replace(INSTALLED, image="nvcr.io/nvidia/pytorch:24.10")}, "local",
+     "lives in an image: build it with the docker runner"),
+])
+def test_a_placement_the_request_rules_out_is_bad_input(tmp_path: Path, change: dict[str, object],
+                                                        requested: str, said: str) -> None:
+    plan = with_cells(demo_plan(tmp_path), change)
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        place(plan, requested, None, "docker 27.5.1 answers")  # type: ignore[arg-type]
+
+
+def test_an_image_cell_needs_docker_even_when_auto(tmp_path: Path) -> None:
+    plan = with_cells(demo_plan(tmp_path),
+                      {"installed": replace(INSTALLED, image="nvcr.io/nvidia/pytorch:24.10")})
+    with pytest.raises(ConfigError, match="the docker runner cannot be used: no docker daemon"):
+        place(plan, "auto", "no docker daemon answers (refused)")
