@@ -70,10 +70,15 @@ def plan_of(tmp_path: Path, matrix_text: str, host: str | None = "this machine")
     kernels = []
     for entry in matrix.kernels:
         folder = cast(Path, entry.source.folder)
-        digest, newest = scan_tree(folder)
-        tree = SourceTree(folder, digest, "path", folder.name, newest)
-        kernels.append(Kernel(entry, tree, read_build_toml(folder), cast(str, entry.version)))
+        kernels.append(Kernel(entry, folder_tree(folder), read_build_toml(folder),
+                              cast(str, entry.version)))
     return make_plan(matrix, kernels, host_platform() if host == "this machine" else host)
+
+
+def folder_tree(folder: Path) -> SourceTree:
+    """A kernel folder as a path source outside any git work tree: named by its folder."""
+    digest, newest = scan_tree(folder)
+    return SourceTree(folder, digest, "path", folder.name, newest)
 
 
 def demo_plan(tmp_path: Path) -> Plan:

@@ -1,6 +1,6 @@
 """Cross-compiled cells (`cross: true`): their link line and header folders, the cross compiler
 and the emulator's wheels, and what is said when the cross compiler or the emulator is
-missing (the plans are in tests/integration/test_cross_plan.py)."""
+missing (the plans are in tests/unit/test_cross_plan.py)."""
 
 from __future__ import annotations
 

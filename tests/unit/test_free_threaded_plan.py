@@ -14,7 +14,7 @@ from factory.plan.codec import cell_from_record, cell_record
 from factory.values.pythons import CPython
 
 from ..support.factory import EXAMPLE, FIXTURES
-from ..support.plans import TOOLCHAIN, plan_for
+from ..support.plans import TOOLCHAIN, plan_of
 
 MATRIX = f"""
 kernels:
@@ -28,7 +28,7 @@ python: ["3.14t"]
 
 
 def test_a_kernel_builder_kernel_gets_an_abi3_cell_and_a_free_threaded_one(tmp_path: Path) -> None:
-    plan = plan_for(tmp_path, MATRIX)
+    plan = plan_of(tmp_path, MATRIX)
     abi3, free = plan.cells
     assert (abi3.id, free.id) == ("img2gray/cu132torch215/x86_64",
                                   "img2gray/cu132torch215/x86_64/cp314t")
@@ -48,7 +48,7 @@ def test_a_kernel_builder_kernel_gets_an_abi3_cell_and_a_free_threaded_one(tmp_p
 
 
 def test_a_free_threaded_cell_survives_its_record(tmp_path: Path) -> None:
-    _, free = plan_for(tmp_path, MATRIX).cells
+    _, free = plan_of(tmp_path, MATRIX).cells
     record = json.loads(json.dumps(cell_record(free)))
     assert (record["python"], record["per_python"], record["needs_gil"]) == ("3.14t", True, True)
     again = cell_from_record(record, free.spec, free.source, free.version, free.spec.build_toml)
@@ -58,7 +58,7 @@ def test_a_free_threaded_cell_survives_its_record(tmp_path: Path) -> None:
 
 
 def test_new_tells_the_free_threaded_wheel_from_the_abi3_one(tmp_path: Path) -> None:
-    plan = plan_for(tmp_path, MATRIX)
+    plan = plan_of(tmp_path, MATRIX)
     name = "img2gray-1.0.0+cu132torch215-{}-manylinux_2_34_x86_64.whl"
     _, present = unpublished(plan, [name.format("cp314-cp314t")])
     assert present == ["img2gray/cu132torch215/x86_64/cp314t"]
@@ -67,7 +67,7 @@ def test_new_tells_the_free_threaded_wheel_from_the_abi3_one(tmp_path: Path) -> 
 
 
 def test_stable_abi_and_cpu_cells_say_they_have_no_free_threaded_wheel(tmp_path: Path) -> None:
-    stable = plan_for(tmp_path / "stable", f"""
+    stable = plan_of(tmp_path / "stable", f"""
 kernels: [{{path: {FIXTURES / "stable-kernel"}, version: 1.0.0}}]
 torch: ["2.11", "2.12"]
 cuda: {{"13.0": {{sms: ["9.0"]}}}}
@@ -78,7 +78,7 @@ python: ["3.14t"]
     assert reasons[f"{cell.id}/cp314t"] == (
         "the factory builds no free-threaded stable-ABI wheels yet, and their abi3 wheel cannot "
         "be loaded by free-threaded CPython 3.14t")
-    cpu = plan_for(tmp_path / "cpu", MATRIX + "cpu: true\n")
+    cpu = plan_of(tmp_path / "cpu", MATRIX + "cpu: true\n")
     assert [cell.id for cell in cpu.cells] == [
         "img2gray/cu132torch215/x86_64", "img2gray/cu132torch215/x86_64/cp314t",
         "img2gray/cputorch215/x86_64"]

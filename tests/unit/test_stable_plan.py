@@ -17,7 +17,7 @@ from factory.defaults import host_platform
 from factory.plan.jobs import plan_jobs, select_job
 
 from ..support.plans import kernel as kernel_v4
-from ..support.plans import plan_for
+from ..support.plans import plan_of
 
 HOST = host_platform()
 STABLE = '[torch.stable-abi]\ncuda = "2.11"'
@@ -37,7 +37,7 @@ def ids(items) -> list[str]:
 
 def test_one_cell_per_cuda_major_serves_every_later_torch(tmp_path: Path) -> None:
     kernel(tmp_path, torch_bounds=STABLE)
-    plan = plan_for(tmp_path, """
+    plan = plan_of(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
         torch: ["2.10", "2.11", "2.12", "2.13", {version: "2.16", index-only: true}]
         cuda: {"13.0": {sms: ["9.0"]}}
@@ -70,7 +70,7 @@ def test_each_cuda_major_gets_its_own_build_and_a_cell_pypi_cannot_build_is_stil
           "12.8": {sms: ["9.0"]%s}
           "13.0": {sms: ["9.0"]}
     """
-    plan = plan_for(tmp_path, matrix % "")
+    plan = plan_of(tmp_path, matrix % "")
     assert ids(plan.cells) == [f"demo/cu13.stable.torch2.11/{HOST}"]
     assert [s.label for s in plan.served] == ["cu130torch211", "cu130torch212"]
     reasons = {s.id: s.reason for s in plan.skipped}
@@ -78,7 +78,7 @@ def test_each_cuda_major_gets_its_own_build_and_a_cell_pypi_cannot_build_is_stil
     assert reasons[f"demo/cu128torch212/{HOST}"].startswith(
         f"no cell of CUDA 12 on {HOST} can build the stable-ABI wheel that serves it: torch "
         "2.11 on PyPI is a CUDA 13.0 build, not CUDA 12.8")
-    plan = plan_for(tmp_path, matrix % ', torch-index: "https://download.pytorch.org/whl/cu128"')
+    plan = plan_of(tmp_path, matrix % ', torch-index: "https://download.pytorch.org/whl/cu128"')
     assert ids(plan.cells) == [f"demo/cu12.stable.torch2.11/{HOST}",
                                f"demo/cu13.stable.torch2.11/{HOST}"]
     assert str(plan.cells[0].cuda.version) == "12.8"
@@ -92,7 +92,7 @@ def test_the_lowest_buildable_torch_and_cuda_minor_are_built_against(tmp_path: P
     2.10 index-only builds against 2.11, whose wheel cannot serve 2.10; of two CUDA minors
     the older is built with (its wheel runs with the newer runtime, not the other way)."""
     kernel(tmp_path, torch_bounds='[torch.stable-abi]\ncuda = "2.10"')
-    plan = plan_for(tmp_path, """
+    plan = plan_of(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
         torch: [{version: "2.10", index-only: true}, "2.12", "2.11"]
         cuda:
@@ -112,7 +112,7 @@ def test_the_lowest_buildable_torch_and_cuda_minor_are_built_against(tmp_path: P
 
 def test_the_kernels_torch_maxver_bounds_the_pin_and_the_cells(tmp_path: Path) -> None:
     kernel(tmp_path, torch_bounds=f'maxver = "2.12"\n{STABLE}')
-    plan = plan_for(tmp_path, """
+    plan = plan_of(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
         torch: ["2.11", "2.12", "2.13"]
         cuda: {"13.0": {sms: ["9.0"]}}
@@ -128,7 +128,7 @@ def test_stable_abi_is_planned_per_backend(tmp_path: Path) -> None:
     """A stable ABI declared for another backend leaves the CUDA cells per torch."""
     kernel(tmp_path, backends='["cuda", "rocm"]',
            torch_bounds='[torch.stable-abi]\nrocm = "2.11"')
-    plan = plan_for(tmp_path, """
+    plan = plan_of(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
         torch: ["2.11", "2.12", {version: "2.16", index-only: true}]
         cuda: {"13.0": {sms: ["9.0"]}}
@@ -144,7 +144,7 @@ def test_stable_abi_is_planned_per_backend(tmp_path: Path) -> None:
 def test_only_and_jobs_keep_a_stable_cell_with_the_cells_it_serves(tmp_path: Path) -> None:
     kernel(tmp_path, torch_bounds=STABLE)
     kernel(tmp_path, name="plain")
-    plan = plan_for(tmp_path, """
+    plan = plan_of(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}, {path: plain, version: 1.0.0}]
         torch: ["2.11", "2.12"]
         cuda: {"13.0": {sms: ["9.0"]}}
@@ -172,7 +172,7 @@ def guard_verdict(guard: str, version: str, cuda: str | None) -> str | None:
 
 def test_the_guard_accepts_every_torch_the_wheel_serves_and_names_the_rest(tmp_path: Path) -> None:
     kernel(tmp_path, torch_bounds=f'maxver = "2.14"\n{STABLE}')
-    plan = plan_for(tmp_path, """
+    plan = plan_of(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
         torch: ["2.11", "2.12"]
         cuda: {"13.0": {sms: ["9.0"]}}
@@ -200,7 +200,7 @@ def test_the_guard_accepts_every_torch_the_wheel_serves_and_names_the_rest(tmp_p
 @pytest.mark.parametrize("stable", ['"2.11"', '{cuda = "2.11"}'])
 def test_both_stable_abi_spellings_make_a_stable_cell(tmp_path: Path, stable) -> None:
     kernel(tmp_path, torch_bounds=f"stable-abi = {stable}")
-    plan = plan_for(tmp_path, """
+    plan = plan_of(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]
         torch: ["2.11", "2.12"]
         cuda: {"13.0": {sms: ["9.0"]}}

@@ -13,7 +13,7 @@ from factory.config.buildtoml import read_build_toml
 from factory.errors import ConfigError
 from factory.plan.codec import cell_from_record, cell_record
 
-from ..support.plans import MATRIX, plan_for
+from ..support.plans import MATRIX, plan_of
 
 
 def round_trip(cell):
@@ -24,7 +24,7 @@ def round_trip(cell):
 
 
 def test_every_cell_of_a_plan_survives_its_record(tmp_path: Path) -> None:
-    plan = plan_for(tmp_path, MATRIX)
+    plan = plan_of(tmp_path, MATRIX)
     assert len(plan.cells) == 3  # two torch versions of multikernel, one noarch wheel
     for cell in plan.cells:
         again = round_trip(cell)
@@ -38,7 +38,7 @@ def test_every_cell_of_a_plan_survives_its_record(tmp_path: Path) -> None:
 
 
 def test_the_record_holds_what_the_gates_check(tmp_path: Path) -> None:
-    cell = next(c for c in plan_for(tmp_path, MATRIX).cells if c.torch is not None)
+    cell = next(c for c in plan_of(tmp_path, MATRIX).cells if c.torch is not None)
     record = cell_record(cell)
     assert record["label"] == "cu130pt211" and record["label_template"] == "cu{cuda}pt{torch}"
     assert record["sms"] == ["8.0", "8.6", "9.0", "10.0"] and record["ptx"] is False
@@ -47,7 +47,7 @@ def test_the_record_holds_what_the_gates_check(tmp_path: Path) -> None:
 
 
 def test_a_record_that_no_longer_fits_the_source_is_refused(tmp_path: Path) -> None:
-    cell = next(c for c in plan_for(tmp_path, MATRIX).cells if c.torch is not None)
+    cell = next(c for c in plan_of(tmp_path, MATRIX).cells if c.torch is not None)
     record = cell_record(cell)
     narrow = shutil.copytree(cell.source.root, tmp_path / "narrow")
     toml = narrow / "build.toml"

@@ -11,10 +11,10 @@ from factory.config.buildtoml import read_build_toml
 from factory.errors import ConfigError
 from factory.plan.codec import cell_from_record, cell_record
 from factory.plan.jobs import plan_jobs
-from factory.sources.tree import resolve_path_source
 
 from ..support.factory import make_kernel
-from ..support.plans import plan_for
+from ..support.plans import folder_tree
+from ..support.plans import plan_of as plan_matrix_of
 
 BOTH = """
 [general]
@@ -67,7 +67,7 @@ def plan_of(tmp_path: Path, extra: str, host: str | None = "x86_64"):
                                           "inc/x.h": ""},
                 package="both")
     make_kernel(tmp_path / "cpu-only", CPU_ONLY, {"b.cpp": "", "h.cpp": ""}, package="cpu_only")
-    return plan_for(tmp_path, MATRIX + extra, host)
+    return plan_matrix_of(tmp_path, MATRIX + extra, host)
 
 
 def test_without_cpu_the_cpu_backends_are_not_built(tmp_path: Path) -> None:
@@ -134,5 +134,5 @@ def _no_cpu_backend(tmp_path: Path, record):
                          {"b.cpp": "", "k.cu": "", "c.cpp": "", "h.cpp": "", "inc/x.h": ""},
                          package="both")
     spec = read_build_toml(kernel)
-    return cell_from_record(record, spec, resolve_path_source(kernel), "1.0.0",
+    return cell_from_record(record, spec, folder_tree(kernel), "1.0.0",
                             tmp_path / "r.json")

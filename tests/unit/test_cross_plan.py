@@ -9,7 +9,7 @@ from pathlib import Path
 from factory.plan.codec import cell_from_record, cell_record
 from factory.plan.jobs import plan_jobs
 
-from ..support.plans import kernel, plan_for
+from ..support.plans import kernel, plan_of
 
 MATRIX = """
     kernels: [{path: demo, version: 1.0.0}]
@@ -21,7 +21,7 @@ MATRIX = """
 
 def plan_on(tmp_path: Path, host: str | None, extra: str = ""):
     kernel(tmp_path)
-    return plan_for(tmp_path, MATRIX + extra, host)
+    return plan_of(tmp_path, MATRIX + extra, host)
 
 
 def test_without_cross_an_x86_64_machine_skips_the_aarch64_cells(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..support.plans import kernel, plan_for
+from ..support.plans import kernel, plan_of
 
 
 def test_the_matrix_compresses_every_kernel_unless_one_says_otherwise(tmp_path: Path) -> None:
@@ -17,8 +17,8 @@ def test_the_matrix_compresses_every_kernel_unless_one_says_otherwise(tmp_path: 
         cuda: {"13.0": {sms: ["9.0"]}}
         %s
     """
-    plan = plan_for(tmp_path, matrix % ("", ""))
+    plan = plan_of(tmp_path, matrix % ("", ""))
     assert [cell.compress for cell in plan.cells] == ["size", "size"]
-    plan = plan_for(tmp_path, matrix % (", compress: none", "compress: balance"))
+    plan = plan_of(tmp_path, matrix % (", compress: none", "compress: balance"))
     assert [cell.compress for cell in plan.cells] == ["balance", "none"]
     assert plan.matrix.max_wheel_size is None
