@@ -4,6 +4,8 @@ is made)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES, assert_rejected
@@ -199,7 +201,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input(project, factory, case) -> None:
+def test_bad_input(project, factory, case: Any) -> None:
     matrix, build_toml, expected = CASES[case]
     make_kernel(project / "demo", build_toml, SOURCES, package="demo")
     write(project / "matrix.yaml", matrix)
@@ -260,7 +262,7 @@ def test_bad_input(project, factory, case) -> None:
      "gone-1.0-py3-none-any.whl: no such wheel"),
     (["verify", "matrix.yaml", "--build-root", "/tmp/x"], "matrix.yaml: not a .whl file"),
 ])
-def test_bad_arguments(project, factory, args, expected) -> None:
+def test_bad_arguments(project, factory, args: Any, expected: str) -> None:
     make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
     write(project / "matrix.yaml", GOOD_MATRIX)
     before = snapshot(project / "index")
@@ -268,7 +270,7 @@ def test_bad_arguments(project, factory, args, expected) -> None:
 
 
 @pytest.mark.parametrize("where", ["--runner", "matrix"])
-def test_docker_runner_without_a_daemon(project, factory, where) -> None:
+def test_docker_runner_without_a_daemon(project, factory, where: str) -> None:
     make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
     write(project / "matrix.yaml", GOOD_MATRIX + ("runner: docker\n" if where == "matrix" else ""))
     before = snapshot(project / "index")

@@ -238,7 +238,7 @@ def test_a_replaced_package_is_refused(mirror: Mirror, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("member", ["parent", "link-out", "hardlink-out"])
 def test_a_package_reaching_outside_the_root_is_refused(mirror: Mirror, tmp_path: Path,
-                                                        member) -> None:
+                                                        member: str) -> None:
     """Signed or not, a member that would land outside the root, or a link leading out of it
     that something would then write through, is refused in one line."""
     outside = tmp_path / "outside"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,14 +16,14 @@ DOCKER = REPO / "docker"
 
 
 @pytest.mark.parametrize("dockerfile", sorted(DOCKER.glob("*Dockerfile")), ids=lambda p: p.name)
-def test_dockerfiles_pass_hadolint(dockerfile) -> None:
+def test_dockerfiles_pass_hadolint(dockerfile: Any) -> None:
     done = subprocess.run([tool("hadolint"), "--no-color", dockerfile], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("script", sorted(DOCKER.glob("*.sh")), ids=lambda p: p.name)
-def test_scripts_pass_shellcheck(script) -> None:
+def test_scripts_pass_shellcheck(script: Any) -> None:
     done = subprocess.run([tool("shellcheck"), script], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -19,7 +19,7 @@ from ..support.plans import twelve_cells
 
 
 @pytest.mark.parametrize("which", ["root", "twelve"])
-def test_plan_is_stable_and_covers_every_cell_once(tmp_path: Path, which) -> None:
+def test_plan_is_stable_and_covers_every_cell_once(tmp_path: Path, which: str) -> None:
     matrix = REPO / "matrix.yaml" if which == "root" else twelve_cells(tmp_path)
     first = run_factory("plan", matrix, "--max-cells", "2", "--cache-dir", tmp_path / "cache")
     again = run_factory("plan", matrix, "--max-cells", "2", "--cache-dir", tmp_path / "cache")

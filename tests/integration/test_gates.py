@@ -314,7 +314,7 @@ extern "C" void use_torch(void *tensor, long *numel) {
 
 
 @pytest.mark.parametrize("unstable", [False, True])
-def test_a_stable_abi_kernel_may_call_only_the_stable_abi(builder: Builder, unstable) -> None:
+def test_a_stable_abi_kernel_may_call_only_the_stable_abi(builder: Builder, unstable: bool) -> None:
     """The C shim and torch::stable pass; a call into c10:: fails a kernel that declares the
     stable ABI, with the symbol named (and is no concern of a kernel that does not)."""
     (builder.root / "calls.cpp").write_text(TORCH_CALLS)
@@ -336,7 +336,7 @@ def test_a_stable_abi_kernel_may_call_only_the_stable_abi(builder: Builder, unst
 
 @pytest.mark.parametrize("mode", ["none", "size", "balance", "speed"])
 def test_compressed_gpu_code_reads_as_cuobjdump_lists_it(builder: Builder, cuobjdump: Path,
-                                                         mode) -> None:
+                                                         mode: str) -> None:
     """In every compression mode the factory uses, the gates see exactly the SASS and PTX that
     cuobjdump lists, per SM, and the bytes each takes once inflated are the bytes cuobjdump
     extracts (PTX keeps its terminating zero in the fatbin, padded to 8 bytes when stored as

@@ -12,6 +12,7 @@ import os
 import signal
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,7 @@ def project(hostile_project: Path) -> Path:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_hostile_input(name, project: Path, monkeypatch: pytest.MonkeyPatch,
+def test_hostile_input(name: Any, project: Path, monkeypatch: pytest.MonkeyPatch,
                        capsys: pytest.CaptureFixture[str]) -> None:
     case = CASES[name]
     if case.matrix is not None:

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,8 +140,8 @@ def test_changing_the_interpreters_torch_changes_the_fingerprint(tmp_path: Path)
     ("[{image: 'Bad Image'}]", '"12.6": {}', r"torch\[0\]\.image: 'Bad Image' is not an image"),
     ("[{image: 'img:{arch}'}]", '"12.6": {}', r"torch\[0\]\.image: 'img:\{arch\}' is not an"),
 ])
-def test_bad_installed_torch_entries_name_file_line_and_key(tmp_path: Path, torch, cuda,
-                                                            message) -> None:
+def test_bad_installed_torch_entries_name_file_line_and_key(tmp_path: Path, torch: str, cuda: str,
+                                                            message: str) -> None:
     python = stand_in_python(tmp_path / "ngc", NGC)
     path = matrix_with(tmp_path, torch.replace("PY", str(python)), cuda)
     with pytest.raises(ConfigError, match=message):
@@ -155,8 +156,8 @@ def test_bad_installed_torch_entries_name_file_line_and_key(tmp_path: Path, torc
     (lambda folder: Path(shutil.which("true") or "/bin/true"), r"gave no answer"),
     (lambda folder: Path(sys.executable), r"has no torch installed"),
 ])
-def test_an_interpreter_that_cannot_serve_is_refused_with_the_reason(tmp_path: Path, setup,
-        message) -> None:
+def test_an_interpreter_that_cannot_serve_is_refused_with_the_reason(tmp_path: Path, setup: Any,
+        message: str) -> None:
     python = setup(tmp_path / "py")
     result = run_factory("plan", matrix_with(tmp_path, '["2.11"]'), "--torch-python", python,
                          "--cache-dir", tmp_path / "c")

@@ -16,6 +16,7 @@ import zipfile
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 from urllib.request import urlopen
 
 import pytest
@@ -147,8 +148,8 @@ def answering(content_type: str, body: bytes) -> Iterator[str]:
      "UnsupportedRepoVersionError"),
     (JSON_TYPE, b"{not json", "JSONDecodeError"),
 ])
-def test_an_index_that_answers_nonsense_is_one_line(tmp_path: Path, content_type, body,
-                                                    said) -> None:
+def test_an_index_that_answers_nonsense_is_one_line(tmp_path: Path, content_type: Any, body: bytes,
+                                                    said: str) -> None:
     """Whatever the name index sends, the plan warns (or, refusing, fails) in one line; the
     same for a torch index of torch: {latest: N}."""
     with answering(content_type, body) as url:

@@ -100,7 +100,7 @@ def test_a_compiler_is_measured(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["stop", "time limit"])
-def test_a_stopped_compiler_and_its_children_end_at_once(tmp_path: Path, how) -> None:
+def test_a_stopped_compiler_and_its_children_end_at_once(tmp_path: Path, how: str) -> None:
     log, _ = _log(tmp_path)
     pool = CompilePool(Budget(1, GiB), deadline=time.monotonic() + 1 if how != "stop" else None)
     marker = tmp_path / "child.pid"

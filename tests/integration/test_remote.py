@@ -210,7 +210,7 @@ def test_a_wheel_that_drips_is_given_up_on_in_time(site: Site,
 @pytest.mark.parametrize("body", ["drip", "endless", "deep"])
 def test_the_name_clash_lookup_is_bounded(site: Site,
                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          body) -> None:
+                                          body: str) -> None:
     """The public index's answer about a name arrives whole within the lookup's deadline, at
     most a page's size, JSON no deeper than the parser goes: else one line, not a hang, a
     MemoryError or a RecursionError."""

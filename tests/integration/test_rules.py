@@ -84,7 +84,8 @@ torch: [""")
      "is not a rule name"),
     ("{name: x, flag: -gencode, reason: r, when: always}", "toolchain-rules[0].when", "when"),
 ])
-def test_a_bad_rule_entry_names_its_file_line_and_key(tmp_path: Path, entry, key, message) -> None:
+def test_a_bad_rule_entry_names_its_file_line_and_key(tmp_path: Path, entry: str, key: str,
+                                                      message: str) -> None:
     kernel(tmp_path, "demo")
     text = f"""kernels:
   - path: demo

@@ -269,7 +269,7 @@ def outside_fifo(tmp_path: Path) -> Path:
     ("csrc/root", "/"),  # a link to the root folder
     ("d", "."),  # harmless alone; with the next link it climbs out through d
 ])
-def test_links_out_of_a_path_repo_are_refused(tmp_path: Path, link, target) -> None:
+def test_links_out_of_a_path_repo_are_refused(tmp_path: Path, link: str, target: str) -> None:
     kernel = make_kernel(tmp_path / "demo", GOOD_KERNEL, SOURCES, package="demo")
     fifo = outside_fifo(tmp_path)
     os.symlink(os.path.relpath(fifo, (kernel / link).parent) if target == "FIFO" else target,
@@ -289,7 +289,7 @@ def test_links_out_of_a_path_repo_are_refused(tmp_path: Path, link, target) -> N
 
 @pytest.mark.parametrize("target", ["/", "../../.."])
 def test_a_git_repo_with_a_link_out_is_refused_before_anything_is_written(tmp_path: Path,
-        target) -> None:
+        target: str) -> None:
     work = tmp_path / "work"
     make_kernel(work, GOOD_KERNEL, SOURCES, package="demo")
     os.symlink(target, work / "csrc" / "root")
@@ -435,7 +435,7 @@ def test_hub_subfolder_and_commit_revision(tmp_path: Path, monorepo) -> None:
     ("main", "kwf-test/missing", "kernels[0].hub: kwf-test/missing is not a repo on "
      "http://127.0.0.1:{port} (or it is private and HF_TOKEN does not grant access)"),
 ])
-def test_hub_errors(tmp_path: Path, hub, revision, repo, expected) -> None:
+def test_hub_errors(tmp_path: Path, hub, revision: str, repo: str, expected: str) -> None:
     _, env, _ = hub
     matrix = hub_matrix(tmp_path, revision, repo)
     result = run_factory("lock", matrix, "--cache-dir", tmp_path / "cache", env=env)

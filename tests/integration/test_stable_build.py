@@ -81,8 +81,8 @@ def test_one_compile_one_wheel_in_three_cells(stable_build: tuple[Path, Result])
 
 
 @pytest.mark.parametrize("torch", ["2.11", "2.12", "2.13"])
-def test_it_installs_from_each_cells_index_and_runs_with_that_torch(served, torch, tmp_path: Path,
-                                                                     factory_cache: Path) -> None:
+def test_it_installs_from_each_cells_index_and_runs_with_that_torch(served, torch: str,
+        tmp_path: Path, factory_cache: Path) -> None:
     venv = tmp_path / "venv"
     made = uv("venv", "--quiet", "--python", sys.executable, venv, cache=factory_cache)
     assert made.returncode == 0, made.stderr

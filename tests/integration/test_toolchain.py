@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 from packaging.version import Version
@@ -121,7 +121,8 @@ def fake_compilers(folder, **versions: str):
     ("12.2", {"gxx": "12.2.0"}, "g++"),
 ])
 def test_the_host_compiler_is_one_nvcc_accepts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                               cuda, compilers, chosen) -> None:
+                                               cuda: str, compilers: dict[str, Any],
+                                               chosen: str) -> None:
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setenv("PATH", str(fake_compilers(tmp_path / "bin", **compilers)))
     found = host_compiler(Version(cuda))

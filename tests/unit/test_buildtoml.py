@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.version import Version
@@ -131,8 +132,8 @@ src = ["csrc/k.cu"]
     (V1, 1, "old-kernel"), (V2, 2, "v2-kernel"), (V3, 3, "v3-kernel"),
     (V4, 4, "v4-kernel"), (V5, 5, "v5-kernel"),
 ])
-def test_each_dialect_is_recognised(kernel_factory: Callable[..., Path], text, dialect,
-                                    name) -> None:
+def test_each_dialect_is_recognised(kernel_factory: Callable[..., Path], text: Any, dialect: int,
+                                    name: str) -> None:
     root = kernel_factory(text, SOURCES, package=name.replace("-", "_"))
     spec = read_build_toml(root)
     assert (spec.dialect, spec.name, spec.framework) == (dialect, name, "torch")
@@ -212,7 +213,8 @@ def test_v2_torch_table_is_required_unless_universal(kernel_factory: Callable[..
     '[general]\nname = "pure"\nversion = 1\nlicense = "MIT"\nbackends = ["cuda"]\n\n'
     '[torch-noarch]\npyext = ["py", "json"]\n\n[kernel]\n',
 ])
-def test_pure_python_kernels_in_every_dialect(kernel_factory: Callable[..., Path], text) -> None:
+def test_pure_python_kernels_in_every_dialect(kernel_factory: Callable[..., Path],
+                                              text: str) -> None:
     spec = read_build_toml(kernel_factory(text, package="pure"))
     assert spec.is_noarch and spec.kernels == ()
 
@@ -267,8 +269,8 @@ def error_of(root) -> str:
     (V4.replace('include = ["csrc"]', 'include = ["missing"]'), SOURCES,
      "build.toml:15: kernel.k.include[0]: folder 'missing' does not exist"),
 ])
-def test_errors_name_file_line_and_key(kernel_factory: Callable[..., Path], text, files,
-                                       expected) -> None:
+def test_errors_name_file_line_and_key(kernel_factory: Callable[..., Path], text: Any, files: Any,
+                                       expected: str) -> None:
     assert expected in error_of(kernel_factory(text, files, package="v4_kernel"))
 
 
@@ -314,8 +316,8 @@ def test_file_fitting_no_dialect_reports_the_likely_one(
      ("einops",)),
     ("inherit self; path = ./.;", ()),
 ])
-def test_what_flake_nix_gives_the_tests_is_read(kernel_factory: Callable[..., Path], flake,
-                                                expected) -> None:
+def test_what_flake_nix_gives_the_tests_is_read(kernel_factory: Callable[..., Path], flake: str,
+                                                expected: tuple[()] | tuple[str, ...]) -> None:
     """kernel-builder repos name what their tests need besides torch in flake.nix
     (pythonCheckInputs: einops for flash-attention); the factory installs it beside pytest."""
     root = kernel_factory(V5, {"csrc/k.cu": "", "torch-ext/torch_binding.cpp": ""},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from packaging.version import Version
 
@@ -48,7 +50,8 @@ def test_parse_and_print() -> None:
     # Nothing above the target is ever taken.
     (["9.0"], ["8.0", "8.6"], []),
 ])
-def test_loose_intersection(declared, targets, expected) -> None:
+def test_loose_intersection(declared: list[str], targets: list[str],
+                            expected: list[Any] | list[str]) -> None:
     assert [str(c) for c in loose_intersection(caps(*declared), sms(*targets))] == expected
 
 
@@ -77,7 +80,7 @@ def test_gencode_flags() -> None:
     ("10.0f", "12.9", None),
     ("8.6a", "13.0", "CUDA 13.0 has no arch-specific variant sm_86a"),
 ])
-def test_what_each_toolkit_can_build(capability, cuda, problem) -> None:
+def test_what_each_toolkit_can_build(capability: str, cuda: str, problem: str | None) -> None:
     version = Version(cuda)
     found = check_supported(Capability.parse(capability), cuda_policy(version), version)
     assert (found is None) if problem is None else (problem in found)

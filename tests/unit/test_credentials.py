@@ -9,6 +9,7 @@ import io
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,7 @@ URLS = [
 
 
 @pytest.mark.parametrize(("text", "kept"), URLS, ids=[f"url{n}" for n in range(len(URLS))])
-def test_every_url_credential_is_masked_by_default(text, kept) -> None:
+def test_every_url_credential_is_masked_by_default(text: Any, kept: Any) -> None:
     masked = redact(text, {})
     assert SECRET not in masked and kept in masked
 
@@ -65,7 +66,7 @@ def test_every_url_credential_is_masked_by_default(text, kept) -> None:
     "https://example.com/k.git?rev=v1.0&subdirectory=relu",
     "https://files.example.com/img2gray-1.0.0-cp39-abi3-linux_x86_64.whl#sha256=0a1b2c",
     "https://download.pytorch.org/whl/cu130", "file:///srv/mirrors/cutlass"])
-def test_what_says_where_and_what_is_kept(url) -> None:
+def test_what_says_where_and_what_is_kept(url: str) -> None:
     assert mask_url(url) == url == redact(url, {})
 
 
@@ -92,7 +93,8 @@ def test_the_environments_secrets_are_masked_wherever_they_stand() -> None:
     ("https://example.com/x?rev=main", None),
     ("https://example.com/a.whl#sha256=ab", None),
 ])
-def test_a_url_given_as_input_with_anything_that_may_be_a_secret_is_refused(url, said) -> None:
+def test_a_url_given_as_input_with_anything_that_may_be_a_secret_is_refused(url: str,
+        said: str | None) -> None:
     assert credential_in(url) == said
 
 

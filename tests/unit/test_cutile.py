@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,8 +88,8 @@ def test_a_function_declared_twice_adds_its_signatures(tmp_path: Path) -> None:
      "divisible"),
     (KERNEL.replace("[{array", "[{scalar = \"float32\", array"), "exactly one of", None),
 ])
-def test_a_bad_declaration_is_one_line_naming_its_key(tmp_path: Path, declaration, words,
-                                                      key) -> None:
+def test_a_bad_declaration_is_one_line_naming_its_key(tmp_path: Path, declaration: Any, words: str,
+                                                      key: str | None) -> None:
     error = refusal(tmp_path, declaration)
     assert words in error.message
     assert error.file is not None and error.file.name == "pyproject.toml"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,7 @@ def test_every_cutlass_kernel_builder_knows_has_a_release() -> None:
                                         "here: path"),
 ])
 def test_bad_depends_entries_name_the_line_and_write_nothing(tmp_path: Path,
-        capsys: pytest.CaptureFixture[str], entry, message) -> None:
+        capsys: pytest.CaptureFixture[str], entry: str, message: str) -> None:
     (tmp_path / "mirror").mkdir()
     path = matrix_with(tmp_path, f"depends:\n          {entry}")
     before = sorted(p.name for p in tmp_path.iterdir())
@@ -65,8 +66,8 @@ def wheel_of(path: Path, members: dict[str, bytes]) -> Path:
     ({f"cutlass_library/source/include/h{n}.h": b"" for n in range(50_001)},
      "unpacks into 50001 files"),
 ])
-def test_a_dependency_wheel_that_would_unpack_too_much_is_refused_unread(tmp_path: Path, members,
-                                                                        said) -> None:
+def test_a_dependency_wheel_that_would_unpack_too_much_is_refused_unread(tmp_path: Path,
+        members: Any, said: str) -> None:
     """A 64 MiB header of zeros packs into a wheel of a few KiB: refused from the zip's
     directory, before uv unpacks anything into the cache."""
     bomb = wheel_of(tmp_path / "nvidia_cutlass-4.0.0-py3-none-any.whl", members)

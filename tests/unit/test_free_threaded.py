@@ -28,7 +28,7 @@ def test_a_cpython_is_written_as_the_matrix_writes_it_and_tagged_as_wheels_are()
     ("3.14T", "got '3.14T'"), ("cp314t", "got 'cp314t'"), ("3.١٤", "got '3.١٤'"),
     ("3.12t", "CPython 3.12 has no free-threaded build (it starts with 3.13t)"),
 ])
-def test_anything_else_is_refused_in_words(text, expected) -> None:
+def test_anything_else_is_refused_in_words(text: str, expected: str) -> None:
     with pytest.raises(ValueError) as raised:
         CPython.parse(text)
     assert expected in str(raised.value)

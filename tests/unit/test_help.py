@@ -3,13 +3,15 @@ argparse format: a stray `%` in one breaks it)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from factory.cli import COMMANDS, main
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])
-def test_every_help_works(command, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_help_works(command: Any, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--help"] if command is None else [command, "--help"]
     with pytest.raises(SystemExit) as exited:
         main(argv)

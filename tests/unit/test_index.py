@@ -196,7 +196,8 @@ def test_a_builds_update_reads_only_what_it_published(index_out: Path) -> None:
 
 
 @pytest.mark.parametrize("first", [True, False], ids=["first-build", "later-build"])
-def test_a_wheel_no_build_published_is_never_indexed_by_a_build(tmp_path: Path, first) -> None:
+def test_a_wheel_no_build_published_is_never_indexed_by_a_build(tmp_path: Path,
+        first: bool) -> None:
     """A project's build (or anything else) that drops a wheel into files/ gets nothing
     published by a build's update, not even when every cell failed (nothing published) or the
     index is new; `factory index`, run by hand, indexes what was put there by hand."""

@@ -5,6 +5,7 @@ knows of torch and CUDA releases; bad input gets one line and writes nothing
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -38,7 +39,8 @@ def test_the_newest_torches_their_pypi_cuda_and_its_default_sms(tmp_path: Path) 
 
 @pytest.mark.parametrize(("declared", "major"), [('["9.0a"]', {9}), ('["8.0"]', {8}),
                                                   ('["8.0", "10.0"]', {8, 10})])
-def test_sms_are_those_the_declared_capabilities_serve(tmp_path: Path, declared, major) -> None:
+def test_sms_are_those_the_declared_capabilities_serve(tmp_path: Path, declared: str,
+                                                       major: Any) -> None:
     spec = read_kernel(kernel(tmp_path, capabilities=f"cuda-capabilities = {declared}"))
     for cuda, sms, _ in propose(spec, 2).cudas:
         assert {sm.major for sm in sms} == major
@@ -91,8 +93,8 @@ def test_a_matrix_elsewhere_names_the_kernel_relative_to_itself(tmp_path: Path,
 ])
 def test_bad_input_gets_one_line_and_nothing_is_written(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str],
-                                                        monkeypatch: pytest.MonkeyPatch, setup,
-                                                        arguments, message) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch, setup: Any,
+                                                        arguments: list[str], message: str) -> None:
     setup(tmp_path)
     monkeypatch.chdir(tmp_path)
     before = snapshot(tmp_path)

@@ -7,6 +7,7 @@ venv of torch 2.11, offline, in a network namespace with no network at all."""
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,8 @@ from ..support.plans import NGC
     ("2.11.0+gitabc1234", False, "t" + __import__("hashlib").sha256(
         b"2.11.0+gitabc1234").hexdigest()[:8]),
 ])
-def test_which_torch_builds_are_releases_and_what_other_builds_add(version, release, tag) -> None:
+def test_which_torch_builds_are_releases_and_what_other_builds_add(version: Any, release: bool,
+        tag: Any) -> None:
     assert is_release_build(version) is release
     assert build_tag(version) == tag
 

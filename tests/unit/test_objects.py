@@ -108,7 +108,7 @@ def test_a_unit_is_found_again_by_the_next_build_of_its_cell(store_setup) -> Non
 
 
 @pytest.mark.parametrize("changed", ["header", "outside", "source", "gone"])
-def test_any_file_the_compiler_read_changing_is_a_miss(store_setup, changed) -> None:
+def test_any_file_the_compiler_read_changing_is_a_miss(store_setup, changed: str) -> None:
     store, identity, _, work, outside = store_setup
     if changed == "header":
         (work / "src" / "a.h").write_text("#define A 2\n")
@@ -141,7 +141,7 @@ def test_two_versions_of_a_header_are_both_kept(store_setup) -> None:
 
 @pytest.mark.parametrize("damage", ["bytes", "swapped", "record"])
 def test_a_damaged_or_wrong_entry_is_never_used_and_is_removed(store_setup, tmp_path: Path,
-        damage) -> None:
+        damage: str) -> None:
     store, identity, key, work, _ = store_setup
     obj = store.root / "objects" / key[:2] / f"{key}.o"
     record = obj.with_suffix(".json")
@@ -284,7 +284,7 @@ def crafted(artifact: Path, key: str, how: str) -> None:
     "a FIFO record", "a deep record", "a huge record", "a FIFO object",
     "a 3 GiB sparse object, its record re-hashed", "an object bigger than its record says",
     "a linked object", "a record without a size"])
-def test_a_crafted_import_is_refused_at_once(store_setup, tmp_path: Path, how) -> None:
+def test_a_crafted_import_is_refused_at_once(store_setup, tmp_path: Path, how: str) -> None:
     store, _, key, _, _ = store_setup
     cache = ObjectCache(store.root, key=KEY)
     cache.part().mark_used(store.used)

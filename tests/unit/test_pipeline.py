@@ -4,6 +4,7 @@ and printing nothing itself."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ UNTESTED = TestReport.untested("the kernel has no tests/ folder")
     (CellTests("a", "a.whl", UNTESTED, None, Path("log"), required=True), False, True),
     (CellTests("a", None, None, "no wheel", Path("log")), False, True),
 ])
-def test_when_a_cells_tests_count_as_failed(entry, require_gpu, failed) -> None:
+def test_when_a_cells_tests_count_as_failed(entry: Any, require_gpu: bool, failed: bool) -> None:
     assert entry.failed(require_gpu) is failed
     assert status_of_tests([entry], require_gpu) == int(failed)
     passing = CellTests("b", "b.whl", report(), None, Path("log"))

@@ -75,8 +75,9 @@ def test_a_name_only_running_setup_py_would_tell_is_refused(tmp_path: Path) -> N
     ("needs-gil: sometimes", "", "kernels[0].needs-gil:"),
 ])
 def test_bad_project_settings_are_refused_where_they_are(tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str], entry,
-                                                         top, expected) -> None:
+                                                         capsys: pytest.CaptureFixture[str],
+                                                         entry: str, top: str,
+                                                         expected: str) -> None:
     project(tmp_path / "fused")
     write(tmp_path / "matrix.yaml", f"""
         kernels:
@@ -131,5 +132,5 @@ def test_metadata_is_reissued_with_the_label_and_the_pin_and_nothing_else_change
     ("clang++", "clang"), ("/usr/bin/clang++-18", "/usr/bin/clang-18"), ("c++", "cc"),
     ("/usr/local/bin/my-wrapper", "/usr/local/bin/my-wrapper"),
 ])
-def test_the_c_compiler_of_a_projects_build_matches_its_cxx(cxx, cc) -> None:
+def test_the_c_compiler_of_a_projects_build_matches_its_cxx(cxx: str, cc: str) -> None:
     assert c_compiler(cxx) == cc

@@ -8,6 +8,7 @@ import json
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,8 +79,8 @@ def test_the_plugins_report_becomes_the_report_and_its_verdict(tmp_path: Path) -
          "installed"}]}, "untested",
      "no test was collected (tests/test_a.py: the module 'x' is not installed)"),
 ])
-def test_a_run_that_proves_nothing_is_untested_and_says_why(tmp_path: Path, fields, verdict,
-                                                            reason) -> None:
+def test_a_run_that_proves_nothing_is_untested_and_says_why(tmp_path: Path, fields: dict[str, Any],
+                                                            verdict: str, reason: str) -> None:
     facts = tmp_path / "report.json"
     facts.write_text(json.dumps(plugin_report(**fields)))
     report = _report(facts, tmp_path / "progress.json", 1.0, 5)
@@ -99,7 +100,7 @@ def test_tests_that_could_not_start_are_untested_with_the_reason() -> None:
 @pytest.mark.parametrize("damaged", ["{", "[]", json.dumps({"passed": 1}),
                                      json.dumps(plugin_report(gpus="H100")),
                                      json.dumps(plugin_report(files=7))])
-def test_a_damaged_report_is_a_failure_that_says_so(tmp_path: Path, damaged) -> None:
+def test_a_damaged_report_is_a_failure_that_says_so(tmp_path: Path, damaged: Any) -> None:
     facts = tmp_path / "report.json"
     facts.write_text(damaged)
     with pytest.raises(BuildError, match=r"pytest ended \(exit 3\) without the factory's "
@@ -258,7 +259,7 @@ PACKAGES = {"packages": [{"name": "img2gray", "project": "img2gray"}]}
      "holds a test count that is not one"),
 ])
 def test_doctor_takes_a_crafted_index_as_data_and_says_so_in_one_line(tmp_path: Path,
-        capsys: pytest.CaptureFixture[str], browse, package, said) -> None:
+        capsys: pytest.CaptureFixture[str], browse: Any, package: Any, said: str) -> None:
     url = crafted_index(tmp_path, browse, package)
     assert doctor.main([url]) == 1
     captured = capsys.readouterr()
@@ -288,8 +289,8 @@ def test_doctor_composes_its_commands_itself_and_quotes_what_it_was_given(tmp_pa
     ({"passed": 0, "verdict": "untested", "reason": "the kernel has no tests/ folder"},
      "untested: its tests could not prove it (the kernel has no tests/ folder)"),
 ])
-def test_doctor_says_what_the_kernels_own_tests_said_of_the_wheel_that_fits(tmp_path: Path, tests,
-                                                                           said) -> None:
+def test_doctor_says_what_the_kernels_own_tests_said_of_the_wheel_that_fits(tmp_path: Path,
+        tests: dict[str, Any] | None, said: str) -> None:
     cell = {**GOOD_RELEASE["cells"][0], **({"tests": tests} if tests else {})}
     url = crafted_index(tmp_path, PACKAGES, {"name": "img2gray", "versions": [
         {**GOOD_RELEASE, "cells": [cell]}]})
@@ -313,7 +314,7 @@ def test_doctor_names_an_index_it_cannot_read(capsys: pytest.CaptureFixture[str]
 @pytest.mark.parametrize("url", ["http://ci:SECRETPASS@127.0.0.1:9/",
                                  "http://127.0.0.1:9/simple/?token=SECRETTOKEN",
                                  "http://SECRETTOKEN@127.0.0.1:9/?key=SECRET%2FKEY"])
-def test_doctor_never_prints_what_an_index_url_carries(url,
+def test_doctor_never_prints_what_an_index_url_carries(url: str,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """User information and query values of the index URL are written as ***, in every line
     doctor prints (the served doctor.py is the same file)."""

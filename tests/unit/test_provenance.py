@@ -7,6 +7,7 @@ import json
 import string
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -75,7 +76,7 @@ def test_a_path_source_names_no_revision_and_a_pep517_record_its_project_file() 
     (lambda r: r["gpu_code_sizes"].update(sm_90=[1]), "gpu_code_sizes.sm_90 is not [stored, "),
     (lambda r: r.update(cell=["cu130"]), "cell is missing or not an object"),
 ])
-def test_a_damaged_record_is_refused_with_the_field_named(change, message) -> None:
+def test_a_damaged_record_is_refused_with_the_field_named(change: Any, message: str) -> None:
     damaged = json.loads(json.dumps(WRITTEN))
     change(damaged)
     with pytest.raises(ProvenanceError) as refused:

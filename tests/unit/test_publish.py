@@ -29,7 +29,7 @@ def index_out(tmp_path: Path) -> Path:
      "https://gitlab.com/api/v4/projects/7/packages/pypi/simple/"),
     ("https://warehouse.example.org/legacy/", "https://warehouse.example.org/simple/"),
 ])
-def test_the_index_beside_an_upload_url(upload, index) -> None:
+def test_the_index_beside_an_upload_url(upload: str, index: str) -> None:
     assert index_url_for(upload) == index
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,6 @@ import pytest
     lambda: subprocess.Popen([sys.executable, "-c", "pass"]),
     lambda: os.system("true"),
 ])
-def test_a_unit_test_cannot_start_a_process(start) -> None:
+def test_a_unit_test_cannot_start_a_process(start: Any) -> None:
     with pytest.raises(RuntimeError, match="belong in tests/integration/"):
         start()

@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,7 +71,7 @@ LOG = "img2gray-cu130torch211-x86_64.log"
 
 @pytest.mark.parametrize("path", ["/logs/", f"/logs/{LOG}", f"/logs/../logs/{LOG}",
                                   f"//logs/{LOG}", f"/%6Cogs/{LOG}", "/.factory/manifest.json"])
-def test_the_build_logs_and_records_are_never_served(served: tuple[str, Path], path) -> None:
+def test_the_build_logs_and_records_are_never_served(served: tuple[str, Path], path: Any) -> None:
     """A log holds whatever a build printed: it stays home, as the factory's records do."""
     url, files = served
     logs = files.parent / "logs"

@@ -3,6 +3,8 @@ size limits and hosts' presets, and the compression a matrix gives each kernel's
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from factory.compile.commands import compression_flags
@@ -21,7 +23,8 @@ from factory.values.versions import parse_release
     ("none", "12.8", []),
     (None, "13.0", []),  # a cell recorded before compression was a setting
 ])
-def test_compression_modes_reach_nvcc(mode, cuda, flags) -> None:
+def test_compression_modes_reach_nvcc(mode: str | None, cuda: str,
+                                      flags: list[Any] | list[str]) -> None:
     assert compression_flags(mode, parse_release(cuda)) == flags
 
 

@@ -198,7 +198,7 @@ def test_the_guard_accepts_every_torch_the_wheel_serves_and_names_the_rest(tmp_p
 
 
 @pytest.mark.parametrize("stable", ['"2.11"', '{cuda = "2.11"}'])
-def test_both_stable_abi_spellings_make_a_stable_cell(tmp_path: Path, stable) -> None:
+def test_both_stable_abi_spellings_make_a_stable_cell(tmp_path: Path, stable: str) -> None:
     kernel(tmp_path, torch_bounds=f"stable-abi = {stable}")
     plan = plan_of(tmp_path, """
         kernels: [{path: demo, version: 1.0.0}]

@@ -140,6 +140,7 @@ def test_a_target_of_a_glibc_takes_every_older_manylinux_tag() -> None:
     (None, False, False), (None, True, True), (True, False, True), (False, False, False),
     (False, True, True),  # --require-tests holds for every cell
 ])
-def test_whether_an_untested_wheel_is_published(kernel, command_line, required) -> None:
+def test_whether_an_untested_wheel_is_published(kernel: bool | None, command_line: bool,
+                                                required: bool) -> None:
     cell = SimpleNamespace(tests=replace(ALL_TESTS, required=kernel))  # all the policy reads
     assert requires_tests(cell, command_line) is required  # type: ignore[arg-type]

@@ -208,7 +208,7 @@ def rewritten(wheel, change) -> None:
 
 @pytest.mark.parametrize("how", ["no RECORD", "a ../ member", "an absolute member"])
 def test_a_wheel_that_cannot_be_reissued_as_it_is_is_refused_in_one_line(tmp_path: Path,
-        how) -> None:
+        how: str) -> None:
     files = tmp_path / "files"
     wheel = make_wheel(files, "img2gray", "1.0.0+cu130torch211")
     rewritten(wheel, {
