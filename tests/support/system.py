@@ -42,7 +42,7 @@ def docker_engine() -> None:
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         pytest.fail(f"this test needs a docker engine: {Engine().unavailable()} (as root on "
                     "Debian, docker/ensure-engine.sh installs and starts one)")
-    script = Path(__file__).resolve().parent.parent / "docker" / "ensure-engine.sh"
+    script = Path(__file__).resolve().parents[2] / "docker" / "ensure-engine.sh"
     done = subprocess.run([str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
