@@ -33,10 +33,19 @@ def placement_of(cell: Cell, docker: bool) -> Placement:
 
 
 def needs_docker(plan: Plan, requested: RunnerChoice) -> bool:
-    """Whether placing the plan's cells asks whether docker can be used."""
-    images = any(placement_of(cell, False) == "image" for cell in plan.cells)
-    builders = any(placement_of(cell, True) == "builder" for cell in plan.cells)
-    return images or (builders and requested != "local")
+    """Whether placing the plan's cells asks whether docker can be used: for a cell whose
+    torch lives in an image, for cells the builder container could take (unless --runner
+    local), and, where no cell ties the run to this machine (cross-compiled, CPU, or with an
+    installed torch), for the run's runner itself (docker then also removes what an
+    interrupted run left)."""
+    if any(placement_of(cell, False) == "image" for cell in plan.cells):
+        return True
+    if requested == "local":
+        return False
+    if any(placement_of(cell, True) == "builder" for cell in plan.cells):
+        return True
+    return not any(cell.cross or cell.backend == "cpu" or cell.installed is not None
+                   for cell in plan.cells)
 
 
 def place(plan: Plan, requested: RunnerChoice, docker_problem: str | None,
@@ -80,7 +89,8 @@ def _why(plan: Plan, requested: RunnerChoice, docker_problem: str | None,
     notes = [f"{crossed[0].platform} cells are cross-compiled on this machine"] if crossed \
         else []
     notes += ["CPU cells are built on this machine"] if "cpu" in placements else []
-    if placements & {"builder", "image"}:
+    if placements & {"builder", "image"} or (requested != "local" and docker_problem is None
+                                             and docker_said):
         return f"runner: docker ({'; '.join([docker_said, *notes])})"
     if notes:
         return f"runner: local ({'; '.join(notes)})"

@@ -89,3 +89,17 @@ def test_an_image_cell_needs_docker_even_when_auto(tmp_path: Path) -> None:
                       {"installed": replace(INSTALLED, image="nvcr.io/nvidia/pytorch:24.10")})
     with pytest.raises(ConfigError, match="the docker runner cannot be used: no docker daemon"):
         place(plan, "auto", "no docker daemon answers (refused)")
+
+
+def test_docker_is_asked_as_the_runs_runner_unless_a_cell_ties_it_here(tmp_path: Path) -> None:
+    """A plan with nothing for a container asks docker only as the run's runner (it then also
+    clears what an interrupted run left); an installed torch of this machine keeps the run
+    here without asking."""
+    noarch = with_cells(demo_plan(tmp_path), {"cuda": None, "torch": None})
+    assert needs_docker(noarch, "auto") and not needs_docker(noarch, "local")
+    placed, why = place(noarch, "auto", None, "docker 27.5.1 answers")
+    assert placements(placed) == ["host"] and why == "runner: docker (docker 27.5.1 answers)"
+    installed = with_cells(demo_plan(tmp_path / "other"), {"installed": INSTALLED})
+    assert not needs_docker(installed, "auto")
+    assert place(installed, "auto", None)[1] == \
+        "runner: local (every cell's torch is installed on this machine)"
