@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -97,7 +98,7 @@ def test_init_writes_a_caller_actionlint_accepts_whose_workflow_builds_the_examp
         **GITHUB["event"], "inputs": {"kernel": "img2gray", "torch": "2.11", "cuda": "",
                                       "python": ""}}}
 
-    def run_again(name: str, github: dict) -> tuple[Run, dict[str, str], str]:
+    def run_again(name: str, github: dict[str, Any]) -> tuple[Run, dict[str, str], str]:
         """The workflow run once more, with the site served."""
         with served(site) as url:
             again = Run(repo, tmp_path / name, run.env, github)

@@ -3,7 +3,8 @@ index served by `factory serve`, at a phone's width."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..support.factory import Result
 
@@ -30,7 +31,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.network]
 
 
 @pytest.fixture(scope="module")
-def site(example_tested: tuple[Path, Result]):
+def site(example_tested: tuple[Path, Result]) -> Iterator[str]:
     with serving(example_tested[0]) as url:
         yield url
 
@@ -41,7 +42,7 @@ def site(example_tested: tuple[Path, Result]):
 
 
 
-def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser: Browser, site,
+def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser: Browser, site: str,
         example_tested: tuple[Path, Result]) -> None:
     page, errors = open_page(browser, site)
     page.select_option("#package", "img2gray")
@@ -90,7 +91,7 @@ def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser: Br
 
 
 def test_a_deep_link_selects_and_shows_and_detect_clears_what_no_longer_applies(browser: Browser,
-        site) -> None:
+        site: str) -> None:
     page, errors = open_page(browser, site + "#package=img2gray&torch=2.11&cuda=13.0")
     assert page.input_value("#torch") == "2.11" and page.input_value("#cuda") == "13.0"
     assert page.text_content("#pip-command").endswith("/cu130torch211/simple/")
@@ -121,7 +122,7 @@ def test_a_deep_link_selects_and_shows_and_detect_clears_what_no_longer_applies(
 
 
 def edited_index(example_tested: tuple[Path, Result], tmp_path: Path,
-                 edit: Callable[[dict], None]) -> Path:
+                 edit: Callable[[dict[str, Any]], None]) -> Path:
     """A copy of the example's output folder whose cell records `edit` changed, indexed
     again."""
     out = shutil.copytree(example_tested[0], tmp_path / "index", symlinks=True)
@@ -148,7 +149,7 @@ def test_what_the_index_records_is_shown_as_text_never_run(browser: Browser,
     never parsed, and nothing runs; the chosen tests are shown beside the counts."""
     hostile = '<img src=x onerror="window.pwned=1">'
 
-    def edit(cells: dict) -> None:
+    def edit(cells: dict[str, Any]) -> None:
         for cell in cells.values():
             if cell.get("tests"):
                 cell["tests"]["selection"] = f"test_a.py -k '{hostile}'"
@@ -168,7 +169,7 @@ def test_every_missing_cell_says_why(browser: Browser, example_tested: tuple[Pat
                                      tmp_path: Path) -> None:
     """A cell the build skipped gives its reason, a failed one its error, and a torch x CUDA
     pair the matrix never listed says it was not requested, in the grid and in the helper."""
-    def edit(cells: dict) -> None:
+    def edit(cells: dict[str, Any]) -> None:
         built = cells["img2gray/cu130torch211/x86_64"]
         for label, torch, cuda, status, detail in (
                 ("cu130torch212", "2.12", "13.0", "skipped", "the kernel's torch maxver is 2.11"),
@@ -206,7 +207,7 @@ def test_the_verdict_of_the_kernels_own_tests_is_shown_with_its_reason(browser: 
     because its tests are required says so in the grid."""
     reason = "pytest cannot be had offline: uv's cache does not hold it"
 
-    def edit(cells: dict) -> None:
+    def edit(cells: dict[str, Any]) -> None:
         built = cells["img2gray/cu130torch211/x86_64"]
         built["tests"] = TestReport.untested(reason, "2.11.0").to_json()
         held = "img2gray/cu130torch212/x86_64"
@@ -228,12 +229,12 @@ def test_the_verdict_of_the_kernels_own_tests_is_shown_with_its_reason(browser: 
 
 
 @pytest.fixture(scope="module")
-def stable_site(stable_build: tuple[Path, Result]):
+def stable_site(stable_build: tuple[Path, Result]) -> Iterator[str]:
     with serving(stable_build[0]) as url:
         yield url
 
 
-def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser: Browser, stable_site) -> None:
+def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser: Browser, stable_site: str) -> None:
     """One wheel in three cells: each cell says so, the wheel names the cells it serves, and
     the helper gives the index of the chosen torch."""
     page, errors = open_page(browser, stable_site + "#package=stable-kernel&torch=2.13&cuda=13.0")

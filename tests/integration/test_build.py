@@ -175,7 +175,7 @@ def test_running_again_rebuilds_nothing(example_build: tuple[Path, Result], exam
 # ---- the multi-kernel and pure-Python fixtures -------------------------------------------------
 
 @pytest.fixture(scope="session")
-def fixtures_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
+def fixtures_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path) -> Path:
     root = tmp_path_factory.mktemp("fixtures")
     write(root / "matrix.yaml", f"""
         kernels:
@@ -193,7 +193,7 @@ def fixtures_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path
     return root / "index"
 
 
-def test_each_kernel_section_gets_the_sms_kernel_builder_predicts(fixtures_build,
+def test_each_kernel_section_gets_the_sms_kernel_builder_predicts(fixtures_build: Path,
         tmp_path: Path) -> None:
     (wheel,) = (fixtures_build / "files").glob("multikernel-*.whl")
     with zipfile.ZipFile(wheel) as archive:
@@ -219,7 +219,7 @@ def test_each_kernel_section_gets_the_sms_kernel_builder_predicts(fixtures_build
         "compute_90", "sm_80", "sm_86", "sm_90", "sm_90a", "sm_100"]
 
 
-def test_flags_sections_and_generated_files(fixtures_build, torch_venv: Path,
+def test_flags_sections_and_generated_files(fixtures_build: Path, torch_venv: Path,
                                             tmp_path: Path) -> None:
     (wheel,) = (fixtures_build / "files").glob("multikernel-*.whl")
     log = (fixtures_build / "logs" / "multikernel-cu130torch211-x86_64.log").read_text()
@@ -250,7 +250,7 @@ def test_flags_sections_and_generated_files(fixtures_build, torch_venv: Path,
         zipfile.ZipFile(wheel).namelist())
 
 
-def test_pure_python_kernel(fixtures_build, torch_venv: Path, tmp_path: Path) -> None:
+def test_pure_python_kernel(fixtures_build: Path, torch_venv: Path, tmp_path: Path) -> None:
     (wheel,) = (fixtures_build / "files").glob("noarch_kernel-*.whl")
     assert wheel.name == "noarch_kernel-2.0.0-py3-none-any.whl"
     metadata = read_dist_info(wheel, "METADATA")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..support.factory import Result
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
@@ -35,7 +37,8 @@ MACHINE = {"python": "3.12.3", "implementation": "cpython", "abi": "cp312", "pla
 
 
 @pytest.fixture(scope="module")
-def cpu_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
+def cpu_build(tmp_path_factory: pytest.TempPathFactory,
+              factory_cache: Path) -> tuple[Path, Path, Result]:
     out, done = example_built_and_tested(tmp_path_factory.mktemp("cpu"), "cpu: true", factory_cache)
     wheels = {path.name: path for path in (out / "files").glob("*.whl")}
     assert len(wheels) == 2, wheels
@@ -43,7 +46,8 @@ def cpu_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
     return out, cpu, done
 
 
-def test_one_build_makes_the_cuda_cell_and_the_cpu_cell(cpu_build) -> None:
+def test_one_build_makes_the_cuda_cell_and_the_cpu_cell(
+        cpu_build: tuple[Path, Path, Result]) -> None:
     out, wheel, done = cpu_build
     assert "img2gray/cu130torch211/x86_64" in done.stdout
     assert "img2gray/cputorch211/x86_64" in done.stdout
@@ -55,7 +59,7 @@ def test_one_build_makes_the_cuda_cell_and_the_cpu_cell(cpu_build) -> None:
                               "index.html").read_text()
 
 
-def test_the_cpu_wheel_needs_no_cuda(cpu_build) -> None:
+def test_the_cpu_wheel_needs_no_cuda(cpu_build: tuple[Path, Path, Result]) -> None:
     out, wheel, _ = cpu_build
     report = inspect_wheel(wheel)
     (so,) = report.shared_objects
@@ -72,15 +76,16 @@ def test_the_cpu_wheel_needs_no_cuda(cpu_build) -> None:
     assert '"type": "cpu"' in metadata
 
 
-def test_the_kernels_cpu_tests_pass_and_its_gpu_tests_are_skipped(cpu_build) -> None:
+def test_the_kernels_cpu_tests_pass_and_its_gpu_tests_are_skipped(
+        cpu_build: tuple[Path, Path, Result]) -> None:
     _, _, done = cpu_build
     lines = [line for line in done.stdout.splitlines() if "img2gray/cputorch211" in line]
     assert any(re.search(r"8 passed, 0 failed, 6 skipped with no GPU", line) for line in lines), \
         done.stdout
 
 
-def test_pip_installs_it_from_its_index_and_it_computes_the_reference(cpu_build, torch_venv: Path,
-                                                                      tmp_path: Path) -> None:
+def test_pip_installs_it_from_its_index_and_it_computes_the_reference(
+        cpu_build: tuple[Path, Path, Result], torch_venv: Path, tmp_path: Path) -> None:
     out, _, _ = cpu_build
     # an environment of its own that sees the shared torch venv's torch (the other tests
     # install the CUDA wheel into that venv)
@@ -107,15 +112,16 @@ def test_pip_installs_it_from_its_index_and_it_computes_the_reference(cpu_build,
     assert ran.returncode == 0 and ran.stdout.split() == ["True"], ran.stdout + ran.stderr
 
 
-def test_a_cpu_wheel_is_rebuilt_byte_for_byte(cpu_build, factory_cache: Path) -> None:
+def test_a_cpu_wheel_is_rebuilt_byte_for_byte(cpu_build: tuple[Path, Path, Result],
+                                              factory_cache: Path) -> None:
     _, wheel, _ = cpu_build
     done = run_factory("verify", wheel, "--source", EXAMPLE, env=cache_env(factory_cache))
     assert done.exit == 0, done.stdout + done.stderr
     assert "byte-identical" in done.stdout
 
 
-def test_doctor_and_the_browse_page_offer_the_cpu_build(cpu_build, browser: Browser,
-                                                        tmp_path: Path) -> None:
+def test_doctor_and_the_browse_page_offer_the_cpu_build(cpu_build: tuple[Path, Path, Result],
+                                                        browser: Browser, tmp_path: Path) -> None:
     out, wheel, _ = cpu_build
     cpu_torch = {**MACHINE, "torch": {"version": "2.11.0+cpu", "cuda": None, "cxx11_abi": True},
                  "driver": None}
@@ -151,7 +157,7 @@ def test_doctor_and_the_browse_page_offer_the_cpu_build(cpu_build, browser: Brow
 
 
 def test_a_cpu_only_torch_is_refused_by_the_cuda_wheels_guard_not_by_the_cpu_wheels(
-        cpu_build) -> None:
+        cpu_build: tuple[Path, Path, Result]) -> None:
     """The import guard a CPU wheel carries checks torch's minor only."""
     _, wheel, _ = cpu_build
     with zipfile.ZipFile(wheel) as archive:

@@ -55,7 +55,8 @@ def test_reach_out():
 
 
 @pytest.fixture(scope="module")
-def cross_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
+def cross_build(tmp_path_factory: pytest.TempPathFactory,
+                factory_cache: Path) -> tuple[Path, Path, Result, Path, bool, Path]:
     """The example (with a test that reaches out of the sandbox) cross-built and tested, while
     a server here counts the connections it gets."""
     folder = tmp_path_factory.mktemp("cross")
@@ -78,7 +79,8 @@ def cross_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
     return out, wheels[0], done, sentinel, connected, kernel
 
 
-def test_the_emulated_tests_run_confined(cross_build) -> None:
+def test_the_emulated_tests_run_confined(
+        cross_build: tuple[Path, Path, Result, Path, bool, Path]) -> None:
     """The kernel's tests ran (their test passed) but wrote nothing outside their folder and
     reached no server of this machine."""
     out, _, _, sentinel, connected, _ = cross_build
@@ -89,7 +91,8 @@ def test_the_emulated_tests_run_confined(cross_build) -> None:
     assert not connected
 
 
-def test_the_cell_is_cross_compiled_into_an_aarch64_wheel(cross_build) -> None:
+def test_the_cell_is_cross_compiled_into_an_aarch64_wheel(
+        cross_build: tuple[Path, Path, Result, Path, bool, Path]) -> None:
     out, wheel, done, *_ = cross_build
     assert "img2gray/cu130torch211/aarch64" in done.stdout
     assert "aarch64 cells are cross-compiled on this machine" in done.stdout
@@ -113,7 +116,8 @@ def test_the_cell_is_cross_compiled_into_an_aarch64_wheel(cross_build) -> None:
     assert re.search(r"op _img2gray_\w+::img2gray: kernels for CPU, CUDA, Meta", log), log
 
 
-def test_the_kernels_own_tests_run_its_cpu_op_under_emulation(cross_build) -> None:
+def test_the_kernels_own_tests_run_its_cpu_op_under_emulation(
+        cross_build: tuple[Path, Path, Result, Path, bool, Path]) -> None:
     out, _, done, *_ = cross_build
     found = re.search(r"(\d+) passed, 0 failed, (\d+) skipped with no GPU", done.stdout)
     assert found and int(found[1]) >= 8, done.stdout
@@ -122,8 +126,9 @@ def test_the_kernels_own_tests_run_its_cpu_op_under_emulation(cross_build) -> No
     assert "platform linux -- Python 3.11" in log  # Debian's arm64 CPython, not this one's
 
 
-def test_the_emulated_cpython_computes_what_the_reference_gives(cross_build, factory_cache: Path,
-                                                                 tmp_path: Path) -> None:
+def test_the_emulated_cpython_computes_what_the_reference_gives(
+        cross_build: tuple[Path, Path, Result, Path, bool, Path], factory_cache: Path,
+        tmp_path: Path) -> None:
     _, wheel, *_ = cross_build
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(tmp_path / "site")
@@ -140,7 +145,8 @@ def test_the_emulated_cpython_computes_what_the_reference_gives(cross_build, fac
     assert done.stdout.split() == ["aarch64", "True"]
 
 
-def test_a_cross_built_wheel_is_rebuilt_byte_for_byte(cross_build, factory_cache: Path) -> None:
+def test_a_cross_built_wheel_is_rebuilt_byte_for_byte(
+        cross_build: tuple[Path, Path, Result, Path, bool, Path], factory_cache: Path) -> None:
     _, wheel, *_, kernel = cross_build
     done = run_factory("verify", wheel, "--source", kernel, env=cache_env(factory_cache))
     assert done.exit == 0, done.stdout + done.stderr
@@ -153,9 +159,9 @@ GH200 = {"python": "3.12.3", "implementation": "cpython", "abi": "cp312", "platf
          "driver": {"cuda": "13.0", "gpus": [{"name": "NVIDIA GH200 480GB", "sm": "9.0"}]}}
 
 
-def test_doctor_and_the_browse_page_know_both_platforms(cross_build,
-                                                        example_build: tuple[Path, Result],
-                                                        browser: Browser, tmp_path: Path) -> None:
+def test_doctor_and_the_browse_page_know_both_platforms(
+        cross_build: tuple[Path, Path, Result, Path, bool, Path],
+        example_build: tuple[Path, Result], browser: Browser, tmp_path: Path) -> None:
     cross_out, cross_wheel, *_ = cross_build
     site = tmp_path / "site"
     merged = run_factory("index", "--out", site, "--merge", example_build[0], cross_out)

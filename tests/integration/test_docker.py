@@ -21,7 +21,7 @@ from factory.cells.runners.docker.image import slug
 from factory.sources.tree import tree_digest
 
 from ..support.docker import BASE
-from ..support.factory import EXAMPLE, REPO, cache_env, run_factory, snapshot, write
+from ..support.factory import EXAMPLE, REPO, Result, cache_env, run_factory, snapshot, write
 from ..support.installs import new_torch_venv, read_dist_info, run_example
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.root, pytest.mark.network]
@@ -63,7 +63,8 @@ def hostile_kernel(folder: Path, script: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def docker_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path, bullseye_base: str):
+def docker_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path,
+                 bullseye_base: str) -> tuple[Result, Path]:
     folder = tmp_path_factory.mktemp("docker")
     docker_matrix(folder, EXAMPLE)
     result = run_factory("build", "matrix.yaml", "--out", folder / "index", cwd=folder,
@@ -73,7 +74,8 @@ def docker_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path, 
     return result, wheel
 
 
-def test_container_build_gives_a_wheel_for_the_bases_glibc(docker_build) -> None:
+def test_container_build_gives_a_wheel_for_the_bases_glibc(
+        docker_build: tuple[Result, Path]) -> None:
     result, wheel = docker_build
     assert re.search(r"runner: docker \(docker \S+ answers", result.stdout), result.stdout
     tag = re.fullmatch(r"img2gray-1\.0\.0\+cu130torch211-cp39-abi3-manylinux_(\d+)_(\d+)_x86_64"
@@ -99,7 +101,7 @@ def test_container_build_gives_a_wheel_for_the_bases_glibc(docker_build) -> None
     assert our_containers() == []
 
 
-def test_container_wheel_installs_and_runs(docker_build, tmp_path: Path,
+def test_container_wheel_installs_and_runs(docker_build: tuple[Result, Path], tmp_path: Path,
                                            factory_cache: Path) -> None:
     _, wheel = docker_build
     venv = new_torch_venv(tmp_path / "venv", factory_cache)
@@ -109,8 +111,8 @@ def test_container_wheel_installs_and_runs(docker_build, tmp_path: Path,
     assert str(venv) in report["location"]
 
 
-def test_a_container_cell_is_imported_and_tested_in_its_builder_image(docker_build,
-                                                                      factory_cache: Path) -> None:
+def test_a_container_cell_is_imported_and_tested_in_its_builder_image(
+        docker_build: tuple[Result, Path], factory_cache: Path) -> None:
     """The import gate ran in the build container (with the image's CPython and torch), and
     `factory test` runs the kernel's tests in the builder image too."""
     _, wheel = docker_build
@@ -133,7 +135,8 @@ def test_a_container_cell_is_imported_and_tested_in_its_builder_image(docker_bui
     assert our_containers() == []
 
 
-def test_unchanged_container_cell_is_not_rebuilt(docker_build, factory_cache: Path) -> None:
+def test_unchanged_container_cell_is_not_rebuilt(docker_build: tuple[Result, Path],
+                                                 factory_cache: Path) -> None:
     _, wheel = docker_build
     folder = wheel.parent.parent.parent
     again = run_factory("build", "matrix.yaml", "--out", folder / "index", cwd=folder,
@@ -142,7 +145,7 @@ def test_unchanged_container_cell_is_not_rebuilt(docker_build, factory_cache: Pa
     assert our_containers() == []
 
 
-def test_a_container_build_takes_its_objects_from_the_cache(docker_build,
+def test_a_container_build_takes_its_objects_from_the_cache(docker_build: tuple[Result, Path],
                                                             factory_cache: Path) -> None:
     """The builder container keeps its objects in the object cache's part of its base (mounted
     read-write for the build user): another build of the cell into another folder compiles

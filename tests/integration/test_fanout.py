@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,7 +109,7 @@ def test_two_shards_merge_into_the_index_of_one_run(tmp_path: Path, factory_cach
     assert merged.exit == 0, merged.stderr
     build("single")
 
-    def published(folder: str) -> dict:
+    def published(folder: str) -> dict[str, Any]:
         """The published tree, each wheel's upload time (when it entered an index) left out."""
         return {name: re.sub(rb'"upload(-|_)time": ?"[^"]*"', b"", data) if data else data
                 for name, data in snapshot(tmp_path / folder).items()

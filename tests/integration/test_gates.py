@@ -15,6 +15,7 @@ import sysconfig
 import zipfile
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.version import Version
@@ -67,7 +68,7 @@ class Builder:
         self.cuda = cuda_home
         self.python_include = sysconfig.get_paths()["include"]
 
-    def run(self, *argv: str | Path, env: dict | None = None) -> None:
+    def run(self, *argv: str | Path, env: dict[str, Any] | None = None) -> None:
         done = subprocess.run([str(a) for a in argv], cwd=self.root, capture_output=True,
                               text=True, env={**os.environ, **(env or {})})
         assert done.returncode == 0, done.stdout + done.stderr

@@ -11,7 +11,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.utils import canonicalize_name
@@ -102,7 +104,7 @@ def test_killing_factory_index_never_leaves_a_broken_page(tmp_path: Path) -> Non
     subprocess.run(["cp", "-a", str(files), str(reference / "files")], check=True)
     assert run_factory("index", "--out", reference).exit == 0
 
-    def pages(root: Path) -> dict:
+    def pages(root: Path) -> dict[str, Any]:
         return {p.relative_to(root): p.read_bytes() for p in root.rglob("index.*")
                 if ".factory" not in p.parts}
 
@@ -111,7 +113,7 @@ def test_killing_factory_index_never_leaves_a_broken_page(tmp_path: Path) -> Non
 
 
 @pytest.fixture
-def server(index_out: Path):
+def server(index_out: Path) -> Iterator[tuple[str, Any]]:
     update_index(index_out)
     process = subprocess.Popen([sys.executable, "-m", "factory", "serve", str(index_out),
                                 "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -123,7 +125,7 @@ def server(index_out: Path):
     process.wait()
 
 
-def fetch(url: str, accept: str | None = None) -> tuple[int, dict, bytes]:
+def fetch(url: str, accept: str | None = None) -> tuple[int, dict[str, Any], bytes]:
     request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -138,7 +140,8 @@ def fetch(url: str, accept: str | None = None) -> tuple[int, dict, bytes]:
         return error.code, dict(error.headers), error.read()
 
 
-def test_serve_negotiates_redirects_and_stays_inside(server, index_out: Path) -> None:
+def test_serve_negotiates_redirects_and_stays_inside(server: tuple[str, Any],
+                                                     index_out: Path) -> None:
     url, _ = server
     status, headers, body = fetch(url + "cu130torch211/simple/img2gray/",
                                   "application/vnd.pypi.simple.v1+json")

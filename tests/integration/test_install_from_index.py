@@ -4,7 +4,9 @@ environment that already holds torch 2.11, through the cell's own index URL."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +18,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
 @pytest.fixture(scope="module")
-def served(example_build: tuple[Path, Result], tmp_path_factory: pytest.TempPathFactory):
+def served(example_build: tuple[Path, Result],
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
     """`factory serve` on the example's output folder; its request log in a file."""
     out, _ = example_build
     log = tmp_path_factory.mktemp("serve") / "requests.log"
@@ -35,7 +38,7 @@ def metadata_requests(log: Path) -> list[str]:
             if "GET /files/img2gray-1.0.0%2Bcu130torch211-" in line and ".whl.metadata " in line]
 
 
-def test_pip_installs_the_cell_wheel_and_leaves_torch_alone(served, tmp_path: Path,
+def test_pip_installs_the_cell_wheel_and_leaves_torch_alone(served: tuple[str, Any], tmp_path: Path,
                                                             factory_cache: Path) -> None:
     url, log = served
     venv = torch_venv_at(tmp_path / "pip-venv", factory_cache, seed=True)
@@ -50,7 +53,7 @@ def test_pip_installs_the_cell_wheel_and_leaves_torch_alone(served, tmp_path: Pa
     assert metadata_requests(log), log.read_text()
 
 
-def test_uv_installs_the_cell_wheel_and_leaves_torch_alone(served, tmp_path: Path,
+def test_uv_installs_the_cell_wheel_and_leaves_torch_alone(served: tuple[str, Any], tmp_path: Path,
                                                            factory_cache: Path) -> None:
     url, log = served
     venv = torch_venv_at(tmp_path / "uv-venv", factory_cache, seed=False)

@@ -55,7 +55,7 @@ def other_project(root: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def pypi(tmp_path_factory: pytest.TempPathFactory):
+def pypi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
     """The stand-in PyPI's URL (its simple index) and the paths it was asked for."""
     root = tmp_path_factory.mktemp("pypi")
     other_project(root)
@@ -73,7 +73,7 @@ def example_matrix(folder: Path, top: str = "") -> Path:
     return one_cell_matrix(folder, EXAMPLE, top=top)
 
 
-def test_plan_warns_of_a_name_the_index_has_once_a_day_and_not_offline(pypi,
+def test_plan_warns_of_a_name_the_index_has_once_a_day_and_not_offline(pypi: tuple[str, Any],
         tmp_path: Path) -> None:
     index, log = pypi
     matrix, cache = example_matrix(tmp_path), tmp_path / "cache"
@@ -98,7 +98,8 @@ def test_plan_warns_of_a_name_the_index_has_once_a_day_and_not_offline(pypi,
     assert len(log) == asked + 1
 
 
-def test_refuse_stops_the_plan_and_ignore_asks_nothing(pypi, tmp_path: Path) -> None:
+def test_refuse_stops_the_plan_and_ignore_asks_nothing(pypi: tuple[str, Any],
+                                                       tmp_path: Path) -> None:
     index, log = pypi
     refused = plan(example_matrix(tmp_path, "name-clash: refuse"), tmp_path / "c", index)
     assert refused.exit == 2 and refused.stdout == ""
@@ -172,7 +173,7 @@ def test_an_index_that_answers_nonsense_is_one_line(tmp_path: Path, content_type
         assert line.startswith("error: ") and expected in line, line
 
 
-def test_dist_name_renames_the_distributions_and_two_may_not_share_one(pypi,
+def test_dist_name_renames_the_distributions_and_two_may_not_share_one(pypi: tuple[str, Any],
         tmp_path: Path) -> None:
     index, log = pypi
     asked = len(log)
@@ -204,7 +205,8 @@ def test_dist_name_renames_the_distributions_and_two_may_not_share_one(pypi,
 # ---- the real thing: publish, install, rename --------------------------------------------
 
 @pytest.mark.slow
-def test_publish_refuses_or_warns_before_sending(pypi, example_build: tuple[Path, Result],
+def test_publish_refuses_or_warns_before_sending(pypi: tuple[str, Any],
+                                                 example_build: tuple[Path, Result],
                                                  tmp_path: Path) -> None:
     index, _ = pypi
     out, _ = example_build
@@ -220,7 +222,7 @@ def test_publish_refuses_or_warns_before_sending(pypi, example_build: tuple[Path
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
+def venv(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path) -> Path:
     from ..support.installs import torch_venv_at
 
     return torch_venv_at(tmp_path_factory.mktemp("names") / "venv", factory_cache, seed=True)
@@ -234,8 +236,8 @@ def installed(venv: Path, factory_cache: Path) -> set[str]:
 
 
 @pytest.mark.slow
-def test_unpinned_pip_takes_the_other_project_and_the_given_commands_do_not(
-        pypi, example_build: tuple[Path, Result], venv, factory_cache: Path) -> None:
+def test_unpinned_pip_takes_the_other_project_and_the_given_commands_do_not(pypi: tuple[str, Any],
+        example_build: tuple[Path, Result], venv: Path, factory_cache: Path) -> None:
     from uv import find_uv_bin
 
     index, _ = pypi
@@ -274,7 +276,7 @@ def test_unpinned_pip_takes_the_other_project_and_the_given_commands_do_not(
 
 @pytest.mark.slow
 def test_dist_name_builds_kwf_img2gray_that_imports_img2gray(
-        pypi, tmp_path: Path, venv, factory_cache: Path) -> None:
+        pypi: tuple[str, Any], tmp_path: Path, venv: Path, factory_cache: Path) -> None:
     index, _ = pypi
     out = tmp_path / "index"
     matrix = example_matrix(tmp_path, "dist-name: kwf-{name}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,8 @@ from ..support.plans import setup_py_project as project
 
 
 def planned(tmp_path: Path, capsys: pytest.CaptureFixture[str], python: str, limited: str = "",
-            torch: str = '["2.11"]', cuda: str = '{"13.0": {sms: ["8.0", "9.0"]}}') -> dict:
+            torch: str = '["2.11"]',
+            cuda: str = '{"13.0": {sms: ["8.0", "9.0"]}}') -> dict[str, Any]:
     project(tmp_path / "fused", limited)
     write(tmp_path / "matrix.yaml", f"""
         kernels:

@@ -13,6 +13,7 @@ import sys
 import zipfile
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import inspect_wheel
 
 from ..support.docker import BASE
-from ..support.factory import REPO, cache_env, run_factory, write
+from ..support.factory import REPO, Result, cache_env, run_factory, write
 from ..support.installs import read_dist_info
 from ..support.system import debian_package
 
@@ -48,7 +49,7 @@ def project_matrix(folder: Path, project: Path, pythons: tuple[str, ...] = PYTHO
 
 @pytest.fixture(scope="module")
 def project_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path,
-                  bullseye_base: str):
+                  bullseye_base: str) -> tuple[Path, Result]:
     folder = tmp_path_factory.mktemp("relu-scale")
     project_matrix(folder, PROJECT)
     result = run_factory("build", "matrix.yaml", "--out", folder / "index", cwd=folder,
@@ -63,7 +64,7 @@ def wheel_of(index: Path, python: str) -> Path:
     return wheel
 
 
-def test_one_labelled_wheel_per_cpython(project_build) -> None:
+def test_one_labelled_wheel_per_cpython(project_build: tuple[Path, Result]) -> None:
     index, result = project_build
     assert sorted(path.name for path in (index / "files").glob("*.whl")) == [
         wheel_of(index, python).name for python in PYTHONS]
@@ -86,7 +87,7 @@ def test_one_labelled_wheel_per_cpython(project_build) -> None:
 
 
 def test_each_wheel_installs_from_its_cell_index_and_passes_the_projects_tests(
-        project_build, factory_cache: Path, tmp_path: Path) -> None:
+        project_build: tuple[Path, Result], factory_cache: Path, tmp_path: Path) -> None:
     """In a container of the base, each CPython gets a fresh environment, torch 2.11 from
     PyPI and relu-scale from the served cell index (uv: the cell index is asked first)."""
     index, _ = project_build
@@ -126,8 +127,8 @@ def test_each_wheel_installs_from_its_cell_index_and_passes_the_projects_tests(
             server.terminate()
 
 
-def test_the_import_guard_refuses_another_torch_before_the_extension_loads(project_build,
-                                                                          tmp_path: Path) -> None:
+def test_the_import_guard_refuses_another_torch_before_the_extension_loads(
+        project_build: tuple[Path, Result], tmp_path: Path) -> None:
     """The guard is imported first by the package's __init__.py: with a torch 2.10 (a stand-in
     module: the guard only reads its versions) the import stops with the cell's index named,
     before the extension, which would fail with an undefined symbol, is loaded."""
@@ -167,7 +168,8 @@ def doctored(wheel: Path, target: Path) -> Path:
     return target
 
 
-def test_the_gates_hold_such_wheels_and_catch_a_doctored_one(project_build, tmp_path: Path) -> None:
+def test_the_gates_hold_such_wheels_and_catch_a_doctored_one(project_build: tuple[Path, Result],
+        tmp_path: Path) -> None:
     index, _ = project_build
     wheel = wheel_of(index, "3.11")
     expect = Expectation("relu-scale", f"1.0.0+{LABEL}", "==2.11.*", 13, frozenset({"sm_90"}),
@@ -251,7 +253,8 @@ SECRETS = {"KWF_PLANTED_TOKEN": "planted-s3cret-value", "TWINE_PASSWORD": "twine
 
 
 @pytest.fixture(scope="module")
-def hostile_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
+def hostile_build(tmp_path_factory: pytest.TempPathFactory,
+                  factory_cache: Path) -> tuple[Path, Path, Any, Result]:
     """The example with a setup.py that once printed TWINE_PASSWORD into its log, wrote into
     the home folder and the factory's cache and dropped a wheel into files/, built on this
     machine (the local runner, under bubblewrap) with secrets in the factory's environment."""
@@ -279,7 +282,7 @@ def hostile_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path)
 
 
 def test_a_hostile_setup_py_on_this_machine_reads_no_secret_and_writes_nothing_outside(
-        hostile_build) -> None:
+        hostile_build: tuple[Path, Path, Any, Result]) -> None:
     """It runs confined, sees an allow-listed environment, and only its own wheel is
     published."""
     _, out, targets, result = hostile_build
@@ -300,8 +303,8 @@ def test_a_hostile_setup_py_on_this_machine_reads_no_secret_and_writes_nothing_o
         assert value.encode() not in published
 
 
-def test_a_local_build_is_reproduced_byte_for_byte_by_verify(hostile_build, factory_cache: Path,
-                                                             tmp_path: Path) -> None:
+def test_a_local_build_is_reproduced_byte_for_byte_by_verify(
+        hostile_build: tuple[Path, Path, Any, Result], factory_cache: Path, tmp_path: Path) -> None:
     """The wheel built on this machine above, rebuilt from its provenance by `factory verify`
     (in another folder, by the same confined build step, the hostile setup.py run again):
     the same bytes."""

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -480,7 +481,7 @@ def another_cell(wheel: Path, folder: Path, label: str, torch: str, cuda: str) -
 
 
 @pytest.fixture(scope="module")
-def three_cells(example_wheel: Path, tmp_path_factory: pytest.TempPathFactory):
+def three_cells(example_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     out = tmp_path_factory.mktemp("doctor") / "index"
     (out / "files").mkdir(parents=True)
     shutil.copy(example_wheel, out / "files")
@@ -506,7 +507,7 @@ def served_doctor(url: str, python: Path, *args: str) -> subprocess.CompletedPro
 
 
 @pytest.mark.slow
-def test_doctor_picks_the_cell_of_the_installed_torch(three_cells, torch_venv: Path,
+def test_doctor_picks_the_cell_of_the_installed_torch(three_cells: str, torch_venv: Path,
                                                       factory_cache: Path) -> None:
     done = served_doctor(three_cells, torch_venv / "bin/python",
                          three_cells + "cu130torch211/simple/", "img2gray")
@@ -534,7 +535,7 @@ def test_doctor_picks_the_cell_of_the_installed_torch(three_cells, torch_venv: P
 
 
 @pytest.fixture(scope="module")
-def cpu_torch_venv(tmp_path_factory: pytest.TempPathFactory):
+def cpu_torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A virtual environment with a CPU-only torch, as pip on this machine finds one."""
     venv = tmp_path_factory.mktemp("cpu") / "venv"
     subprocess.run([sys.executable, "-m", "venv", venv], check=True)
@@ -546,7 +547,8 @@ def cpu_torch_venv(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.mark.slow
-def test_doctor_explains_every_miss_for_a_cpu_only_torch(three_cells, cpu_torch_venv) -> None:
+def test_doctor_explains_every_miss_for_a_cpu_only_torch(three_cells: str,
+                                                         cpu_torch_venv: Path) -> None:
     done = served_doctor(three_cells, cpu_torch_venv / "bin/python", three_cells, "img2gray")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "torch      2.13.0+cpu, no CUDA (a CPU build)" in done.stdout

@@ -13,7 +13,9 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import pytest
@@ -70,7 +72,7 @@ def start_pypiserver(tmp_path: Path, authenticate: str):
 
 
 @pytest.fixture
-def registry(tmp_path: Path):
+def registry(tmp_path: Path) -> Iterator[tuple[str, Any]]:
     """Uploads need alice's password, reading is open (as on registries that serve the
     public)."""
     server, url, packages = start_pypiserver(tmp_path, "update")
@@ -80,7 +82,7 @@ def registry(tmp_path: Path):
 
 
 @pytest.fixture
-def private_registry(tmp_path: Path):
+def private_registry(tmp_path: Path) -> Iterator[tuple[str, Any]]:
     """Everything needs alice's password, reading the index too."""
     server, url, packages = start_pypiserver(tmp_path, "update,download,list")
     yield url, packages
@@ -116,8 +118,9 @@ def tampered_copy(out: Path, destination: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.network
 @pytest.mark.filterwarnings("ignore:'crypt' is deprecated:DeprecationWarning")
-def test_publish_to_pypiserver_then_pip_installs(example_build: tuple[Path, Result], registry,
-                                                 tmp_path: Path, factory_cache: Path) -> None:
+def test_publish_to_pypiserver_then_pip_installs(example_build: tuple[Path, Result],
+                                                 registry: tuple[str, Any], tmp_path: Path,
+                                                 factory_cache: Path) -> None:
     out, _ = example_build
     url, packages = registry
     (wheel,) = (out / "files").glob("*.whl")
@@ -181,7 +184,8 @@ def test_publish_to_pypiserver_then_pip_installs(example_build: tuple[Path, Resu
 
 
 @pytest.mark.filterwarnings("ignore:'crypt' is deprecated:DeprecationWarning")
-def test_publish_to_a_private_registry(index_out: Path, private_registry, tmp_path: Path) -> None:
+def test_publish_to_a_private_registry(index_out: Path, private_registry: tuple[str, Any],
+                                       tmp_path: Path) -> None:
     url, packages = private_registry
     assert main(["yank", "noarch-kernel", "2.0.0", "--reason", "broken", "--out",
                  str(index_out)]) == 0
@@ -262,7 +266,7 @@ def test_publish_to_a_folder_sends_files_then_pages(index_out: Path, tmp_path: P
 
 
 @pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch):
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, dict[str, str]]]:
     """moto's S3 server on 127.0.0.1 and a bucket in it; boto3 finds it through the
     environment, as it finds MinIO or R2."""
     boto3 = pytest.importorskip("boto3")
@@ -288,7 +292,7 @@ def s3_objects(client) -> dict[str, bytes]:
             for item in listing}
 
 
-def test_publish_to_s3(index_out: Path, s3) -> None:
+def test_publish_to_s3(index_out: Path, s3: tuple[Any, dict[str, str]]) -> None:
     client, env = s3
     done = run_factory("publish", index_out, "--to", "s3://kernel-wheels/kernels", env=env)
     assert done.exit == 0, done.stdout + done.stderr
@@ -396,7 +400,7 @@ def test_publish_to_a_hub_pull_request_ref(index_out: Path, tmp_path: Path) -> N
 
 
 @pytest.fixture
-def served_site(index_out: Path, tmp_path: Path):
+def served_site(index_out: Path, tmp_path: Path) -> Iterator[tuple[Path, str]]:
     """index_out (one release yanked) published to a folder and served over http, as a
     GitHub Pages site is."""
     assert main(["yank", "noarch-kernel", "2.0.0", "--reason", "broken on torch 2.11", "--out",
@@ -411,7 +415,8 @@ def served_site(index_out: Path, tmp_path: Path):
     server.wait()
 
 
-def test_merge_keeps_what_a_published_site_holds(served_site, tmp_path: Path) -> None:
+def test_merge_keeps_what_a_published_site_holds(served_site: tuple[Path, str],
+                                                 tmp_path: Path) -> None:
     site, url = served_site
     job = tmp_path / "job"
     make_wheel(job / "files", "img2gray", "1.1.0+cu130torch211")

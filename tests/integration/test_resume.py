@@ -66,7 +66,7 @@ def shared_object(folder: Path, out: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def cold(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
+def cold(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path) -> tuple[Path, str]:
     """One build of the fixture from an empty object cache: its folder, wheel and objects."""
     folder = tmp_path_factory.mktemp("cold")
     project(folder)
@@ -86,8 +86,8 @@ def warm_copy(cold_folder: Path, folder: Path) -> Path:
     return folder / "objects"
 
 
-def test_a_build_killed_half_way_resumes_with_only_the_missing_units(tmp_path: Path, cold,
-                                                                       factory_cache: Path) -> None:
+def test_a_build_killed_half_way_resumes_with_only_the_missing_units(tmp_path: Path,
+        cold: tuple[Path, str], factory_cache: Path) -> None:
     _, expected = cold
     project(tmp_path)
     objects = tmp_path / "objects"
@@ -118,7 +118,7 @@ def test_a_build_killed_half_way_resumes_with_only_the_missing_units(tmp_path: P
     assert wheel_sha(tmp_path, "second") == expected
 
 
-def test_changing_one_file_recompiles_that_unit_alone(tmp_path: Path, cold,
+def test_changing_one_file_recompiles_that_unit_alone(tmp_path: Path, cold: tuple[Path, str],
                                                       factory_cache: Path) -> None:
     cold_folder, expected = cold
     objects = warm_copy(cold_folder, tmp_path)
@@ -145,7 +145,7 @@ def test_changing_one_file_recompiles_that_unit_alone(tmp_path: Path, cold,
     assert shared_object(tmp_path, "changed") != shared_object(tmp_path, "out")
 
 
-def test_a_damaged_object_is_compiled_again_never_linked(tmp_path: Path, cold,
+def test_a_damaged_object_is_compiled_again_never_linked(tmp_path: Path, cold: tuple[Path, str],
                                                          factory_cache: Path) -> None:
     cold_folder, expected = cold
     objects = warm_copy(cold_folder, tmp_path)
@@ -163,7 +163,7 @@ def test_a_damaged_object_is_compiled_again_never_linked(tmp_path: Path, cold,
     assert wheel_sha(tmp_path, "out") == expected
 
 
-def test_builds_sharing_the_object_cache_at_once_all_succeed(tmp_path: Path, cold,
+def test_builds_sharing_the_object_cache_at_once_all_succeed(tmp_path: Path, cold: tuple[Path, str],
         factory_cache: Path) -> None:
     """Three builds at once into one object cache: two of the cell in its usual build folder
     (one waits for the other's folder, then finds every object) and one in another folder
@@ -185,8 +185,8 @@ def test_builds_sharing_the_object_cache_at_once_all_succeed(tmp_path: Path, col
     assert wheel_sha(tmp_path, "out1") == wheel_sha(tmp_path, "out2") == expected
 
 
-def test_the_time_limit_stops_compiling_and_the_next_build_continues(tmp_path: Path, cold,
-                                                                      factory_cache: Path) -> None:
+def test_the_time_limit_stops_compiling_and_the_next_build_continues(tmp_path: Path,
+        cold: tuple[Path, str], factory_cache: Path) -> None:
     _, expected = cold
     project(tmp_path)
     objects = tmp_path / "objects"
@@ -203,8 +203,8 @@ def test_the_time_limit_stops_compiling_and_the_next_build_continues(tmp_path: P
     assert wheel_sha(tmp_path, "out") == expected
 
 
-def test_a_cost_book_kept_with_the_matrix_starts_nothing_that_cannot_finish(tmp_path: Path, cold,
-        factory_cache: Path) -> None:
+def test_a_cost_book_kept_with_the_matrix_starts_nothing_that_cannot_finish(tmp_path: Path,
+        cold: tuple[Path, str], factory_cache: Path) -> None:
     """A fresh machine with an empty object cache, and the matrix's own cost book (measured
     on a machine a thousand times slower): no unit's estimate fits a one-minute limit, so none
     starts and nothing is discarded."""
@@ -228,7 +228,7 @@ def test_a_cost_book_kept_with_the_matrix_starts_nothing_that_cannot_finish(tmp_
 
 
 def test_a_unit_stopped_at_the_time_limit_is_not_started_again_with_as_little_time(
-        tmp_path: Path, cold, factory_cache: Path) -> None:
+        tmp_path: Path, cold: tuple[Path, str], factory_cache: Path) -> None:
     """The matrix's book says every unit takes a thousandth of a second, and the host compiler
     (a wrapper on PATH) takes 20 s more for each of the kernel's files: the first unit starts,
     runs past the limit and its grace and is stopped. The book keeps that it takes longer, so
@@ -295,7 +295,7 @@ def poison(store: Path, victim: str, donor: str, signed: bool = True) -> None:
 VICTIM, DONOR = "csrc/part5.cu", "csrc/part4.cu"
 
 
-def test_an_entry_written_without_the_key_is_compiled_again(tmp_path: Path, cold,
+def test_an_entry_written_without_the_key_is_compiled_again(tmp_path: Path, cold: tuple[Path, str],
                                                             factory_cache: Path) -> None:
     """Anyone who can write the cache folder, but holds no key: the entry is not taken."""
     folder, expected = cold
@@ -310,8 +310,8 @@ def test_an_entry_written_without_the_key_is_compiled_again(tmp_path: Path, cold
     assert wheel_sha(tmp_path, "out") == expected
 
 
-def test_a_poisoned_cached_object_is_caught_before_publishing(tmp_path: Path, cold,
-        factory_cache: Path) -> None:
+def test_a_poisoned_cached_object_is_caught_before_publishing(tmp_path: Path,
+        cold: tuple[Path, str], factory_cache: Path) -> None:
     folder, _ = cold
     objects = warm_copy(folder, tmp_path)
     poison(objects, VICTIM, DONOR)
@@ -323,7 +323,7 @@ def test_a_poisoned_cached_object_is_caught_before_publishing(tmp_path: Path, co
     assert not list((tmp_path / "out" / "files").glob("*.whl"))
 
 
-def test_a_poisoned_imported_object_is_caught_by_default(tmp_path: Path, cold,
+def test_a_poisoned_imported_object_is_caught_by_default(tmp_path: Path, cold: tuple[Path, str],
                                                          factory_cache: Path) -> None:
     """A shard artifact from elsewhere whose one object is another unit's, its record hashed
     again: the import takes it (its hash matches its record), the build compiles it again."""
@@ -347,7 +347,7 @@ def test_a_poisoned_imported_object_is_caught_by_default(tmp_path: Path, cold,
     assert again.exit == 0 and wheel_sha(tmp_path, "out") == expected  # the entry was replaced
 
 
-def test_three_shard_jobs_and_a_link_give_the_unsplit_wheel(tmp_path: Path, cold,
+def test_three_shard_jobs_and_a_link_give_the_unsplit_wheel(tmp_path: Path, cold: tuple[Path, str],
                                                             factory_cache: Path) -> None:
     _, expected = cold
     project(tmp_path)

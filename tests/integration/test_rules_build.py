@@ -10,10 +10,11 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ..support.factory import REPO, cache_env, run_factory, write
+from ..support.factory import REPO, Result, cache_env, run_factory, write
 from ..support.installs import read_dist_info
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
@@ -45,7 +46,8 @@ def pinned_project(folder: Path, name: str, prologue: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ruled_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
+def ruled_build(tmp_path_factory: pytest.TempPathFactory,
+                factory_cache: Path) -> tuple[Path, Any, Result]:
     folder = tmp_path_factory.mktemp("rules")
     raised = pinned_project(folder / "raised", "raised", ASSERT_CXX20)
     pinned_project(folder / "wide", "wide", ASSERT_CXX20)
@@ -74,13 +76,14 @@ def ruled_build(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
     return folder, raised, result
 
 
-def built(index: Path, name: str) -> tuple[Path, dict, str]:
+def built(index: Path, name: str) -> tuple[Path, dict[str, Any], str]:
     (wheel,) = (index / "files").glob(f"{name}-1.0.0+cu130torch211-*.whl")
     (log,) = (index / "logs").glob(f"{name}-*.log")
     return wheel, json.loads(read_dist_info(wheel, "provenance.json")), log.read_text()
 
 
-def test_a_project_pinning_cxx17_is_compiled_as_cxx20_and_says_so(ruled_build) -> None:
+def test_a_project_pinning_cxx17_is_compiled_as_cxx20_and_says_so(
+        ruled_build: tuple[Path, Any, Result]) -> None:
     folder, _, _ = ruled_build
     _, provenance, log = built(folder / "index", "raised")
     assert "toolchain rule cxx20-for-torch-2.14: -std=c++17 -> -std=c++20 (2x), in the " \
@@ -101,7 +104,7 @@ def test_a_project_pinning_cxx17_is_compiled_as_cxx20_and_says_so(ruled_build) -
 
 
 def test_a_project_whose_gencode_rule_is_off_carries_more_and_the_page_says_what(
-        ruled_build) -> None:
+        ruled_build: tuple[Path, Any, Result]) -> None:
     folder, _, _ = ruled_build
     _, provenance, log = built(folder / "index", "wide")
     assert list(provenance["gpu_code_found"].values()) == [["sm_80", "sm_90"]]
@@ -116,7 +119,7 @@ def test_a_project_whose_gencode_rule_is_off_carries_more_and_the_page_says_what
 
 
 def test_a_project_that_cannot_build_under_the_rule_gets_the_compilers_message_and_its_name(
-        ruled_build) -> None:
+        ruled_build: tuple[Path, Any, Result]) -> None:
     folder, _, result = ruled_build
     line = next(line for line in result.stdout.splitlines() if "stuck/cu130torch211" in line
                 and "failed (" in line)
@@ -125,8 +128,8 @@ def test_a_project_that_cannot_build_under_the_rule_gets_the_compilers_message_a
     assert not list((folder / "index" / "files").glob("stuck-*"))
 
 
-def test_verify_rebuilds_with_the_recorded_rules(ruled_build, factory_cache: Path,
-                                                 tmp_path: Path) -> None:
+def test_verify_rebuilds_with_the_recorded_rules(ruled_build: tuple[Path, Any, Result],
+                                                 factory_cache: Path, tmp_path: Path) -> None:
     """No matrix is at hand: only the rules recorded in the wheel (the cxx20 rule for 2.11)
     make the project compile, and the same bytes come out."""
     folder, raised, _ = ruled_build

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from ..support.factory import EXAMPLE, run_factory, write
 from ..support.plans import twelve_cells
 
 
-def planned(matrix: Path, cache: Path, *selects: str) -> dict:
+def planned(matrix: Path, cache: Path, *selects: str) -> dict[str, Any]:
     result = run_factory("plan", matrix, "--cache-dir", cache,
                          *[part for text in selects for part in ("--select", text)])
     assert result.exit == 0, result.stderr

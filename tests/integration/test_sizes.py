@@ -11,6 +11,7 @@ import json
 import subprocess
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,7 @@ def extracted_so(wheel: Path, folder: Path) -> Path:
     return folder / name
 
 
-def assert_read_as_cuobjdump_lists(wheel: Path, cuobjdump: Path, folder: Path) -> dict:
+def assert_read_as_cuobjdump_lists(wheel: Path, cuobjdump: Path, folder: Path) -> dict[str, Any]:
     """The gates' SASS and PTX per SM are cuobjdump's, every entry is compressed, and the
     provenance records the bytes the shared object holds; the report's sizes."""
     report = inspect_wheel(wheel)

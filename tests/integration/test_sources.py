@@ -13,7 +13,9 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,7 +75,7 @@ def git_matrix(folder: Path, url: str, rev: str, extra: str = "",
         """)
 
 
-def lock_entries(path: Path) -> list[dict]:
+def lock_entries(path: Path) -> list[dict[str, Any]]:
     import tomllib
 
     return tomllib.loads(path.read_text())["kernel"]
@@ -86,13 +88,13 @@ def one_error(result) -> str:
 
 
 @pytest.fixture
-def monorepo(tmp_path: Path):
+def monorepo(tmp_path: Path) -> Any:
     return make_monorepo(tmp_path / "repo")
 
 
 # ---- git: resolving, fetching, locking ------------------------------------------------------
 
-def test_lock_pins_a_git_subfolder_at_each_tag(tmp_path: Path, monorepo) -> None:
+def test_lock_pins_a_git_subfolder_at_each_tag(tmp_path: Path, monorepo: Any) -> None:
     work, url = monorepo
     cache = tmp_path / "cache"
     matrix = git_matrix(tmp_path, url, "v1.0.0")
@@ -139,7 +141,7 @@ def test_lock_pins_a_git_subfolder_at_each_tag(tmp_path: Path, monorepo) -> None
     assert not (tmp_path / "index").exists()
 
 
-def test_git_source_errors(tmp_path: Path, monorepo) -> None:
+def test_git_source_errors(tmp_path: Path, monorepo: Any) -> None:
     work, url = monorepo
     cache = tmp_path / "cache"
 
@@ -192,7 +194,7 @@ def test_git_source_errors(tmp_path: Path, monorepo) -> None:
     assert "does not appear to be a git repository" in one_error(result)
 
 
-def test_offline_resolves_from_the_cache(tmp_path: Path, monorepo) -> None:
+def test_offline_resolves_from_the_cache(tmp_path: Path, monorepo: Any) -> None:
     _, url = monorepo
     cache = tmp_path / "cache"
     matrix = git_matrix(tmp_path, url, "v1.1.0")
@@ -328,7 +330,7 @@ def test_a_git_repo_naming_files_outside_is_refused(tmp_path: Path) -> None:
 # ---- the Hub ----------------------------------------------------------------------------------
 
 @pytest.fixture
-def hub(tmp_path: Path):
+def hub(tmp_path: Path) -> Iterator[tuple[Any, dict[str, str], Any]]:
     """A Hub on 127.0.0.1 with kwf-test/noarch-kernel: the pure-Python fixture at the repo's
     top, tagged v2.0.0, beside a build/ folder of made-up binaries that must not be fetched."""
     repo = tmp_path / "hubrepo"
@@ -359,7 +361,8 @@ def hub_matrix(folder: Path, revision: str = "v2.0.0", repo: str = "kwf-test/noa
         """)
 
 
-def test_hub_source_builds_and_then_works_offline(tmp_path: Path, hub) -> None:
+def test_hub_source_builds_and_then_works_offline(tmp_path: Path,
+                                                  hub: tuple[Any, dict[str, str], Any]) -> None:
     repo, env, requests = hub
     cache = tmp_path / "cache"
     matrix = hub_matrix(tmp_path)
@@ -400,7 +403,7 @@ def test_hub_source_builds_and_then_works_offline(tmp_path: Path, hub) -> None:
     assert (entry["kind"], entry["commit"], entry["version"]) == ("hub", commit, "2.0.0")
 
 
-def test_hub_subfolder_and_commit_revision(tmp_path: Path, monorepo) -> None:
+def test_hub_subfolder_and_commit_revision(tmp_path: Path, monorepo: Any) -> None:
     work, _ = monorepo
     server, requests = serve({"kwf-test/kernels": work})
     try:
@@ -435,7 +438,8 @@ def test_hub_subfolder_and_commit_revision(tmp_path: Path, monorepo) -> None:
     ("main", "kwf-test/missing", "kernels[0].hub: kwf-test/missing is not a repo on "
      "http://127.0.0.1:{port} (or it is private and HF_TOKEN does not grant access)"),
 ])
-def test_hub_errors(tmp_path: Path, hub, revision: str, repo: str, expected: str) -> None:
+def test_hub_errors(tmp_path: Path, hub: tuple[Any, dict[str, str], Any], revision: str, repo: str,
+                    expected: str) -> None:
     _, env, _ = hub
     matrix = hub_matrix(tmp_path, revision, repo)
     result = run_factory("lock", matrix, "--cache-dir", tmp_path / "cache", env=env)
@@ -445,7 +449,7 @@ def test_hub_errors(tmp_path: Path, hub, revision: str, repo: str, expected: str
     assert not (tmp_path / "matrix.lock").exists()
 
 
-def test_hub_offline_without_a_cache(tmp_path: Path, hub) -> None:
+def test_hub_offline_without_a_cache(tmp_path: Path, hub: tuple[Any, dict[str, str], Any]) -> None:
     _, env, _ = hub
     result = run_factory("lock", hub_matrix(tmp_path), "--cache-dir", tmp_path / "cache",
                          env={**env, "HF_HUB_OFFLINE": "1"})
@@ -469,7 +473,7 @@ def source_cache(tmp_path: Path, factory_cache: Path) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.network
-def test_git_source_builds_each_tag_and_verifies(tmp_path: Path, monorepo, source_cache: Path,
+def test_git_source_builds_each_tag_and_verifies(tmp_path: Path, monorepo: Any, source_cache: Path,
                                                  torch_venv: Path) -> None:
     work, url = monorepo
     out = tmp_path / "index"

@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ def listed(out: Path, label: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def served(stable_build: tuple[Path, Result]):
+def served(stable_build: tuple[Path, Result]) -> Iterator[str]:
     with serving(stable_build[0]) as url:
         yield url
 
@@ -81,7 +82,7 @@ def test_one_compile_one_wheel_in_three_cells(stable_build: tuple[Path, Result])
 
 
 @pytest.mark.parametrize("torch", ["2.11", "2.12", "2.13"])
-def test_it_installs_from_each_cells_index_and_runs_with_that_torch(served, torch: str,
+def test_it_installs_from_each_cells_index_and_runs_with_that_torch(served: str, torch: str,
         tmp_path: Path, factory_cache: Path) -> None:
     venv = tmp_path / "venv"
     made = uv("venv", "--quiet", "--python", sys.executable, venv, cache=factory_cache)

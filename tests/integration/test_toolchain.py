@@ -32,13 +32,13 @@ def fake_toolkit(root, release: str):
 
 
 @pytest.fixture
-def no_installed_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+def no_installed_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for variable in ("CUDA_HOME", "CUDA_PATH"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
 
 
-def test_cuda_12_without_a_toolkit_says_what_to_do(no_installed_cuda, tmp_path: Path) -> None:
+def test_cuda_12_without_a_toolkit_says_what_to_do(no_installed_cuda: None, tmp_path: Path) -> None:
     with pytest.raises(BuildError) as caught:
         provide_cuda(Version("12.8"), None, tmp_path / "cache", Log(io.StringIO()))
     message = str(caught.value)
@@ -47,7 +47,7 @@ def test_cuda_12_without_a_toolkit_says_what_to_do(no_installed_cuda, tmp_path: 
     assert not (tmp_path / "cache").exists()
 
 
-def test_cuda_12_from_cuda_home(no_installed_cuda, monkeypatch: pytest.MonkeyPatch,
+def test_cuda_12_from_cuda_home(no_installed_cuda: None, monkeypatch: pytest.MonkeyPatch,
                                 tmp_path: Path) -> None:
     home = fake_toolkit(tmp_path / "cuda-12.8", "12.8.93")
     monkeypatch.setenv("CUDA_HOME", str(home))
@@ -64,7 +64,7 @@ def test_a_home_of_another_version_is_refused(tmp_path: Path) -> None:
         provide_cuda(Version("12.8"), home, tmp_path / "cache", Log(io.StringIO()))
 
 
-def test_an_installed_toolkit_of_the_cells_version_comes_before_pypi(no_installed_cuda,
+def test_an_installed_toolkit_of_the_cells_version_comes_before_pypi(no_installed_cuda: None,
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """CUDA 13.0 is on PyPI, but a 13.0 toolkit the machine has is used as it is: nothing is
     downloaded into the cache."""
@@ -75,7 +75,7 @@ def test_an_installed_toolkit_of_the_cells_version_comes_before_pypi(no_installe
     assert not (tmp_path / "cache").exists()
 
 
-def test_a_toolkit_of_another_version_on_the_machine_is_passed_over(no_installed_cuda,
+def test_a_toolkit_of_another_version_on_the_machine_is_passed_over(no_installed_cuda: None,
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("CUDA_HOME", str(fake_toolkit(tmp_path / "cuda-12.8", "12.8.93")))
     on_path = fake_toolkit(tmp_path / "cuda-12.4", "12.4.131")
@@ -84,7 +84,7 @@ def test_a_toolkit_of_another_version_on_the_machine_is_passed_over(no_installed
     assert (toolkit.home, str(toolkit.version)) == (on_path, "12.4.131")
 
 
-def test_a_toolkit_in_a_debian_layout_finds_its_runtime(no_installed_cuda,
+def test_a_toolkit_in_a_debian_layout_finds_its_runtime(no_installed_cuda: None,
                                                         monkeypatch: pytest.MonkeyPatch,
                                                         tmp_path: Path) -> None:
     home = fake_toolkit(tmp_path / "usr", "12.4.131")

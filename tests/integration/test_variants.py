@@ -5,7 +5,7 @@ no GPU) and refuses a machine neither build can run on."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -45,7 +45,7 @@ def two_sm_matrix(folder: Path, sm: str, label: str = "") -> Path:
 
 
 @pytest.fixture(scope="module")
-def variant_site(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
+def variant_site(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path) -> tuple[Path, Any]:
     """Two builds of the example, sm_90 (label cu130torch211) and sm_80 (cu130torch211sm80),
     each with `variants: true`, merged into one site by `factory index --merge`."""
     root = tmp_path_factory.mktemp("variants")
@@ -62,7 +62,8 @@ def variant_site(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path):
     return merged, outs
 
 
-def test_each_cell_wheel_is_published_again_as_a_variant_wheel(variant_site) -> None:
+def test_each_cell_wheel_is_published_again_as_a_variant_wheel(
+        variant_site: tuple[Path, Any]) -> None:
     site, (out90, _) = variant_site
     files = sorted(path.name for path in (site / "files").glob("*.whl"))
     assert files == ["img2gray-1.0.0+cu130torch211-cp39-abi3-manylinux_2_34_x86_64.whl",
@@ -138,7 +139,7 @@ def install_variant(index: str, tmp_path: Path, cache: Path, sm: str,
 
 
 def test_uv_installs_the_variant_that_fits_and_refuses_a_machine_none_fits(
-        variant_site, tmp_path: Path, factory_cache: Path) -> None:
+        variant_site: tuple[Path, Any], tmp_path: Path, factory_cache: Path) -> None:
     site, _ = variant_site
     log: list[str] = []
     # PEP 691 JSON from `factory serve`, and PEP 503 HTML from a plain file server
@@ -188,7 +189,7 @@ def test_uv_installs_the_variant_that_fits_and_refuses_a_machine_none_fits(
 
 
 def test_index_variants_makes_the_same_bytes_and_verify_rebuilds_one(
-        variant_site, tmp_path: Path, factory_cache: Path) -> None:
+        variant_site: tuple[Path, Any], tmp_path: Path, factory_cache: Path) -> None:
     site, (out90, _) = variant_site
     fresh = tmp_path / "fresh"
     (fresh / "files").mkdir(parents=True)
@@ -211,7 +212,8 @@ def test_index_variants_makes_the_same_bytes_and_verify_rebuilds_one(
     assert verified.exit == 0, verified.stdout + verified.stderr
 
 
-def test_doctor_and_browse_page_name_the_variants_index(variant_site, browser: Browser) -> None:
+def test_doctor_and_browse_page_name_the_variants_index(variant_site: tuple[Path, Any],
+                                                        browser: Browser) -> None:
     site, _ = variant_site
     facts = {"python": "3.12.3", "implementation": "cpython", "abi": "cp312",
              "platform": "linux", "machine": "x86_64", "glibc": "2.39",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,7 +61,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def built(project: Path, out: str, *args: str, env: dict[str, str]) -> tuple[int, str, dict]:
+def built(project: Path, out: str, *args: str,
+          env: dict[str, str]) -> tuple[int, str, dict[str, Any]]:
     result = run_factory("build", "matrix.yaml", "--out", out, "--runner", "local", "--test",
                          *args, cwd=project, env=env)
     recorded = project / out / ".factory/cells/img2gray-cu130torch211-x86_64.json"

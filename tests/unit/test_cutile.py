@@ -99,7 +99,7 @@ def test_a_bad_declaration_is_one_line_naming_its_key(tmp_path: Path, declaratio
 
 
 def signature(dtype: str = "float32", divisor: int = 16, base: int = 16,
-              constant: int = 256) -> list[dict]:
+              constant: int = 256) -> list[dict[str, Any]]:
     arrays = [dict(array_parameter(dtype, 1, divisor), base=base) for _ in range(3)]
     return [*arrays, {"kind": "constant", "value": constant}]
 

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,7 +62,7 @@ def compiled(work: Path, source: str, body: bytes, headers: dict[str, str]) -> t
 
 
 @pytest.fixture
-def store_setup(tmp_path: Path):
+def store_setup(tmp_path: Path) -> tuple[Any, str, str, Path, Path]:
     outside = tmp_path / "toolkit" / "cuda_runtime.h"
     work = tmp_path / "build" / "cell.1"
     obj, depfile = compiled(work, "a.cu", b"\x7fELF object one", {"a.h": "#define A 1\n",
@@ -96,7 +97,8 @@ def test_a_depfile_is_read_as_make_reads_it(tmp_path: Path) -> None:
         Path("/usr/include/stdio.h")]
 
 
-def test_a_unit_is_found_again_by_the_next_build_of_its_cell(store_setup) -> None:
+def test_a_unit_is_found_again_by_the_next_build_of_its_cell(
+        store_setup: tuple[Any, str, str, Path, Path]) -> None:
     store, identity, key, work, _ = store_setup
     shutil.rmtree(work / "obj")  # the next build starts from a fresh copy of the source
     shutil.rmtree(work / "src")
@@ -108,7 +110,8 @@ def test_a_unit_is_found_again_by_the_next_build_of_its_cell(store_setup) -> Non
 
 
 @pytest.mark.parametrize("changed", ["header", "outside", "source", "gone"])
-def test_any_file_the_compiler_read_changing_is_a_miss(store_setup, changed: str) -> None:
+def test_any_file_the_compiler_read_changing_is_a_miss(
+        store_setup: tuple[Any, str, str, Path, Path], changed: str) -> None:
     store, identity, _, work, outside = store_setup
     if changed == "header":
         (work / "src" / "a.h").write_text("#define A 2\n")
@@ -121,13 +124,15 @@ def test_any_file_the_compiler_read_changing_is_a_miss(store_setup, changed: str
     assert store.fetch(identity, work, NS, work / "obj" / "again.o", print) is None
 
 
-def test_a_touched_file_with_the_same_bytes_is_still_a_hit(store_setup) -> None:
+def test_a_touched_file_with_the_same_bytes_is_still_a_hit(
+        store_setup: tuple[Any, str, str, Path, Path]) -> None:
     store, identity, key, work, _ = store_setup
     os.utime(work / "src" / "a.h", (1, 1))
     assert store.fetch(identity, work, NS, work / "obj" / "again.o", print) == key
 
 
-def test_two_versions_of_a_header_are_both_kept(store_setup) -> None:
+def test_two_versions_of_a_header_are_both_kept(
+        store_setup: tuple[Any, str, str, Path, Path]) -> None:
     store, identity, first, work, _ = store_setup
     (work / "src" / "a.h").write_text("#define A 2\n")
     (work / "obj" / "a.cu.o").write_bytes(b"\x7fELF object two")
@@ -140,8 +145,8 @@ def test_two_versions_of_a_header_are_both_kept(store_setup) -> None:
 
 
 @pytest.mark.parametrize("damage", ["bytes", "swapped", "record"])
-def test_a_damaged_or_wrong_entry_is_never_used_and_is_removed(store_setup, tmp_path: Path,
-        damage: str) -> None:
+def test_a_damaged_or_wrong_entry_is_never_used_and_is_removed(
+        store_setup: tuple[Any, str, str, Path, Path], tmp_path: Path, damage: str) -> None:
     store, identity, key, work, _ = store_setup
     obj = store.root / "objects" / key[:2] / f"{key}.o"
     record = obj.with_suffix(".json")
@@ -165,8 +170,8 @@ def test_a_damaged_or_wrong_entry_is_never_used_and_is_removed(store_setup, tmp_
     assert len(notes) == 1 and "was damaged" in notes[0] and key[:12] in notes[0]
 
 
-def test_objects_travel_to_another_cache_and_bad_ones_are_refused(store_setup,
-        tmp_path: Path) -> None:
+def test_objects_travel_to_another_cache_and_bad_ones_are_refused(
+        store_setup: tuple[Any, str, str, Path, Path], tmp_path: Path) -> None:
     store, identity, key, work, _ = store_setup
     cache = ObjectCache(store.root, key=KEY)
     cache.part().mark_used(store.used)
@@ -180,7 +185,8 @@ def test_objects_travel_to_another_cache_and_bad_ones_are_refused(store_setup,
     assert ObjectCache(tmp_path / "third", key=KEY).merge(artifact) == (0, 1)
 
 
-def test_an_entry_not_written_under_the_key_is_compiled_again(store_setup) -> None:
+def test_an_entry_not_written_under_the_key_is_compiled_again(
+        store_setup: tuple[Any, str, str, Path, Path]) -> None:
     """A poisoned entry: its object replaced and its record re-hashed to match, as anyone who
     can write the cache folder could, but without the key."""
     store, identity, key, work, _ = store_setup
@@ -199,8 +205,8 @@ def test_an_entry_not_written_under_the_key_is_compiled_again(store_setup) -> No
                      "is compiled again"]
 
 
-def test_another_keys_entries_are_compiled_again_and_not_imported(store_setup,
-        tmp_path: Path) -> None:
+def test_another_keys_entries_are_compiled_again_and_not_imported(
+        store_setup: tuple[Any, str, str, Path, Path], tmp_path: Path) -> None:
     store, identity, _, work, _ = store_setup
     other = ObjectStore(store.root, bytes(32))
     notes: list[str] = []
@@ -217,8 +223,8 @@ def test_another_keys_entries_are_compiled_again_and_not_imported(store_setup,
     assert ObjectCache(tmp_path / "same", key=KEY).merge(tmp_path / "artifact") == (1, 0)
 
 
-def test_a_manifest_entry_pointing_at_another_object_is_passed_over(store_setup,
-        tmp_path: Path) -> None:
+def test_a_manifest_entry_pointing_at_another_object_is_passed_over(
+        store_setup: tuple[Any, str, str, Path, Path], tmp_path: Path) -> None:
     """Two builds of one command from different sources; the manifest's newest entry is then
     made to name the older object for the newer sources: the lookup does not take it."""
     store, identity, key, work, _ = store_setup
@@ -284,7 +290,8 @@ def crafted(artifact: Path, key: str, how: str) -> None:
     "a FIFO record", "a deep record", "a huge record", "a FIFO object",
     "a 3 GiB sparse object, its record re-hashed", "an object bigger than its record says",
     "a linked object", "a record without a size"])
-def test_a_crafted_import_is_refused_at_once(store_setup, tmp_path: Path, how: str) -> None:
+def test_a_crafted_import_is_refused_at_once(store_setup: tuple[Any, str, str, Path, Path],
+                                             tmp_path: Path, how: str) -> None:
     store, _, key, _, _ = store_setup
     cache = ObjectCache(store.root, key=KEY)
     cache.part().mark_used(store.used)

@@ -144,7 +144,7 @@ def connect(port: int, source: str) -> socket.socket:
     return client
 
 
-def answer_beside(root: Path, held: int, settings: dict, asker: str) -> bytes:
+def answer_beside(root: Path, held: int, settings: dict[str, Any], asker: str) -> bytes:
     """The start of the answer `asker` gets while 127.0.0.1 holds `held` idle connections."""
     (root / "files").mkdir(parents=True)
     port, stop = start(root, idle_timeout=5, header_timeout=5, **settings)

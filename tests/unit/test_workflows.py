@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import Any
 
 import pytest
 import yaml
@@ -39,7 +40,7 @@ ARRAYS = {"locked": ["--locked"], "previous": ["https://owner.github.io/kernels/
 
 
 
-def factory_commands(script: str, env: dict) -> list[list[str]]:
+def factory_commands(script: str, env: dict[str, Any]) -> list[list[str]]:
     """The argument lists of every `factory` call in a script, its variables expanded."""
     script = script.replace("\\\n", " ")
     commands = []
