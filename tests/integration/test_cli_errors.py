@@ -4,12 +4,14 @@ is made)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES, assert_rejected
-from ..support.factory import make_kernel, snapshot, write
+from ..support.factory import Result, make_kernel, snapshot, write
 
 STABLE_KERNEL = GOOD_KERNEL.replace(
     '[kernel.demo]', '[torch.stable-abi]\ncuda = "2.11"\n\n[kernel.demo]').replace(
@@ -201,7 +203,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input(project, factory, case: Any) -> None:
+def test_bad_input(project: Path, factory: Callable[..., Result], case: Any) -> None:
     matrix, build_toml, expected = CASES[case]
     make_kernel(project / "demo", build_toml, SOURCES, package="demo")
     write(project / "matrix.yaml", matrix)
@@ -262,7 +264,8 @@ def test_bad_input(project, factory, case: Any) -> None:
      "gone-1.0-py3-none-any.whl: no such wheel"),
     (["verify", "matrix.yaml", "--build-root", "/tmp/x"], "matrix.yaml: not a .whl file"),
 ])
-def test_bad_arguments(project, factory, args: Any, expected: str) -> None:
+def test_bad_arguments(project: Path, factory: Callable[..., Result], args: Any,
+                       expected: str) -> None:
     make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
     write(project / "matrix.yaml", GOOD_MATRIX)
     before = snapshot(project / "index")
@@ -270,7 +273,8 @@ def test_bad_arguments(project, factory, args: Any, expected: str) -> None:
 
 
 @pytest.mark.parametrize("where", ["--runner", "matrix"])
-def test_docker_runner_without_a_daemon(project, factory, where: str) -> None:
+def test_docker_runner_without_a_daemon(project: Path, factory: Callable[..., Result],
+                                        where: str) -> None:
     make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
     write(project / "matrix.yaml", GOOD_MATRIX + ("runner: docker\n" if where == "matrix" else ""))
     before = snapshot(project / "index")

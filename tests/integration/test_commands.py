@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.version import Version
@@ -23,7 +24,7 @@ from factory.toolchain.cuda import provide_cuda
 from ..support.plans import MATRIX, TOOLCHAIN, demo_plan, plan_for
 
 
-def jobs_by_source(tmp_path: Path, threads=1):
+def jobs_by_source(tmp_path: Path, threads: int = 1) -> tuple[Any, dict[str, Any]]:
     cell = next(c for c in plan_for(tmp_path, MATRIX).cells if str(c.torch) == "2.11")
     jobs = compile_jobs(cell, TOOLCHAIN, Path("/build"))
     return cell, {job.source: job.command(threads) for job in jobs}

@@ -26,7 +26,7 @@ class _Hang(Exception):
     pass
 
 
-def _alarm(signum, frame):
+def _alarm(signum: int, frame: object) -> None:
     raise _Hang
 
 

@@ -26,7 +26,7 @@ from ..support.wheels import make_wheel
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
-def build(matrix, out, cache) -> subprocess.Popen[str]:
+def build(matrix: Path, out: Path, cache: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "factory", "build", str(matrix), "--out",
                              str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, **cache_env(cache)})
@@ -50,7 +50,7 @@ def killed(process: subprocess.Popen[str], after: float) -> bool:
         process.communicate()
 
 
-def published(out) -> dict[str, str]:
+def published(out: Path) -> dict[str, str]:
     """The wheels in files/, each with its sha256, all of them recorded by the index."""
     found = {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
              for path in (out / "files").glob("*.whl")}
@@ -92,14 +92,14 @@ def test_a_killed_build_never_blocks_the_next_and_two_at_once_both_succeed(tmp_p
         assert published(out) == expected
 
 
-def every_published_byte(out) -> dict[str, str]:
+def every_published_byte(out: Path) -> dict[str, str]:
     """Every file of an output folder but its private records, with its sha256."""
     return {str(path.relative_to(out)): hashlib.sha256(path.read_bytes()).hexdigest()
             for path in sorted(out.rglob("*")) if path.is_file()
             and path.relative_to(out).parts[0] not in (".factory", "logs")}
 
 
-def factory(*args) -> subprocess.Popen[str]:
+def factory(*args: str | Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "factory", *map(str, args)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 

@@ -303,7 +303,7 @@ SECTION_FILES = {
 }
 
 
-def sections_kernel(tmp_path: Path, ampere="8.0"):
+def sections_kernel(tmp_path: Path, ampere: str = "8.0") -> Path:
     make_kernel(tmp_path / "sections", SECTIONS.replace("{ampere}", ampere), SECTION_FILES,
                 package="sections")
 

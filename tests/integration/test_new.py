@@ -11,7 +11,7 @@ from pathlib import Path
 from ..support.factory import REPO, run_factory, write
 
 
-def plan_cells(matrix, *arguments) -> tuple[list[str], str]:
+def plan_cells(matrix: Path, *arguments: str | Path) -> tuple[list[str], str]:
     result = run_factory("plan", matrix, *arguments)
     assert result.exit == 0, result.stdout + result.stderr
     return list(json.loads(result.stdout)["cells"]), result.stderr

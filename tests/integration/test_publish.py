@@ -286,7 +286,7 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, dict[str, str]]]:
     server.stop()
 
 
-def s3_objects(client) -> dict[str, bytes]:
+def s3_objects(client: Any) -> dict[str, bytes]:
     listing = client.list_objects_v2(Bucket="kernel-wheels").get("Contents", [])
     return {item["Key"]: client.get_object(Bucket="kernel-wheels", Key=item["Key"])["Body"].read()
             for item in listing}

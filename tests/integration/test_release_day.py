@@ -17,7 +17,7 @@ from ..support.servers import static_server as served
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
-def scheduled_run(matrix, site, job, cache) -> str:
+def scheduled_run(matrix: Path, site: Path, job: Path, cache: Path) -> str:
     """What the scheduled workflow does: the cells the site lacks, built, then merged into it."""
     new = ["--new", site] if (site / "simple").is_dir() else []
     built = run_factory("build", matrix, *new, "--out", job, env=cache_env(cache))

@@ -22,7 +22,7 @@ import pytest
 from factory.sources.tree import tree_digest
 
 from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES
-from ..support.factory import EXAMPLE, FIXTURES, make_kernel, run_factory, snapshot, write
+from ..support.factory import EXAMPLE, FIXTURES, Result, make_kernel, run_factory, snapshot, write
 from ..support.hubserver import serve
 from ..support.installs import run_example
 
@@ -81,7 +81,7 @@ def lock_entries(path: Path) -> list[dict[str, Any]]:
     return tomllib.loads(path.read_text())["kernel"]
 
 
-def one_error(result) -> str:
+def one_error(result: Result) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     return lines[0]

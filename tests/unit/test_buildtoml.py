@@ -226,7 +226,7 @@ def test_unknown_capability_is_a_located_warning(kernel_factory: Callable[..., P
     assert "build.toml:18: kernel.k.cuda-capabilities[3]: '11.8' is not a known" in spec.warnings[0]
 
 
-def error_of(root) -> str:
+def error_of(root: Path) -> str:
     with pytest.raises(ConfigError) as caught:
         read_build_toml(root)
     message = caught.value.render()

@@ -4,11 +4,14 @@ is made)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES, assert_rejected
-from ..support.factory import make_kernel, snapshot, write
+from ..support.factory import Result, make_kernel, snapshot, write
 
 
-def test_bad_source_date_epoch(project, factory) -> None:
+def test_bad_source_date_epoch(project: Path, factory: Callable[..., Result]) -> None:
     make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
     write(project / "matrix.yaml", GOOD_MATRIX)
     before = snapshot(project / "index")

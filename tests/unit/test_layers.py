@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+from pathlib import Path
 
 from ..support.factory import REPO
 
@@ -20,7 +21,7 @@ def rank(module: str) -> int:
     return -1 if top in FOUNDATION else STEPS.index(top)
 
 
-def imports_of(path) -> set[str]:
+def imports_of(path: Path) -> set[str]:
     """The factory modules a file imports, as dotted paths below factory/."""
     package = path.relative_to(REPO / "factory").with_suffix("").parts
     found = set()

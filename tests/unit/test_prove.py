@@ -31,7 +31,7 @@ def test_the_modules_a_wheel_makes_importable() -> None:
     assert importable_modules(files) == ["causal_conv1d_cuda", "helper", "img2gray"]
 
 
-def plugin_report(**fields) -> dict[str, Any]:
+def plugin_report(**fields: Any) -> dict[str, Any]:
     """A report as the factory's pytest plugin writes it."""
     return {"passed": 5, "failed": 0, "errors": 0, "skipped": 6,
             "gpus": ["NVIDIA H100 80GB HBM3"], "torch": "2.11.0", "cuda": "13.0",

@@ -84,7 +84,7 @@ def test_the_build_logs_and_records_are_never_served(served: tuple[str, Path], p
     assert caught.value.code == 404
 
 
-def start(root: Path, **settings) -> tuple[int, Callable[[], None]]:
+def start(root: Path, **settings: Any) -> tuple[int, Callable[[], None]]:
     server = make_server(root, "127.0.0.1", 0, **settings)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()

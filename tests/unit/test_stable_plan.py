@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.version import Version
@@ -31,7 +32,7 @@ def kernel(tmp_path: Path, name="demo", **settings):
     return root
 
 
-def ids(items) -> list[str]:
+def ids(items: Any) -> list[str]:
     return [item.id for item in items]
 
 
