@@ -22,7 +22,7 @@ import pytest
 from factory.prove.tests import TestReport
 from factory.wheel.read import read_wheel
 
-from ..support.browser import open_page, shot
+from ..support.browser import open_page, shot, text
 from ..support.factory import run_factory
 from ..support.servers import serving
 
@@ -50,15 +50,15 @@ def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser: Br
     page.select_option("#cuda", "13.0")
     expected = f"{site}cu130torch211/simple/"
     # pinned to the labelled version, which no project of PyPI can have
-    assert page.text_content("#pip-command") == \
+    assert text(page, "#pip-command") == \
         f"pip install img2gray==1.0.0+cu130torch211 --extra-index-url {expected}"
     # uv's form is the one doctor prints
-    assert page.text_content("#uv-command") == f"uv pip install img2gray --index {expected}"
-    assert "img2gray 1.0.0+cu130torch211" in page.text_content("#status")
+    assert text(page, "#uv-command") == f"uv pip install img2gray --index {expected}"
+    assert "img2gray 1.0.0+cu130torch211" in text(page, "#status")
     assert page.evaluate("location.hash") == "#package=img2gray&torch=2.11&cuda=13.0"
     # The chosen cell's facts are shown with its commands: no click needed.
     page.wait_for_selector("#facts .wheel")
-    details = page.text_content("#facts .wheel")
+    details = text(page, "#facts .wheel")
     assert "sm_90" in details and "==2.11.*" in details
     assert "Python>=3.9, with the GIL (abi3: a free-threaded CPython needs its own cpXYt wheel)" \
         in details, details
@@ -73,14 +73,14 @@ def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser: Br
     built = read_wheel(wheel).record
     assert built is not None and entered != time.strftime(
         "%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(built.build.source_date_epoch))
-    proof = page.text_content("#facts .proof")
+    proof = text(page, "#facts .proof")
     assert "8 passed, 0 failed, 6 skipped with no GPU (GPU tests skipped)" in proof, proof
     assert "verdictproven: its own tests passed" in proof, proof
     assert "::img2gray (CPU, CUDA, Meta): torch.compile ready" in proof, proof
     # The grid marks the chosen cell; its button chooses it too.
     page.wait_for_selector("td.built.selected button")
     page.click("td.built button")
-    assert page.text_content("#pip-command").endswith("/cu130torch211/simple/")
+    assert text(page, "#pip-command").endswith("/cu130torch211/simple/")
     # Nothing wider than the phone's screen.
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     shot(page, "browse-page")
@@ -94,30 +94,30 @@ def test_a_deep_link_selects_and_shows_and_detect_clears_what_no_longer_applies(
         site: str) -> None:
     page, errors = open_page(browser, site + "#package=img2gray&torch=2.11&cuda=13.0")
     assert page.input_value("#torch") == "2.11" and page.input_value("#cuda") == "13.0"
-    assert page.text_content("#pip-command").endswith("/cu130torch211/simple/")
+    assert text(page, "#pip-command").endswith("/cu130torch211/simple/")
     # the link shows: the wheel's facts, the package's card open, its cell marked
     page.wait_for_selector("#facts .proof")
-    assert "torch 2.11, CUDA 13.0" in page.text_content("#facts h3")
+    assert "torch 2.11, CUDA 13.0" in text(page, "#facts h3")
     assert page.evaluate("document.getElementById('pkg-img2gray').open")
     page.wait_for_selector("#pkg-img2gray td.selected[aria-current=true]")
     shot(page, "browse-deep-link")
     page.click("#detect summary")
     page.fill("#paste", "2.11.0+cu130 13.0")
-    assert page.text_content("#paste-result") == "Found torch 2.11 with CUDA 13.0."
+    assert text(page, "#paste-result") == "Found torch 2.11 with CUDA 13.0."
     # a torch with no index here: the commands and facts of the earlier choice go
     page.fill("#paste", "2.12.0+cu130 13.0")
-    assert "no index here for that pair yet" in page.text_content("#paste-result")
-    assert page.text_content("#pip-command") == "" and page.text_content("#uv-command") == ""
-    assert page.text_content("#status") == "No index here for torch 2.12 with CUDA 13.0."
+    assert "no index here for that pair yet" in text(page, "#paste-result")
+    assert text(page, "#pip-command") == "" and text(page, "#uv-command") == ""
+    assert text(page, "#status") == "No index here for torch 2.12 with CUDA 13.0."
     assert page.locator("#facts *").count() == 0
     assert page.locator("td.selected").count() == 0
     shot(page, "browse-detect-none")
     page.fill("#paste", "2.13.0+cpu None")
-    assert "need a CUDA build of torch" in page.text_content("#paste-result")
-    assert page.text_content("#pip-command") == ""
+    assert "need a CUDA build of torch" in text(page, "#paste-result")
+    assert text(page, "#pip-command") == ""
     page.fill("#paste", "2.11.0+cu130 13.0")
     page.wait_for_selector("#facts .wheel")
-    assert page.text_content("#pip-command").endswith("/cu130torch211/simple/")
+    assert text(page, "#pip-command").endswith("/cu130torch211/simple/")
     assert errors == []
 
 
@@ -138,7 +138,7 @@ def shown_proof(browser: Browser, url: str) -> tuple[object, list[str], str]:
     """The page of the example's cell, its errors and the text of its proof."""
     page, errors = open_page(browser, url + "#package=img2gray&torch=2.11&cuda=13.0")
     page.wait_for_selector("#facts .proof")
-    return page, errors, page.text_content("#facts .proof")
+    return page, errors, text(page, "#facts .proof")
 
 
 def test_what_the_index_records_is_shown_as_text_never_run(browser: Browser,
@@ -191,12 +191,12 @@ def test_every_missing_cell_says_why(browser: Browser, example_tested: tuple[Pat
                                             "the kernel's torch maxver is 2.11"),
                          ("2.12", "12.8"): ("not requestednot in the matrix",
                                             "not in the matrix")}, cells
-        assert page.text_content("#status") == (
+        assert text(page, "#status") == (
             "No img2gray wheel for torch 2.12 with CUDA 12.8 (not requested: the matrix has "
             "no such cell; its maintainers can add it, or build it on request).")
         page.select_option("#cuda", "13.0")
-        assert "(skipped: the kernel's torch maxver is 2.11)" in page.text_content("#status")
-        assert page.text_content("#pip-command") == ""
+        assert "(skipped: the kernel's torch maxver is 2.11)" in text(page, "#status")
+        assert text(page, "#pip-command") == ""
         shot(page, "browse-missing-cells")
         assert errors == []
 
@@ -238,10 +238,10 @@ def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser: Browser, stable_
     """One wheel in three cells: each cell says so, the wheel names the cells it serves, and
     the helper gives the index of the chosen torch."""
     page, errors = open_page(browser, stable_site + "#package=stable-kernel&torch=2.13&cuda=13.0")
-    assert page.text_content("#pip-command") == (
+    assert text(page, "#pip-command") == (
         f"pip install stable-kernel==1.0.0+cu13.stable.torch2.11 --extra-index-url "
         f"{stable_site}cu130torch213/simple/")
-    assert page.text_content("#status") == (
+    assert text(page, "#status") == (
         "stable-kernel 1.0.0+cu13.stable.torch2.11, a stable-ABI wheel for torch >=2.11, "
         "serves torch 2.13 with CUDA 13.0:")
     page.wait_for_selector("td.built.stable button")
@@ -249,10 +249,10 @@ def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser: Browser, stable_
     assert [cell.text_content() for cell in cells] == [
         f"builtcu130torch21{minor}, stable-ABI wheel" for minor in (3, 2, 1)]
     cells[0].query_selector("button").click()
-    details = page.text_content("#facts .wheel")
+    details = text(page, "#facts .wheel")
     assert "built against torch's stable ABI 2.11: one wheel for torch >=2.11" in details
     assert ("serves" "torch 2.11 with CUDA 13.0 (cu130torch211), torch 2.12 with CUDA 13.0 "
             "(cu130torch212), torch 2.13 with CUDA 13.0 (cu130torch213)") in details, details
     assert "stable-kernel/cu13.stable.torch2.11/x86_64, the stable-ABI build" in \
-        page.text_content("#facts .proof")
+        text(page, "#facts .proof")
     assert errors == []

@@ -23,7 +23,7 @@ import pytest
 from factory import doctor
 from factory.wheel.inspect import inspect_wheel
 
-from ..support.browser import open_page, shot
+from ..support.browser import open_page, shot, text
 from ..support.factory import EXAMPLE, cache_env, example_built_and_tested, run_factory
 from ..support.installs import venv_python
 from ..support.servers import serving
@@ -140,10 +140,10 @@ def test_doctor_and_the_browse_page_offer_the_cpu_build(cpu_build: tuple[Path, P
         page.select_option("#cuda", "cpu")
         page.wait_for_selector("#facts h3")
         assert "built for torch 2.11 on the CPU (any build of torch 2.11, with or without " \
-               "CUDA)" in page.text_content("#status")
-        assert page.text_content("#pip-command") == \
+               "CUDA)" in text(page, "#status")
+        assert text(page, "#pip-command") == \
             f"pip install img2gray==1.0.0+cputorch211 --extra-index-url {url}cputorch211/simple/"
-        assert page.text_content("#facts h3") == "This wheel: torch 2.11, CPU"
+        assert text(page, "#facts h3") == "This wheel: torch 2.11, CPU"
         assert "GPU code\nnone (a CPU build)" in page.inner_text("#facts")
         shot(page, "browse-cpu")
         page.select_option("#cuda", "13.0")
@@ -152,7 +152,7 @@ def test_doctor_and_the_browse_page_offer_the_cpu_build(cpu_build: tuple[Path, P
         page.wait_for_function("document.getElementById('paste-result').textContent"
                                ".includes('CPU builds')")
         assert page.input_value("#cuda") == "cpu"
-        assert "on the CPU" in page.text_content("#status")
+        assert "on the CPU" in text(page, "#status")
         assert errors == []
 
 

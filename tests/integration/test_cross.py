@@ -26,7 +26,7 @@ from elftools.elf.elffile import ELFFile
 
 from factory import doctor
 
-from ..support.browser import open_page, shot
+from ..support.browser import open_page, shot, text
 from ..support.factory import EXAMPLE, cache_env, example_built_and_tested, run_factory
 from ..support.servers import serving
 
@@ -183,7 +183,7 @@ def test_doctor_and_the_browse_page_know_both_platforms(
         page.select_option("#torch", "2.11")
         page.select_option("#cuda", "13.0")
         page.wait_for_selector("#facts h3")
-        status = page.text_content("#status")
+        status = text(page, "#status")
         assert "built for torch 2.11 and CUDA 13.0 (x86_64 and aarch64; the installer takes " \
                "the one of your machine)" in status, status
         facts = " ".join(page.inner_text("#facts").split())

@@ -21,7 +21,7 @@ import subprocess
 import pytest
 from uv import find_uv_bin
 
-from ..support.browser import open_page
+from ..support.browser import open_page, text
 from ..support.factory import EXAMPLE, REPO, cache_env, run_factory, write
 from ..support.installs import read_dist_info
 from ..support.servers import serving
@@ -83,7 +83,7 @@ def test_the_example_gets_a_cp314t_wheel_that_keeps_the_gil_disabled(tmp_path: P
         # the browse page says which CPythons load each of the cell's two wheels
         page, errors = open_page(browser, url + "#package=img2gray&torch=2.15&cuda=13.2")
         page.wait_for_selector("#facts .wheel")
-        shown = [page.text_content(f"#facts .wheel >> nth={n}") for n in range(2)]
+        shown = [text(page, f"#facts .wheel >> nth={n}") for n in range(2)]
         assert errors == []
     assert any("free-threaded CPython 3.14t only (cp314t): it loads with the GIL disabled"
                in text for text in shown), shown

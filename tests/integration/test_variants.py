@@ -25,7 +25,7 @@ from variantlib.variants_json import VariantsJson
 
 from factory import doctor
 
-from ..support.browser import open_page, shot
+from ..support.browser import open_page, shot, text
 from ..support.factory import EXAMPLE, cache_env, run_factory
 from ..support.servers import serving, static_server
 
@@ -231,8 +231,8 @@ def test_doctor_and_browse_page_name_the_variants_index(variant_site: tuple[Path
         page.select_option("#torch", "2.11")
         page.select_option("#cuda", "13.0")
         page.wait_for_selector("#variants-command")
-        assert page.text_content("#variants-command") == fits["variants"]["uv"]
-        facts_text = " ".join(page.text_content("#facts").split())
+        assert text(page, "#variants-command") == fits["variants"]["uv"]
+        facts_text = " ".join(text(page, "#facts").split())
         assert "variant cu130torch211" in facts_text and SM90 in facts_text
         assert "nvidia :: sm_arch :: 90_real" in facts_text
         shot(page, "browse-variants")

@@ -49,3 +49,10 @@ def shot(page: Page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
     assert (ARTIFACTS / f"{name}.png").stat().st_size > 10_000
+
+
+def text(page: Page, selector: str) -> str:
+    """The text of the first element `selector` finds; it must be there."""
+    found = page.text_content(selector)
+    assert found is not None, f"nothing on the page matches {selector}"
+    return found
