@@ -14,6 +14,8 @@ from factory.config.buildtoml import read_build_toml
 from factory.errors import ConfigError
 from factory.policy.capabilities import Capability
 
+from ..support.checks import present
+
 SOURCES = {"csrc/k.cu": "", "csrc/k.h": "", "torch-ext/torch_binding.cpp": ""}
 
 V1 = """
@@ -137,7 +139,7 @@ def test_each_dialect_is_recognised(kernel_factory: Callable[..., Path], text: A
     root = kernel_factory(text, SOURCES, package=name.replace("-", "_"))
     spec = read_build_toml(root)
     assert (spec.dialect, spec.name, spec.framework) == (dialect, name, "torch")
-    assert spec.torch.src == ("torch-ext/torch_binding.cpp",)
+    assert present(spec.torch).src == ("torch-ext/torch_binding.cpp",)
 
 
 def test_v1_languages_become_backends(kernel_factory: Callable[..., Path]) -> None:
@@ -153,7 +155,8 @@ def test_v2_fields(kernel_factory: Callable[..., Path]) -> None:
     kernel = spec.kernels[0]
     assert spec.cuda_minver == Version("12.4") and spec.cuda_maxver is None
     assert spec.python_depends == ("einops",)
-    assert (spec.torch.minver, spec.torch.maxver) == (Version("2.5"), Version("2.12"))
+    torch = present(spec.torch)
+    assert (torch.minver, torch.maxver) == (Version("2.5"), Version("2.12"))
     assert kernel.depends == ("torch", "cutlass_3_8")
     assert kernel.cuda_flags == ("-DFOO",) and kernel.cuda_minver == Version("12.8")
     assert kernel.cuda_capabilities is None
@@ -170,17 +173,17 @@ def test_v3_general_cuda_table(kernel_factory: Callable[..., Path]) -> None:
 def test_v4_capabilities_and_stable_abi(kernel_factory: Callable[..., Path]) -> None:
     spec = read_build_toml(kernel_factory(V4, SOURCES, package="v4_kernel"))
     assert spec.major_version == 2 and spec.license == "Apache-2.0"
-    assert [str(c) for c in spec.kernels_for("cuda")[0].cuda_capabilities] == [
+    assert [str(c) for c in present(spec.kernels_for("cuda")[0].cuda_capabilities)] == [
         "8.0", "9.0a", "12.0+PTX"]
-    assert spec.torch.stable_abi_for("cuda") == Version("2.10")
-    assert spec.torch.cxx_flags == ("-DBINDING",)
+    assert present(spec.torch).stable_abi_for("cuda") == Version("2.10")
+    assert present(spec.torch).cxx_flags == ("-DBINDING",)
     assert spec.kernels_for("cuda")[0].include == ("csrc",)
 
 
 def test_v5_per_backend_stable_abi(kernel_factory: Callable[..., Path]) -> None:
     spec = read_build_toml(kernel_factory(V5, SOURCES, package="v5_kernel"))
-    assert spec.torch.stable_abi_for("cuda") == Version("2.10")
-    assert spec.torch.stable_abi_for("metal") is None
+    assert present(spec.torch).stable_abi_for("cuda") == Version("2.10")
+    assert present(spec.torch).stable_abi_for("metal") is None
 
 
 def test_forms_older_real_repos_use(kernel_factory: Callable[..., Path]) -> None:

@@ -16,6 +16,8 @@ from factory.policy.capabilities import (
     with_ptx_for_newest,
 )
 
+from ..support.checks import present
+
 
 def caps(*texts: str) -> list[Capability]:
     return [Capability.parse(text) for text in texts]
@@ -82,15 +84,15 @@ def test_gencode_flags() -> None:
 ])
 def test_what_each_toolkit_can_build(capability: str, cuda: str, problem: str | None) -> None:
     version = Version(cuda)
-    found = check_supported(Capability.parse(capability), cuda_policy(version), version)
-    assert (found is None) if problem is None else (problem in found)
+    found = check_supported(Capability.parse(capability), present(cuda_policy(version)), version)
+    assert (found is None) if problem is None else (problem in present(found))
 
 
 def test_default_lists_follow_kernel_builder() -> None:
-    assert [str(s) for s in cuda_policy(Version("12.6")).default] == [
+    assert [str(s) for s in present(cuda_policy(Version("12.6"))).default] == [
         "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0"]
-    assert [str(s) for s in cuda_policy(Version("12.8")).default] == [
+    assert [str(s) for s in present(cuda_policy(Version("12.8"))).default] == [
         "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.1", "12.0"]
-    assert [str(s) for s in cuda_policy(Version("13.0")).default] == [
+    assert [str(s) for s in present(cuda_policy(Version("13.0"))).default] == [
         "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "11.0", "12.0", "12.1"]
     assert cuda_policy(Version("11.8")) is None

@@ -15,6 +15,7 @@ from factory.compile.deps import torch_includes
 from factory.errors import BuildError
 from factory.toolchain import emulated
 
+from ..support.checks import present
 from ..support.plans import TOOLCHAIN
 
 
@@ -34,7 +35,7 @@ def test_a_cross_link_takes_the_cuda_runtime_of_the_cells_platform(tmp_path: Pat
     lib = tmp_path / "sysroot/usr/lib/python3/dist-packages/nvidia/cu13/lib"
     assert argv[0] == "aarch64-linux-gnu-g++"
     assert f"-L{lib}" in argv and argv[-1] == "-l:libcudart.so.13"
-    assert "-lcudart" not in argv and f"-L{TOOLCHAIN.cuda.lib}" not in argv
+    assert "-lcudart" not in argv and f"-L{present(TOOLCHAIN.cuda).lib}" not in argv
 
 
 def test_debians_python_headers_come_with_their_architectures_folder(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from factory.plan.starter import propose, read_kernel
 from factory.policy import cuda_policy, torch_releases
 from factory.values.versions import Version
 
+from ..support.checks import present
 from ..support.factory import REPO, factory_main, snapshot
 from ..support.plans import starter_kernel as kernel
 
@@ -30,7 +31,7 @@ def test_the_newest_torches_their_pypi_cuda_and_its_default_sms(tmp_path: Path) 
     releases = torch_releases()
     assert {cuda for cuda, _, _ in proposal.cudas} == {releases[t].pypi_cuda for t in newest(3)}
     for cuda, sms, torches in proposal.cudas:
-        assert sms == cuda_policy(cuda).default
+        assert sms == present(cuda_policy(cuda)).default
         assert all(releases[torch].pypi_cuda == cuda for torch in torches)
     pairs = {(torch, cuda) for torch in proposal.torches for cuda, _, _ in proposal.cudas}
     assert set(proposal.excluded) == {(torch, cuda) for torch, cuda in pairs
@@ -44,7 +45,7 @@ def test_sms_are_those_the_declared_capabilities_serve(tmp_path: Path, declared:
     spec = read_kernel(kernel(tmp_path, capabilities=f"cuda-capabilities = {declared}"))
     for cuda, sms, _ in propose(spec, 2).cudas:
         assert {sm.major for sm in sms} == major
-        assert set(sms) == {sm for sm in cuda_policy(cuda).default if sm.major in major}
+        assert set(sms) == {sm for sm in present(cuda_policy(cuda)).default if sm.major in major}
 
 
 def test_torch_bounds_and_a_stable_abi_narrow_the_torches(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import ast
 import importlib
 from pathlib import Path
 
+from ..support.checks import present
 from ..support.factory import REPO
 
 FOUNDATION = {"errors", "defaults", "hub", "data", "system", "trust", "outputs", "values",
@@ -32,7 +33,7 @@ def imports_of(path: Path) -> set[str]:
             names = [f"{target}.{alias.name}" if target else alias.name for alias in node.names]
             found.update(names if not node.module else [target])
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("factory."):
-            found.add(node.module.removeprefix("factory."))
+            found.add(present(node.module).removeprefix("factory."))
     return found
 
 

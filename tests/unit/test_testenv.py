@@ -19,6 +19,8 @@ from factory.errors import ConfigError
 from factory.prove.testenv import Needed, requirement_sources, unavailable
 from factory.prove.wheelhouse import installed_pins, manylinux_platforms
 
+from ..support.checks import present
+
 # What uv 0.13.9 printed, offline, for each case.
 UV_NO_PYTEST = """\
 error: No solution found when resolving dependencies
@@ -98,9 +100,9 @@ def write_wheel(folder: Path, name: str, version: str, metadata_name: str | None
 def test_a_wheelhouse_is_a_folder_of_whole_wheels(tmp_path: Path) -> None:
     assert wheelhouse_problem(tmp_path / "none") == "does not exist"
     (tmp_path / "file").write_text("x")
-    assert wheelhouse_problem(tmp_path / "file").startswith("is not a folder")
+    assert present(wheelhouse_problem(tmp_path / "file")).startswith("is not a folder")
     (tmp_path / "empty").mkdir()
-    assert wheelhouse_problem(tmp_path / "empty").startswith("holds no wheel")
+    assert present(wheelhouse_problem(tmp_path / "empty")).startswith("holds no wheel")
     write_wheel(tmp_path / "good", "einops", "0.8.2")
     write_wheel(tmp_path / "good", "Py_CPUInfo", "9.0.0", "py-cpuinfo")
     assert wheelhouse_problem(tmp_path / "good") is None
