@@ -158,14 +158,16 @@ def report(name: str = NAME, **changes: Any) -> WheelReport:
     return WheelReport(**(fields | changes))
 
 
-GPU_FACTS = {"python": "3.12.3", "implementation": "cpython", "abi": "cp312", "platform": "linux",
+GPU_FACTS: dict[str, Any] = {
+             "python": "3.12.3", "implementation": "cpython", "abi": "cp312", "platform": "linux",
              "machine": "x86_64", "glibc": "2.39",
              "torch": {"version": "2.11.0+cu130", "cuda": "13.0", "cxx11_abi": True},
              "driver": {"cuda": "13.0", "gpus": [{"name": "NVIDIA H100 80GB HBM3", "sm": "9.0"}]}}
 
 
-WHEEL = {"filename": "img2gray-1.0.0+cu130torch211-cp39-abi3-manylinux_2_34_x86_64.whl",
+WHEEL: dict[str, Any] = {
+         "filename": "img2gray-1.0.0+cu130torch211-cp39-abi3-manylinux_2_34_x86_64.whl",
          "torch": "==2.11.*", "gpu_code": ["compute_90", "sm_90"]}
 
 
-CELL = {"cuda": "13.0"}
+CELL: dict[str, Any] = {"cuda": "13.0"}

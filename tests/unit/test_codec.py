@@ -12,11 +12,12 @@ import pytest
 from factory.config.buildtoml import read_build_toml
 from factory.errors import ConfigError
 from factory.plan.codec import cell_from_record, cell_record
+from factory.plan.model import Cell
 
 from ..support.plans import MATRIX, plan_of
 
 
-def round_trip(cell):
+def round_trip(cell: Cell) -> Cell:
     """The cell read back from its record after the record has been through JSON."""
     record = json.loads(json.dumps(cell_record(cell)))
     return cell_from_record(record, read_build_toml(cell.source.root), cell.source, cell.version,

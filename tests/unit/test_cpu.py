@@ -13,6 +13,7 @@ from factory.compile.commands import link_command
 from factory.compile.deps import torch_includes
 from factory.compile.generated import import_guard
 from factory.wheel.gates import Expectation, check_wheel
+from factory.wheel.inspect import WheelReport
 
 from ..support.plans import TOOLCHAIN
 from ..support.wheels import SO, report
@@ -35,7 +36,7 @@ def test_a_cpu_cell_compiles_with_no_cuda_headers() -> None:
     assert TOOLCHAIN.cuda.include in torch_includes(TOOLCHAIN)
 
 
-def cpu_report(needed: tuple[str, ...]):
+def cpu_report(needed: tuple[str, ...]) -> WheelReport:
     so = dataclasses.replace(SO, sass=(), ptx=(), needed=needed)
     return report(CPU_NAME, shared_objects=(so,))
 

@@ -4,6 +4,7 @@ skipped and why, the CI jobs that carry them and the cell record that makes them
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,7 @@ from factory.config.buildtoml import read_build_toml
 from factory.errors import ConfigError
 from factory.plan.codec import cell_from_record, cell_record
 from factory.plan.jobs import plan_jobs
+from factory.plan.model import Cell, Plan
 
 from ..support.factory import make_kernel
 from ..support.plans import folder_tree
@@ -62,7 +64,7 @@ MATRIX = """
 """
 
 
-def plan_of(tmp_path: Path, extra: str, host: str | None = "x86_64"):
+def plan_of(tmp_path: Path, extra: str, host: str | None = "x86_64") -> Plan:
     make_kernel(tmp_path / "both", BOTH, {"b.cpp": "", "k.cu": "", "c.cpp": "", "h.cpp": "",
                                           "inc/x.h": ""},
                 package="both")
@@ -129,7 +131,7 @@ def test_the_cell_record_makes_the_cpu_cell_again(tmp_path: Path) -> None:
         _no_cpu_backend(tmp_path, record)
 
 
-def _no_cpu_backend(tmp_path: Path, record):
+def _no_cpu_backend(tmp_path: Path, record: dict[str, Any]) -> Cell:
     kernel = make_kernel(tmp_path / "gpu-only", BOTH.replace('["cuda", "cpu"]', '["cuda"]'),
                          {"b.cpp": "", "k.cu": "", "c.cpp": "", "h.cpp": "", "inc/x.h": ""},
                          package="both")

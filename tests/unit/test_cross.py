@@ -13,13 +13,13 @@ from packaging.version import Version
 from factory.compile.commands import link_command
 from factory.compile.deps import torch_includes
 from factory.errors import BuildError
-from factory.toolchain import emulated
+from factory.toolchain import Toolchain, emulated
 
 from ..support.checks import present
 from ..support.plans import TOOLCHAIN
 
 
-def emulated_toolchain(tmp_path: Path):
+def emulated_toolchain(tmp_path: Path) -> Toolchain:
     site = tmp_path / "sysroot/usr/lib/python3/dist-packages"
     (site / "nvidia/cu13/lib").mkdir(parents=True)
     (site / "nvidia/cu13/lib/libcudart.so.13").write_bytes(b"")
@@ -48,7 +48,7 @@ def test_debians_python_headers_come_with_their_architectures_folder(tmp_path: P
 
 def test_missing_cross_tools_are_named_with_what_installs_them(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(emulated.shutil, "which", lambda name: None)
+    monkeypatch.setattr("factory.toolchain.emulated.shutil.which", lambda name: None)
     monkeypatch.delenv("CXX_aarch64", raising=False)
     with pytest.raises(BuildError) as raised:
         emulated.emulation("aarch64")
@@ -60,7 +60,7 @@ def test_missing_cross_tools_are_named_with_what_installs_them(
 
 
 def test_cxx_aarch64_chooses_the_cross_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(emulated.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr("factory.toolchain.emulated.shutil.which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setenv("CXX_aarch64", "/opt/cross/bin/g++")
     chosen = emulated.cross_compiler("aarch64")
     assert chosen.command == "/opt/cross/bin/g++" and chosen.origin == "$CXX_aarch64"
@@ -69,7 +69,7 @@ def test_cxx_aarch64_chooses_the_cross_compiler(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_uv_installs_wheels_for_the_emulated_cpython(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(emulated.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr("factory.toolchain.emulated.shutil.which", lambda name: f"/usr/bin/{name}")
     target = emulated.emulation("aarch64")
     assert emulated.wheel_platform_args(target) == [
         "--python-platform", "aarch64-manylinux_2_36", "--python-version", "3.11"]

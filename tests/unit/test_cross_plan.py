@@ -8,6 +8,7 @@ from pathlib import Path
 
 from factory.plan.codec import cell_from_record, cell_record
 from factory.plan.jobs import plan_jobs
+from factory.plan.model import Plan
 
 from ..support.plans import kernel, plan_of
 
@@ -19,7 +20,7 @@ MATRIX = """
 """
 
 
-def plan_on(tmp_path: Path, host: str | None, extra: str = ""):
+def plan_on(tmp_path: Path, host: str | None, extra: str = "") -> Plan:
     kernel(tmp_path)
     return plan_of(tmp_path, MATRIX + extra, host)
 

@@ -18,6 +18,7 @@ from factory.wheel.assemble import CoreMetadata, write_wheel
 from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import cubin_sm, inspect_wheel
 
+from ..support.checks import present
 from ..support.factory import write
 
 HEADER = """
@@ -131,31 +132,31 @@ def test_the_loader_picks_the_most_specialised_cubin_for_the_sm(tmp_path: Path) 
                for name, divisor in (("weak", 1), ("strong", 16))]
 
     class Given:
-        def __init__(self, parameters):
+        def __init__(self, parameters: Any) -> None:
             self.parameters = parameters
 
     class Kernel:
         class _annotated_function:
             @staticmethod
-            def pyfunc():
+            def pyfunc() -> None:
                 pass
         _annotated_function.pyfunc.__module__ = "tile_thing.kernels"
         _annotated_function.pyfunc.__qualname__ = "scale"
 
     registry = {"tile_thing.kernels:scale": entries}
-    described = {}
+    described: dict[str, Any] = {}
 
-    def describe(signature):
+    def describe(signature: Any) -> Any:
         return described["now"]
 
     original = runtime.describe
     runtime.describe = describe
     try:
         described["now"] = signature(divisor=16)
-        blob, symbol, _, _ = runtime._serve(registry, Kernel(), Given(None), (9, 0))
+        blob, symbol, _, _ = present(runtime._serve(registry, Kernel(), Given(None), (9, 0)))
         assert (blob, symbol) == (b"strong sm_90", "k_strong")
         described["now"] = signature(divisor=1)
-        blob, symbol, _, _ = runtime._serve(registry, Kernel(), Given(None), (8, 0))
+        blob, symbol, _, _ = present(runtime._serve(registry, Kernel(), Given(None), (8, 0)))
         assert (blob, symbol) == (b"weak sm_80", "k_weak")
         described["now"] = signature(dtype="float16")
         assert runtime._serve(registry, Kernel(), Given(None), (9, 0)) is None

@@ -96,7 +96,7 @@ def test_a_wheel_keeps_the_time_it_entered_the_index(index_out: Path) -> None:
     page = index_out / "cu130torch211" / "simple" / "img2gray" / "index.json"
 
     def upload_time() -> str:
-        return json.loads(page.read_text())["files"][0]["upload-time"]
+        return str(json.loads(page.read_text())["files"][0]["upload-time"])
 
     assert upload_time() == "2026-09-21T14:13:20.000000Z"
     os.utime(wheel, (1_800_000_000, 1_800_000_000))

@@ -4,6 +4,7 @@ knows of torch and CUDA releases; bad input gets one line and writes nothing
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ from ..support.factory import REPO, factory_main, snapshot
 from ..support.plans import starter_kernel as kernel
 
 
-def newest(count: int, accepts=lambda version: True) -> list[Version]:
+def newest(count: int,
+           accepts: Callable[[Version], bool] = lambda version: True) -> list[Version]:
     return sorted((version for version in torch_releases() if accepts(version)),
                   reverse=True)[:count]
 

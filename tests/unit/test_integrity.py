@@ -23,7 +23,7 @@ def test_a_bug_is_one_line_with_credentials_masked(monkeypatch: pytest.MonkeyPat
     from factory.cli import index as index_command
     from factory.cli import main
 
-    def broken(args, console):
+    def broken(args: object, console: object) -> int:
         raise RuntimeError("cannot reach https://ci:pw-s3cret-1@example.invalid/?token=tok-99")
 
     monkeypatch.setattr(index_command, "run", broken)

@@ -25,7 +25,7 @@ def rank(module: str) -> int:
 def imports_of(path: Path) -> set[str]:
     """The factory modules a file imports, as dotted paths below factory/."""
     package = path.relative_to(REPO / "factory").with_suffix("").parts
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level:
             base = list(package[:len(package) - node.level])
@@ -97,7 +97,7 @@ _PROCESS_MODULES = {"subprocess", "multiprocessing", "pty"}
 
 
 def _modules_imported(tree: ast.AST) -> set[str]:
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name.split(".")[0] for alias in node.names)

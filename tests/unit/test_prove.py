@@ -204,7 +204,7 @@ def test_doctor_pins_an_older_release_when_the_newest_cannot_run_here(tmp_path: 
     assert newest["fits"]["uv"].startswith("uv pip install img2gray --index")
 
 
-GOOD_RELEASE = {"version": "1.0.0", "cells": [{"torch": "2.11", "cuda": "13.0",
+GOOD_RELEASE: dict[str, Any] = {"version": "1.0.0", "cells": [{"torch": "2.11", "cuda": "13.0",
                                                "label": "cu130torch211",
                                                "wheels": [{**WHEEL, "label": "cu130torch211"}]}],
                 "anywhere": []}
@@ -222,7 +222,7 @@ def replaced_wheel(**fields: object) -> dict[str, Any]:
     return {"name": "img2gray", "versions": [{**GOOD_RELEASE, "cells": [cell]}]}
 
 
-PACKAGES = {"packages": [{"name": "img2gray", "project": "img2gray"}]}
+PACKAGES: dict[str, Any] = {"packages": [{"name": "img2gray", "project": "img2gray"}]}
 
 
 @pytest.mark.parametrize(("browse", "package", "said"), [

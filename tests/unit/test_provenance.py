@@ -110,7 +110,7 @@ records = st.builds(
 
 
 @given(records)
-def test_every_record_survives_its_json(record) -> None:
+def test_every_record_survives_its_json(record: Provenance) -> None:
     data = json.loads(json.dumps(record.to_json(), sort_keys=True))
     assert Provenance.from_json(data) == record
     assert Provenance.from_json(data).to_json() == data

@@ -58,7 +58,7 @@ def test_publish_refuses_bad_input_and_writes_nothing(index_out: Path, tmp_path:
          "Missing 'nosuchsection' section"),
     ]
     for args, message in cases:
-        result = factory_main(*args, capsys=capsys)
+        result = factory_main(*map(str, args), capsys=capsys)
         assert result.exit == 2, (args, result.stdout, result.stderr)
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, \
             (args, result.stderr)

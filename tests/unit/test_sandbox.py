@@ -34,7 +34,7 @@ def test_without_bubblewrap_a_build_is_refused_with_what_to_do(
     monkeypatch.setattr(shutil, "which", lambda name: None)
     try:
         with pytest.raises(BuildError) as caught:
-            confined_command(["true"], sandbox.Path("/tmp"), sandbox.Path("/tmp"))
+            confined_command(["true"], Path("/tmp"), Path("/tmp"))
     finally:
         sandbox._bwrap.cache_clear()
     assert str(caught.value) == (

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from factory.compile.commands import compression_flags
-from factory.config.model import SIZE_PRESETS, parse_size_limit
+from factory.config.model import SIZE_PRESETS, CompressMode, parse_size_limit
 from factory.values.units import human_size, parse_size
 from factory.values.versions import parse_release
 
@@ -23,7 +23,7 @@ from factory.values.versions import parse_release
     ("none", "12.8", []),
     (None, "13.0", []),  # a cell recorded before compression was a setting
 ])
-def test_compression_modes_reach_nvcc(mode: str | None, cuda: str,
+def test_compression_modes_reach_nvcc(mode: CompressMode | None, cuda: str,
                                       flags: list[Any] | list[str]) -> None:
     assert compression_flags(mode, parse_release(cuda)) == flags
 

@@ -17,6 +17,7 @@ from factory.compile.generated import import_guard
 from factory.defaults import host_platform
 from factory.plan.jobs import plan_jobs, select_job
 
+from ..support.checks import present
 from ..support.plans import kernel as kernel_v4
 from ..support.plans import plan_of
 
@@ -24,7 +25,7 @@ HOST = host_platform()
 STABLE = '[torch.stable-abi]\ncuda = "2.11"'
 
 
-def kernel(tmp_path: Path, name="demo", **settings):
+def kernel(tmp_path: Path, name: str = "demo", **settings: str) -> Path:
     """test_matrix's kernel, in edition 5 (where stable-abi may be a per-backend table)."""
     root = kernel_v4(tmp_path, name, **settings)
     text = (root / "build.toml").read_text()
@@ -45,7 +46,7 @@ def test_one_cell_per_cuda_major_serves_every_later_torch(tmp_path: Path) -> Non
     """)
     (cell,) = plan.cells
     assert cell.id == f"demo/cu13.stable.torch2.11/{HOST}"
-    assert cell.torch == Version("2.11") and str(cell.cuda.version) == "13.0"
+    assert cell.torch == Version("2.11") and str(present(cell.cuda).version) == "13.0"
     assert cell.wheel_version == "1.0.0+cu13.stable.torch2.11"
     assert cell.torch_pin == ">=2.11" and cell.stable_abi == Version("2.11")
     assert [(s.label, str(s.torch), s.by) for s in plan.served] == [
@@ -82,7 +83,7 @@ def test_each_cuda_major_gets_its_own_build_and_a_cell_pypi_cannot_build_is_stil
     plan = plan_of(tmp_path, matrix % ', torch-index: "https://download.pytorch.org/whl/cu128"')
     assert ids(plan.cells) == [f"demo/cu12.stable.torch2.11/{HOST}",
                                f"demo/cu13.stable.torch2.11/{HOST}"]
-    assert str(plan.cells[0].cuda.version) == "12.8"
+    assert str(present(plan.cells[0].cuda).version) == "12.8"
     assert [s.id for s in plan.serves(plan.cells[0].id)] == [
         f"demo/cu128torch211/{HOST}", f"demo/cu128torch212/{HOST}"]
     assert not plan.skipped
@@ -101,7 +102,7 @@ def test_the_lowest_buildable_torch_and_cuda_minor_are_built_against(tmp_path: P
           "13.0": {sms: ["9.0"]}
     """)
     (cell,) = plan.cells
-    assert (str(cell.torch), str(cell.cuda.version)) == ("2.11", "13.0")
+    assert (str(cell.torch), str(present(cell.cuda).version)) == ("2.11", "13.0")
     assert cell.torch_pin == ">=2.11" and cell.stable_abi == Version("2.10")
     assert sorted(s.label for s in plan.served) == [
         "cu130torch211", "cu130torch212", "cu132torch211", "cu132torch212"]
@@ -191,11 +192,12 @@ def test_the_guard_accepts_every_torch_the_wheel_serves_and_names_the_rest(tmp_p
         head + "but this environment has torch 2.12.0+cu128 with CUDA 12.8. Install the demo "
         "wheel built for it, from the index https://kernels.example/cu128torch212/simple, or "
         "install torch 2.11 to 2.14 with CUDA 13.")
-    assert "torch 2.15.0 with CUDA 13.0" in guard_verdict(guard, "2.15.0", "13.0")
-    assert "a build without CUDA" in guard_verdict(guard, "2.12.0+cpu", None)
+    assert "torch 2.15.0 with CUDA 13.0" in present(guard_verdict(guard, "2.15.0", "13.0"))
+    assert "a build without CUDA" in present(guard_verdict(guard, "2.12.0+cpu", None))
     per_torch = import_guard("demo", "1.0.0+cu130torch211", "2.11", "13.0", "cu{cuda}torch{torch}")
     assert guard_verdict(per_torch, "2.11.0", "13.0") is None
-    assert "was built for torch 2.11 with CUDA 13" in guard_verdict(per_torch, "2.12.0", "13.0")
+    verdict = present(guard_verdict(per_torch, "2.12.0", "13.0"))
+    assert "was built for torch 2.11 with CUDA 13" in verdict
 
 
 @pytest.mark.parametrize("stable", ['"2.11"', '{cuda = "2.11"}'])

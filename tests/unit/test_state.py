@@ -31,7 +31,8 @@ states = st.builds(
 
 
 @given(states)
-def test_every_state_survives_its_file(tmp_path_factory: pytest.TempPathFactory, state) -> None:
+def test_every_state_survives_its_file(tmp_path_factory: pytest.TempPathFactory,
+                                       state: CellState) -> None:
     path = tmp_path_factory.mktemp("state") / "cell.json"
     state.write(path)
     assert CellState.read(path) == state

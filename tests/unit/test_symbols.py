@@ -4,13 +4,14 @@ kept source calling a function nothing defines."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from factory.plan.symbols import base_name, file_symbols, with_includes
 
 from ..support.factory import write
 
 
-def symbols_of(tmp_path: Path, text: str, name: str = "a.cu"):
+def symbols_of(tmp_path: Path, text: str, name: str = "a.cu") -> Any:
     return file_symbols(write(tmp_path / name, text))
 
 

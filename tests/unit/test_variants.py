@@ -9,7 +9,9 @@ import hashlib
 import io
 import json
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from variantlib.variant_dist_info import VariantDistInfo
@@ -36,6 +38,7 @@ from factory.wheel.variant import (
     variants_document,
 )
 
+from ..support.checks import present
 from ..support.wheels import make_wheel
 
 SM90 = {"nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["90_real", "90_virtual"]}}
@@ -47,7 +50,7 @@ def test_gpu_code_becomes_the_nvidia_providers_properties() -> None:
         "cuda_version_lower_bound": ["12.8"],
         "sm_arch": ["80_real", "90_real", "100_real", "120_real"]}}
     # arch-specific PTX runs on its own architecture only: never "virtual"
-    assert gpu_properties("13.0", ["compute_90a"])["nvidia"]["sm_arch"] == ["90_real"]
+    assert present(gpu_properties("13.0", ["compute_90a"]))["nvidia"]["sm_arch"] == ["90_real"]
     assert gpu_properties("13.0", []) is None  # pure Python, CPU
     assert gpu_properties(None, ["sm_90"]) is None
     assert gpu_properties("not a version", ["sm_90"]) is None
@@ -56,7 +59,7 @@ def test_gpu_code_becomes_the_nvidia_providers_properties() -> None:
                                     "nvidia :: sm_arch :: 90_virtual"]
 
 
-def _members(path):
+def _members(path: Path) -> dict[str, Any]:
     with zipfile.ZipFile(path) as archive:
         return {info.filename: (archive.read(info), info.date_time, info.external_attr)
                 for info in archive.infolist()}
@@ -130,8 +133,8 @@ def test_variant_file_names_and_documents_are_checked(tmp_path: Path) -> None:
         read_wheel(named)
 
 
-def _record(filename: str, label: str, version: str = "1.0.0", torch: str = "2.11",
-            variant=SM90, **summary) -> FileRecord:
+def _record(filename: str, label: str | None, version: str = "1.0.0", torch: str = "2.11",
+            variant: Any = SM90, **summary: Any) -> FileRecord:
     return FileRecord(filename, "img2gray", "img2gray", version, label, "0" * 64, 1, 1,
                       "0" * 64, ">=3.9", "2026-11-26T00:00:00.000000Z", None, "==2.11.*",
                       {"torch": torch, "cuda": "13.0", "gpu_code": ["sm_90"],
@@ -197,7 +200,7 @@ def test_variants_are_made_once_from_compiled_labelled_wheels(tmp_path: Path) ->
     assert (files / next(iter(made))).stat().st_mtime_ns == first
 
 
-def rewritten(wheel, change) -> None:
+def rewritten(wheel: Path, change: Callable[..., Any]) -> None:
     """The wheel's members, as `change` leaves the (name, bytes) list, written back."""
     with zipfile.ZipFile(wheel) as archive:
         members = [(name, archive.read(name)) for name in archive.namelist()]
@@ -235,7 +238,8 @@ def test_a_refused_property_value_is_one_reason_not_a_logged_traceback(
 
 
 def test_the_doctor_names_the_variants_index_of_a_fitting_cell(tmp_path: Path) -> None:
-    variant = {"filename": "img2gray-1.0.0-cp39-abi3-manylinux_2_28_x86_64-cu130torch211.whl",
+    variant: dict[str, Any] = {
+        "filename": "img2gray-1.0.0-cp39-abi3-manylinux_2_28_x86_64-cu130torch211.whl",
                "variant": {"label": "cu130torch211", "index": "variants/torch211/simple/",
                            "properties": property_lines(SM90)}}
     cell = doctor._clean_cell({"cuda": "13.0", "torch": "2.11", "label": "cu130torch211",

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from packaging.utils import parse_wheel_filename
 
+from factory.errors import FatbinError
 from factory.wheel.assemble import CoreMetadata, compressed_tag, wheel_filename, write_wheel
-from factory.wheel.fatbin import FatbinEntry, FatbinError, parse_fatbin
+from factory.wheel.fatbin import FatbinEntry, parse_fatbin
 
 from ..support.wheels import EPOCH, METADATA
 
 
-def package(tmp_path: Path):
+def package(tmp_path: Path) -> Path:
     content = tmp_path / "content"
     (content / "tinygrad_rms").mkdir(parents=True, exist_ok=True)
     (content / "tinygrad_rms" / "__init__.py").write_text("x = 1\n")

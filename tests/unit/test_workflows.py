@@ -18,6 +18,7 @@ import yaml
 
 from factory.cli import make_parser
 
+from ..support.checks import present
 from ..support.factory import REPO
 from ..support.workflows import steps
 
@@ -49,7 +50,7 @@ def factory_commands(script: str, env: dict[str, Any]) -> list[list[str]]:
         for name, values in ARRAYS.items():
             text = text.replace(f'"${{{name}[@]}}"', " ".join(values))
 
-        def value(variable: re.Match) -> str:
+        def value(variable: re.Match[str]) -> str:
             name = variable.group(1) or variable.group(2)
             assert name in env, f"${name} is not set in the step's env: {script}"
             text = str(env[name])
@@ -81,11 +82,11 @@ def test_a_run_form_request_becomes_one_selection_for_every_job() -> None:
     from ..support.workflow_local import evaluate
 
     workflow = yaml.safe_load((REPO / ".github" / "workflows" / "kernel-wheels.yml").read_text())
-    expression = re.fullmatch(r"\$\{\{(.*)\}\}", workflow["env"]["SELECT"].strip())[1]
+    expression = present(re.fullmatch(r"\$\{\{(.*)\}\}", workflow["env"]["SELECT"].strip()))[1]
 
     def select(event: str, given: str = "", **form: str) -> str:
-        return evaluate(expression, {"inputs": {"select": given}, "github": {
-            "event_name": event, "event": {"inputs": form}}})
+        return str(evaluate(expression, {"inputs": {"select": given}, "github": {
+            "event_name": event, "event": {"inputs": form}}}))
 
     assert select("workflow_dispatch", kernel="img2gray", torch="2.11", cuda="",
                   python="") == "kernel=img2gray,torch=2.11,cuda=*,python=*"

@@ -15,12 +15,15 @@ as it would without this module. KERNEL_WHEEL_FACTORY_CUTILE=jit turns serving o
 KERNEL_WHEEL_FACTORY_CUTILE=log reports each launch's source on stderr.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 FOLDER = "_kwf_cutile"
 FORMAT = 1
@@ -90,7 +93,7 @@ def _divides(shipped, given):
     return given is not None and shipped is not None and given % shipped == 0
 
 
-def _serves(shipped, given):
+def _serves(shipped: list[dict[str, Any]], given: list[dict[str, Any]]) -> bool:
     """Whether code compiled for `shipped` is correct for a launch described by `given`: the
     same parameters, and every assumption of `shipped` implied by what `given` promises."""
     if len(shipped) != len(given):
@@ -122,7 +125,7 @@ def _serves(shipped, given):
     return True
 
 
-def _strength(parameters):
+def _strength(parameters: list[dict[str, Any]]) -> int:
     """How much a signature assumes: the more, the faster its code; the most specialised of the
     signatures that serve a launch is chosen."""
     total = 0
@@ -157,7 +160,8 @@ def _assemble(folder, entry, sm, kernel):
         return None
 
 
-def _serve(registry, kernel, signature, compute_capability):
+def _serve(registry: dict[str, Any], kernel: Any, signature: Any,
+           compute_capability: tuple[int, int] | None) -> tuple[bytes, str, None, tuple[()]] | None:
     if os.environ.get("KERNEL_WHEEL_FACTORY_CUTILE") == "jit":
         return None
     function = kernel._annotated_function.pyfunc
