@@ -24,6 +24,7 @@ import yaml
 from factory import __version__
 from factory.defaults import WORKFLOW_REPOSITORY
 
+from ..support.checks import present
 from ..support.factory import REPO, run_factory
 from ..support.workflow_local import Run, runner_env
 from ..support.workflows import lint
@@ -42,7 +43,7 @@ def served(folder: Path) -> Iterator[str]:
     with subprocess.Popen([sys.executable, "-m", "factory", "serve", str(folder), "--port", "0"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as server:
         try:
-            yield server.stdout.readline().split(" at ", 1)[1].split()[0]
+            yield present(server.stdout).readline().split(" at ", 1)[1].split()[0]
         finally:
             server.terminate()
 

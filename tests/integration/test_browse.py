@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..support.checks import present
 from ..support.factory import Result
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+    from playwright.sync_api import Browser, Page
 
 import json
 import shutil
@@ -134,7 +135,7 @@ def edited_index(example_tested: tuple[Path, Result], tmp_path: Path,
     return out
 
 
-def shown_proof(browser: Browser, url: str) -> tuple[object, list[str], str]:
+def shown_proof(browser: Browser, url: str) -> tuple[Page, list[str], str]:
     """The page of the example's cell, its errors and the text of its proof."""
     page, errors = open_page(browser, url + "#package=img2gray&torch=2.11&cuda=13.0")
     page.wait_for_selector("#facts .proof")
@@ -183,7 +184,7 @@ def test_every_missing_cell_says_why(browser: Browser, example_tested: tuple[Pat
         page, errors = open_page(browser, url + "#package=img2gray&torch=2.12&cuda=12.8")
         page.wait_for_selector("td.none")
         cells = {(td.get_attribute("data-torch"), td.get_attribute("data-cuda")):
-                 (td.text_content(), td.query_selector("small").text_content())
+                 (td.text_content(), present(td.query_selector("small")).text_content())
                  for td in page.query_selector_all("table.grid td")}
         assert cells == {("2.11", "13.0"): ("builtcu130torch211", "cu130torch211"),
                          ("2.11", "12.8"): ("failednvcc: out of memory", "nvcc: out of memory"),
@@ -223,8 +224,8 @@ def test_the_verdict_of_the_kernels_own_tests_is_shown_with_its_reason(browser: 
         shot(page, "browse-untested")
         held_cell = page.locator("td.untested")
         assert held_cell.count() == 1
-        assert held_cell.text_content().startswith("untestednot published: its tests could not "
-                                                   "run")
+        assert present(held_cell.text_content()).startswith(
+            "untestednot published: its tests could not run")
         assert errors == []
 
 
@@ -248,7 +249,7 @@ def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser: Browser, stable_
     cells = page.query_selector_all("td.built.stable")
     assert [cell.text_content() for cell in cells] == [
         f"builtcu130torch21{minor}, stable-ABI wheel" for minor in (3, 2, 1)]
-    cells[0].query_selector("button").click()
+    present(cells[0].query_selector("button")).click()
     details = text(page, "#facts .wheel")
     assert "built against torch's stable ABI 2.11: one wheel for torch >=2.11" in details
     assert ("serves" "torch 2.11 with CUDA 13.0 (cu130torch211), torch 2.12 with CUDA 13.0 "

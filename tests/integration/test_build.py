@@ -24,6 +24,7 @@ from uv import find_uv_bin
 
 from factory.wheel.fatbin import fatbin_entries
 
+from ..support.checks import present
 from ..support.factory import (
     EXAMPLE,
     EXAMPLE_WHEEL,
@@ -107,7 +108,7 @@ def test_example_auditwheel_policy_and_dependencies(example_wheel: Path, tmp_pat
     shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", example_wheel],
                            capture_output=True, text=True)
     text = " ".join(shown.stdout.split())
-    major, minor = EXAMPLE_WHEEL.fullmatch(example_wheel.name).groups()
+    major, minor = present(EXAMPLE_WHEEL.fullmatch(example_wheel.name)).groups()
     # `show` cannot find torch's libraries (they come with torch); the symbol versions decide.
     assert f'This constrains the platform tag to "manylinux_{major}_{minor}_x86_64"' in text, \
         shown.stdout + shown.stderr
@@ -203,7 +204,7 @@ def test_each_kernel_section_gets_the_sms_kernel_builder_predicts(fixtures_build
     by_kernel: dict[str, set[tuple[str, str]]] = {}
     for (kind, arch), functions in listing.items():
         for function in functions:
-            kernel = re.search(r"(scale|offset|blackwell|arch)_kernel", function).group(1)
+            kernel = present(re.search(r"(scale|offset|blackwell|arch)_kernel", function)).group(1)
             by_kernel.setdefault(kernel, set()).add((kind, arch))
     # Cell SMs 8.0 8.6 9.0 (PTX for 9.0). scale declares nothing: all of them. offset declares
     # 8.0 and 9.0+PTX: 8.0 serves 8.0 and 8.6. arch_specific declares 8.6 and 9.0a: 9.0a

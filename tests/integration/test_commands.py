@@ -21,6 +21,7 @@ from factory.sources.installed import probe_interpreter
 from factory.system.process import Log
 from factory.toolchain.cuda import provide_cuda
 
+from ..support.checks import present
 from ..support.plans import MATRIX, TOOLCHAIN, demo_plan, plan_for
 
 
@@ -96,7 +97,7 @@ def test_each_unit_seeds_the_compilers_names_with_its_own_path(tmp_path: Path) -
     assert not any(arg.startswith("-frandom-seed") for arg in plain["scale/scale.cu"])
     assert "-frandom-seed=offset/offset_host.cpp" in plain["offset/offset_host.cpp"]
     cell = next(c for c in plan_for(tmp_path, MATRIX).cells if str(c.torch) == "2.11")
-    seeding = replace(TOOLCHAIN, cuda=replace(TOOLCHAIN.cuda, seeds=True))
+    seeding = replace(TOOLCHAIN, cuda=replace(present(TOOLCHAIN.cuda), seeds=True))
     seeds = {job.source: [arg for arg in job.command(1) if arg.startswith("-frandom-seed")]
              for job in compile_jobs(cell, seeding, Path("/build"))}
     assert seeds["scale/scale.cu"] == ["-frandom-seed=scale/scale.cu"]
@@ -143,10 +144,11 @@ def test_the_nvcc_flags_are_those_torchs_own_files_add(torch_venv: Path) -> None
     COMMON_NVCC_FLAGS without the half-conversion defines kernel-builder removes."""
     (torch_dir,) = torch_venv.glob("lib/python3.*/site-packages/torch")
     cmake = (torch_dir / "share/cmake/Caffe2/public/cuda.cmake").read_text()
-    diags = re.search(r"foreach\(diag ([^)]*)\)", cmake)[1].split()
+    diags = present(re.search(r"foreach\(diag ([^)]*)\)", cmake))[1].split()
     appended = re.findall(r'^list\(APPEND CUDA_NVCC_FLAGS "(--expt-[a-z-]+)"\)$', cmake, re.M)
-    common = ast.literal_eval(re.search(r"COMMON_NVCC_FLAGS = (\[[^\]]*\])",
-                                        (torch_dir / "utils/cpp_extension.py").read_text())[1])
+    extension = (torch_dir / "utils/cpp_extension.py").read_text()
+    common = ast.literal_eval(present(re.search(r"COMMON_NVCC_FLAGS = (\[[^\]]*\])",
+                                                extension))[1])
     expected = ["-DONNX_NAMESPACE=onnx_c2", "-Xcudafe",
                 ",".join(f"--diag_suppress={diag}" for diag in diags), *appended,
                 *[flag for flag in common if not flag.startswith("-D__CUDA_NO_")], "-DENABLE_FP8"]

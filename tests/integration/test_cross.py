@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..support.checks import present
 from ..support.factory import Result
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def test_the_cell_is_cross_compiled_into_an_aarch64_wheel(
     shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(wheel)],
                            capture_output=True, text=True)
     text = " ".join(shown.stdout.split())
-    major, minor = WHEEL.fullmatch(wheel.name).groups()
+    major, minor = present(WHEEL.fullmatch(wheel.name)).groups()
     # `show` cannot find torch's libraries (they come with torch); the symbol versions decide.
     assert f'This constrains the platform tag to "manylinux_{major}_{minor}_aarch64"' in text, \
         shown.stdout + shown.stderr

@@ -15,7 +15,17 @@ from factory.pipeline.load import plan_matrix
 from factory.plan.costs import UnitCost, cost_key
 from factory.plan.jobs import plan_jobs, select_shard
 
-from ..support.factory import EXAMPLE, FIXTURES, REPO, cache_env, run_factory, snapshot, write
+from ..support.checks import present
+from ..support.factory import (
+    EXAMPLE,
+    FIXTURES,
+    REPO,
+    Result,
+    cache_env,
+    run_factory,
+    snapshot,
+    write,
+)
 from ..support.plans import twelve_cells
 
 
@@ -36,7 +46,7 @@ def test_plan_is_stable_and_covers_every_cell_once(tmp_path: Path, which: str) -
     for job in jobs:
         cells = [c for c in plan.cells if c.id in job["cells"]]
         assert 1 <= len(cells) <= 2
-        assert {(c.platform, str(c.cuda.version)) for c in cells} == {(job["platform"],
+        assert {(c.platform, str(present(c.cuda).version)) for c in cells} == {(job["platform"],
                                                                         job["cuda"])}
         assert job["runs-on"] == {"x86_64": "ubuntu-24.04",
                                   "aarch64": "ubuntu-24.04-arm"}[job["platform"]]
@@ -92,7 +102,7 @@ def test_two_shards_merge_into_the_index_of_one_run(tmp_path: Path, factory_cach
         """)
     env = cache_env(factory_cache)
 
-    def build(out: str, *args: str):
+    def build(out: str, *args: str) -> Result:
         result = run_factory("build", matrix, "--out", tmp_path / out, "--runner", "local",
                              *args, env=env)
         assert result.exit == 0, result.stdout + result.stderr

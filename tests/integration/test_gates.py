@@ -21,6 +21,7 @@ import pytest
 from packaging.version import Version
 
 from factory.compile.commands import compression_flags
+from factory.config.model import CompressMode
 from factory.system.process import Log
 from factory.toolchain.cuda import provide_cuda
 from factory.wheel.assemble import CoreMetadata, write_wheel
@@ -337,7 +338,7 @@ def test_a_stable_abi_kernel_may_call_only_the_stable_abi(builder: Builder, unst
 
 @pytest.mark.parametrize("mode", ["none", "size", "balance", "speed"])
 def test_compressed_gpu_code_reads_as_cuobjdump_lists_it(builder: Builder, cuobjdump: Path,
-                                                         mode: str) -> None:
+                                                         mode: CompressMode) -> None:
     """In every compression mode the factory uses, the gates see exactly the SASS and PTX that
     cuobjdump lists, per SM, and the bytes each takes once inflated are the bytes cuobjdump
     extracts (PTX keeps its terminating zero in the fatbin, padded to 8 bytes when stored as

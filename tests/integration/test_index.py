@@ -21,6 +21,7 @@ from pypi_simple import IndexPage, ProjectPage
 
 from factory.index.update import update_index
 
+from ..support.checks import present
 from ..support.factory import run_factory, snapshot
 from ..support.wheels import index_problems, make_wheel, parse, small_index_files
 
@@ -72,7 +73,7 @@ def test_killing_factory_index_never_leaves_a_broken_page(tmp_path: Path) -> Non
         label = f"cu130torch2{10 + number % 8}"
         make_wheel(files, f"kernel-{number % 40}", f"1.{number // 40}.0+{label}")
 
-    def start() -> subprocess.Popen:
+    def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, "-m", "factory", "index", "--out", str(out)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -104,7 +105,7 @@ def test_killing_factory_index_never_leaves_a_broken_page(tmp_path: Path) -> Non
     subprocess.run(["cp", "-a", str(files), str(reference / "files")], check=True)
     assert run_factory("index", "--out", reference).exit == 0
 
-    def pages(root: Path) -> dict[str, Any]:
+    def pages(root: Path) -> dict[Path, Any]:
         return {p.relative_to(root): p.read_bytes() for p in root.rglob("index.*")
                 if ".factory" not in p.parts}
 
@@ -118,7 +119,7 @@ def server(index_out: Path) -> Iterator[tuple[str, Any]]:
     process = subprocess.Popen([sys.executable, "-m", "factory", "serve", str(index_out),
                                 "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-    line = process.stdout.readline()
+    line = present(process.stdout).readline()
     url = line.split(" at ", 1)[1].split()[0]
     yield url, process
     process.terminate()
@@ -129,7 +130,7 @@ def fetch(url: str, accept: str | None = None) -> tuple[int, dict[str, Any], byt
     request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args, **kwargs):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
             return None
 
     opener = urllib.request.build_opener(NoRedirect)
@@ -215,7 +216,7 @@ def test_pypi_simple_reads_every_page(index_out: Path) -> None:
             from_html = ProjectPage.from_html(project, (folder / "index.html").read_bytes(), base)
             from_json = ProjectPage.from_json_data(json.loads((folder / "index.json").read_text()),
                                                    base)
-            def facts(page: ProjectPage) -> list[tuple]:
+            def facts(page: ProjectPage) -> list[tuple[Any, ...]]:
                 return [(p.filename, p.url, p.digests, p.requires_python, p.yanked_reason,
                          p.has_metadata) for p in page.packages]
 

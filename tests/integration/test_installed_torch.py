@@ -21,10 +21,11 @@ from factory.config.buildtoml import read_build_toml
 from factory.config.matrix import load_matrix
 from factory.errors import ConfigError
 from factory.plan.cells import make_plan
-from factory.plan.model import Kernel
+from factory.plan.model import Kernel, Plan
 from factory.sources.installed import read_torches
 from factory.sources.tree import resolve_path_source
 
+from ..support.checks import present
 from ..support.factory import (
     EXAMPLE,
     EXAMPLE_WHEEL,
@@ -65,10 +66,10 @@ def matrix_with(tmp_path: Path, torch: str, cuda: str = '"12.6": {sms: ["9.0"]}'
     """)
 
 
-def planned(path: Path, torch_pythons: list[Path] | None = None):
+def planned(path: Path, torch_pythons: list[Path] | None = None) -> Plan:
     matrix = read_torches(load_matrix(path, torch_pythons))
-    kernels = [Kernel(entry, resolve_path_source(entry.source.folder),
-                      read_build_toml(entry.source.folder), entry.version)
+    kernels = [Kernel(entry, resolve_path_source(present(entry.source.folder)),
+                      read_build_toml(present(entry.source.folder)), present(entry.version))
                for entry in matrix.kernels]
     return make_plan(matrix, kernels, None)
 

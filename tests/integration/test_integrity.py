@@ -14,6 +14,7 @@ import threading
 import time
 import zipfile
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from pypi_simple import ProjectPage
@@ -21,6 +22,7 @@ from pypi_simple import ProjectPage
 from factory.cells import run as build_run
 from factory.cells.job import Compiling
 from factory.cells.options import BuildOptions
+from factory.cells.runners import Runner
 from factory.compile.pool import Budget, CompilePool
 from factory.config.matrix import load_matrix
 from factory.errors import BuildError
@@ -28,6 +30,7 @@ from factory.index.update import update_index
 from factory.outputs.layout import Layout
 from factory.sources.tree import resolve_path_source
 
+from ..support.checks import present
 from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES
 from ..support.factory import make_kernel, run_factory, snapshot, write
 from ..support.wheels import index_problems, make_wheel, small_index_files
@@ -83,7 +86,7 @@ def test_credentials_are_refused_and_never_printed(tmp_path: Path) -> None:
     ]
     before = snapshot(out)
     for args in attempts:
-        result = run_factory(*args)
+        result = run_factory(*map(str, args))
         assert result.exit == 2, result.stderr
         assert secret not in result.stdout + result.stderr
         assert "***" in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -122,7 +125,7 @@ def test_stray_files_are_reported_and_the_other_wheels_indexed(tmp_path: Path) -
     _corrupt_member(files / good[0], files / "damaged-1.0-py3-none-any.whl")
     (files / "badname.whl").write_bytes((files / good[0]).read_bytes())
     for command in (["index", "--out", out], ["index", "--out", out]):  # and again: stable
-        result = run_factory(*command)
+        result = run_factory(*map(str, command))
         assert result.exit == 1, result.stdout + result.stderr
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 7, result.stderr
@@ -199,7 +202,7 @@ def test_the_recorded_source_does_not_depend_on_where_the_matrix_lives(tmp_path:
         matrix = write(tmp_path / folder / "matrix.yaml", GOOD_MATRIX.replace(
             "path: demo", f"path: {os.path.relpath(kernel, tmp_path / folder)}"))
         entry = load_matrix(matrix).kernels[0]
-        tree = resolve_path_source(entry.source.folder)
+        tree = resolve_path_source(present(entry.source.folder))
         locations.add((tree.location, tree.digest))
     assert locations == {("kernels/demo", outside_git.digest)}
 
@@ -286,16 +289,17 @@ class _StoppedRunner:
     def __init__(self, stopping: threading.Event) -> None:
         self.stopping = stopping
 
-    def facts(self, cell):
+    def facts(self, cell: object) -> dict[str, Any]:
         return {}
 
-    def build(self, cell, staging, log, compiling, progress):
+    def build(self, cell: object, staging: object, log: object, compiling: object,
+              progress: object) -> None:
         self.stopping.set()
         raise BuildError("compiling csrc/demo.cu failed (exit -2)")
 
 
 class _Quiet:
-    def update(self, *args):
+    def update(self, *args: object) -> None:
         pass
 
 
@@ -310,10 +314,11 @@ def test_an_interrupt_is_logged_as_an_interrupt(tmp_path: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     stopping = threading.Event()
     compiling = Compiling(CompilePool(Budget(1, 2**30)), None, {}, lambda key, cost: None)
-    result = build_run._run_cell(plan.cells[0], layout, _StoppedRunner(stopping), compiling,
-                                 _Quiet(), build_run.RunSettings(), stopping)
+    result = build_run._run_cell(plan.cells[0], layout, cast(Runner, _StoppedRunner(stopping)),
+                                 compiling, cast(build_run.Reporter, _Quiet()),
+                                 build_run.RunSettings(), stopping)
     assert (result.status, result.detail) == ("failed", "interrupted")
-    log = Path(result.log).read_text()
+    log = present(result.log).read_text()
     assert "INTERRUPTED: the build was stopped" in log and "FAILED" not in log
 
 

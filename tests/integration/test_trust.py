@@ -19,6 +19,7 @@ import pytest
 
 from factory.sources.tree import tree_digest
 
+from ..support.checks import present
 from ..support.factory import (
     EXAMPLE,
     EXAMPLE_WHEEL,
@@ -51,7 +52,7 @@ def test_inspect_json_reports_the_example_wheel(example_wheel: Path) -> None:
     document = json.loads(result.stdout)
     assert document["schema"] == "kernel-wheel-factory/inspect/1"
     (wheel,) = document["wheels"]
-    major, minor = EXAMPLE_WHEEL.fullmatch(example_wheel.name).groups()
+    major, minor = present(EXAMPLE_WHEEL.fullmatch(example_wheel.name)).groups()
     assert wheel["name"] == "img2gray" and wheel["version"] == "1.0.0+cu130torch211"
     assert wheel["label"] == "cu130torch211" and wheel["torch"] == "==2.11.*"
     assert wheel["tags"] == [f"cp39-abi3-manylinux_{major}_{minor}_x86_64"]
