@@ -31,7 +31,8 @@ from ..support.workflows import lint
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
-GITHUB = {"repository_owner": "owner", "repository": "owner/kernels", "ref_name": "main",
+GITHUB: dict[str, Any] = {
+          "repository_owner": "owner", "repository": "owner/kernels", "ref_name": "main",
           "ref": "refs/heads/main", "run_id": "7", "run_attempt": "1",
           "event": {"repository": {"name": "kernels", "default_branch": "main"}}}
 CLOSED = "http://127.0.0.1:9/"  # the site's URL: nothing answers, as before a first deploy

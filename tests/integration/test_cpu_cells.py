@@ -6,7 +6,7 @@ the browse page offer it where no CUDA build fits."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..support.factory import Result
 
@@ -164,7 +164,7 @@ def test_a_cpu_only_torch_is_refused_by_the_cuda_wheels_guard_not_by_the_cpu_whe
         ops = archive.read("img2gray/_ops.py").decode()
     assert "its CPU ops" in ops and "cuda_major" not in ops
     namespace: dict[str, object] = {}
-    fake = type("torch", (), {"__version__": "2.11.0+cpu"})
+    fake: Any = type("torch", (), {"__version__": "2.11.0+cpu"})
     guard = ops[ops.index("def _check_torch"):ops.index("del _check_torch")]
     exec(compile(guard, "_ops.py", "exec"), {"torch": fake}, namespace)  # accepts any 2.11
     fake.__version__ = "2.10.0+cpu"

@@ -242,11 +242,12 @@ def test_a_package_reaching_outside_the_root_is_refused(mirror: Mirror, tmp_path
     """Signed or not, a member that would land outside the root, or a link leading out of it
     that something would then write through, is refused in one line."""
     outside = tmp_path / "outside"
-    members = {"parent": [regular("../../outside/evil", b"x")],
+    cases: dict[str, list[tuple[tarfile.TarInfo, bytes | None]]] = {
+               "parent": [regular("../../outside/evil", b"x")],
                "link-out": [link("./usr/lib/python3", "../../../outside")],
                "hardlink-out": [link("./usr/lib/evil", "../../outside/evil", tarfile.LNKTYPE)],
-               }[member]
-    mirror.debs["demo-python"] = deb("demo-python", members)
+               }
+    mirror.debs["demo-python"] = deb("demo-python", cases[member])
     mirror.publish()
     message = refused(tmp_path)
     assert "demo-python_1.0_arm64.deb holds" in message and "outside the root folder" in message

@@ -21,6 +21,7 @@ from factory.pipeline.load import plan_matrix
 from factory.policy import dependency_release
 from factory.sources.depends import DependencyFetcher
 
+from ..support.checks import present
 from ..support.factory import cache_env, factory_main, run_factory, write
 from ..support.installs import new_torch_venv, pip_install, venv_python
 from ..support.plans import FIXTURE, matrix_with
@@ -192,7 +193,7 @@ def test_cutlass_from_pypi_and_from_a_git_repository(tmp_path: Path, factory_cac
     log = (tmp_path / "index" / "logs" / "cutlass-kernel-cu130torch211-x86_64.log").read_text()
     release = dependency_release("cutlass_3_8")
     assert f"C++ dependency: cutlass_3_8 (3.8.0) from PyPI nvidia-cutlass==3.8.0.0 " \
-           f"[{release.wheel_sha256[:12]}]" in log
+           f"[{present(present(release).wheel_sha256)[:12]}]" in log
 
 
 def test_a_plain_plan_only_notes_a_lock_it_cannot_read(tmp_path: Path,

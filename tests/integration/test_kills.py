@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -119,7 +120,8 @@ def test_a_killed_index_or_merge_never_blocks_the_next(tmp_path: Path) -> None:
             shutil.copy2(wheel, job / "files" / wheel.name)
         finished(factory("index", "--out", job))
         jobs.append(job)
-    commands = {
+    commands: dict[str, tuple[Callable[[Path], object],
+                              Callable[[Path], subprocess.Popen[str]]]] = {
         "index": (lambda out: shutil.copytree(hand, out),
                   lambda out: factory("index", "--out", out)),
         "merge": (lambda out: None,

@@ -64,7 +64,7 @@ def pypi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
         yield f"{url}simple/", log
 
 
-def plan(matrix: Path, cache: Path, index: str, *arguments: str):
+def plan(matrix: Path, cache: Path, index: str, *arguments: str) -> Result:
     return run_factory("plan", matrix, "--cache-dir", cache, *arguments,
                        env={"KERNEL_WHEEL_FACTORY_NAME_INDEX": index})
 

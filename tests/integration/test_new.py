@@ -51,13 +51,14 @@ def test_new_refuses_what_it_cannot_read(tmp_path: Path) -> None:
         torch: ["2.11"]
         cuda: {{"13.0": {{sms: ["9.0"]}}}}
     """)
-    for arguments, message in [
+    cases: list[tuple[list[str | Path], str]] = [
             (["--new", tmp_path], f"error: {tmp_path}: --new: is neither an index URL (http:// "
                                   "or https://) nor a factory output folder"),
             (["--new", "https://ci:s3cret@example.org/"], "error: --new: 'https://***@example.org/'"
                                                           " holds a password"),
             (["--new", "https://example.org/", "--offline"],
-             "error: --new: a URL cannot be read with --offline; give an output folder")]:
+             "error: --new: a URL cannot be read with --offline; give an output folder")]
+    for arguments, message in cases:
         result = run_factory("plan", matrix, *arguments)
         assert result.exit == 2 and result.stderr.startswith(message), result.stderr
         assert "s3cret" not in result.stdout + result.stderr

@@ -68,7 +68,7 @@ def run_plugin(root: Path, tests: dict[str, str], *args: str,
 
 
 def notes(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    found = {}
+    found: dict[str, tuple[str, str]] = {}
     for data in report["files"]:
         note = FileNote.from_json(data)
         assert note is not None, data

@@ -36,7 +36,8 @@ def planned(tmp_path: Path, capsys: pytest.CaptureFixture[str], python: str, lim
     result = factory_main("plan", str(tmp_path / "matrix.yaml"), "--format", "json",
                           capsys=capsys)
     assert result.exit == 0, result.stderr
-    return json.loads(result.stdout)
+    planned: dict[str, Any] = json.loads(result.stdout)
+    return planned
 
 
 def plan_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str], python: str,

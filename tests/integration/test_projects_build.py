@@ -21,6 +21,7 @@ from factory.cells.runners.docker.image import host_certificates
 from factory.wheel.gates import Expectation, check_wheel
 from factory.wheel.inspect import inspect_wheel
 
+from ..support.checks import present
 from ..support.docker import BASE
 from ..support.factory import REPO, Result, cache_env, run_factory, write
 from ..support.installs import read_dist_info
@@ -98,7 +99,7 @@ def test_each_wheel_installs_from_its_cell_index_and_passes_the_projects_tests(
     with subprocess.Popen([sys.executable, "-m", "factory", "serve", str(index), "--port", "0"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as server:
         try:
-            line = server.stdout.readline()
+            line = present(server.stdout).readline()
             url = line.split(" at ", 1)[1].split()[0]
             for python in PYTHONS:
                 tag = "cp" + python.replace(".", "")

@@ -24,6 +24,7 @@ from factory.system.process import Log
 from factory.wheel.assemble import CoreMetadata, relabelled, write_wheel
 from factory.wheel.read import PROVENANCE_FILE
 
+from ..support.checks import present
 from ..support.factory import REPO, Result, cache_env, factory_main, run_factory, write
 from ..support.installs import venv_python
 
@@ -490,7 +491,7 @@ def three_cells(example_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -
     assert run_factory("index", "--out", out).exit == 0
     process = subprocess.Popen([sys.executable, "-m", "factory", "serve", str(out), "--port",
                                 "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    url = process.stdout.readline().split(" at ", 1)[1].split()[0]
+    url = present(process.stdout).readline().split(" at ", 1)[1].split()[0]
     yield url
     process.terminate()
     process.wait()

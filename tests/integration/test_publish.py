@@ -23,6 +23,7 @@ import pytest
 from factory.cli import main
 from factory.index.update import update_index
 
+from ..support.checks import present
 from ..support.factory import Result, run_factory, snapshot
 from ..support.hubserver import serve as serve_hub
 from ..support.installs import new_torch_venv, venv_python
@@ -39,13 +40,14 @@ def index_out(tmp_path: Path) -> Path:
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
-def start_pypiserver(tmp_path: Path, authenticate: str):
+def start_pypiserver(tmp_path: Path, authenticate: str) -> tuple[Any, str, Path]:
     """pypiserver on 127.0.0.1 with one user, alice; `authenticate` names what needs her
     password (pypiserver's -a: update, download, list)."""
-    from passlib.apache import HtpasswdFile
+    from passlib.apache import HtpasswdFile  # type: ignore[import-untyped]
 
     packages = tmp_path / "registry-packages"
     packages.mkdir()
@@ -96,7 +98,7 @@ def publish_env(tmp_path: Path, username: str | None, password: str | None) -> d
     home.mkdir(exist_ok=True)
     env = {"HOME": str(home), "PYTHON_KEYRING_BACKEND": "keyring.backends.null.Keyring"}
     if username is not None:
-        env.update(TWINE_USERNAME=username, TWINE_PASSWORD=password)
+        env.update(TWINE_USERNAME=username, TWINE_PASSWORD=present(password))
     return env
 
 
@@ -222,11 +224,11 @@ def published_tree(out: Path) -> dict[str, bytes | None]:
 def test_publish_to_a_folder_sends_files_then_pages(index_out: Path, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from factory.outputs.files import copy_atomic as copy
     from factory.publish import static
 
     site = tmp_path / "site"
     sent: list[str] = []
-    copy = static.copy_atomic
 
     def recording_copy(source: Path, destination: Path) -> None:
         sent.append(destination.relative_to(site).as_posix())
@@ -274,7 +276,7 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, dict[str, str]]]:
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
-    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{server._server.server_port}",
+    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{present(server._server).server_port}",
            "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": os.devnull,
            "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
@@ -409,7 +411,7 @@ def served_site(index_out: Path, tmp_path: Path) -> Iterator[tuple[Path, str]]:
     assert main(["publish", str(index_out), "--to", str(site)]) == 0
     server = subprocess.Popen([sys.executable, "-m", "factory", "serve", str(site), "--port", "0"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = server.stdout.readline()
+    line = present(server.stdout).readline()
     yield site, line.split(" at ", 1)[1].split()[0]
     server.terminate()
     server.wait()

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 def scheduled_run(matrix: Path, site: Path, job: Path, cache: Path) -> str:
     """What the scheduled workflow does: the cells the site lacks, built, then merged into it."""
-    new = ["--new", site] if (site / "simple").is_dir() else []
+    new: list[str | Path] = ["--new", site] if (site / "simple").is_dir() else []
     built = run_factory("build", matrix, *new, "--out", job, env=cache_env(cache))
     assert built.exit == 0, built.stdout + built.stderr
     merged = run_factory("index", "--out", site, "--merge", job, env=cache_env(cache))

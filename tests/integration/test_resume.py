@@ -35,7 +35,7 @@ CELL = "many-units/cu130torch211/x86_64"
 
 
 
-def build_args(folder: Path, out: str, objects: Path, *more: str) -> list[str | Path]:
+def build_args(folder: Path, out: str, objects: Path, *more: str | Path) -> list[str | Path]:
     return ["build", folder / "matrix.yaml", "--out", folder / out, "--object-cache", objects,
             *more]
 

@@ -15,7 +15,9 @@ import pytest
 from factory.cells.compilers import wrap_compilers
 from factory.compile.commands import compile_jobs
 from factory.errors import ConfigError
+from factory.plan.model import Plan
 
+from ..support.checks import present
 from ..support.plans import TOOLCHAIN, kernel, plan_for
 
 MATRIX = """
@@ -32,7 +34,7 @@ cuda:
 """
 
 
-def rules_of(plan):
+def rules_of(plan: Plan) -> dict[str, list[str]]:
     return {cell.id: [rule.name for rule in cell.rules] for cell in plan.cells}
 
 
@@ -98,7 +100,8 @@ cuda: {{"13.0": {{sms: ["9.0"]}}}}
     with pytest.raises(ConfigError) as raised:
         plan_for(tmp_path, text)
     error = raised.value
-    assert (error.file.name, error.line, error.key) == ("matrix.yaml", 5, key), str(error)
+    assert (present(error.file).name, error.line, error.key) == ("matrix.yaml", 5, key), \
+        str(error)
     assert message in str(error)
 
 
@@ -141,9 +144,10 @@ def test_the_wrappers_rewrite_what_the_build_runs_and_note_it(tmp_path: Path) ->
     (cell,) = [c for c in plan_for(tmp_path, MATRIX).cells
                if c.id == "demo/cu130torch214/x86_64"]
     toolchain = replace(TOOLCHAIN, cxx=str(real),
-                        cuda=replace(TOOLCHAIN.cuda, home=home))
+                        cuda=replace(present(TOOLCHAIN.cuda), home=home))
     wrapped = wrap_compilers(cell, toolchain, tmp_path / "work", Path(sys.executable),
                              str(real))
+    wrapped = present(wrapped)
     variables = wrapped.variables
     assert variables["CC"] == variables["CXX"]
     assert Path(variables["CUDA_HOME"], "include").resolve() == home / "include"

@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from factory.cells import sandbox
 from factory.cells.sandbox import confined_command, confined_environment
 
 from ..support.cli import SECRETS
@@ -42,7 +41,7 @@ def test_a_confined_command_writes_its_build_folder_only_and_has_no_network(tmp_
     published = tmp_path / "index" / "files"
     published.mkdir(parents=True)
     stray = published / "stray-1.0-py3-none-any.whl"
-    home = sandbox.Path.home() / ".kernel-wheel-factory-sandbox-test"
+    home = Path.home() / ".kernel-wheel-factory-sandbox-test"
     repo = REPO / ".kernel-wheel-factory-sandbox-test"
     script = work / "src" / "hostile.py"
     script.write_text(HOSTILE)

@@ -17,7 +17,8 @@ def planned(matrix: Path, cache: Path, *selects: str) -> dict[str, Any]:
     result = run_factory("plan", matrix, "--cache-dir", cache,
                          *[part for text in selects for part in ("--select", text)])
     assert result.exit == 0, result.stderr
-    return json.loads(result.stdout)
+    planned: dict[str, Any] = json.loads(result.stdout)
+    return planned
 
 
 def test_select_narrows_the_plan_and_the_build_jobs_agree(tmp_path: Path) -> None:
@@ -84,7 +85,8 @@ def test_bad_requests_are_one_line(tmp_path: Path) -> None:
     ]:
         for command in ("plan", "build"):
             result = run_factory(command, matrix, "--cache-dir", tmp_path / "cache",
-                                 *(["--out", tmp_path / "index"] if command == "build" else []),
+                                 *(["--out", str(tmp_path / "index")]
+                                   if command == "build" else []),
                                  "--select", select)
             assert result.exit == 2, (command, select, result.stderr)
             # one error line (after the plan's notes about the matrix, if any)

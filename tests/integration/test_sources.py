@@ -78,7 +78,8 @@ def git_matrix(folder: Path, url: str, rev: str, extra: str = "",
 def lock_entries(path: Path) -> list[dict[str, Any]]:
     import tomllib
 
-    return tomllib.loads(path.read_text())["kernel"]
+    entries: list[dict[str, Any]] = tomllib.loads(path.read_text())["kernel"]
+    return entries
 
 
 def one_error(result: Result) -> str:
@@ -145,7 +146,8 @@ def test_git_source_errors(tmp_path: Path, monorepo: Any) -> None:
     work, url = monorepo
     cache = tmp_path / "cache"
 
-    def lock(rev: str, subdir: str = "kernels/img2gray", extra: str = "", *options: str):
+    def lock(rev: str, subdir: str = "kernels/img2gray", extra: str = "",
+             *options: str) -> Result:
         git_matrix(tmp_path, url, rev, extra, subdir)
         return run_factory("lock", tmp_path / "matrix.yaml", "--cache-dir", cache, *options)
 
@@ -222,7 +224,7 @@ def test_lock_of_a_folder_catches_edits(tmp_path: Path) -> None:
     kernel = make_kernel(tmp_path / "demo", GOOD_KERNEL, SOURCES, package="demo")
     matrix = write(tmp_path / "matrix.yaml", GOOD_MATRIX)
 
-    def build_locked():
+    def build_locked() -> Result:
         return run_factory("build", matrix, "--locked", "--cache-dir", tmp_path / "cache",
                            "--out", tmp_path / "index")
 
@@ -349,7 +351,8 @@ def hub(tmp_path: Path) -> Iterator[tuple[Any, dict[str, str], Any]]:
     server.server_close()
 
 
-def hub_matrix(folder: Path, revision: str = "v2.0.0", repo: str = "kwf-test/noarch-kernel"):
+def hub_matrix(folder: Path, revision: str = "v2.0.0",
+               repo: str = "kwf-test/noarch-kernel") -> Path:
     return write(folder / "matrix.yaml", f"""
         kernels:
           - hub: {repo}

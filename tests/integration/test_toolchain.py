@@ -17,7 +17,7 @@ from factory.toolchain.cuda import CudaToolkit, provide_cuda
 from factory.toolchain.torch import TorchEnv
 
 
-def fake_toolkit(root, release: str):
+def fake_toolkit(root: Path, release: str) -> Path:
     """A folder laid out like a toolkit whose nvcc reports `release` (e.g. "12.4.131")."""
     nvcc = root / "bin" / "nvcc"
     nvcc.parent.mkdir(parents=True)
@@ -103,7 +103,7 @@ def test_a_toolkit_without_a_runtime_is_refused(tmp_path: Path) -> None:
         provide_cuda(Version("12.4"), home, tmp_path / "cache", Log(io.StringIO()))
 
 
-def fake_compilers(folder, **versions: str):
+def fake_compilers(folder: Path, **versions: str) -> Path:
     """g++ commands that report the given versions (g_13="13.3.0" makes g++-13)."""
     folder.mkdir()
     for name, version in versions.items():

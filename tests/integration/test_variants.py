@@ -117,7 +117,7 @@ def test_each_cell_wheel_is_published_again_as_a_variant_wheel(
 
 
 def install_variant(index: str, tmp_path: Path, cache: Path, sm: str,
-                    driver: str = "13.0") -> tuple[subprocess.CompletedProcess, str | None]:
+                    driver: str = "13.0") -> tuple[subprocess.CompletedProcess[str], str | None]:
     """uv, with its NVIDIA provider told the GPU and driver, installs img2gray from `index`
     into a fresh environment: what it said, and the variant label it installed."""
     from uv import find_uv_bin
