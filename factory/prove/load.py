@@ -149,13 +149,12 @@ def load_wheel(wheel: Path, modules: list[str], python: str, folder: Path, log: 
         raise BuildError(f"importing {wheel.name}: {exc}; it was stopped") from None
     except ProcessError as exc:
         raise BuildError(f"{python} cannot be run ({exc})") from None
-    report = _parse(completed.stdout)
+    report, outside, cuda = _parse(completed.stdout)
     if report is None:
         detail = (completed.stderr or completed.stdout).strip().splitlines()
         log.write(completed.stderr)
         raise BuildError(f"importing {wheel.name} with {python} crashed (exit "
                          f"{completed.returncode}): {detail[-1] if detail else 'no output'}")
-    outside, cuda = _outside(completed.stdout)
     if report.ops and (outside or cuda):
         others = _registered_by_outside(python, probe, outside, cuda, folder, runs_in)
         report = replace(report, ops=tuple(op for op in report.ops if op.name not in others),
@@ -169,12 +168,6 @@ def load_wheel(wheel: Path, modules: list[str], python: str, folder: Path, log: 
                   f"registered when it loaded them (not the wheel's; namespaces "
                   f"{', '.join(namespaces)})")
     return report
-
-
-def _outside(stdout: str) -> tuple[list[str], bool]:
-    """The modules from outside the wheel its import loaded, and whether it started CUDA."""
-    data = json.loads(stdout.strip().splitlines()[-1])
-    return [str(name) for name in data.get("outside") or ()], data.get("cuda_started") is True
 
 
 def _registered_by_outside(python: str, probe: Path, modules: list[str], cuda: bool,
@@ -197,18 +190,24 @@ def _registered_by_outside(python: str, probe: Path, modules: list[str], cuda: b
         return set()
 
 
-def _parse(stdout: str) -> LoadReport | None:
+def _parse(stdout: str) -> tuple[LoadReport | None, list[str], bool]:
+    """The probe's report (None when it gave none), the modules from outside the wheel its
+    import loaded, and whether it started CUDA, from its last line."""
     lines = stdout.strip().splitlines()
     if not lines:
-        return None
+        return None, [], False
     try:
         data = json.loads(lines[-1])
     except ValueError:
-        return None
+        return None, [], False
     report = LoadReport.from_json(data)
-    if report is None or report.error is None:
-        return report
-    return replace(report, error=demangle_text(data["error"]["message"]))
+    if report is None:
+        return None, [], False
+    outside = [str(name) for name in data.get("outside") or ()]
+    cuda = data.get("cuda_started") is True
+    if report.error is not None:
+        report = replace(report, error=demangle_text(data["error"]["message"]))
+    return report, outside, cuda
 
 
 def load_problems(report: LoadReport, needs_gil: bool = False) -> list[str]:
