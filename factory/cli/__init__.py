@@ -74,6 +74,26 @@ class _MaskedStderr(logging.Handler):
 _LIBRARY_LOGS = _MaskedStderr(logging.WARNING)
 
 
+def _masked_records() -> None:
+    """Every log record any library makes carries its message with credentials masked and no
+    arguments: whichever handler prints it (huggingface_hub adds its own, to stderr), and
+    logging's report of a handler that failed (it quotes a record's arguments), shows none."""
+    make = logging.getLogRecordFactory()
+    if getattr(make, "masks_credentials", False):
+        return
+
+    def masked(*args: object, **kwargs: object) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        try:
+            record.msg, record.args = redact(record.getMessage()), ()
+        except Exception:  # arguments that do not fit the message: masked as they are
+            record.msg, record.args = redact(str(record.msg)), ()
+        return record
+
+    masked.masks_credentials = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(masked)
+
+
 def _stop(signum: int, frame: FrameType | None) -> None:
     """SIGTERM (a CI job cancelled) stops a build as Ctrl-C does: containers are removed."""
     raise KeyboardInterrupt
@@ -84,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _stop) if on_main_thread else None
     console = make_console(stderr=False)
     errors = make_console(stderr=True)
+    _masked_records()
     if _LIBRARY_LOGS not in logging.getLogger().handlers:
         logging.getLogger().addHandler(_LIBRARY_LOGS)
     try:

@@ -131,6 +131,27 @@ def test_a_librarys_warning_is_masked_too(tmp_path: Path,
     assert SECRET not in captured.err and "https://***@hub.example.com/api" in captured.err
 
 
+def test_a_librarys_own_handler_prints_it_masked(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """huggingface_hub prints its log lines through a handler of its own; one whose stream
+    fails has logging report the record, arguments included: neither shows the password."""
+    factory_main("plan", tmp_path / "missing.yaml", capsys=capsys)
+    logger = logging.getLogger("kwf-tests.library")
+    own, broken = io.StringIO(), io.StringIO()
+    broken.close()
+    handlers = [logging.StreamHandler(own), logging.StreamHandler(broken)]
+    for handler in handlers:
+        logger.addHandler(handler)
+    try:
+        logger.warning("Retrying in 1s [Retry 1/5]: https://u:%s@hub.example.com/api", SECRET)
+    finally:
+        for handler in handlers:
+            logger.removeHandler(handler)
+    printed = own.getvalue() + capsys.readouterr().err
+    assert own.getvalue() == "Retrying in 1s [Retry 1/5]: https://***@hub.example.com/api\n"
+    assert "--- Logging error ---" in printed and SECRET not in printed
+
+
 def test_the_provenance_names_build_variables_but_records_no_value(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A kernel's env: may hold a token; the wheel's provenance keeps its name and a hash, and
