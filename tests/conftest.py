@@ -141,6 +141,21 @@ _FILE_SECONDS: dict[str, float] = {}
 _TEST_SECONDS: dict[str, dict[str, float]] = {}
 
 
+# The suite runs in worker processes (pytest-xdist, a file to a worker, so that a module's
+# fixtures are made once); the files that took longest last time (tests/file-times.json, a
+# copy of a run's test-artifacts/test-times.json) are handed out first, so that the run does
+# not end with one worker on a long file and the others idle. A file not listed there counts
+# as quick.
+FILE_TIMES = REPO / "tests" / "file-times.json"
+
+
+@pytest.hookimpl(trylast=True)  # after pytest groups the items by their fixtures
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    seconds = json.loads(FILE_TIMES.read_text()) if FILE_TIMES.is_file() else {}
+    # a stable sort: each file's tests keep their order and stay together
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0.0))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     path = report.nodeid.split("::", 1)[0]
     _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
@@ -148,7 +163,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _FILE_SECONDS:
+    if not _FILE_SECONDS or "PYTEST_XDIST_WORKER" in os.environ:  # the controller writes them
         return
     ranked = sorted(_FILE_SECONDS.items(), key=lambda item: -item[1])
     terminalreporter.write_sep("-", "slowest test files")
