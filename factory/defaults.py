@@ -14,6 +14,10 @@ OUT = Path("index")
 BUILD_ROOT = Path("/tmp/kernel-wheel-factory/build")
 """Where cells compile. A fixed path: nvcc writes the source's absolute path into the object,
 so builds are reproducible only from the same folder."""
+BUILD_ROOT_VARIABLE = "KERNEL_WHEEL_FACTORY_BUILD_ROOT"
+"""Where cells compile when --build-root is not given: builds of one cell on one machine take
+turns in its folder, so runs that should not wait for each other (CI jobs sharing a machine)
+each name their own."""
 
 CACHE_VARIABLE = "KERNEL_WHEEL_FACTORY_CACHE"
 CACHE_FOLDER = "kernel-wheel-factory"

@@ -62,7 +62,8 @@ def add(commands: Any) -> None:
     build.add_argument("--build-root", type=path_argument, default=None,
                        metavar="DIR",
                        help="where cells are compiled; a fixed path keeps builds reproducible "
-                            f"(default: {defaults.BUILD_ROOT})")
+                            f"(default: ${defaults.BUILD_ROOT_VARIABLE}, else "
+                            f"{defaults.BUILD_ROOT})")
     _slice_options(build)
     build.add_argument("--test", action="store_true",
                        help="run each kernel's own tests (its tests/ folder) against each "

@@ -42,7 +42,8 @@ def add(commands: Any) -> None:
     test_options(test)
     test.add_argument("--build-root", type=path_argument, default=None,
                       metavar="DIR", help="where the test environments are made "
-                                          f"(default: {defaults.BUILD_ROOT})")
+                                          f"(default: ${defaults.BUILD_ROOT_VARIABLE}, else "
+                                          f"{defaults.BUILD_ROOT})")
     test.add_argument("--runner", choices=RUNNERS, default=None,
                       help="where the tests run (default: as `factory build` chooses)")
 

@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..outputs.layout import writable_folder
 from ..system.cache import default_cache_dir
 
-__all__ = ["SETTINGS", "Given", "Options", "Setting", "cache_folder", "name_index",
+__all__ = ["SETTINGS", "Given", "Options", "Setting", "build_root", "cache_folder", "name_index",
            "object_folder", "option_reference", "settle", "wheelhouse_targets"]
 
 
@@ -52,8 +52,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("wheelhouses", "--wheelhouse", "wheelhouse", None, "none",
             "folders of wheels the test environments may be installed from: the command "
             "line's, then the matrix's"),
-    Setting("build_root", "--build-root", None, None, str(defaults.BUILD_ROOT),
-            "where cells compile (a fixed path keeps builds reproducible)"),
+    Setting("build_root", "--build-root", None, defaults.BUILD_ROOT_VARIABLE,
+            str(defaults.BUILD_ROOT),
+            "where cells compile (a fixed path keeps builds reproducible; builds of one cell "
+            "take turns in it)"),
     Setting("source_date_epoch", None, None, "SOURCE_DATE_EPOCH", "each source's own time",
             "the time every file of every wheel carries"),
     Setting("index_url", "--base-url", None, None, "none",
@@ -131,6 +133,16 @@ def name_index(check: NameCheck, environ: Mapping[str, str] = os.environ) -> str
     return given or defaults.NAME_INDEX
 
 
+def build_root(given: Path | None, environ: Mapping[str, str] = os.environ) -> Path:
+    """--build-root, else KERNEL_WHEEL_FACTORY_BUILD_ROOT, else the default; checked."""
+    if given is not None:
+        return usable_build_root(given)
+    variable = environ.get(defaults.BUILD_ROOT_VARIABLE, "").strip()
+    if variable:
+        return usable_build_root(Path(variable), key=defaults.BUILD_ROOT_VARIABLE)
+    return usable_build_root(defaults.BUILD_ROOT)
+
+
 def settle(given: Given, cache: Path, matrix: Matrix,
            environ: Mapping[str, str] = os.environ) -> Options:
     """The run's options: each setting from the first place that gives it (see SETTINGS),
@@ -139,7 +151,7 @@ def settle(given: Given, cache: Path, matrix: Matrix,
                            else (matrix.runner, "runner: in matrix.yaml")
                            if matrix.runner is not None else (defaults.RUNNER, "the default"))
     build = BuildOptions(
-        usable_build_root(given.build_root or defaults.BUILD_ROOT), source_date_epoch(environ),
+        build_root(given.build_root, environ), source_date_epoch(environ),
         offline=given.offline, index_url=given.base_url, unconfined=given.unconfined,
         wheelhouses=tuple(dict.fromkeys((*given.wheelhouses, *matrix.wheelhouses))))
     objects = writable_folder(object_folder(given.objects, cache), "--object-cache")

@@ -16,6 +16,7 @@ from factory.errors import ConfigError
 from factory.pipeline.options import (
     SETTINGS,
     Given,
+    build_root,
     cache_folder,
     name_index,
     object_folder,
@@ -62,6 +63,17 @@ def test_the_command_line_wins_then_the_matrix_then_the_default(tmp_path: Path) 
     assert settled.objects == tmp_path / "objs"
     assert settled.build.index_url == "https://example.org/w"
     assert settled.build.build_root == tmp_path / "build"
+
+
+def test_the_build_root_comes_from_the_command_line_then_the_environment(tmp_path: Path) -> None:
+    variable = defaults.BUILD_ROOT_VARIABLE
+    environ = {variable: str(tmp_path / "from-env")}
+    assert build_root(tmp_path / "given", environ) == tmp_path / "given"
+    assert build_root(None, environ) == tmp_path / "from-env"
+    assert (tmp_path / "from-env").is_dir()
+    with pytest.raises(ConfigError, match="must be an absolute path") as raised:
+        build_root(None, {variable: "relative/build"})
+    assert raised.value.key == variable
 
 
 def test_what_the_environment_gives_is_checked(tmp_path: Path) -> None:
