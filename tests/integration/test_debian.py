@@ -11,6 +11,7 @@ import hashlib
 import io
 import lzma
 import os
+import re
 import subprocess
 import tarfile
 from collections.abc import Iterator
@@ -222,8 +223,12 @@ def test_a_replaced_package_index_is_refused(mirror: Mirror, tmp_path: Path) -> 
     signed = (mirror.root / "dists" / SUITE / "InRelease").read_bytes()
     mirror.publish(sign=False)
     (mirror.root / "dists" / SUITE / "InRelease").write_bytes(signed)
-    assert "Packages.xz does not have the size and SHA-256 its signed release gives it" \
-        in refused(tmp_path)
+    # the swapped index is refused by its hash, or, where it came out longer than the signed
+    # one (its debs' sizes and hashes differ), cut off as it arrives
+    message = refused(tmp_path)
+    assert "Packages.xz does not have the size and SHA-256 its signed release gives it" in \
+        message or re.search(r"/Packages\.xz sends more than \d+ bytes: the archive's signed "
+                             r"index gives it less", message), message
     assert not any((tmp_path / "root").iterdir())
 
 
