@@ -1,6 +1,6 @@
 # The offline builder base (see make-debian-base.sh): a debootstrapped Debian root with the
 # tools a manylinux image has for building, where a manylinux image keeps them.
-ARG ROOTFS=kernel-wheel-factory/base:bullseye-rootfs
+ARG ROOTFS=kernel-wheel-factory/base:rootfs-bookworm
 FROM ${ROOTFS}
 
 ARG MIRROR=http://deb.debian.org/debian

@@ -3,16 +3,24 @@
 # quay.io/pypa/manylinux_2_28_*: debootstrap a minimal root, import it into docker, then add what
 # the manylinux images provide for a build, in the same places: gcc and g++, make, git, patchelf,
 # and CPython 3.11 and 3.13 at /opt/python/cp311-cp311 and cp313-cp313 (built from Debian's
-# source tarballs, the same on every release). Wheels built on it carry the manylinux tag of the release's glibc:
-# bullseye (2.31, the default) for CUDA 13 builders, trixie (2.41) for CUDA 12.4 ones, since
-# trixie's non-free nvidia-cuda-toolkit is a CUDA 12.4 toolkit that install-cuda.sh can use.
+# source tarballs, the same on every release). Wheels built on it carry the manylinux tag its
+# glibc and libstdc++ allow, and its g++ decides which torch releases it can compile for:
+#   bookworm (the default; glibc 2.36, g++ 12)  every torch the factory knows, CUDA 13 builders
+#   bullseye (glibc 2.31, g++ 10)               torch 2.13 and older only: g++ 10 gives no full
+#                                               C++20 (__cplusplus 201709L), which torch 2.14's
+#                                               headers require; the factory skips such cells
+#   trixie (glibc 2.41)                         CUDA 12.4 builders: its non-free
+#                                               nvidia-cuda-toolkit is a toolkit install-cuda.sh
+#                                               can use
+# (Debian has no g++ 11 or newer for bullseye: the widest tag that builds torch 2.14 and newer
+# from Debian's packages is bookworm's.) Safe to run twice at once.
 #
-#   docker/make-debian-base.sh [SUITE] [IMAGE]   (default: bullseye kernel-wheel-factory/base:SUITE)
+#   docker/make-debian-base.sh [SUITE] [IMAGE]   (default: bookworm kernel-wheel-factory/base:SUITE)
 #
 # Needs root (debootstrap), docker, and Debian's mirror (MIRROR, default deb.debian.org).
 set -euo pipefail
 
-suite="${1:-bullseye}"
+suite="${1:-bookworm}"
 image="${2:-kernel-wheel-factory/base:${suite}}"
 mirror="${MIRROR:-http://deb.debian.org/debian}"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -22,16 +30,16 @@ for tool in debootstrap docker tar; do
 done
 
 root="$(mktemp -d "/tmp/kwf-${suite}.XXXXXX")"
-trap 'rm -rf "$root"' EXIT
+# The imported root is named for this run alone, so two runs at once (for the same image or
+# not) never remove what the other builds on; the last to finish tags the image.
+raw="${image%%:*}:rootfs-${suite}-$(basename "$root" | cut -d. -f2)-$$"
+trap 'rm -rf "$root" "$root.log"; docker image rm "$raw" >/dev/null 2>&1 || true' EXIT
 echo "debootstrap $suite into $root ..."
 debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$root.log" 2>&1 \
     || { tail -5 "$root.log" >&2; exit 1; }
-rm -f "$root.log"
-raw="${image}-rootfs"
 tar -C "$root" -c . | docker import - "$raw" >/dev/null
 echo "imported $raw; adding the build tools and CPython 3.11 and 3.13 ..."
 docker build --quiet --tag "$image" --build-arg "ROOTFS=$raw" \
     --build-arg "MIRROR=$mirror" \
     --file "$here/debian-base.Dockerfile" "$here" >/dev/null
-docker image rm "$raw" >/dev/null
 echo "made $image: $(docker run --rm "$image" sh -c 'ldd --version | head -1; /opt/python/cp311-cp311/bin/python -V; /opt/python/cp313-cp313/bin/python -V')"

@@ -26,19 +26,20 @@ from ..compile.generated import import_guard
 from ..compile.objects import ObjectCache, ObjectStore
 from ..compile.pool import CompilePool
 from ..config.torches import InstalledTorch
-from ..errors import BuildError
+from ..errors import BuildError, Unavailable
 from ..plan.costs import UnitCost
 from ..plan.model import Cell
 from ..policy import torch_release
 from ..sources.installed import ProbeError, probe_interpreter
 from ..sources.tree import IGNORED_DIRS
 from ..system.process import Log, ProcessError, bounded_run, first_output_line
-from ..toolchain import CommandPrefix, Toolchain, cxx_standard, host_compiler
+from ..toolchain import CommandPrefix, HostCompiler, Toolchain, cxx_standard, host_compiler
 from ..toolchain.cuda import CudaToolkit, image_toolkit, provide_cuda
 from ..toolchain.emulated import cross_compiler, emulation, provide_emulated_torch
 from ..toolchain.python import find_python, manylinux_python
+from ..toolchain.standard import header_standard, probe_standard, standard_shortfall
 from ..toolchain.torch import TorchEnv, installed_env, provide_torch
-from ..values.versions import major_minor
+from ..values.versions import Version, major_minor
 from ..wheel.elf import read_linkage
 from .options import BuildOptions
 from .records import toolchain_facts
@@ -132,6 +133,8 @@ def cell_toolchain(job: Job) -> Toolchain:
         toolkit = provide_cuda(cell.cuda.version, cell.cuda.home, job.cache, log,
                                job.options.offline)
         cxx = cross_compiler(cell.platform) if cell.cross else host_compiler(toolkit.version)
+    runs_in = CommandPrefix(job.container.exec_prefix if job.container else ())
+    require_standard(cell.torch, cxx, runs_in)
     job.progress("torch environment")
     env = cell_torch(cell, job.cache, job.options, log, job.prepared)
     where = f", in a container of {installed.image}" if installed and installed.image else ""
@@ -140,13 +143,24 @@ def cell_toolchain(job: Job) -> Toolchain:
              f"{cxx.origin}){where}")
     for dependency in cell.depends:
         log.step(f"C++ dependency: {dependency.describe()}")
-    runs_in = CommandPrefix(job.container.exec_prefix if job.container else ())
     toolchain = Toolchain(toolkit, env, cxx.command, cxx_standard(cell.torch), runs_in,
                           cell.depends, cxx.origin)
     if not runs_in.prefix:
         # the factory's images hold a plain g++; a machine's own $CXX may be anything
         check_host_runtime(toolchain, job.work, log)
     return toolchain
+
+
+def require_standard(torch: Version, cxx: HostCompiler, runs_in: CommandPrefix) -> None:
+    """Skip, before the torch environment is made and anything compiles, a cell whose host
+    compiler cannot give the C++ standard its torch's headers demand."""
+    said = probe_standard(cxx.command, cxx_standard(torch),
+                          lambda argv: runs_in.argv(argv, Path("/")))
+    problem = standard_shortfall(torch, cxx.command, cxx.origin, said)
+    if problem is not None:
+        advice = "this image cannot build it" if runs_in.prefix else \
+            f"set CXX to a compiler that does (g++ {header_standard(torch).gcc} or newer)"
+        raise Unavailable(f"{problem}: {advice}")
 
 
 _PROBE = """#include <stdexcept>

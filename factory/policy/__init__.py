@@ -12,9 +12,9 @@ from typing import Any
 
 from ..values.versions import Version, major_minor, parse_release
 
-__all__ = ["CudaPolicy", "DependencyRelease", "TorchRelease", "cuda_policies", "cuda_policy",
-           "cuda_releases", "dependency_release", "dependency_releases", "known_sms",
-           "nvcc_flags", "torch_release", "torch_releases"]
+__all__ = ["CudaPolicy", "CxxStandard", "DependencyRelease", "TorchRelease", "cuda_policies",
+           "cuda_policy", "cuda_releases", "cxx_standards", "dependency_release",
+           "dependency_releases", "known_sms", "nvcc_flags", "torch_release", "torch_releases"]
 
 
 @dataclass(frozen=True)
@@ -32,13 +32,25 @@ class CudaPolicy:
 
 @dataclass(frozen=True)
 class TorchRelease:
-    """A PyTorch minor release: the CUDA version of its PyPI build, its C++ standard, the
-    CPythons it has wheels for ("3.14t": free-threaded)."""
+    """A PyTorch minor release: the CUDA version of its PyPI build, the C++ standard
+    extensions are compiled with and the one its headers demand, the CPythons it has wheels
+    for ("3.14t": free-threaded)."""
 
     version: Version
     pypi_cuda: Version
     cxx_std: str
     pythons: tuple[str, ...] = ()
+    header_std: str = "17"
+
+
+@dataclass(frozen=True)
+class CxxStandard:
+    """What a compiler must give for one C++ standard: the __cplusplus value headers compare
+    with, and the oldest g++ that sets it."""
+
+    name: str  # "20"
+    cplusplus: int
+    gcc: int
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -92,8 +104,15 @@ def torch_releases() -> dict[Version, TorchRelease]:
     for text, entry in _load("torch.toml")["torch"].items():
         version = parse_release(text)
         releases[version] = TorchRelease(version, parse_release(entry["pypi-cuda"]),
-                                         entry["cxx-std"], tuple(entry.get("pythons", ())))
+                                         entry["cxx-std"], tuple(entry.get("pythons", ())),
+                                         entry["header-std"])
     return releases
+
+
+@cache
+def cxx_standards() -> dict[str, CxxStandard]:
+    return {name: CxxStandard(name, entry["cplusplus"], entry["gcc"])
+            for name, entry in _load("torch.toml")["standard"].items()}
 
 
 def torch_release(version: Version) -> TorchRelease | None:

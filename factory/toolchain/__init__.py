@@ -15,11 +15,12 @@ from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError
-from ..policy import cuda_policy, torch_release, torch_releases
+from ..policy import cuda_policy
 from ..sources.depends import Dependency
 from ..system.process import ProcessError, bounded_run
 from ..values.versions import Version
 from .cuda import CudaToolkit
+from .standard import cxx_standard
 from .torch import TorchEnv
 
 __all__ = ["CommandPrefix", "HostCompiler", "Toolchain", "cxx_standard", "host_compiler",
@@ -112,13 +113,3 @@ def _dump_version(compiler: Path) -> str:
     except ProcessError:
         return ""
     return done.stdout.strip()
-
-
-def cxx_standard(torch: Version) -> str:
-    """The C++ standard of a torch release; for one the factory does not know (a nightly in
-    an interpreter), that of the newest known release before it."""
-    release = torch_release(torch)
-    if release is None:
-        older = [known for version, known in torch_releases().items() if version <= torch]
-        release = max(older, key=lambda known: known.version) if older else None
-    return release.cxx_std if release else "17"

@@ -7,6 +7,8 @@ import json
 from typing import Literal
 
 from ..pipeline.plan import FanOut
+from ..toolchain.standard import header_standard
+from ..values.versions import Version
 
 __all__ = ["PlanFormat", "fanout_text"]
 
@@ -25,6 +27,8 @@ def fanout_text(fanout: FanOut, format: PlanFormat) -> str:
                           separators=compact)
     request, plan = fanout.request, fanout.plan
     split = request.split_after is not None
+    compilers = {cell.id: compiler_needed(cell.torch) for cell in plan.cells
+                 if cell.torch is not None}
     return json.dumps({
         "matrix": str(request.matrix), "max_cells": request.max_cells,
         "jobs": [{**job.summary(), "cells": list(job.cells), "skipped": list(job.skipped),
@@ -34,7 +38,8 @@ def fanout_text(fanout: FanOut, format: PlanFormat) -> str:
         "served": {cell.id: [served.id for served in plan.serves(cell.id)]
                    for cell in plan.cells if plan.serves(cell.id)},
         "cells": {cell: {"units": cost.units, "core_seconds": round(cost.core_seconds, 1),
-                         "shards": cost.shards, "widened": cost.widened}
+                         "shards": cost.shards, "widened": cost.widened,
+                         **({"compiler": compilers[cell]} if cell in compilers else {})}
                   for cell, cost in sorted(costs.items())},
         "skipped": {skipped.id: skipped.reason for skipped in plan.skipped},
         **({"distributions": dict(plan.renamed)} if plan.renamed else {}),
@@ -43,3 +48,9 @@ def fanout_text(fanout: FanOut, format: PlanFormat) -> str:
                                            for cell, cost in sorted(costs.items())}}}
            if split else {}),
     }, indent=1)
+
+
+def compiler_needed(torch: Version) -> str:
+    """What the host compiler of a cell against this torch must be."""
+    need = header_standard(torch)
+    return f"g++ {need.gcc} or newer (torch {torch}'s headers need C++{need.name})"

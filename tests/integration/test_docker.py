@@ -24,6 +24,7 @@ from ..support.checks import present
 from ..support.docker import BASE
 from ..support.factory import EXAMPLE, REPO, Result, cache_env, run_factory, snapshot, write
 from ..support.installs import new_torch_venv, read_dist_info, run_example
+from ..support.system import made_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.root, pytest.mark.network]
 
@@ -364,40 +365,41 @@ def torch_image(bullseye_base: str, factory_cache: Path) -> str:
     """An image that brings its own torch and nvcc, the way NVIDIA's PyTorch images do: on the
     offline base, torch 2.11 in a venv at /opt/torch and CUDA 13.0's nvcc from PyPI's nvidia
     wheels, CUDA_HOME pointing at it. Made with uv (the tests' cache mounted) and committed."""
-    if subprocess.run(["docker", "image", "inspect", TORCH_IMAGE],
-                      capture_output=True).returncode == 0:
+    with made_once("test-torch-image"):
+        if subprocess.run(["docker", "image", "inspect", TORCH_IMAGE],
+                          capture_output=True).returncode == 0:
+            return TORCH_IMAGE
+        from uv import find_uv_bin
+
+        from factory.cells.runners.docker.image import host_certificates
+
+        (factory_cache / "uv").mkdir(parents=True, exist_ok=True)
+        certificates = factory_cache / "test-tools" / "ca-certificates.crt"
+        certificates.parent.mkdir(parents=True, exist_ok=True)
+        certificates.write_bytes(host_certificates())
+        site = "/opt/torch/lib/python3.11/site-packages"
+        toolkit = " ".join(f"{name}==13.0.*" for name in (
+            "nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-runtime",
+            "nvidia-cuda-cccl"))
+        script = (f"uv venv --quiet --python /opt/python/cp311-cp311/bin/python3.11 /opt/torch && "
+                  f"uv pip install --quiet --python {TORCH_IMAGE_PYTHON} 'torch==2.11.*' {toolkit} "
+                  f"&& ln -s libcudart.so.13 {site}/nvidia/cu13/lib/libcudart.so")
+        name = f"kwf-test-torch-image-{os.getpid()}"
+        done = subprocess.run(
+            ["docker", "run", "--name", name, "--mount",
+             f"type=bind,source={find_uv_bin()},target=/usr/local/bin/uv,readonly",
+             "--mount", f"type=bind,source={factory_cache / 'uv'},target=/uv",
+             "--mount", f"type=bind,source={certificates},target=/ca.crt,readonly",
+             "--env", "UV_CACHE_DIR=/uv", "--env", "UV_LINK_MODE=copy",
+             "--env", "SSL_CERT_FILE=/ca.crt", bullseye_base, "sh", "-c", script],
+            capture_output=True, text=True)
+        try:
+            assert done.returncode == 0, done.stdout + done.stderr
+            subprocess.run(["docker", "commit", "--change", f"ENV CUDA_HOME={site}/nvidia/cu13",
+                            name, TORCH_IMAGE], check=True, capture_output=True)
+        finally:
+            subprocess.run(["docker", "rm", "--force", name], capture_output=True)
         return TORCH_IMAGE
-    from uv import find_uv_bin
-
-    from factory.cells.runners.docker.image import host_certificates
-
-    (factory_cache / "uv").mkdir(parents=True, exist_ok=True)
-    certificates = factory_cache / "test-tools" / "ca-certificates.crt"
-    certificates.parent.mkdir(parents=True, exist_ok=True)
-    certificates.write_bytes(host_certificates())
-    site = "/opt/torch/lib/python3.11/site-packages"
-    toolkit = " ".join(f"{name}==13.0.*" for name in (
-        "nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-runtime",
-        "nvidia-cuda-cccl"))
-    script = (f"uv venv --quiet --python /opt/python/cp311-cp311/bin/python3.11 /opt/torch && "
-              f"uv pip install --quiet --python {TORCH_IMAGE_PYTHON} 'torch==2.11.*' {toolkit} "
-              f"&& ln -s libcudart.so.13 {site}/nvidia/cu13/lib/libcudart.so")
-    name = f"kwf-test-torch-image-{os.getpid()}"
-    done = subprocess.run(
-        ["docker", "run", "--name", name, "--mount",
-         f"type=bind,source={find_uv_bin()},target=/usr/local/bin/uv,readonly",
-         "--mount", f"type=bind,source={factory_cache / 'uv'},target=/uv",
-         "--mount", f"type=bind,source={certificates},target=/ca.crt,readonly",
-         "--env", "UV_CACHE_DIR=/uv", "--env", "UV_LINK_MODE=copy",
-         "--env", "SSL_CERT_FILE=/ca.crt", bullseye_base, "sh", "-c", script],
-        capture_output=True, text=True)
-    try:
-        assert done.returncode == 0, done.stdout + done.stderr
-        subprocess.run(["docker", "commit", "--change", f"ENV CUDA_HOME={site}/nvidia/cu13",
-                        name, TORCH_IMAGE], check=True, capture_output=True)
-    finally:
-        subprocess.run(["docker", "rm", "--force", name], capture_output=True)
-    return TORCH_IMAGE
 
 
 def test_an_image_with_its_own_torch_and_nvcc_builds_the_example(tmp_path: Path, torch_image: str,

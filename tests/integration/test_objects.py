@@ -79,13 +79,15 @@ def test_a_compiler_running_at_the_time_limit_may_finish_within_the_grace(tmp_pa
     done = pool.run([sys.executable, "-c", "import time; time.sleep(1.5)"], tmp_path, log,
                     "sleeping")
     assert done.seconds >= 1.5  # ended by itself, 1.2 s past the limit
-    late = CompilePool(Budget(1, GiB), deadline=time.monotonic() + 0.3, grace=0.5)
+    late = CompilePool(Budget(1, GiB), deadline=time.monotonic() + 1, grace=0.5)
     started = time.monotonic()
     with pytest.raises(TimeLimitReached) as stopped:
         late.run([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path, log,
                  "sleeping")
     assert time.monotonic() - started < 10
-    assert stopped.value.ran is not None and 0.7 <= stopped.value.ran < 10  # limit + grace
+    # started before the limit, stopped when the grace after it ended: it ran the grace at
+    # least, however long the machine took to start it
+    assert stopped.value.ran is not None and 0.5 <= stopped.value.ran < 10
 
 
 def test_a_compiler_is_measured(tmp_path: Path) -> None:

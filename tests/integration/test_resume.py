@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from factory.compile.pool import grace_for
 from factory.outputs.files import file_sha256
 from factory.trust.keys import object_cache_key, sign
 
@@ -261,7 +262,11 @@ def test_a_unit_stopped_at_the_time_limit_is_not_started_again_with_as_little_ti
     ((source, seconds),) = stopped
     book = json.loads((objects / "costs" / "many-units.json").read_text())
     bound = book[next(key for key in book if key.endswith(f"/{source}"))]
-    assert bound["at_least"] is True and bound["seconds"] >= 10 and int(seconds) >= 10
+    # It started before the limit (no unit starts after it) and was stopped when the grace
+    # past the limit ended: it ran for the grace at least, however late the machine's load
+    # let it start; the book keeps what it ran.
+    assert bound["at_least"] is True and bound["seconds"] >= grace_for(10)
+    assert int(seconds) == round(bound["seconds"])
 
     again = run_factory(*build_args(tmp_path, "out", objects, *limit), env=slow)
     assert again.exit == 1, again.stdout + again.stderr

