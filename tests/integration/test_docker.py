@@ -34,9 +34,32 @@ OURS = "label=kernel-wheel-factory.owner"
 
 
 def our_containers() -> list[str]:
+    """The factory's containers this test's own factories left: those of a factory this worker
+    started (alive, or gone without removing them), not those of a build another worker's test
+    is running at the same time."""
     listing = subprocess.run(["docker", "ps", "--all", "--filter", OURS, "--format",
-                              "{{.Names}}"], capture_output=True, text=True, check=True)
-    return listing.stdout.split()
+                              '{{.Names}} {{.Label "kernel-wheel-factory.owner"}}'],
+                             capture_output=True, text=True, check=True)
+    found = []
+    for line in listing.stdout.splitlines():
+        name, _, owner = line.partition(" ")
+        pid = owner.rpartition(":")[2]
+        if not pid.isdigit() or not Path(f"/proc/{pid}").exists() or _started_here(int(pid)):
+            found.append(name)
+    return found
+
+
+def _started_here(pid: int) -> bool:
+    """Whether a process descends from this one (its parents, read from /proc)."""
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rpartition(")")[2].split()[1])
+    return False
 
 
 def docker_matrix(folder: Path, kernel: Path) -> Path:

@@ -32,6 +32,44 @@ def test_the_probe_reads_the_standard_this_machines_compiler_gives() -> None:
     assert refused.cplusplus is None and "-std=c++47" in refused.error, refused
 
 
+def test_a_host_compiler_short_of_the_standard_skips_the_cell_before_its_torch_is_made(
+        tmp_path: Path, factory_cache: Path) -> None:
+    """$CXX is this machine's g++ held to C++17 whatever standard it is asked for, as an older
+    compiler would be: the torch 2.15 cell is skipped with what it gave, and no torch
+    environment is made for it."""
+    held = write(tmp_path / "bin" / "g++-cxx17", """
+        #!/bin/sh
+        for arg do
+            shift
+            case "$arg" in -std=c++*) arg=-std=c++17 ;; esac
+            set -- "$@" "$arg"
+        done
+        exec g++ "$@"
+    """)
+    held.chmod(0o755)
+    write(tmp_path / "matrix.yaml", f"""
+        kernels:
+          - {{path: {EXAMPLE}, version: 1.0.0}}
+        torch: ["2.15"]
+        cuda:
+          "13.2":
+            sms: ["9.0"]
+        runner: local
+    """)
+    out = tmp_path / "index"
+    result = run_factory("build", "matrix.yaml", "--out", out, cwd=tmp_path,
+                         env={**cache_env(factory_cache), "CXX": str(held)})
+    assert result.exit == 0, result.stdout + result.stderr
+    assert "0 built, 0 unchanged, 0 failed, 1 skipped" in result.stdout, result.stdout
+    log = (out / "logs" / "img2gray-cu132torch215-x86_64.log").read_text()
+    assert re.search(
+        r"SKIPPED: torch 2\.15's headers need C\+\+20 \(__cplusplus 202002L: g\+\+ 11 or "
+        rf"newer\), and the host compiler {re.escape(str(held))} \d+\.\d+\.\d+ \(from \$CXX\) "
+        r"sets __cplusplus to 201703L for -std=c\+\+20: set CXX to a compiler that does "
+        r"\(g\+\+ 11 or newer\)", log), log[-3000:]
+    assert "making the environment" not in log and "==> toolchain:" not in log
+
+
 def root_matrix_on(folder: Path, base: str) -> Path:
     """README's matrix and its lock, the example named by its absolute path, built on `base`."""
     matrix = (REPO / "matrix.yaml").read_text().replace("path: examples/img2gray",
