@@ -37,7 +37,7 @@ from ..toolchain import CommandPrefix, HostCompiler, Toolchain, cxx_standard, ho
 from ..toolchain.cuda import CudaToolkit, image_toolkit, provide_cuda
 from ..toolchain.emulated import cross_compiler, emulation, provide_emulated_torch
 from ..toolchain.python import find_python, manylinux_python
-from ..toolchain.standard import header_standard, probe_standard, standard_shortfall
+from ..toolchain.standard import compiler_shortfall, header_standard
 from ..toolchain.torch import TorchEnv, installed_env, provide_torch
 from ..values.versions import Version, major_minor
 from ..wheel.elf import read_linkage
@@ -154,9 +154,8 @@ def cell_toolchain(job: Job) -> Toolchain:
 def require_standard(torch: Version, cxx: HostCompiler, runs_in: CommandPrefix) -> None:
     """Skip, before the torch environment is made and anything compiles, a cell whose host
     compiler cannot give the C++ standard its torch's headers demand."""
-    said = probe_standard(cxx.command, cxx_standard(torch),
-                          lambda argv: runs_in.argv(argv, Path("/")))
-    problem = standard_shortfall(torch, cxx.command, cxx.origin, said)
+    problem = compiler_shortfall(torch, cxx.command, cxx.origin,
+                                 lambda argv: runs_in.argv(argv, Path("/")))
     if problem is not None:
         advice = "this image cannot build it" if runs_in.prefix else \
             f"set CXX to a compiler that does (g++ {header_standard(torch).gcc} or newer)"

@@ -18,8 +18,8 @@ from ..policy import CxxStandard, TorchRelease, cxx_standards, torch_release, to
 from ..system.process import ProcessError, bounded_run, first_error
 from ..values.versions import Version
 
-__all__ = ["CompilerStandard", "cxx_standard", "header_standard", "probe_standard",
-           "standard_shortfall"]
+__all__ = ["CompilerStandard", "compiler_shortfall", "cxx_standard", "header_standard",
+           "probe_standard", "standard_shortfall"]
 
 _DEFINE = re.compile(r'^#define (__cplusplus|__VERSION__) "?([^"\n]*?)"?L?$', re.M)
 
@@ -87,3 +87,12 @@ def standard_shortfall(torch: Version, compiler: str, origin: str,
              if said.cplusplus is not None else f"refuses -std=c++{said.std} ({said.error})")
     return (f"torch {torch}'s headers need C++{need.name} (__cplusplus {need.cplusplus}L: "
             f"g++ {need.gcc} or newer), and the host compiler {named} {gives}")
+
+
+def compiler_shortfall(torch: Version, compiler: str, origin: str,
+                       argv: Callable[[Sequence[str]], tuple[list[str], Path | None]]
+                       ) -> str | None:
+    """Ask `compiler` (chosen by `origin`) for the standard cells of this torch are compiled
+    with, on the machine `argv` places it on: why it falls short of the headers, or None."""
+    said = probe_standard(compiler, cxx_standard(torch), argv)
+    return standard_shortfall(torch, compiler, origin, said)

@@ -17,7 +17,15 @@ from factory.toolchain import CommandPrefix
 from factory.toolchain.standard import probe_standard
 
 from ..support.docker import BASE
-from ..support.factory import EXAMPLE, REPO, cache_env, root_label, run_factory, write
+from ..support.factory import (
+    EXAMPLE,
+    REPO,
+    Result,
+    cache_env,
+    root_label,
+    run_factory,
+    write,
+)
 from ..support.installs import read_dist_info
 
 
@@ -30,6 +38,15 @@ def test_the_probe_reads_the_standard_this_machines_compiler_gives() -> None:
         assert said.cplusplus == value and re.fullmatch(r"\d+\.\d+\.\d+", said.version), said
     refused = probe_standard(compiler, "47", lambda argv: here.argv(argv, Path("/")))
     assert refused.cplusplus is None and "-std=c++47" in refused.error, refused
+
+
+def built_in(folder: Path, cell: str, env: dict[str, str]) -> tuple[Result, str]:
+    """`factory build` of the matrix in `folder`, which must end well: what it said, and the
+    log of the cell whose log is named `cell`."""
+    out = folder / "index"
+    result = run_factory("build", "matrix.yaml", "--out", out, cwd=folder, env=env)
+    assert result.exit == 0, result.stdout + result.stderr
+    return result, (out / "logs" / f"{cell}.log").read_text()
 
 
 def test_a_host_compiler_short_of_the_standard_skips_the_cell_before_its_torch_is_made(
@@ -56,12 +73,9 @@ def test_a_host_compiler_short_of_the_standard_skips_the_cell_before_its_torch_i
             sms: ["9.0"]
         runner: local
     """)
-    out = tmp_path / "index"
-    result = run_factory("build", "matrix.yaml", "--out", out, cwd=tmp_path,
-                         env={**cache_env(factory_cache), "CXX": str(held)})
-    assert result.exit == 0, result.stdout + result.stderr
+    result, log = built_in(tmp_path, "img2gray-cu132torch215-x86_64",
+                           {**cache_env(factory_cache), "CXX": str(held)})
     assert "0 built, 0 unchanged, 0 failed, 1 skipped" in result.stdout, result.stdout
-    log = (out / "logs" / "img2gray-cu132torch215-x86_64.log").read_text()
     assert re.search(
         r"SKIPPED: torch 2\.15's headers need C\+\+20 \(__cplusplus 202002L: g\+\+ 11 or "
         rf"newer\), and the host compiler {re.escape(str(held))} \d+\.\d+\.\d+ \(from \$CXX\) "
@@ -128,13 +142,9 @@ def test_a_torch_the_bases_compiler_cannot_build_is_skipped_before_anything_is_m
         docker:
           base: {bullseye_base}
     """)
-    out = tmp_path / "index"
-    result = run_factory("build", "matrix.yaml", "--out", out, cwd=tmp_path,
-                         env=cache_env(factory_cache))
-    assert result.exit == 0, result.stdout + result.stderr
+    result, log = built_in(tmp_path, "img2gray-cu130torch214-x86_64", cache_env(factory_cache))
     assert "img2gray/cu130torch211/x86_64: built" in result.stdout, result.stdout
     assert "1 built, 0 unchanged, 0 failed, 1 skipped" in result.stdout, result.stdout
-    log = (out / "logs" / "img2gray-cu130torch214-x86_64.log").read_text()
     assert re.search(
         r"SKIPPED: the builder image kernel-wheel-factory/builder-cu13\.0-x86_64:\S+ \(base "
         rf"{re.escape(BASE)}\) cannot build for torch 2\.14: torch 2\.14's headers need C\+\+20 "

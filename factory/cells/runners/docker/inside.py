@@ -41,7 +41,7 @@ from ....sources.tree import SourceTree
 from ....system.process import Log
 from ....toolchain import host_compiler
 from ....toolchain.cutile import provide_assembler
-from ....toolchain.standard import cxx_standard, probe_standard, standard_shortfall
+from ....toolchain.standard import compiler_shortfall
 from ....toolchain.torch import TorchEnv, provide_torch
 from ....values.versions import parse_release
 from ...builders import build_cell
@@ -86,8 +86,8 @@ def _standard(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
     compile against the torch's headers, or None."""
     torch = parse_release(job["torch"])
     cxx = host_compiler(parse_release(job["cuda"]))
-    said = probe_standard(cxx.command, cxx_standard(torch), lambda argv: (list(argv), None))
-    say(result=standard_shortfall(torch, cxx.command, cxx.origin, said))
+    say(result=compiler_shortfall(torch, cxx.command, cxx.origin,
+                                  lambda argv: (list(argv), None)))
 
 
 def _prepare(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
