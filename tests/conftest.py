@@ -53,12 +53,12 @@ def kernel_factory(tmp_path: Path) -> Callable[..., Path]:
 # Set before any test runs, so every factory a test starts (in a subprocess or in-process)
 # that is not given a cache of its own uses the tests' cache, not the user's.
 os.environ["KERNEL_WHEEL_FACTORY_CACHE"] = str(TEST_CACHE)
-# Each worker's factories compile in a folder of their own: builds of one cell take turns in
-# theirs, and most tests build the example's one cell. A fixed folder per worker, so that the
-# objects the tests' cache keeps (their commands name it) serve the next run too.
-os.environ.setdefault(
-    "KERNEL_WHEEL_FACTORY_BUILD_ROOT",
-    f"/tmp/kernel-wheel-factory/tests/{os.environ.get('PYTEST_XDIST_WORKER', 'main')}")
+# Every factory of the run compiles in one folder (set here, before the workers start, which
+# inherit it): the objects the tests' cache keeps name the folder they were compiled in (nvcc
+# hashes it into them), so one fixed folder is what lets every worker, and the next run, reuse
+# them, and what lets a test build a session fixture's output again unchanged. Builds of one
+# cell take turns in it.
+os.environ.setdefault("KERNEL_WHEEL_FACTORY_BUILD_ROOT", "/tmp/kernel-wheel-factory/tests/main")
 # Likewise no factory a test starts looks the wheels' names up on PyPI (its answers change);
 # the tests of that check give it an index served from the test.
 os.environ["KERNEL_WHEEL_FACTORY_NAME_INDEX"] = "off"

@@ -4,6 +4,7 @@ print, its output captured whole or streamed into a cell's log."""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import re
@@ -169,6 +170,9 @@ def bounded_run(argv: Sequence[str | Path], timeout: float,
                                        outputs[1].decode(errors="replace"))
 
 
+_STREAM_CHUNK = 1 << 16
+
+
 def streamed_run(argv: Sequence[str], log: Log, timeout: float,
                  env: Mapping[str, str] | None = None, cwd: Path | None = None,
                  limit: int = defaults.LOG_OUTPUT_LIMIT) -> int:
@@ -181,15 +185,25 @@ def streamed_run(argv: Sequence[str], log: Log, timeout: float,
     overflowed = threading.Event()
 
     def drain() -> None:
+        # What is there is read at once and written as whole lines, one masked block per read:
+        # a line at a time, masking and flushing each, fell behind a test that prints fast.
         assert child.popen.stdout is not None
-        written = 0
-        for raw in child.popen.stdout:
-            written += len(raw)
+        stream, decoder = child.popen.stdout.fileno(), codecs.getincrementaldecoder("utf-8")(
+            errors="replace")
+        written, pending = 0, ""
+        while chunk := os.read(stream, _STREAM_CHUNK):
+            written += len(chunk)
             if written > limit:
                 overflowed.set()
                 child.signal()
-                return
-            log.write(raw.decode(errors="replace").rstrip("\n"))
+                break
+            pending += decoder.decode(chunk)
+            cut = pending.rfind("\n") + 1 or (len(pending) if len(pending) >= _STREAM_CHUNK else 0)
+            if cut:
+                log.write(pending[:cut].rstrip("\n"))
+                pending = pending[cut:]
+        if pending:
+            log.write(pending)
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()

@@ -93,7 +93,7 @@ EXAMPLE_WHEEL = re.compile(
 
 def cache_env(cache: Path) -> dict[str, str]:
     """The variables that point a factory at the tests' cache (with the tests' object key) and
-    at the worker's build folder, whose paths the cached objects hold."""
+    at the run's build folder, whose paths the cached objects hold."""
     return {"KERNEL_WHEEL_FACTORY_CACHE": str(cache),
             "KERNEL_WHEEL_FACTORY_OBJECT_KEY": os.environ["KERNEL_WHEEL_FACTORY_OBJECT_KEY"],
             "KERNEL_WHEEL_FACTORY_BUILD_ROOT": os.environ["KERNEL_WHEEL_FACTORY_BUILD_ROOT"]}
