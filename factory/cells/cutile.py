@@ -31,7 +31,7 @@ from ..wheel.read import PROVENANCE_FILE
 from .job import Built, Job, cell_torch, stage_source, unpack_wheel
 from .pep517 import build_requirements, import_first, provide_build_env, reissued_metadata
 from .records import provenance_file, toolchain_facts
-from .sandbox import confined_command, confined_environment
+from .sandbox import confined_command, confined_environment, provide_bwrap
 
 __all__ = ["LOADER_MODULE", "build_cutile", "cutile_build_requirements"]
 
@@ -132,6 +132,7 @@ def _run(job: Job, argv: list[str], cwd: Path, variables: dict[str, str], what: 
     if not job.prepared and job.container is None:
         env = confined_environment(job.work, variables)
         if not job.options.unconfined:
+            provide_bwrap(job.cache, job.log)
             argv = confined_command(argv, job.work, cwd)
     for name in ("CUDA_HOME", "CUDA_PATH"):  # the assembler's own compilers, not a toolkit's
         env.pop(name, None)

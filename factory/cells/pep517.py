@@ -54,7 +54,7 @@ from ..wheel.repair import repair
 from .compilers import Wrapped, log_changes, rule_note, wrap_compilers
 from .job import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
 from .records import gpu_code_sizes, provenance_file
-from .sandbox import confined_command, confined_environment
+from .sandbox import confined_command, confined_environment, provide_bwrap
 
 __all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "c_compiler", "import_first",
            "provide_build_env", "reissued_metadata"]
@@ -106,6 +106,7 @@ def build_project(job: Job) -> Built:
                 log.write("unconfined (--unconfined): the build runs with this user's rights, "
                           "files and network")
             else:
+                provide_bwrap(job.cache, log)
                 command = confined_command(command, work, src)
         argv, cwd = toolchain.runs_in.argv(command, src)
         try:

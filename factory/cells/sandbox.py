@@ -8,8 +8,11 @@ allow-list (locale, PATH, the compilers' search paths) plus what the factory set
 and the matrix's `env:` for the kernel: none of the factory's own variables (TWINE_PASSWORD,
 HF_TOKEN, AWS_*, GITHUB_TOKEN) reach it, and HOME and TMPDIR are folders of the build folder.
 
-Without a working bwrap the build is refused with one line, unless the user opts in to an
-unconfined build (`--unconfined`); the docker runner confines builds itself.
+A cell's import gate and its kernel's tests (the kernel's own code, as much as a setup.py is)
+run the same way (Confined), with the GPU's device files bound in. Where the PATH has no bwrap,
+Debian's package is unpacked into the factory's cache (toolchain/bubblewrap.py). Without a
+working bwrap, kernel code is refused with one line, unless the user opts in to running it
+unconfined (`--unconfined`); the docker runner confines it itself.
 """
 
 from __future__ import annotations
@@ -22,15 +25,18 @@ from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError
-from ..system.process import ProcessError, bounded_run, foreign_environment
+from ..system.process import Log, ProcessError, bounded_run, foreign_environment
 from ..toolchain import CommandPrefix
+from ..toolchain.bubblewrap import provided_bwrap
 
-__all__ = ["Confined", "confined_command", "confined_environment"]
+__all__ = ["KERNEL_CODE", "Confined", "confined_command", "confined_environment", "gpu_devices",
+           "provide_bwrap"]
 _REFUSED = ("{what}; on this machine the factory runs it only "
             "confined by bubblewrap (bwrap), which {why}: install bubblewrap (apt install "
             "bubblewrap), build with --runner docker, or pass --unconfined to run it with your "
             "rights, your files and your network")
 _BUILD = "a setup.py / pyproject project's build runs its own code"
+KERNEL_CODE = "a kernel's import gate and tests run the kernel's own code"
 
 
 def confined_environment(work: Path, variables: Mapping[str, str],
@@ -43,28 +49,54 @@ def confined_environment(work: Path, variables: Mapping[str, str],
 
 @dataclass(frozen=True)
 class Confined(CommandPrefix):
-    """Commands run by bubblewrap, writing only under `work` (a cross-compiled cell's gates:
-    the emulated CPython imports the wheel and runs the kernel's tests on this machine)."""
+    """Commands run by bubblewrap, writing only under `work`: a cell's import gate and its
+    kernel's tests (on the GPU, whose `devices` are bound in, or by an emulated CPython)."""
 
     work: Path = Path("/nonexistent")
     what: str = _BUILD
+    devices: tuple[str, ...] = ()
 
     def argv(self, argv: Sequence[str], cwd: Path) -> tuple[list[str], Path | None]:
-        return confined_command(argv, self.work, cwd, self.what), None
+        return confined_command(argv, self.work, cwd, self.what, self.devices), None
 
 
-def confined_command(argv: Sequence[str], work: Path, cwd: Path,
-                     what: str = _BUILD) -> list[str]:
+def confined_command(argv: Sequence[str], work: Path, cwd: Path, what: str = _BUILD,
+                     devices: Sequence[str] = ()) -> list[str]:
     """`argv` run by bubblewrap: everything read-only but `work`, no network, private /dev
-    and /proc, its own process namespace, ended when the factory ends. `what` runs there, as
-    the refusal says when bwrap cannot run."""
+    (with `devices` bound in) and /proc, its own process namespace, so that no other
+    process's /proc/PID/environ is there to read, ended when the factory ends. `what` runs
+    there, as the refusal says when bwrap cannot run."""
     bwrap = _working_bwrap(what)
     # /tmp stays as it is, read-only (the factory, its environments or the build folder may
     # live there); TMPDIR points into the build folder
-    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+    bound = [part for device in devices for part in ("--dev-bind", device, device)]
+    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", *bound, "--proc", "/proc",
             "--bind", str(work), str(work), "--chdir", str(cwd),
             "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--die-with-parent", "--", *argv]
+
+
+def gpu_devices(dev: Path = Path("/dev")) -> tuple[str, ...]:
+    """The device files CUDA opens (/dev/nvidiactl, /dev/nvidia0, /dev/nvidia-uvm, the
+    nvidia-caps folder, ...): what a confined process on this machine's GPUs needs of /dev."""
+    return tuple(sorted(str(path) for path in dev.glob("nvidia*")))
+
+
+# bwrap unpacked from Debian's archive into the cache (provide_bwrap), where the PATH has none;
+# or why it could not be had
+_PROVIDED: dict[str, str] = {}
+
+
+def provide_bwrap(cache: Path, log: Log) -> None:
+    """Make sure there is a bwrap to confine with: the PATH's, else Debian's, unpacked into
+    `cache` (toolchain/bubblewrap.py); when neither can be had, the refusal says why."""
+    if _PROVIDED or shutil.which("bwrap"):
+        return
+    try:
+        _PROVIDED["bwrap"] = str(provided_bwrap(cache, log))
+    except BuildError as exc:
+        _PROVIDED["why"] = f"is not installed, and Debian's could not be had ({exc})"
+    _bwrap.cache_clear()
 
 
 def _working_bwrap(what: str) -> str:
@@ -78,9 +110,9 @@ def _working_bwrap(what: str) -> str:
 @functools.lru_cache(maxsize=1)
 def _bwrap() -> tuple[str | None, str]:
     """bwrap's path once it has run a command here, else None and why it cannot."""
-    found = shutil.which("bwrap")
+    found = shutil.which("bwrap") or _PROVIDED.get("bwrap")
     if found is None:
-        return None, "is not installed"
+        return None, _PROVIDED.get("why", "is not installed")
     try:
         done = bounded_run([found, "--ro-bind", "/", "/", "--unshare-net", "--", "true"],
                            defaults.COMPILER_PROBE_TIMEOUT)

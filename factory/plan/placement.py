@@ -102,5 +102,5 @@ def _why(plan: Plan, requested: RunnerChoice, docker_problem: str | None,
     if docker_problem is None:
         return f"runner: local ({docker_said or 'nothing to build in a container'})"
     return ("runner: local (" + docker_problem + "; so everything runs on this machine, "
-            "outside containers: a setup.py project's build under bubblewrap, kernels' own "
-            "tests with no file system sandbox (--runner docker keeps both in one))")
+            "outside containers: a setup.py project's build, the import gate and kernels' own "
+            "tests under bubblewrap)")

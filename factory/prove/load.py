@@ -27,7 +27,14 @@ from installer.destinations import SchemeDictionaryDestination
 from installer.sources import WheelFile as InstallerWheel
 
 from ..errors import BuildError
-from ..system.process import Log, OutputOverflow, ProcessError, TimedOut, bounded_run
+from ..system.process import (
+    Log,
+    OutputOverflow,
+    ProcessError,
+    TimedOut,
+    bounded_run,
+    kernel_environment,
+)
 from ..toolchain import CommandPrefix
 from ..wheel.elf import demangle_text
 
@@ -140,9 +147,10 @@ def load_wheel(wheel: Path, modules: list[str], python: str, folder: Path, log: 
     shutil.copyfile(PROBE, probe)
     argv, cwd = (runs_in or CommandPrefix()).argv(
         [python, "-I", "-B", str(probe), str(site), *modules], folder)
+    env = _gate_environment(folder, runs_in)
     log.step(f"loading {wheel.name} with {python}: import {', '.join(modules)}")
     try:
-        completed = bounded_run(argv, _TIMEOUT, cwd=cwd)
+        completed = bounded_run(argv, _TIMEOUT, cwd=cwd, env=env)
     except TimedOut:
         raise BuildError(f"importing {wheel.name} did not finish in {_TIMEOUT:.0f} s") from None
     except OutputOverflow as exc:
@@ -156,7 +164,7 @@ def load_wheel(wheel: Path, modules: list[str], python: str, folder: Path, log: 
         raise BuildError(f"importing {wheel.name} with {python} crashed (exit "
                          f"{completed.returncode}): {detail[-1] if detail else 'no output'}")
     if report.ops and (outside or cuda):
-        others = _registered_by_outside(python, probe, outside, cuda, folder, runs_in)
+        others = _registered_by_outside(python, probe, outside, cuda, folder, runs_in, env)
         report = replace(report, ops=tuple(op for op in report.ops if op.name not in others),
                          others=tuple(op.name for op in report.ops if op.name in others))
     for op in report.ops:
@@ -170,8 +178,16 @@ def load_wheel(wheel: Path, modules: list[str], python: str, folder: Path, log: 
     return report
 
 
+def _gate_environment(folder: Path, runs_in: CommandPrefix | None) -> dict[str, str] | None:
+    """What the wheel's import sees of the environment: it runs the kernel's own code, so the
+    allow-list of kernel_environment, never the factory's own variables. Behind `docker exec`
+    the environment is the client's (the container's is the runner's to set)."""
+    return None if runs_in is not None and runs_in.prefix else kernel_environment(folder)
+
+
 def _registered_by_outside(python: str, probe: Path, modules: list[str], cuda: bool,
-                           folder: Path, runs_in: CommandPrefix | None) -> set[str]:
+                           folder: Path, runs_in: CommandPrefix | None,
+                           env: dict[str, str] | None) -> set[str]:
     """The ops that importing `modules` (after torch, and starting CUDA when `cuda`) registers
     in a fresh interpreter of the cell's torch, without the wheel: not the wheel's. Nothing
     when that cannot be told (every op stays the wheel's, and the gate judges them all)."""
@@ -179,7 +195,7 @@ def _registered_by_outside(python: str, probe: Path, modules: list[str], cuda: b
         [python, "-I", "-B", str(probe), "--outside", *(["--cuda"] if cuda else []), *modules],
         folder)
     try:
-        completed = bounded_run(argv, _TIMEOUT, cwd=cwd)
+        completed = bounded_run(argv, _TIMEOUT, cwd=cwd, env=env)
     except ProcessError:
         return set()
     lines = completed.stdout.strip().splitlines()

@@ -34,7 +34,7 @@ from ..system.process import (
     OutputOverflow,
     TimedOut,
     bounded_run,
-    foreign_environment,
+    kernel_environment,
     streamed_run,
 )
 from ..toolchain import CommandPrefix
@@ -47,9 +47,6 @@ __all__ = ["VERDICTS", "FileNote", "TestReport", "Verdict", "run_scripts", "run_
 
 INJECT = Path(__file__).with_name("inject")
 PLUGIN = "_kernel_wheel_factory_pytest"
-# What the tests may see of the factory's environment besides the locale and search paths:
-# which GPUs to use and how the GPU libraries behave (a name that says secret stays out).
-GPU_VARIABLES = ("CUDA_", "NVIDIA_", "HIP_", "ROCR_", "TORCH_", "TRITON_", "NCCL_", "OMP_")
 _TALLY_LIMIT = 64 * 2**10  # bytes: the plugin's tally is a few numbers and one test's id
 _REPORT_LIMIT = 4 * 2**20  # bytes: the plugin's report, a note per file among its numbers
 _ASKED_LIMIT = 64 * 2**10  # bytes of the repo ids the tests asked the stand-in for
@@ -252,9 +249,8 @@ def _tests_environment(folder: Path, module: str, selection: TestSelection) -> d
     """What the kernel's tests see of the environment: they are the kernel's own code, so
     none of the factory's secrets reach them; the plugin is told where its report goes and
     how to choose the cases."""
-    env = foreign_environment(folder, prefixes=GPU_VARIABLES)
-    env |= {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
-            "KERNEL_WHEEL_FACTORY_KERNEL": module,
+    env = kernel_environment(folder)
+    env |= {"KERNEL_WHEEL_FACTORY_KERNEL": module,
             "KERNEL_WHEEL_FACTORY_TEST_REPORT": str(folder / "report.json"),
             "KERNEL_WHEEL_FACTORY_TEST_PROGRESS": str(folder / "progress.json"),
             "KERNEL_WHEEL_FACTORY_STAND_IN": str(folder / "asked")}

@@ -21,7 +21,8 @@ from ..errors import BuildError, CommandFailed, NotStarted, OutputOverflow, Proc
 from ..trust.credentials import passed_environment, redact
 
 __all__ = ["Child", "Completed", "Log", "NotStarted", "OutputOverflow", "ProcessError",
-           "TimedOut", "bounded_run", "first_error", "first_output_line", "foreign_environment",
+           "GPU_VARIABLES", "TimedOut", "bounded_run", "first_error", "first_output_line",
+           "foreign_environment", "kernel_environment",
            "log_result", "not_found", "run", "streamed_run"]
 
 Completed = subprocess.CompletedProcess
@@ -229,6 +230,18 @@ def foreign_environment(folder: Path, environ: Mapping[str, str] | None = None,
     tmp.mkdir(parents=True, exist_ok=True)
     return {**passed_environment(environ, prefixes), "HOME": str(home), "TMPDIR": str(tmp),
             "XDG_CACHE_HOME": str(home / ".cache")}
+
+
+# What of the factory's environment reaches a kernel's code beside the allow-list: the variables
+# that choose and tune its GPU (CUDA_VISIBLE_DEVICES, TORCH_CUDA_ARCH_LIST, TRITON_*, ...)
+GPU_VARIABLES = ("CUDA_", "NVIDIA_", "HIP_", "ROCR_", "TORCH_", "TRITON_", "NCCL_", "OMP_")
+
+
+def kernel_environment(folder: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a kernel's own code (its import gate, its tests): foreign_environment
+    with the GPU's variables, no user site folder and no bytecode written."""
+    return {**foreign_environment(folder, environ, GPU_VARIABLES), "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def not_found(command: Sequence[str], what: str | None = None) -> BuildError:

@@ -99,5 +99,5 @@ def test_auto_says_what_building_on_this_machine_means_when_docker_is_not_there(
     assert isinstance(runners.of(placed.cells[0]), LocalRunner)
     assert why.startswith("runner: local (no docker daemon answers (")
     assert why.endswith("; so everything runs on this machine, outside containers: a setup.py "
-                        "project's build under bubblewrap, kernels' own tests with no file "
-                        "system sandbox (--runner docker keeps both in one))")
+                        "project's build, the import gate and kernels' own tests under "
+                        "bubblewrap)")

@@ -24,7 +24,7 @@ from ..builders import build_cell
 from ..gate_env import gate_python
 from ..job import Built, Compiling, cell_torch
 from ..options import BuildOptions
-from ..sandbox import Confined
+from ..sandbox import KERNEL_CODE, Confined, gpu_devices, provide_bwrap
 
 __all__ = ["LocalRunner"]
 
@@ -76,7 +76,7 @@ class LocalRunner:
             python = gate_python(cell, env, self.cache, log, folder.parent / "load-env",
                                  self.options.offline, self.options.wheelhouses, wheel)
             return load_wheel(wheel, modules, str(python), folder, log,
-                              self._confined(cell, folder.parent, log))
+                              self._confined(cell, folder.parent if cell.cross else folder, log))
 
     def test(self, cell: Cell, wheel: Path, log: Log) -> TestReport:
         env = cell_torch(cell, self.cache, self.options, log, prepared=False)
@@ -88,20 +88,21 @@ class LocalRunner:
                              self._confined(cell, folder, log))
 
     def _confined(self, cell: Cell, work: Path, log: Log) -> Confined | None:
-        """How a cross-compiled cell's gates run the kernel's code on this machine: by the
-        emulated CPython, confined as a host build is (unless --unconfined). A native cell's
-        gates run on the GPU, whose device files the sandbox's own /dev does not have: they run
-        unconfined here, confined in the docker runner's container."""
-        if not cell.cross:
-            return None
+        """How a cell's gates run the kernel's code on this machine (the wheel's import, its
+        tests, by the cell's CPython or an emulated one): confined by bubblewrap, as a host
+        build is, writing only under `work`, with the GPU's device files for a native cell;
+        with this user's rights under --unconfined alone."""
+        who = "the emulated CPython" if cell.cross else "the kernel's code"
         if self.options.unconfined:
-            log.write("unconfined (--unconfined): the emulated CPython runs the kernel's code "
-                      "with this user's rights, files and network")
+            log.write(f"unconfined (--unconfined): {who} runs with this user's rights, files "
+                      f"and network")
             return None
-        log.write(f"   the emulated CPython runs the kernel's code confined by bubblewrap: "
-                  f"read-only but {work}, no network")
-        return Confined(work=work, what="a cross-compiled cell's import gate and tests run "
-                                        "the kernel's own code")
+        provide_bwrap(self.cache, log)
+        devices = () if cell.cross else gpu_devices()
+        log.write(f"   {who} runs confined by bubblewrap: read-only but {work}, no network, "
+                  f"no other process in sight"
+                  + (f", the GPU's {len(devices)} device file(s) bound in" if devices else ""))
+        return Confined(work=work, what=KERNEL_CODE, devices=devices)
 
 
 def _toolchain_facts(cuda: Version, home: Path | None, cross: str | None) -> dict[str, Any]:
