@@ -25,7 +25,7 @@ class BuildOptions:
     builder: str | None = None  # the builder image, for builds in a container
     offline: bool = False  # download nothing: toolkits and torch from the machine or caches
     index_url: str | None = None  # the index's public URL: the import guard names it
-    unconfined: bool = False  # a project's build on this machine runs without the sandbox
+    unconfined: bool = False  # the code of others runs on this machine without the sandbox
     wheelhouses: tuple[Path, ...] = ()  # folders of wheels the test environments may use
 
     def epoch(self, cell: Cell) -> int:

@@ -29,6 +29,7 @@ from .common import (
     size,
     size_limit,
     test_options,
+    unconfined_option,
     wheelhouses,
 )
 
@@ -55,10 +56,7 @@ def add(commands: Any) -> None:
     build.add_argument("--force", action="store_true",
                        help="replace a published wheel whose bytes changed")
     _verify_option(build)
-    build.add_argument("--unconfined", action="store_true",
-                       help="run a setup.py / pyproject project's build on this machine "
-                            "without the bubblewrap sandbox (it then has your rights, files "
-                            "and network; its environment stays allow-listed)")
+    unconfined_option(build)
     build.add_argument("--build-root", type=path_argument, default=None,
                        metavar="DIR",
                        help="where cells are compiled; a fixed path keeps builds reproducible "

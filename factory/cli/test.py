@@ -16,6 +16,7 @@ from .common import (
     matrix_options,
     path_argument,
     test_options,
+    unconfined_option,
     wheelhouses,
 )
 
@@ -46,6 +47,7 @@ def add(commands: Any) -> None:
                                           f"{defaults.BUILD_ROOT})")
     test.add_argument("--runner", choices=RUNNERS, default=None,
                       help="where the tests run (default: as `factory build` chooses)")
+    unconfined_option(test)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -58,7 +60,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     request = TestRequest(
         matrix=args.matrix, out=out, cache=cache_dir(args),
         given=Given(runner=args.runner, wheelhouses=wheelhouses(args),
-                    build_root=args.build_root, offline=args.offline),
+                    build_root=args.build_root, offline=args.offline,
+                    unconfined=args.unconfined),
         locked=args.locked, torch_pythons=tuple(args.torch_python),
         only=tuple(args.only), require_tests=args.require_tests,
         require_gpu=args.require_gpu)

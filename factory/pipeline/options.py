@@ -79,7 +79,7 @@ class Given:
     wheelhouses: tuple[Path, ...] = ()
     build_root: Path | None = None
     base_url: str | None = None
-    unconfined: bool = False  # a project's build on this machine runs without the sandbox
+    unconfined: bool = False  # the code of others runs on this machine without the sandbox
     offline: bool = False  # nothing is downloaded
 
 
