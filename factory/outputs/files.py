@@ -22,8 +22,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 __all__ = ["CONTENT_TYPES", "ZIP_EPOCH", "atomic_target", "content_type", "copy_atomic",
-           "file_sha256", "process_alive", "read_small_json", "remove_abandoned_temporaries",
-           "write_atomic"]
+           "file_sha256", "process_alive", "read_regular", "read_small_json",
+           "remove_abandoned_temporaries", "write_atomic"]
 
 # The earliest time a zip entry can hold (1980-01-01): a file's timestamp of last resort.
 ZIP_EPOCH = 315532800
@@ -46,15 +46,27 @@ def file_sha256(path: Path) -> str:
 
 def read_small_json(path: Path, limit: int) -> Any:
     """The JSON of a small record that may come from elsewhere (an imported object cache or
-    cost book); None for anything else: not a regular file (a FIFO would block the read
-    forever, a link lead elsewhere), over `limit` bytes, not JSON, nested too deep."""
+    cost book, a publish-journal note); None for anything else: not a regular file (a FIFO
+    would block the read forever, a link lead elsewhere), over `limit` bytes, not JSON, nested
+    too deep."""
     try:
-        info = path.lstat()
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        return json.loads(path.read_text())
+        data = read_regular(path, limit)
+        return None if data is None else json.loads(data)
     except (OSError, ValueError, RecursionError):
         return None
+
+
+def read_regular(path: Path, limit: int) -> bytes | None:
+    """The bytes of `path` when it is a regular file (not a link, a FIFO or a device) of at
+    most `limit` bytes, else None; what is checked is the file that is read (opened without
+    following a link and without blocking, then looked at)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        data = handle.read(limit + 1)
+    return data if len(data) <= limit else None
 
 
 def content_type(name: str) -> str:

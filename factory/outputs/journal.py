@@ -7,18 +7,26 @@ or one nothing of the factory's put there. The note tells them apart: the first 
 the next update, of whichever build, so a killed build leaves nothing a later one trips over and
 two builds into one output folder index each other's wheels; the second is still refused.
 
-Each note is .factory/publishing/<pid>-<wheel name>.json: {"wheel", "sha256", "cell"}.
+Each note is .factory/publishing/<pid>-<wheel name>.json: {"wheel", "sha256", "cell", "mac"},
+the mac an HMAC-SHA256 of the rest under the object cache's key (trust/keys.py,
+kept outside --out). Anything that can write the output folder (a kernel's code run unconfined,
+another user) can put a note there, so a note counts only with a mac the key gives: a forged
+note, whether its sha256 is right or not, stands for nothing, and its wheel is refused as any
+wheel no build published is. Where there is no key (a machine that never built), no note
+counts.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import process_alive, write_atomic
+from ..trust.keys import existing_key, object_cache_key, sign
+from .files import process_alive, read_small_json, write_atomic
 
 __all__ = ["Pending", "note_publishing", "pending", "prune"]
 
@@ -40,26 +48,37 @@ def note_publishing(journal: Path, wheel: str, sha256: str, cell: str) -> Path:
     """Note, before the move, that this process publishes `wheel` with these bytes."""
     journal.mkdir(parents=True, exist_ok=True)
     note = journal / f"{os.getpid()}-{wheel}.json"
-    write_atomic(note, json.dumps({"wheel": wheel, "sha256": sha256, "cell": cell}))
+    mac = _mac(object_cache_key(), wheel, sha256, cell)
+    write_atomic(note, json.dumps({"wheel": wheel, "sha256": sha256, "cell": cell, "mac": mac}))
     return note
 
 
+def _mac(key: bytes, wheel: str, sha256: str, cell: str) -> str:
+    return sign(key, "publish-journal", wheel, sha256, cell)
+
+
 def pending(journal: Path) -> dict[str, Pending]:
-    """The notes, by wheel name (a note that is not one of the factory's is ignored)."""
+    """The notes, by wheel name (a note that is not one of the factory's is ignored: one it
+    did not sign, or one that is not a small regular file)."""
     found: dict[str, Pending] = {}
     if not journal.is_dir():
+        return found
+    key = existing_key()
+    if key is None:
         return found
     for note in sorted(journal.glob("*.json")):
         pid = note.name.split("-", 1)[0]
         try:
-            if not pid.isdigit() or note.is_symlink() or note.stat().st_size > _NOTE_LIMIT:
+            data = read_small_json(note, _NOTE_LIMIT) if pid.isdigit() else None
+            if not isinstance(data, dict):
                 continue
-            data = json.loads(note.read_text())
             entry = Pending(str(data["wheel"]), str(data["sha256"]), str(data["cell"]),
                             int(pid), note)
+            signed = hmac.compare_digest(str(data["mac"]), _mac(
+                key, entry.wheel, entry.sha256, entry.cell))
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if note.name == f"{pid}-{entry.wheel}.json":
+        if signed and note.name == f"{pid}-{entry.wheel}.json":
             found[entry.wheel] = entry
     return found
 

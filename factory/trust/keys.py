@@ -1,7 +1,8 @@
 """The object cache's key: what tells an entry this factory wrote from one written by anyone
 else who can write the cache folder (another user, a restored CI cache, a shard's artifact).
 
-An object's record carries an HMAC-SHA256, under this key, of the object's cache key (which
+A publish-journal note (outputs/journal.py) is signed under it too. An object's record carries
+an HMAC-SHA256, under this key, of the object's cache key (which
 covers its command and every input), its command's identity, its size and sha256. The key is
 $KERNEL_WHEEL_FACTORY_OBJECT_KEY (a CI secret, the same for every job of a run, so the jobs
 hand objects to each other), else a file of random bytes made on first use in the user's
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, FactoryError
 
-__all__ = ["OBJECT_KEY_VARIABLE", "key_file", "object_cache_key", "sign"]
+__all__ = ["OBJECT_KEY_VARIABLE", "existing_key", "key_file", "object_cache_key", "sign"]
 
 OBJECT_KEY_VARIABLE = "KERNEL_WHEEL_FACTORY_OBJECT_KEY"
 
@@ -27,6 +28,17 @@ def key_file() -> Path:
     """$XDG_CONFIG_HOME/kernel-wheel-factory/object-cache.key, else under ~/.config."""
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "kernel-wheel-factory" / "object-cache.key"
+
+
+def existing_key() -> bytes | None:
+    """The key where there is one (the variable's, else the key file's), without making one:
+    for checking what a build signed, from a command that writes nothing outside its folder."""
+    if os.environ.get(OBJECT_KEY_VARIABLE, ""):
+        return object_cache_key()
+    try:
+        return _read(key_file())
+    except FileNotFoundError:
+        return None
 
 
 def object_cache_key() -> bytes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -258,3 +259,60 @@ def test_a_build_does_not_publish_other_bytes_under_a_removed_name(tmp_path: Pat
         files / staged.name
     # noted in the publish journal before it was moved there
     assert pending(layout.publishing)[staged.name].sha256 == digest
+
+
+def test_a_wheel_changed_after_its_gates_is_not_published(tmp_path: Path) -> None:
+    """The digest the gates judged is taken before any kernel code runs; a staged wheel whose
+    bytes differ when it is published (kernel code run unconfined rewrote it) stays out."""
+    from factory.cells.run import _publish
+    from factory.errors import BuildError
+    from factory.outputs.layout import Layout
+
+    staged = make_wheel(tmp_path / "build" / "staging", "img2gray", "1.0.0+cu130torch211")
+    judged = hashlib.sha256(staged.read_bytes()).hexdigest()
+    with open(staged, "ab") as handle:
+        handle.write(b"hostile")
+    layout = Layout(tmp_path)
+    layout.files.mkdir()
+    with pytest.raises(BuildError, match=rf"{re.escape(staged.name)} changed after its gates "
+                                         rf"judged it \(sha256 {judged[:12]}, now"):
+        _publish(staged, judged, layout, "img2gray/x", False, None)
+    assert not list(layout.files.iterdir()) and not layout.publishing.exists()
+
+
+def test_only_the_journal_notes_the_factory_signed_count(tmp_path: Path) -> None:
+    """A note anything else wrote into .factory/publishing/ (its sha256 right or not, a FIFO,
+    a link, an oversized file) stands for nothing; where there is no key, no note counts."""
+    from factory.outputs.journal import note_publishing, pending
+    from factory.outputs.layout import Layout
+
+    layout = Layout(tmp_path)
+    wheel = make_wheel(tmp_path / "files", "img2gray", "1.0.0+cu130torch211")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    signed = note_publishing(layout.publishing, wheel.name, digest, "img2gray/x")
+    evil = make_wheel(tmp_path / "files", "evil", "6.6.6")
+    forged = {"wheel": evil.name, "sha256": hashlib.sha256(evil.read_bytes()).hexdigest(),
+              "cell": "evil/x"}
+    (layout.publishing / f"999999-{evil.name}.json").write_text(json.dumps(forged))
+    (layout.publishing / f"999998-{evil.name}.json").write_text(json.dumps(
+        {**forged, "mac": json.loads(signed.read_text())["mac"]}))  # another note's mac
+    os.mkfifo(layout.publishing / f"999997-{evil.name}.json")
+    (layout.publishing / f"999996-{evil.name}.json").symlink_to(signed)
+    (layout.publishing / f"999995-{evil.name}.json").write_text(" " * 100_000)
+    assert list(pending(layout.publishing)) == [wheel.name]  # and the FIFO did not block it
+    summary = update_index(tmp_path, published={})
+    assert any(f"{evil}: no build published it" in problem for problem in summary.problems)
+    manifest = json.loads((tmp_path / ".factory" / "manifest.json").read_text())
+    assert [row[0] for row in manifest["files"]] == [wheel.name]
+
+
+def test_without_a_key_no_journal_note_counts_and_none_is_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from factory.outputs.journal import note_publishing, pending
+    from factory.trust.keys import OBJECT_KEY_VARIABLE
+
+    note_publishing(tmp_path / "journal", "img2gray-1.0-py3-none-any.whl", "0" * 64, "x")
+    monkeypatch.delenv(OBJECT_KEY_VARIABLE, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    assert pending(tmp_path / "journal") == {}
+    assert not (tmp_path / "config").exists()
