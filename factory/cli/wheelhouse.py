@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from ..errors import ConfigError
+from ..outputs.files import read_regular
 from ..outputs.layout import writable_folder
 from ..pipeline.arguments import PLATFORMS
 from ..values.pythons import CPython
@@ -19,6 +20,7 @@ from .common import cache_dir, path_argument
 __all__ = ["add", "run"]
 
 _GLIBC = re.compile(r"2\.\d{1,2}")
+_INSTALLED_LIMIT = 4 * 2**20  # bytes: a freeze of thousands of packages is a few hundred KiB
 
 
 def _python(text: str) -> str:
@@ -75,15 +77,19 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..pipeline.wheelhouse import WheelhouseRequest, make_wheelhouse
     from ..ui.console import say_to
 
-    folder = writable_folder(args.folder, "DIR")
     pins: dict[str, str] = {}
     if args.installed is not None:
         try:
-            text = args.installed.read_text(errors="replace")
+            data = read_regular(args.installed, _INSTALLED_LIMIT, follow=True)
         except OSError as exc:
             raise ConfigError(f"cannot be read ({exc.strerror})", file=args.installed,
                               key="--installed") from None
-        pins = installed_pins(text, args.installed)
+        if data is None:
+            raise ConfigError(f"is not a regular file of at most {human_size(_INSTALLED_LIMIT)} "
+                              "(what `pip freeze` prints, written to a file)",
+                              file=args.installed, key="--installed")
+        pins = installed_pins(data.decode(errors="replace"), args.installed)
+    folder = writable_folder(args.folder, "DIR")
     request = WheelhouseRequest(
         matrix=args.matrix, folder=folder, cache=cache_dir(args),
         pythons=tuple(dict.fromkeys(args.python)),

@@ -56,11 +56,12 @@ def read_small_json(path: Path, limit: int) -> Any:
         return None
 
 
-def read_regular(path: Path, limit: int) -> bytes | None:
-    """The bytes of `path` when it is a regular file (not a link, a FIFO or a device) of at
-    most `limit` bytes, else None; what is checked is the file that is read (opened without
-    following a link and without blocking, then looked at)."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+def read_regular(path: Path, limit: int, follow: bool = False) -> bytes | None:
+    """The bytes of `path` when it is a regular file (not a link unless `follow`, not a FIFO or
+    a device) of at most `limit` bytes, else None; what is checked is the file that is read
+    (opened without blocking, then looked at)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    descriptor = os.open(path, flags)
     with os.fdopen(descriptor, "rb") as handle:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode) or info.st_size > limit:

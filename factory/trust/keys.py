@@ -11,17 +11,21 @@ configuration folder, readable by the user alone; never inside the cache.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from ..errors import ConfigError, FactoryError
+from ..outputs.files import read_regular
 
 __all__ = ["OBJECT_KEY_VARIABLE", "existing_key", "key_file", "object_cache_key", "sign"]
 
 OBJECT_KEY_VARIABLE = "KERNEL_WHEEL_FACTORY_OBJECT_KEY"
+_KEY_FILE_LIMIT = 4096  # bytes: the key file holds 64 hex digits
 
 
 def key_file() -> Path:
@@ -48,7 +52,11 @@ def object_cache_key() -> bytes:
         if len(given) < 16:
             raise ConfigError(f"is {len(given)} characters long; an object cache key needs at "
                               "least 16", key=f"${OBJECT_KEY_VARIABLE}")
-        return hashlib.sha256(given.encode()).digest()
+        try:
+            return hashlib.sha256(given.encode()).digest()
+        except UnicodeEncodeError:
+            raise ConfigError("is not UTF-8 text; an object cache key is text (a CI secret of "
+                              "16 or more characters)", key=f"${OBJECT_KEY_VARIABLE}") from None
     path = key_file()
     try:
         return _read(path)
@@ -73,11 +81,26 @@ def object_cache_key() -> bytes:
 
 
 def _read(path: Path) -> bytes:
+    """The key in `path`: a small regular file (not a link, a FIFO or a device), readable by
+    its owner alone, holding the key in hex; FileNotFoundError where there is none."""
     try:
-        key = bytes.fromhex(path.read_text().strip())
+        data = read_regular(path, _KEY_FILE_LIMIT)
+        mode = path.lstat().st_mode
     except FileNotFoundError:
         raise
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        problem = "is a link" if exc.errno == errno.ELOOP else exc.strerror
+        raise ConfigError(f"cannot be read as the object cache's key ({problem}); remove it to "
+                          "make another", file=path) from None
+    if data is None:
+        raise ConfigError("is not a small regular file, so it cannot be the object cache's key; "
+                          "remove it to make another", file=path)
+    if mode & 0o077:
+        raise ConfigError(f"is readable by others (mode {stat.S_IMODE(mode):04o}); the object "
+                          f"cache's key must be its owner's alone: chmod 600 {path}", file=path)
+    try:
+        key = bytes.fromhex(data.decode().strip())
+    except ValueError as exc:
         raise ConfigError(f"cannot be read as the object cache's key ({exc}); remove it to "
                           "make another", file=path) from None
     if len(key) < 16:

@@ -78,6 +78,25 @@ def alias_bomb() -> str:
     return "\n".join(lines) + "\n" + GOOD_MATRIX
 
 
+# the object cache's key read from its file in the project's config/ (XDG_CONFIG_HOME)
+_KEY_FILE_ENV = (("KERNEL_WHEEL_FACTORY_OBJECT_KEY", ""), ("XDG_CONFIG_HOME", "config"))
+
+
+def key_file(project: Path, mode: int | None, link: bool = False) -> None:
+    """config/kernel-wheel-factory/object-cache.key with `mode` (a FIFO for None), or a link
+    to such a file elsewhere."""
+    path = project / "config" / "kernel-wheel-factory" / "object-cache.key"
+    path.parent.mkdir(parents=True)
+    target = project / "elsewhere.key" if link else path
+    if mode is None:
+        os.mkfifo(target)
+    else:
+        target.write_text("ab" * 32 + "\n")
+        target.chmod(mode)
+    if link:
+        path.symlink_to(target)
+
+
 def damaged_wheelhouse(folder: Path) -> None:
     """A wheelhouse whose one wheel was cut short."""
     folder.mkdir()
@@ -737,6 +756,26 @@ CASES: dict[str, Case] = {
         "wheelhouse", "matrix.yaml", "wh", "--installed", "frozen.txt",
         expected="frozen.txt:2: --installed: 'not a requirement!' is not a line of `pip freeze`",
         setup=lambda p: (p / "frozen.txt").write_text("numpy==2.5.2\nnot a requirement!\n")),
+    "wheelhouse --installed, a FIFO": command(
+        "wheelhouse", "matrix.yaml", "wh", "--installed", "frozen.fifo",
+        expected="frozen.fifo: --installed: is not a regular file of at most 4.0 MiB",
+        setup=lambda p: os.mkfifo(p / "frozen.fifo")),
+    "wheelhouse --installed, a device": command(
+        "wheelhouse", "matrix.yaml", "wh", "--installed", "/dev/zero",
+        expected="/dev/zero: --installed: is not a regular file of at most 4.0 MiB"),
+    # ---- the object cache's key --------------------------------------------------------------
+    "object key, not UTF-8": build(
+        "$KERNEL_WHEEL_FACTORY_OBJECT_KEY: is not UTF-8 text",
+        env=(("KERNEL_WHEEL_FACTORY_OBJECT_KEY", "object-key-\udcff-object-key"),)),
+    "object key file readable by others": build(
+        "object-cache.key: is readable by others (mode 0644)", setup=lambda p: key_file(p, 0o644),
+        env=_KEY_FILE_ENV),
+    "object key file, a FIFO": build(
+        "object-cache.key: is not a small regular file", setup=lambda p: key_file(p, None),
+        env=_KEY_FILE_ENV),
+    "object key file, a link": build(
+        "object-cache.key: cannot be read as the object cache's key (is a link)",
+        setup=lambda p: key_file(p, 0o600, link=True), env=_KEY_FILE_ENV),
     "wheelhouse --python four": command(
         "wheelhouse", "matrix.yaml", "wh", "--python", "4",
         expected="argument --python: give a CPython as 3.N or, free-threaded, 3.Nt (e.g. 3.12, "
