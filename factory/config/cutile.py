@@ -30,6 +30,7 @@ compiles and the loader compares; they travel as JSON.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,10 @@ def read_declaration(path: Path) -> tuple[CutileKernel, ...] | None:
         if known is not None:
             kernel = CutileKernel(kernel.function,
                                   _unique(known.signatures + kernel.signatures), known.line)
+            if len(kernel.signatures) > _MOST_SIGNATURES:
+                raise entry.error(f"brings {kernel.function}'s signatures to "
+                                  f"{len(kernel.signatures):,}; at most {_MOST_SIGNATURES} are "
+                                  "compiled ahead of time for one kernel")
         merged[kernel.function] = kernel
     return tuple(merged.values())
 
@@ -122,16 +127,21 @@ def _kernel(node: Node) -> CutileKernel:
     if "dtypes" in fields and not uses_dtype:
         raise fields["dtypes"].error("no parameter says \"dtype\", so dtypes means nothing")
     constants = [choice.values for choice in choices]
+    # counted from its parts before anything is expanded: twelve parameters of ten constants
+    # each are 10^12 signatures in a kilobyte of TOML
+    arrays = any(choice.kind == "array" for choice in choices)
+    count = math.prod([len(set(dtypes)) if uses_dtype else 1,
+                       len(set(divisible)) if arrays else 1,
+                       *(len(set(map(repr, values))) for values in constants)])
+    if count > _MOST_SIGNATURES:
+        raise node.error(f"declares {count:,} signatures; at most {_MOST_SIGNATURES} are "
+                         "compiled ahead of time for one kernel")
     signatures = []
     for dtype, divisor, values in itertools.product(dtypes, divisible,
                                                     itertools.product(*constants)):
         signatures.append(tuple(choice.expand(dtype, divisor, value)
                                 for choice, value in zip(choices, values, strict=True)))
-    expanded = _unique(tuple(signatures))
-    if len(expanded) > _MOST_SIGNATURES:
-        raise node.error(f"declares {len(expanded)} signatures; at most {_MOST_SIGNATURES} "
-                         "are compiled ahead of time for one kernel")
-    return CutileKernel(function, expanded, node.line)
+    return CutileKernel(function, _unique(tuple(signatures)), node.line)
 
 
 def _frozen(signature: tuple[dict[str, Any], ...]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +229,27 @@ def test_a_cuda_major_asks_for_its_build_of_the_cute_dsl(tmp_path: Path) -> None
                                              "nvidia-cutlass-dsl[cu13]")
     assert spec.requirements("cuda", 12) == ("einops", "apache-tvm-ffi", "nvidia-cutlass-dsl")
     assert spec.runtime_compilers == ("nvidia-cutlass-dsl", "tvm-ffi")
+
+
+def test_a_declaration_is_counted_before_it_is_expanded(tmp_path: Path) -> None:
+    """Twelve parameters of ten constants each: 10^12 signatures in a kilobyte of TOML,
+    refused from their count, in a blink (expanding them would take the machine's memory)."""
+    parameters = ", ".join(["{constant = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}"] * 12)
+    declaration = KERNEL.replace(
+        'parameters = [{array = "dtype", ndim = 2}, {array = "dtype", ndim = 2}, '
+        '{constant = [64, 128]}]', f"parameters = [{parameters}]").replace(
+        'dtypes = ["float16", "float32"]\n', "")
+    started = time.monotonic()
+    error = refusal(tmp_path, declaration)
+    assert time.monotonic() - started < 5
+    assert "declares 1,000,000,000,000 signatures; at most 512" in error.message
+    # a function declared again cannot add its way past the bound either: each declaration
+    # below is 2 dtypes x 2 divisibilities x 64 constants = 256 signatures
+    def constants(first: int) -> str:
+        values = ", ".join(map(str, range(first, first + 64)))
+        return KERNEL.replace("{constant = [64, 128]}", f"{{constant = [{values}]}}")
+
+    spec = read_project(project(tmp_path, constants(0) + constants(0)), "pep517")
+    assert len(spec.cutile[0].signatures) == 256
+    error = refusal(tmp_path, constants(0) + constants(64) + constants(128))
+    assert "signatures to 768; at most 512" in error.message
