@@ -181,6 +181,12 @@ NAME_CHECK_DEADLINE = 120
 DOWNLOAD_DEADLINE = 3600
 """The longest one wheel downloaded from another server may take to arrive whole."""
 
+DEBIAN_DEADLINE = 600
+"""The longest one file of Debian's archive (its signed index, its package list, a .deb of a
+few MiB) may take to arrive whole: a mirror that drips a byte at a time is given up on, not
+waited for an hour.
+"""
+
 DEBIAN_INDEX_LIMIT = 256 * 2**20
 """The most bytes a Debian suite's package index may inflate to (bookworm's arm64 one is about
 50 MiB); more is refused, not read into memory."""

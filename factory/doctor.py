@@ -260,11 +260,12 @@ class DoctorError(Exception):
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")
 _LABEL = re.compile(r"[a-z0-9]{1,40}(?:\.[a-z0-9]{1,40}){0,4}")
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.!+_]{0,63}")
-_FILENAME = re.compile(r"[A-Za-z0-9._+!-]{1,250}\.whl")
+# name-version[-build]-python-abi-platform.whl (a wheel's name has five or six parts)
+_FILENAME = re.compile(r"[A-Za-z0-9._+!]{1,100}(?:-[A-Za-z0-9._+!]{1,100}){4,5}\.whl")
 _SPECIFIER = re.compile(r"any|[0-9A-Za-z.*,<>=!~+]{1,100}")
 _CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}|cpu")  # a CPU cell's column is "cpu"
 _CODE = re.compile(r"(?:sm|compute)_[0-9]{2,3}[af]?")
-_VARIANT_FILENAME = re.compile(r"[A-Za-z0-9._!-]{1,250}\.whl")
+_VARIANT_FILENAME = re.compile(r"[A-Za-z0-9._!]{1,100}(?:-[A-Za-z0-9._!]{1,100}){4,6}\.whl")
 _VARIANT_INDEX = re.compile(r"variants/torch[0-9]{2,6}/simple/")
 _VARIANT_LABEL = re.compile(r"[0-9a-z_.]{1,64}")
 _PROPERTY = re.compile(r"[a-z0-9_]{1,64} :: [a-z0-9_]{1,64} :: [a-z0-9_.]{1,64}")
@@ -603,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     except DoctorError as exc:
         sys.stderr.write(_printable(_hidden(f"error: {exc}", secrets)) + "\n")
         return 1
-    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError,
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError, IndexError,
             AttributeError, RecursionError) as exc:
         sys.stderr.write(_printable(_hidden(f"error: the index at {args.url} cannot be read "
                                             f"({type(exc).__name__}: {_shown(str(exc))})",

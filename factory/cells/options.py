@@ -37,6 +37,12 @@ def usable_build_root(path: Path, key: str = "--build-root") -> Path:
     if not path.is_absolute():
         raise ConfigError("must be an absolute path (it is written into the build)", file=path,
                           key=key)
+    if path.is_symlink():
+        raise ConfigError("is a link; cells are compiled, removed and made again in the build "
+                          f"root, so name the folder itself: pass {key} DIR", file=path, key=key)
+    if path.resolve() == Path("/"):
+        raise ConfigError(f"is the file system's root; pass {key} DIR, a folder of its own",
+                          file=path, key=key)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -240,6 +240,7 @@ def _index_url(node: Node, files: bool = False,
     return index
 
 
+_KEYWORD_LIMIT = 1000  # characters of a -k expression: a handful of names and operators
 _TEST_KEYS = ("paths", "keyword", "timeout", "budget", "requires", "without", "required")
 # What the matrix's own tests: table sets for every kernel; which tests, only a kernel's.
 _EVERY_KERNEL_TEST_KEYS = ("timeout", "budget", "requires", "without", "required")
@@ -267,6 +268,9 @@ def _tests(node: Node, inherited: TestSelection, every_kernel: bool = False) -> 
         keyword = fields["keyword"].nonempty_str()
         if not keyword.isprintable():
             raise fields["keyword"].error("the expression must be one line of printable text")
+        if len(keyword) > _KEYWORD_LIMIT:
+            raise fields["keyword"].error(f"is {len(keyword):,} characters long; a pytest -k "
+                                          f"expression of at most {_KEYWORD_LIMIT:,} is taken")
     requires = tuple(_test_requirement(item) for item in _nonempty_list(fields["requires"])) \
         if "requires" in fields else inherited.requires
     without = tuple(_project_name(item) for item in _nonempty_list(fields["without"])) \

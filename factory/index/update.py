@@ -380,6 +380,7 @@ class _Pages:
                        if name != COMBINED and not name.startswith(VARIANTS + "/")}
         self.written = 0
         self.removed = 0
+        self.put: set[Path] = set()  # every file this update gives
         self.folders: set[Path] = set()  # known to exist
         self.new_folders: set[Path] = set()  # made by this update: nothing to compare with
 
@@ -411,6 +412,26 @@ class _Pages:
             self._remove_projects(base, (old - new) if changed is not None else None, new)
         self._remove_indexes(set(old_indexes) - set(self.indexes) if changed is not None
                              else None)
+        if changed is None:
+            self._remove_stale_pages()
+
+    def _remove_stale_pages(self) -> None:
+        """In a full update: every page in the index's own folders that no update gives (one a
+        killed update left behind, a project's index.json without its index.html), and the
+        folders that leaves empty. Other files there are left for --verify to name."""
+        if self.sink is not None:
+            return
+        out = self.layout.out
+        for folder in [out / COMBINED, out / "browse", *_cell_indexes(out)]:
+            if not folder.is_dir():
+                continue
+            for path in sorted(folder.rglob("*"), reverse=True):  # files before their folders
+                if path.is_dir() and not path.is_symlink():
+                    if path not in self.put and not any(path.iterdir()):
+                        path.rmdir()
+                elif path not in self.put and _is_page(path, out):
+                    path.unlink()
+                    self.removed += 1
 
     def _write_browse(self, changed: dict[str, set[str]] | None) -> None:
         out = self.layout.out
@@ -453,6 +474,7 @@ class _Pages:
                 for name, data in sorted(documents.items())]
 
     def _put(self, path: Path, data: bytes) -> None:
+        self.put.add(path)
         if self.sink is not None:
             self.sink[path] = data
             return
@@ -518,6 +540,16 @@ def _changed_projects(before: dict[str, dict[str, list[FileRecord]]],
 def _cell_indexes(out: Path) -> list[Path]:
     """The per-cell and variants indexes' simple/ folders present in `out`."""
     return [*out.glob(f"*/{COMBINED}"), *out.glob(f"{VARIANTS}/*/{COMBINED}")]
+
+
+def _is_page(path: Path, out: Path) -> bool:
+    """A file of the kind an index update writes: a page, its JSON, a variants document, a
+    project's browse data."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    if path.parent == out / "browse":
+        return path.suffix == ".json"
+    return path.name in ("index.html", "index.json") or path.name.endswith("-variants.json")
 
 
 def _is_page_folder(folder: Path) -> bool:

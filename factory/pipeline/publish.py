@@ -12,6 +12,7 @@ from packaging.version import Version
 
 from ..config.model import CLASH_POLICIES, ClashPolicy, NameCheck
 from ..errors import ConfigError, PublishError
+from ..index.update import verify_index
 from ..publish.registry import local_wheels, publish_to_registry
 from ..publish.static import publish_static
 from .names import check_names
@@ -39,6 +40,7 @@ def publish(request: PublishRequest, say: Callable[[str], None]) -> str:
     if request.to is not None:
         if request.index_url is not None:
             raise ConfigError("only applies to a registry, not with --to", key="--index-url")
+        _check_index(request.folder)
         report = publish_static(request.folder, request.to, dry_run=request.dry_run, say=say)
         return (f"{'would send' if request.dry_run else 'sent'} {len(report.sent)} file(s) to "
                 f"{report.target}, {report.unchanged} unchanged")
@@ -49,6 +51,17 @@ def publish(request: PublishRequest, say: Callable[[str], None]) -> str:
         f"uploaded {len(registry.uploaded)}"
     return (f"{sent}, {len(registry.skipped)} already there"
             + (f", {len(registry.yanked)} yanked left out" if registry.yanked else ""))
+
+
+def _check_index(folder: Path) -> None:
+    """A static index goes out only as its manifest gives it: a page, a file or a wheel that
+    `factory index --verify` flags (a stale page a killed update left, a changed wheel) stops
+    the publish before anything is sent."""
+    _, problems = verify_index(folder)
+    if problems:
+        raise PublishError(f"{len(problems)} problem(s) in {folder}'s index, so nothing was sent; "
+                           f"the first: {problems[0]} (factory index --verify lists them; "
+                           "factory index puts the pages right)")
 
 
 def _check_names(request: PublishRequest, say: Callable[[str], None]) -> None:

@@ -220,10 +220,10 @@ def _check(url: str, data: bytes, sha256: str, size: int, by: str) -> None:
 
 
 def _get(session: requests.Session, url: str, limit: int) -> bytes:
-    """`url`'s body, within defaults.DOWNLOAD_DEADLINE and at most `limit` bytes."""
+    """`url`'s body, within defaults.DEBIAN_DEADLINE and at most `limit` bytes."""
     import requests
 
-    from .http import read_body, within
+    from .http import Overrun, read_body, within
 
     def fetch() -> bytes:
         with session.get(url, stream=True, timeout=defaults.DOWNLOAD_TIMEOUT) as response:
@@ -231,7 +231,9 @@ def _get(session: requests.Session, url: str, limit: int) -> bytes:
             return read_body(response, limit, "the archive's signed index gives it less")
 
     try:
-        return within(defaults.DOWNLOAD_DEADLINE, fetch, url)
+        return within(defaults.DEBIAN_DEADLINE, fetch, url)
+    except Overrun as exc:
+        raise BuildError(str(exc)) from None
     except requests.RequestException as exc:
         raise BuildError(f"cannot fetch {url} ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:200]})") from None

@@ -60,7 +60,7 @@ def credential_in(url: str) -> str | None:
         return "a password" if ":" in match.group("userinfo") else "a token in its user part"
     scp = _SCP_LIKE.match(url) if "://" not in url else None
     if scp and _userinfo_secret(scp.group("user")):
-        return "a token in its user part"
+        return "a password" if ":" in scp.group("user") else "a token in its user part"
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -87,7 +87,7 @@ SAFE_LOGINS = frozenset({"git", "hg", "svn", "anonymous", "ftp"})
 # scheme://... up to a character no URL holds unquoted, or a quote or bracket around it.
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()\[\]{}`|\\^]+")
 # git's scp-like form, USER@HOST:PATH, where no scheme is written (ssh's `git@github.com:...`)
-_SCP_LIKE = re.compile(r"(?<![\w.:/@-])(?P<user>[^\s@:/'\"<>]+)@"
+_SCP_LIKE = re.compile(r"(?<![\w.:/@-])(?P<user>[^\s@/'\"<>]+)@"
                        r"(?P<rest>[A-Za-z0-9.-]+:[^\s'\"<>]+)")
 # Environment variables whose values are secrets, by name.
 _SECRET_NAME = re.compile(

@@ -207,6 +207,28 @@ def test_a_wheel_that_drips_is_given_up_on_in_time(site: Site,
     assert not (tmp_path / "merged").exists()
 
 
+def test_a_debian_mirror_that_drips_is_given_up_on_in_time(
+        site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mirror that sends the suite's signed index a byte at a time (as a cross cell's root,
+    or the bubblewrap the factory unpacks, would ask it) is given up on at the archive's own
+    deadline (ten minutes, two here), in one line."""
+    import requests
+
+    from factory.errors import BuildError
+    from factory.sources.debian import _get
+
+    pages, url, _ = site
+    pages["/debian/dists/bookworm/InRelease"] = ("text/plain", DRIP)
+    monkeypatch.setattr(defaults, "DEBIAN_DEADLINE", 2)
+    assert defaults.DOWNLOAD_DEADLINE == 3600  # a wheel's own deadline, not the archive's
+    started = time.monotonic()
+    with requests.Session() as session, pytest.raises(BuildError) as caught:
+        _get(session, f"{url}debian/dists/bookworm/InRelease", 2**20)
+    assert str(caught.value) == f"{url}debian/dists/bookworm/InRelease did not arrive whole " \
+                                "within 2 s"
+    assert time.monotonic() - started < 20
+
+
 @pytest.mark.parametrize("body", ["drip", "endless", "deep"])
 def test_the_name_clash_lookup_is_bounded(site: Site,
                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

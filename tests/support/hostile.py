@@ -431,6 +431,13 @@ CASES: dict[str, Case] = {
                                    str(Path(__file__)), expected="--build-root: cannot be made"),
     "--build-root empty": command("build", "matrix.yaml", "--build-root", "",
                                   expected="argument --build-root: must not be empty"),
+    "--build-root a link": command("build", "matrix.yaml", "--build-root", "/proc/self/cwd",
+                                   expected="/proc/self/cwd: --build-root: is a link"),
+    "--build-root the root": command("build", "matrix.yaml", "--build-root", "/",
+                                     expected="/: --build-root: is the file system's root"),
+    "tests: a keyword of 300 KB": replaced(
+        "version: 1.0.0", "version: 1.0.0\n    tests: {keyword: " + "a" * 300_000 + "}",
+        "is 300,000 characters long; a pytest -k expression of at most 1,000 is taken"),
     "--jobs huge": command("build", "matrix.yaml", "--jobs", "9" * 30,
                            expected="argument --jobs"),
     "--jobs negative": command("build", "matrix.yaml", "--jobs", "-3",

@@ -182,3 +182,7 @@ def test_ssh_s_plain_login_in_an_scp_like_url_is_kept_and_a_token_is_not() -> No
     assert credential_in("git@github.com:org/k.git") is None
     assert credential_in(f"ghp_{SECRET}0123456789abcdef@github.com:org/k.git") == \
         "a token in its user part"
+    # a password in an scp-like address is masked and refused like one in a URL
+    assert credential_in(f"user:{SECRET}@example.com:org/k.git") == "a password"
+    assert redact(f"cloning user:{SECRET}@example.com:org/k.git failed", {}) == \
+        "cloning ***@example.com:org/k.git failed"

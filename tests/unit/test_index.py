@@ -316,3 +316,34 @@ def test_without_a_key_no_journal_note_counts_and_none_is_made(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     assert pending(tmp_path / "journal") == {}
     assert not (tmp_path / "config").exists()
+
+
+def test_a_stale_page_a_killed_update_left_is_removed_and_never_published(
+        tmp_path: Path) -> None:
+    """A killed update left cu130torch212/simple/gone/index.json (its index.html gone), naming
+    a wheel no longer in files/: --verify names it, publish --to refuses the folder, and the
+    next full update removes it (and its folder), leaving --verify clean."""
+    from factory.errors import PublishError
+    from factory.index.update import verify_index
+    from factory.pipeline.publish import PublishRequest, publish
+
+    out = small_index_files(tmp_path / "index")
+    update_index(out)
+    stale = out / "cu130torch212" / "simple" / "gone" / "index.json"
+    stale.parent.mkdir()
+    stale.write_text('{"meta": {"api-version": "1.1"}, "name": "gone", "files": '
+                     '[{"filename": "gone-1.0-py3-none-any.whl", "url": "../../../files/x"}]}')
+    variants = out / "simple" / "img2gray" / "img2gray-0.9-variants.json"
+    variants.write_text("{}")
+    _, problems = verify_index(out)
+    assert {problem.split(":", 1)[0] for problem in problems} == {str(stale), str(variants)}
+    request = PublishRequest(folder=out, cache=tmp_path / "cache", to=str(tmp_path / "site"),
+                             name_clash="ignore")
+    with pytest.raises(PublishError, match=r"2 problem\(s\) in .*, so nothing was sent"):
+        publish(request, lambda line: None)
+    assert not (tmp_path / "site").exists()
+    summary = update_index(out, full=True)
+    assert summary.pages_removed == 2
+    assert not stale.exists() and not stale.parent.exists() and not variants.exists()
+    assert verify_index(out)[1] == []
+    assert "sent" in publish(request, lambda line: None)
