@@ -29,7 +29,6 @@ from .common import (
     size,
     size_limit,
     test_options,
-    unconfined_option,
     wheelhouses,
 )
 
@@ -56,7 +55,6 @@ def add(commands: Any) -> None:
     build.add_argument("--force", action="store_true",
                        help="replace a published wheel whose bytes changed")
     _verify_option(build)
-    unconfined_option(build)
     build.add_argument("--build-root", type=path_argument, default=None,
                        metavar="DIR",
                        help="where cells are compiled; a fixed path keeps builds reproducible "

@@ -241,15 +241,14 @@ def _site_limit(text: str) -> SizeLimit | None:
         raise argparse.ArgumentTypeError(f"{exc}, or none") from None
 
 
-def unconfined_option(parser: argparse.ArgumentParser) -> None:
+def test_options(parser: argparse.ArgumentParser) -> None:
+    """How the kernels' own code is proven (build --test and test): what must pass, where it
+    runs, what it may be given."""
     parser.add_argument("--unconfined", action="store_true",
                         help="run the code of others on this machine (a setup.py / pyproject "
                              "project's build, a kernel's import gate and tests) without the "
                              "bubblewrap sandbox: it then has your rights, files and network "
                              "(its environment stays allow-listed)")
-
-
-def test_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--require-tests", action="store_true",
                         help="publish no wheel whose tests could not run (untested: no tests/ "
                              "folder, an environment that could not be made, no test "

@@ -16,7 +16,6 @@ from .common import (
     matrix_options,
     path_argument,
     test_options,
-    unconfined_option,
     wheelhouses,
 )
 
@@ -47,7 +46,6 @@ def add(commands: Any) -> None:
                                           f"{defaults.BUILD_ROOT})")
     test.add_argument("--runner", choices=RUNNERS, default=None,
                       help="where the tests run (default: as `factory build` chooses)")
-    unconfined_option(test)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
