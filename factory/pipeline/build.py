@@ -123,6 +123,11 @@ def choose(options: Options, plan: Plan, voice: Voice) -> tuple[Plan, Runners]:
                                  options.offline) if engine is not None else (None, "")
     plan, why = place(plan, options.runner, problem, said)
     voice.note(why)
+    if options.build.unconfined and any(cell.placement in ("host", "cross", "cpu")
+                                        for cell in plan.cells):
+        voice.warn("--unconfined: the code of others that runs on this machine (a setup.py "
+                   "build, a kernel's import gate and tests) runs outside the sandbox, with "
+                   "your rights, your files and your network")
     return plan, runners_for(plan, options.cache, options.build, options.builder_base, engine)
 
 

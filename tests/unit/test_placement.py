@@ -103,3 +103,36 @@ def test_docker_is_asked_as_the_runs_runner_unless_a_cell_ties_it_here(tmp_path:
     assert not needs_docker(installed, "auto")
     assert place(installed, "auto", None)[1] == \
         "runner: local (every cell's torch is installed on this machine)"
+
+
+class Heard:
+    """A voice that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.warnings: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)
+
+
+@pytest.mark.parametrize("unconfined", [False, True])
+def test_unconfined_is_said_where_the_code_of_others_runs_on_this_machine(
+        tmp_path: Path, unconfined: bool) -> None:
+    from factory.config.matrix import load_matrix
+    from factory.pipeline.build import choose
+    from factory.pipeline.options import Given, settle
+
+    plan = demo_plan(tmp_path)
+    options = settle(Given(runner="local", build_root=tmp_path / "build", unconfined=unconfined),
+                     tmp_path / "cache", load_matrix(tmp_path / "matrix.yaml"), {})
+    heard = Heard()
+    choose(options, plan, heard)  # type: ignore[arg-type]
+    assert heard.notes == ["runner: local (asked for)"]
+    assert heard.warnings == ([
+        "--unconfined: the code of others that runs on this machine (a setup.py build, a "
+        "kernel's import gate and tests) runs outside the sandbox, with your rights, your files "
+        "and your network"] if unconfined else [])
