@@ -92,14 +92,15 @@ class LocalRunner:
         tests, by the cell's CPython or an emulated one): confined by bubblewrap, as a host
         build is, writing only under `work`, with the GPU's device files for a native cell;
         with this user's rights under --unconfined alone."""
-        who = "the emulated CPython" if cell.cross else "the kernel's code"
+        who = "the emulated CPython runs the kernel's code" if cell.cross else \
+            "the kernel's code runs"
         if self.options.unconfined:
-            log.write(f"unconfined (--unconfined): {who} runs with this user's rights, files "
-                      f"and network")
+            log.write(f"unconfined (--unconfined): {who} with this user's rights, files and "
+                      f"network")
             return None
         provide_bwrap(self.cache, log)
         devices = () if cell.cross else gpu_devices()
-        log.write(f"   {who} runs confined by bubblewrap: read-only but {work}, no network, "
+        log.write(f"   {who} confined by bubblewrap: read-only but {work}, no network, "
                   f"no other process in sight"
                   + (f", the GPU's {len(devices)} device file(s) bound in" if devices else ""))
         return Confined(work=work, what=KERNEL_CODE, devices=devices)
