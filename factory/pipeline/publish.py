@@ -13,6 +13,7 @@ from packaging.version import Version
 from ..config.model import CLASH_POLICIES, ClashPolicy, NameCheck
 from ..errors import ConfigError, PublishError
 from ..index.update import verify_index
+from ..outputs.layout import Layout
 from ..publish.registry import local_wheels, publish_to_registry
 from ..publish.static import publish_static
 from .names import check_names
@@ -56,7 +57,10 @@ def publish(request: PublishRequest, say: Callable[[str], None]) -> str:
 def _check_index(folder: Path) -> None:
     """A static index goes out only as its manifest gives it: a page, a file or a wheel that
     `factory index --verify` flags (a stale page a killed update left, a changed wheel) stops
-    the publish before anything is sent."""
+    the publish before anything is sent. A folder that is no index is for publish_static to
+    name."""
+    if not Layout(folder).manifest.is_file():
+        return
     _, problems = verify_index(folder)
     if problems:
         raise PublishError(f"{len(problems)} problem(s) in {folder}'s index, so nothing was sent; "
