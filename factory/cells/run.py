@@ -464,12 +464,12 @@ def _publish(staged: Path, sha256: str, layout: Layout, cell: str, force: bool,
     even after its file was removed. A file that a killed build of the cell moved there and no
     index ever published is this build's to replace."""
     target = layout.files / staged.name
-    present = file_sha256(staged)
-    if present != sha256:
+    staged_now = file_sha256(staged)
+    if staged_now != sha256:
         raise BuildError(
             f"{staged.name} changed after its gates judged it (sha256 {sha256[:12]}, now "
-            f"{present[:12]}): code that ran in its import gate or tests rewrote it, so it is not "
-            "published")
+            f"{staged_now[:12]}): code that ran in its import gate or tests rewrote it, so it is "
+            "not published")
     left = pending(layout.publishing).get(target.name)
     if left is not None and once is None and not process_alive(left.pid):
         force = True  # never published: the killed build's bytes give way to this build's

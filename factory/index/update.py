@@ -184,9 +184,7 @@ def _page_problems(layout: Layout, manifest: Manifest) -> list[str]:
         if not same:
             problems.append(f"{path}: edited: not what the manifest gives ('factory index' "
                             "writes it again)")
-    out = layout.out
-    owned = [out / COMBINED, out / "browse", *_cell_indexes(out)]
-    for folder in owned:
+    for folder in _owned_folders(layout.out):
         for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
             if (path.is_file() or path.is_symlink()) and path not in expected:
                 problems.append(f"{path}: no index update writes it: move it out")
@@ -422,12 +420,12 @@ class _Pages:
         if self.sink is not None:
             return
         out = self.layout.out
-        for folder in [out / COMBINED, out / "browse", *_cell_indexes(out)]:
+        for folder in _owned_folders(out):
             if not folder.is_dir():
                 continue
             for path in sorted(folder.rglob("*"), reverse=True):  # files before their folders
                 if path.is_dir() and not path.is_symlink():
-                    if path not in self.put and not any(path.iterdir()):
+                    if not any(path.iterdir()):
                         path.rmdir()
                 elif path not in self.put and _is_page(path, out):
                     path.unlink()
@@ -540,6 +538,12 @@ def _changed_projects(before: dict[str, dict[str, list[FileRecord]]],
 def _cell_indexes(out: Path) -> list[Path]:
     """The per-cell and variants indexes' simple/ folders present in `out`."""
     return [*out.glob(f"*/{COMBINED}"), *out.glob(f"{VARIANTS}/*/{COMBINED}")]
+
+
+def _owned_folders(out: Path) -> list[Path]:
+    """The folders only index updates write: the combined index, the browse data and every
+    per-cell and variants index."""
+    return [out / COMBINED, out / "browse", *_cell_indexes(out)]
 
 
 def _is_page(path: Path, out: Path) -> bool:
