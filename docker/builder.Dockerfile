@@ -1,7 +1,7 @@
 # A builder image: one CUDA version on one base, with a host compiler that version's nvcc
 # accepts, and the factory itself. The default base is pypa's manylinux_2_28 image, so wheels
 # built here run on glibc 2.28 and newer; any base laid out the same way works (BASE), such as
-# the offline one docker/make-bullseye-base.sh makes. Pin a base by digest with
+# the offline ones docker/make-debian-base.sh makes. Pin a base by digest with
 # BASE=quay.io/pypa/manylinux_2_28_x86_64@sha256:...
 #
 # `factory images MATRIX` (and the docker runner, on first use) assembles the build context:

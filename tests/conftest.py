@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from .support.factory import (
     EXAMPLE,
@@ -35,6 +36,11 @@ collect_ignore_glob = ["fixtures/*"]
 # The fixtures several test modules share.
 pytest_plugins = ["tests.support.browser", "tests.support.cli", "tests.support.docker",
                   "tests.support.hostile", "tests.support.workflows"]
+
+# The property tests check what the code does with each example, not how fast: on a machine
+# busy with the container tests, drawing or running one example can take seconds.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 # Every factory the tests start keeps its objects under one key (a CI secret's stand-in), so
 # that builds sharing the tests' cache reuse each other's objects, and nothing is written to
