@@ -57,7 +57,7 @@ def _base(image: str) -> Outcome:
     from tests.support.docker import debian_base
 
     before = _image_id(image)
-    return _timed(lambda: (debian_base(SUITE, image), _image_id(image) != before)[1])
+    return _timed(lambda: (debian_base(SUITE, image, ("3.11",)), _image_id(image) != before)[1])
 
 
 def _toolkit(cache: str) -> Outcome:
