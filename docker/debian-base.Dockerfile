@@ -19,8 +19,9 @@ RUN apt-get update \
 # factory and builds kernel-builder kernels; 3.13 (trixie's) is a second interpreter for
 # per-Python wheels. (Debian's archive holds no 3.12 source any more.) Each is the same release on
 # every Debian suite: where the suite packages that very release (bookworm's python3.11 is 3.11.2)
-# it is installed from the suite's packages, a minute's work; otherwise it is built from Debian's
-# source tarball, checked against its sha256. PYTHONS names the series wanted; the table below
+# it is installed from the suite's packages, a minute's work, and the prefix is a virtual
+# environment of it with pip, as a manylinux image's interpreter has; otherwise it is built from
+# Debian's source tarball, checked against its sha256. PYTHONS names the series wanted; the table below
 # says which release each is.
 ARG PYTHONS="3.11 3.13"
 ARG RELEASES="3.11.2:gz:2411c74bda5bbcfcddaf4531f66d1adc73f247f529aee981b029513aefdbf849 3.13.5:xz:93e583f243454e6e9e4588ca2c2662206ad961659863277afcdb96801647d640"
@@ -36,9 +37,7 @@ RUN for series in ${PYTHONS}; do \
       if [ "${packaged%%-*}" = "${version}" ]; then \
         apt-get install -y -q --no-install-recommends "python${series}" "python${series}-dev" \
             "python${series}-venv" >/dev/null \
-        && mkdir -p "${prefix}/bin" \
-        && ln -s "/usr/bin/python${series}" "${prefix}/bin/python${series}" \
-        && ln -s "python${series}" "${prefix}/bin/python3" || exit 1; \
+        && "/usr/bin/python${series}" -m venv "${prefix}" || exit 1; \
       else \
         tarball="python${series}_${version}.orig.tar.${compression}"; \
         curl -fsSLO "${MIRROR}/pool/main/p/python${series}/${tarball}" \
@@ -51,8 +50,9 @@ RUN for series in ${PYTHONS}; do \
             && make --quiet install >/dev/null) || exit 1; \
       fi; \
       "${prefix}/bin/python${series}" -c "import ssl, sqlite3, lzma, bz2, ctypes, zlib, venv, ensurepip" \
+      && "${prefix}/bin/python${series}" -m pip --version >/dev/null \
       && [ "$("${prefix}/bin/python${series}" -c 'import platform; print(platform.python_version())')" = "${version}" ] \
-      && ln -s "python${series}" "${prefix}/bin/python" \
+      && ln -sf "python${series}" "${prefix}/bin/python" \
       || exit 1; \
     done \
     && rm -rf /tmp/python /var/lib/apt/lists/*

@@ -25,6 +25,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version as PackagingVersion
 
 from ..errors import BuildError, CommandFailed
+from ..outputs.files import read_small_json
 from ..toolchain.cutile import assembler_facts, provide_assembler
 from ..wheel.assemble import write_wheel
 from ..wheel.read import PROVENANCE_FILE
@@ -37,6 +38,7 @@ __all__ = ["LOADER_MODULE", "build_cutile", "cutile_build_requirements"]
 
 LOADER_MODULE = "_kernel_wheel_factory_cutile"
 _HERE = Path(__file__).resolve().parent.parent / "data" / "cutile"
+_REPORT_LIMIT = 64 << 20  # bytes: the export names each cubin it wrote
 
 
 def cutile_build_requirements(root: Path, requirement: str) -> list[str]:
@@ -113,7 +115,15 @@ def _export(job: Job, python: Path, assembler: Path, content: Path,
                  "PATH": os.pathsep.join([str(assembler), os.environ.get("PATH", "")])}
     _run(job, [str(python), str(_HERE / "export.py"), str(request)], content, exporting,
          "compiling the cuTile kernels")
-    exported: dict[str, Any] = json.loads(result.read_text())
+    # written beside the kernel's code, which could put anything there: read bounded
+    exported = read_small_json(result, _REPORT_LIMIT)
+    shape = {"packages": list, "cubins": int, "assembler": str, "cuda_tile": str}
+    if not isinstance(exported, dict) or not all(isinstance(exported.get(key), kind)
+                                                 for key, kind in shape.items()) or \
+            not all(isinstance(package, str) and package.isidentifier()
+                    for package in exported["packages"]):
+        raise BuildError("cuTile's export left no report the factory can read (a JSON file "
+                         f"of at most {_REPORT_LIMIT >> 20} MiB)")
     log.write(f"   {exported['cubins']} cubins with {exported['assembler']} (cuda-tile "
               f"{exported['cuda_tile']})")
     for package in exported["packages"]:

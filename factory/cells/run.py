@@ -69,6 +69,7 @@ class CellResult:
     loaded: LoadReport | None = None  # what the import gate saw of its wheel
     tested: TestReport | None = None  # the kernel's own tests against its wheel
     sizes: tuple[int, int | None] | None = None  # its wheel's bytes, and installed (when read)
+    unconfined: bool = False  # the kernel's code ran outside the sandbox (--unconfined)
 
     def describe_size(self) -> str:
         if self.sizes is None:
@@ -231,7 +232,8 @@ def test_cells(plan: Plan, out: Path, runners: Runners, say: Callable[[str], Non
                                          required))
                 continue
             log.write(f"\n{report.verdict}: {report.describe()}")
-        replace(state, tests=report).write(layout.state_file(cell.key))
+        replace(state, tests=report, unconfined=state.unconfined or _unconfined(
+            runners.of(cell))).write(layout.state_file(cell.key))
         results.append(CellTests(cell.id, wheel.name, report, None, log_path, required))
     return results
 
@@ -296,12 +298,19 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
         seconds = time.monotonic() - started
         log.write(f"\nbuilt {wheel.name} in {seconds:.1f} s ({built.compiled} unit(s) "
                   f"compiled, {built.cached} from the object cache)")
+    unconfined = _unconfined(runner)
     CellState(fingerprint, wheel.name, report.sha256, loaded, tested,
-              report.wheel.installed_size).write(layout.state_file(cell.key))
+              report.wheel.installed_size, unconfined).write(layout.state_file(cell.key))
     reporter.update(cell.id, "built", wheel.name)
     return CellResult(cell.id, "built", seconds, wheel=wheel.name, log=log_path,
                       published=report.wheel, units=units, loaded=loaded, tested=tested,
-                      sizes=(report.size, report.wheel.installed_size))
+                      sizes=(report.size, report.wheel.installed_size), unconfined=unconfined)
+
+
+def _unconfined(runner: Runner) -> bool:
+    """Whether the kernel's code ran outside the sandbox: on this machine, under
+    --unconfined (the docker runner's containers confine it whatever the options)."""
+    return runner.name == "local" and runner.options.unconfined
 
 
 def _unchanged_result(cell: Cell, layout: Layout, recorded: CellState) -> CellResult:
@@ -310,7 +319,7 @@ def _unchanged_result(cell: Cell, layout: Layout, recorded: CellState) -> CellRe
                       log=layout.log_file(cell.key), loaded=recorded.loaded,
                       tested=recorded.tests,
                       sizes=((layout.files / recorded.wheel).stat().st_size,
-                             recorded.installed_size))
+                             recorded.installed_size), unconfined=recorded.unconfined)
 
 
 def _log_head(log: Log, cell: Cell, runner: str, unit_shard: tuple[int, int] | None) -> None:

@@ -1,6 +1,7 @@
 """A cell's state in the output folder (`.factory/cells/<cell>.json`): the wheel its last build
 published (name and sha256), the fingerprint of everything that build depended on, its size
-once installed, and what proving it showed (loading it, the kernel's tests). The next build of
+once installed, what proving it showed (loading it, the kernel's tests) and whether the kernel's
+code ran outside the sandbox (`--unconfined`) while it was built or proven. The next build of
 the same inputs keeps that wheel, and `factory test` adds its report. One codec for every
 writer and reader of run.py.
 
@@ -15,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..outputs.files import write_atomic
+from ..outputs.files import read_small_json, write_atomic
 from ..prove.load import LoadReport
 from ..prove.tests import TestReport
 
 __all__ = ["STATE_FORMAT", "CellState"]
 
 STATE_FORMAT = 1
+_STATE_LIMIT = 16 * 2**20  # bytes: a state holds a test report, a few MB at the most
 
 
 @dataclass(frozen=True)
@@ -32,13 +34,15 @@ class CellState:
     loaded: LoadReport | None = None
     tests: TestReport | None = None
     installed_size: int | None = None
+    unconfined: bool = False  # the kernel's code ran with the user's rights (--unconfined)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": STATE_FORMAT, "fingerprint": self.fingerprint, "wheel": self.wheel,
                 "sha256": self.sha256,
                 "loaded": self.loaded.to_json() if self.loaded else None,
                 "tests": self.tests.to_json() if self.tests else None,
-                "installed_size": self.installed_size}
+                "installed_size": self.installed_size} | (
+                    {"unconfined": True} if self.unconfined else {})
 
     @classmethod
     def from_json(cls, data: object) -> CellState | None:
@@ -51,15 +55,14 @@ class CellState:
         size = data.get("installed_size")
         return cls(fingerprint, wheel, sha256, LoadReport.from_json(data.get("loaded")),
                    TestReport.from_json(data.get("tests")),
-                   size if isinstance(size, int) and not isinstance(size, bool) else None)
+                   size if isinstance(size, int) and not isinstance(size, bool) else None,
+                   data.get("unconfined") is True)
 
     @classmethod
     def read(cls, path: Path) -> CellState | None:
-        """The state at `path`; None where there is none, or it cannot be read."""
-        try:
-            return cls.from_json(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            return None
+        """The state at `path`; None where there is none, or it cannot be read (it lies in
+        --out: read as a regular file, bounded)."""
+        return cls.from_json(read_small_json(path, _STATE_LIMIT))
 
     def write(self, path: Path) -> None:
         write_atomic(path, json.dumps(self.to_json(), indent=1, sort_keys=True))

@@ -298,7 +298,8 @@ def index_url(text: str) -> str:
 def wheel_paths(paths: list[Path]) -> list[Path]:
     for path in paths:
         if not path.is_file():
-            raise ConfigError("no such wheel", file=path)
+            there = path.exists() and not path.is_dir()
+            raise ConfigError("not a regular file" if there else "no such wheel", file=path)
         if path.suffix != ".whl":
             raise ConfigError("not a .whl file", file=path)
     return paths

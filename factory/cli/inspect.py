@@ -35,15 +35,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..ui.inspect import print_report, report_json
 
     inspected = inspect_wheels(wheel_paths(args.wheels), args.load_with)
-    reports = [wheel.report for wheel in inspected]
-    loads = [wheel.ops for wheel in inspected]
     if args.json:
-        document = report_json(reports, loads)
+        document = report_json([wheel.report for wheel in inspected],
+                               [wheel.ops for wheel in inspected],
+                               [wheel.gated for wheel in inspected])
         sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
         return 1 if any(wheel["problems"] for wheel in document["wheels"]) else 0
     failed = False
-    for number, report in enumerate(reports):
+    for number, wheel in enumerate(inspected):
         if number:
             console.print()
-        failed |= bool(print_report(report, console, loads[number]))
+        failed |= bool(print_report(wheel.report, console, wheel.ops, wheel.gated))
     return 1 if failed else 0

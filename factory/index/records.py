@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion
 
 from ..config.torches import is_release_build
 from ..errors import IndexConflict, WheelReadError
-from ..outputs.files import write_atomic
+from ..outputs.files import read_regular, write_atomic
 from ..outputs.layout import Layout
 from ..trust.credentials import redact
 from ..wheel.provenance import Provenance
@@ -39,6 +39,7 @@ __all__ = ["CPU", "MANIFEST_SCHEMA", "Catalogue", "CellOutcome", "FileRecord", "
            "served_cells"]
 
 MANIFEST_SCHEMA = "kernel-wheel-factory/manifest/1"
+_MANIFEST_LIMIT = 1 << 30  # bytes: a row of a few hundred bytes per wheel
 
 
 class FileRecord(NamedTuple):
@@ -108,9 +109,13 @@ def load_manifest(path: Path) -> Manifest:
     remedy = ("move it away and run 'factory index' to make it again from files/ (the yanks "
               "and cell outcomes it records are then lost)")
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not valid JSON"
+        raw = read_regular(path, _MANIFEST_LIMIT)
+        if raw is None:
+            raise ValueError(f"not a regular file of at most {_MANIFEST_LIMIT >> 20} MiB")
+        data = json.loads(raw)
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else \
+            str(exc) if str(exc).startswith("not a regular") else "not valid JSON"
         raise IndexConflict(f"{path} cannot be read ({reason}): {remedy}") from None
     if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA or \
             data.get("file_fields") != list(FileRecord._fields):

@@ -7,14 +7,17 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cells.sandbox import KERNEL_CODE, Confined, gpu_devices, provide_bwrap
+from ..cells.state import CellState
 from ..errors import FactoryError
 from ..index.records import load_manifest
 from ..outputs.layout import Layout
 from ..prove.load import OpReport, importable_modules, load_problems, load_wheel
+from ..system.cache import default_cache_dir
 from ..system.process import Log
 from ..wheel.inspect import WheelReport, inspect_wheel
 
-__all__ = ["Inspected", "WheelOps", "inspect_wheels", "wheel_ops"]
+__all__ = ["Gated", "Inspected", "WheelOps", "gated_digest", "inspect_wheels", "wheel_ops"]
 
 
 @dataclass(frozen=True)
@@ -33,8 +36,13 @@ def wheel_ops(path: Path, report: WheelReport, python: Path | None) -> WheelOps 
     if python is not None:
         with tempfile.TemporaryDirectory(prefix="kwf-inspect-") as folder, \
                 open(Path(folder) / "load.log", "w", encoding="utf-8") as handle:
+            log = Log(handle)
+            # the wheel's code runs as in a build's import gate: confined, with the GPU
+            provide_bwrap(default_cache_dir(), log)
             loaded = load_wheel(path, importable_modules(report.files), str(python),
-                                Path(folder) / "load", Log(handle))
+                                Path(folder) / "load", log,
+                                Confined(work=Path(folder) / "load", what=KERNEL_CODE,
+                                         devices=gpu_devices()))
         return WheelOps(f"loaded with {python} (torch {loaded.torch})", loaded.ops,
                         tuple(load_problems(loaded)))
     layout = Layout(path.resolve().parent.parent)
@@ -56,12 +64,43 @@ def wheel_ops(path: Path, report: WheelReport, python: Path | None) -> WheelOps 
 
 
 @dataclass(frozen=True)
+class Gated:
+    """The sha256 the build of a wheel's cell took when it packaged the wheel, before any of
+    the kernel's code ran (the bytes its gates and tests were run on, and the only ones it
+    publishes)."""
+
+    cell: str  # the cell's key
+    sha256: str
+
+    def problems(self, sha256: str) -> list[str]:
+        if sha256 == self.sha256:
+            return []
+        return [f"its bytes are not the ones cell {self.cell} gated (sha256 {self.sha256[:12]} "
+                f"when it was packaged, {sha256[:12]} now)"]
+
+
+def gated_digest(path: Path) -> Gated | None:
+    """For a wheel in the files/ folder of an output folder, what its cell's record says was
+    gated; None for any other wheel."""
+    layout = Layout(path.resolve().parent.parent)
+    if path.resolve().parent != layout.files or not layout.state.is_dir():
+        return None
+    for record in sorted(layout.state.glob("*.json")):
+        state = CellState.read(record)
+        if state is not None and state.wheel == path.name:
+            return Gated(record.stem, state.sha256)
+    return None
+
+
+@dataclass(frozen=True)
 class Inspected:
-    """One wheel's report, and its ops where they can be told."""
+    """One wheel's report, its ops where they can be told, and the digest its build gated
+    where its cell's record is at hand."""
 
     path: Path
     report: WheelReport
     ops: WheelOps | None
+    gated: Gated | None = None
 
 
 def inspect_wheels(paths: list[Path], load_with: Path | None) -> list[Inspected]:
@@ -69,5 +108,6 @@ def inspect_wheels(paths: list[Path], load_with: Path | None) -> list[Inspected]
     found = []
     for path in paths:
         report = inspect_wheel(path)
-        found.append(Inspected(path, report, wheel_ops(path, report, load_with)))
+        found.append(Inspected(path, report, wheel_ops(path, report, load_with),
+                               gated_digest(path)))
     return found

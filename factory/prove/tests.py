@@ -42,8 +42,8 @@ from ..toolchain.torch import TorchEnv
 from .inject._kernel_wheel_factory_gpu import NO_GPU
 from .testenv import TestEnvUnavailable, make_test_env, test_requirements
 
-__all__ = ["VERDICTS", "FileNote", "TestReport", "Verdict", "run_scripts", "run_tests",
-           "script_tests"]
+__all__ = ["VERDICTS", "FileNote", "TestReport", "Verdict", "make_tests_env", "run_in_tests_env",
+           "run_scripts", "run_tests", "script_tests"]
 
 INJECT = Path(__file__).with_name("inject")
 PLUGIN = "_kernel_wheel_factory_pytest"
@@ -199,30 +199,56 @@ def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Pa
     repo says its tests need, `wheelhouses` folders of wheels to install them from. A report
     that says why when the tests could not start (BuildError only for a suite that hung or
     crashed pytest)."""
+    if folder.exists() and tests.is_dir():
+        shutil.rmtree(folder)
+    made = make_tests_env(wheel, tests, torch, folder / "env", cache, log, offline, selection,
+                          needs, wheelhouses)
+    if isinstance(made, TestReport):
+        return made
+    return run_in_tests_env(made, tests, module, folder, log, selection, runs_in)
+
+
+def make_tests_env(wheel: Path, tests: Path, torch: TorchEnv, root: Path, cache: Path,
+                   log: Log, offline: bool = False, selection: TestSelection = ALL_TESTS,
+                   needs: tuple[str, ...] = (), wheelhouses: tuple[Path, ...] = ()
+                   ) -> Path | TestReport:
+    """The first half of run_tests, the one that needs the network and runs none of the
+    kernel's code: a fresh environment at `root` beside `torch` with the wheel, what its tests
+    need and the factory's plugin installed; its python. The report instead when there is
+    nothing to test or the environment cannot be made."""
     if not tests.is_dir():
         log.write("   not tested: the kernel has no tests/ folder")
         return TestReport.untested("the kernel has no tests/ folder", torch.torch_version)
     _check_chosen(tests, selection)
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+    if root.exists():
+        shutil.rmtree(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
     needed = test_requirements(wheel, needs, selection)
     log.step(f"making the test environment: torch {torch.torch_version}, "
              f"{' '.join(n.requirement for n in needed) or 'nothing more'}"
              + (f" (wheelhouses: {', '.join(map(str, wheelhouses))})" if wheelhouses else ""))
     try:
-        site = make_test_env(folder / "env", torch, wheel, needed, cache, log, offline,
-                             wheelhouses)
+        site = make_test_env(root, torch, wheel, needed, cache, log, offline, wheelhouses)
     except TestEnvUnavailable as exc:
         log.write(f"   not tested: {exc}")
         return TestReport.untested(str(exc), torch.torch_version)
     for name in (f"{PLUGIN}.py", f"{_GPU_MODULE}.py", "kernels.py"):
         shutil.copyfile(INJECT / name, site / name)
+    return root / "bin" / "python"
+
+
+def run_in_tests_env(python: Path, tests: Path, module: str, folder: Path, log: Log,
+                     selection: TestSelection = ALL_TESTS,
+                     runs_in: CommandPrefix | None = None) -> TestReport:
+    """The second half of run_tests, the kernel's own code: the tests of `tests`, copied into
+    `folder` (where they may write), run by `python` of an environment make_tests_env made."""
+    _check_chosen(tests, selection)
+    folder.mkdir(parents=True, exist_ok=True)
     shutil.copytree(tests, folder / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     facts, progress, asked = folder / "report.json", folder / "progress.json", folder / "asked"
     # short tracebacks: a long one formats every frame's arguments, and formatting hundreds of
     # failures' GPU tensors can take longer than the tests did
-    argv = [str(folder / "env" / "bin" / "python"), "-m", "pytest", "-p", PLUGIN,
+    argv = [str(python), "-m", "pytest", "-p", PLUGIN,
             "-p", "no:cacheprovider", "-rfEs", "--tb=short", "--rootdir", ".",
             "--continue-on-collection-errors", *selection.pytest_args()]
     env = _tests_environment(folder, module, selection)

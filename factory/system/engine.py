@@ -28,6 +28,7 @@ from typing import Any
 
 from .. import defaults
 from ..errors import BuildError
+from ..trust.credentials import without_inherited_secrets
 
 __all__ = ["OWNER_LABEL", "RUN_LABEL", "Engine", "source_archive"]
 
@@ -65,6 +66,7 @@ class Engine:
         try:
             done = subprocess.run([self.binary, "version", "--format", "{{.Server.Version}}"],
                                   capture_output=True, text=True,
+                                  env=without_inherited_secrets(),
                                   timeout=defaults.DOCKER_ANSWER_TIMEOUT)
         except subprocess.TimeoutExpired:
             return f"the docker daemon does not answer ({defaults.DOCKER_ANSWER_TIMEOUT} s)"
@@ -177,7 +179,7 @@ class Engine:
             # A new session: Ctrl-C reaches the factory, which then stops these itself.
             try:
                 process = subprocess.Popen([self.binary, *args], start_new_session=True,
-                                           **streams)
+                                           env=without_inherited_secrets(), **streams)
             except OSError as exc:
                 raise BuildError(f"docker cannot be run ({exc})") from None
             self._children.add(process)
@@ -217,6 +219,12 @@ class Engine:
                          defaults.DOCKER_CALL_TIMEOUT)
         assert data is not None  # with check on, a failed copy raises
         return tarfile.open(fileobj=io.BytesIO(data))
+
+    def remove(self, container: str) -> None:
+        """Remove one of this run's containers now, with whatever still runs in it."""
+        with self._lock:
+            self._containers.discard(container)
+        self._remove([container])
 
     def close(self) -> None:
         """Remove this run's containers (which ends what runs in them) and stop every docker
@@ -258,7 +266,7 @@ class Engine:
             return
         try:
             subprocess.run([self.binary, "rm", "--force", "--volumes", *containers],
-                           capture_output=True, check=False,
+                           capture_output=True, check=False, env=without_inherited_secrets(),
                            timeout=defaults.DOCKER_STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
             pass  # the daemon is stuck; a later run removes them as orphans

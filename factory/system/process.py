@@ -1,6 +1,7 @@
 """Every program the factory starts starts here (the container engine's docker commands in
 engine.py aside): in a process group of its own, with a time limit and a cap on what it may
-print, its output captured whole or streamed into a cell's log."""
+print, its output captured whole or streamed into a cell's log, and without the secrets of the
+factory's environment (trust/credentials.py: without_inherited_secrets)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import IO, TextIO
 
 from .. import defaults
 from ..errors import BuildError, CommandFailed, NotStarted, OutputOverflow, ProcessError, TimedOut
-from ..trust.credentials import passed_environment, redact
+from ..trust.credentials import passed_environment, redact, without_inherited_secrets
 
 __all__ = ["Child", "Completed", "Log", "NotStarted", "OutputOverflow", "ProcessError",
            "GPU_VARIABLES", "TimedOut", "bounded_run", "first_error", "first_output_line",
@@ -75,7 +76,7 @@ class Child:
         self.command = [str(arg) for arg in argv]
         try:
             self.popen = subprocess.Popen(
-                self.command, cwd=cwd, env=None if env is None else dict(env),
+                self.command, cwd=cwd, env=without_inherited_secrets(env),
                 stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT if merged else subprocess.PIPE,

@@ -28,7 +28,8 @@ from urllib.parse import parse_qsl, urlsplit
 from ..errors import ConfigError
 
 __all__ = ["MASK", "SAFE_KEYS", "credential_in", "escape_controls", "mask_url",
-           "passed_environment", "redact", "refuse_credentials", "secret_values"]
+           "passed_environment", "redact", "refuse_credentials", "secret_values",
+           "without_inherited_secrets"]
 
 MASK = "***"
 
@@ -168,6 +169,27 @@ def passed_environment(environ: Mapping[str, str] | None = None,
     return {name: value for name, value in environ.items()
             if name in _PASSED_VARIABLES or (name.startswith(prefixes)
                                             and not _SECRET_NAME.search(name))}
+
+
+# Credentials the programs the factory starts read themselves: uv's and pip's for an index
+# they install from (UV_INDEX_<NAME>_PASSWORD, PIP_* settings).
+_CHILD_CREDENTIALS = ("UV_", "PIP_")
+
+
+def without_inherited_secrets(env: Mapping[str, str] | None = None,
+                              environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a program the factory starts gets: `env` (else `environ`, the
+    factory's own) without the variables it took from `environ` whose names say they are
+    secrets. The factory reads those itself, in its own process (twine TWINE_*,
+    huggingface_hub HF_TOKEN, boto3 AWS_*, the object cache's key; see trust/keys.py and
+    publish/); no compiler, installer, git or docker command needs them, and none of the
+    kernel's code may see them. A secret set on purpose for the program (a matrix's `env:`
+    value of its own) stays, and so do uv's and pip's index credentials."""
+    environ = os.environ if environ is None else environ
+    env = environ if env is None else env
+    return {name: value for name, value in env.items()
+            if not (_SECRET_NAME.search(name) and environ.get(name) == value
+                    and not name.startswith(_CHILD_CREDENTIALS))}
 
 
 def redact(text: str, environ: Mapping[str, str] | None = None) -> str:

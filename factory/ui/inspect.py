@@ -9,7 +9,7 @@ from packaging.utils import canonicalize_name
 from rich.console import Console
 from rich.table import Table
 
-from ..pipeline.inspect import WheelOps
+from ..pipeline.inspect import Gated, WheelOps
 from ..values.units import human_size
 from ..wheel.expect import recorded_expectation
 from ..wheel.fatbin import describe_code_size
@@ -21,47 +21,31 @@ from ..wheel.variant import property_lines
 __all__ = ["print_report", "report_json"]
 
 
-def report_json(reports: list[WheelReport],
-                loads: list[WheelOps | None] | None = None) -> dict[str, Any]:
+def report_json(reports: list[WheelReport], loads: list[WheelOps | None] | None = None,
+                gated: list[Gated | None] | None = None) -> dict[str, Any]:
     wheels = []
-    for report, ops in zip(reports, loads or [None] * len(reports), strict=True):
+    for report, ops, digest in zip(reports, loads or [None] * len(reports),
+                                   gated or [None] * len(reports), strict=True):
         entry = report.to_json()
         entry["problems"] = check_wheel(report, recorded_expectation(report))
         if ops is not None:
             entry["problems"] += list(ops.problems)
             entry["ops"] = {"seen": ops.seen, "ops": [op.to_json() for op in ops.ops]}
+        if digest is not None:
+            entry["gated"] = {"cell": digest.cell, "sha256": digest.sha256,
+                              "matches": digest.sha256 == report.sha256}
+            entry["problems"] += digest.problems(report.sha256)
         wheels.append(entry)
     return {"schema": REPORT_SCHEMA, "wheels": wheels}
 
 
-def print_report(report: WheelReport, console: Console,
-                 ops: WheelOps | None = None) -> list[str]:
+def print_report(report: WheelReport, console: Console, ops: WheelOps | None = None,
+                 gated: Gated | None = None) -> list[str]:
     """Print one wheel's report; return the problems the gates (and loading it, when it was
-    loaded) find in it."""
+    loaded, and the digest its build gated, where its cell's record is at hand) find in
+    it."""
     console.print(f"[bold]{report.file}[/bold]")
-    facts = Table.grid(padding=(0, 2))
-    facts.add_column(style="dim")
-    facts.add_column(overflow="fold")
-    variant = report.wheel.variant
-    label = f" (label {report.label})" if report.label and variant is None else ""
-    facts.add_row("name", report.name)
-    facts.add_row("version", f"{report.version}{label}")
-    if variant is not None:
-        facts.add_row("variant", f"{report.label} (PEP 825): " + ", ".join(
-            property_lines(variant)))
-    facts.add_row("tags", ", ".join(report.tags))
-    facts.add_row("python", report.requires_python or "any")
-    facts.add_row("torch", report.torch_requirement or "not required")
-    others = [r for r in report.requires if not _names_torch(r)]
-    if others:
-        facts.add_row("requires", ", ".join(others))
-    facts.add_row("size", f"{report.size:,} bytes ({human_size(report.size)}); "
-                          f"{human_size(report.wheel.installed_size)} installed")
-    facts.add_row("sha256", report.sha256)
-    if report.shared_objects:
-        facts.add_row("SASS", " ".join(report.sass) or "none")
-        facts.add_row("PTX", " ".join(report.ptx) or "none")
-    console.print(facts)
+    console.print(_facts(report, gated))
 
     if report.shared_objects:
         table = Table(show_lines=False, pad_edge=False)
@@ -81,6 +65,8 @@ def print_report(report: WheelReport, console: Console,
     if ops is not None:
         _print_ops(ops, console)
         problems += list(ops.problems)
+    if gated is not None:
+        problems += gated.problems(report.sha256)
     if problems:
         console.print(f"[red]checks: {len(problems)} problem(s)[/red]")
         for problem in problems:
@@ -88,6 +74,38 @@ def print_report(report: WheelReport, console: Console,
     else:
         console.print("[green]checks: all passed[/green]")
     return problems
+
+
+def _facts(report: WheelReport, gated: Gated | None) -> Table:
+    """The wheel's facts, one per row."""
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="dim")
+    facts.add_column(overflow="fold")
+    variant = report.wheel.variant
+    label = f" (label {report.label})" if report.label and variant is None else ""
+    facts.add_row("name", report.name)
+    facts.add_row("version", f"{report.version}{label}")
+    if variant is not None:
+        facts.add_row("variant", f"{report.label} (PEP 825): " + ", ".join(
+            property_lines(variant)))
+    facts.add_row("tags", ", ".join(report.tags))
+    facts.add_row("python", report.requires_python or "any")
+    facts.add_row("torch", report.torch_requirement or "not required")
+    others = [r for r in report.requires if not _names_torch(r)]
+    if others:
+        facts.add_row("requires", ", ".join(others))
+    facts.add_row("size", f"{report.size:,} bytes ({human_size(report.size)}); "
+                          f"{human_size(report.wheel.installed_size)} installed")
+    facts.add_row("sha256", report.sha256)
+    if gated is not None:
+        facts.add_row("gated", f"sha256 {gated.sha256}, taken by cell {gated.cell} when it "
+                               "packaged the wheel, before any of its code ran: "
+                               + ("these bytes" if gated.sha256 == report.sha256 else
+                                  "NOT these bytes"))
+    if report.shared_objects:
+        facts.add_row("SASS", " ".join(report.sass) or "none")
+        facts.add_row("PTX", " ".join(report.ptx) or "none")
+    return facts
 
 
 def _print_ops(ops: WheelOps, console: Console) -> None:

@@ -122,6 +122,9 @@ class LiveReporter:
         print_summary(self.console, results)
 
 
+UNCONFINED = "its code ran unconfined (--unconfined)"
+
+
 def print_summary(console: Console, results: list[CellResult]) -> None:
     table = Table(title="factory build", title_justify="left")
     for column in ("cell", "status", "seconds", "wheel / reason"):
@@ -130,7 +133,8 @@ def print_summary(console: Console, results: list[CellResult]) -> None:
         outcome = "\n".join(part for part in (result.wheel or result.detail,
                                                result.describe_size(),
                                                result.describe_units(),
-                                               _verdict(result)) if part)
+                                               _verdict(result),
+                                               UNCONFINED if result.unconfined else "") if part)
         if result.status in ("failed", "untested") and result.log is not None:
             outcome = f"{result.detail}\nlog: {result.log}"
         status = Text(result.status, style=STYLES.get(result.status, ""))
@@ -150,6 +154,10 @@ def print_summary(console: Console, results: list[CellResult]) -> None:
         console.print("kernel tests: " + ", ".join(
             f"{verdicts.count(verdict)} {verdict}" for verdict in VERDICTS
             if verdict in verdicts), markup=False)
+    unconfined = sum(result.unconfined for result in results)
+    if unconfined:
+        console.print(f"--unconfined: the kernel's code of {unconfined} cell(s) ran outside "
+                      "the sandbox, with your rights, files and network", markup=False)
     units = [result.units for result in results if result.units is not None]
     if units:
         console.print(f"units: {sum(u[1] for u in units)} compiled, {sum(u[2] for u in units)} "

@@ -24,6 +24,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from ..errors import WheelReadError
+from ..outputs.files import read_regular
 from .provenance import Provenance
 from .variant import VARIANT_FILE, Properties, check_variant_json, split_variant
 
@@ -79,6 +80,7 @@ def read_wheel(path: Path) -> WheelFile:
 
 
 _MEMBER_LIMIT = 16 << 20  # bytes: METADATA, provenance.json or variant.json inflated
+_WHEEL_LIMIT = 8 << 30  # bytes: the largest kernel wheels are a few hundred MB
 
 
 def _member(path: Path, archive: zipfile.ZipFile, name: str) -> bytes:
@@ -92,10 +94,16 @@ def _member(path: Path, archive: zipfile.ZipFile, name: str) -> bytes:
 
 
 def read_bytes(path: Path) -> bytes:
+    """A wheel's bytes: a regular file (a link to one is followed) of at most _WHEEL_LIMIT
+    bytes; a FIFO, a device or a larger file is refused before it is read."""
     try:
-        return path.read_bytes()
+        data = read_regular(path, _WHEEL_LIMIT, follow=True)
     except OSError as exc:
         raise WheelReadError(f"cannot read the wheel ({exc.strerror})", file=path) from None
+    if data is None:
+        raise WheelReadError(f"not a regular file of at most {_WHEEL_LIMIT >> 30} GiB",
+                             file=path)
+    return data
 
 
 @contextmanager

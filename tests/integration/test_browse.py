@@ -3,20 +3,13 @@ index served by `factory serve`, at a phone's width."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
-
-from ..support.checks import present
-from ..support.factory import Result
-
-if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
-
+import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,23 +17,20 @@ from factory.prove.tests import TestReport
 from factory.wheel.read import read_wheel
 
 from ..support.browser import open_page, shot, text
-from ..support.factory import run_factory
+from ..support.checks import present
+from ..support.factory import Result, run_factory
 from ..support.servers import serving
 
-pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.network]
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
+pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.network]
 
 
 @pytest.fixture(scope="module")
 def site(example_tested: tuple[Path, Result]) -> Iterator[str]:
     with serving(example_tested[0]) as url:
         yield url
-
-
-
-
-
-
 
 
 def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser: Browser, site: str,
@@ -71,6 +61,9 @@ def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser: Br
     (wheel,) = (example_tested[0] / "files").glob("*.whl")
     entered = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(wheel.stat().st_mtime))
     assert f"uploaded{entered}" in details, details
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert f"sha256{digest} (gated: taken when it was packaged, before any of its code ran)" \
+        in details, details
     built = read_wheel(wheel).record
     assert built is not None and entered != time.strftime(
         "%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(built.build.source_date_epoch))

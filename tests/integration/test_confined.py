@@ -1,17 +1,23 @@
-"""A hostile kernel's own code, where the factory runs it on this machine (the local runner):
-its `__init__.py` (run by the import gate and by every test that imports it), its pytest tests
-and a script test read HF_TOKEN from their environment and from every /proc/*/environ they can
-see, connect to a listener this test runs, write beside the build folder, into the repo and
-into the factory's cache, append to every wheel under --out and plant a wheel with a
-publish-journal note. Built with the factory holding secrets in its environment, the cell is
-built, tested and published with exactly the bytes it was packaged with: the secrets are in no
-file, log, page or wheel, the listener is never reached, nothing is written outside."""
+"""A hostile kernel's own code, where the factory runs it on this machine (the local runner)
+and in builder containers (the docker runner): its `__init__.py` (run by the import gate and by
+every test that imports it), its pytest tests and a script test read HF_TOKEN from their
+environment and from every /proc/*/environ they can see, connect to a listener this test runs,
+write beside the build folder, into the repo and into the factory's cache, append to every
+wheel under --out and plant a wheel with a publish-journal note. Built with the factory holding
+secrets in its environment, the cell is built, tested and published with exactly the bytes it
+was packaged with: the secrets are in no file, log, page or wheel, the listener is never
+reached, nothing is written outside. In containers the kernel's code itself fails (its cell,
+or its test) should it see a secret or reach the listener: what it leaves there goes with its
+container."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import shutil
 import socket
+import subprocess
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -58,6 +64,8 @@ def _hostile(where):
             said.append(f"blocked {{_target}}: {{_exc.strerror}}")
     _mark = _pathlib.Path(_os.environ.get("HOME", "/nonexistent")) / f"hostile-{{where}}.txt"
     _mark.write_text("\\n".join(said) + "\\n")
+    if {strict} and (found or "reached the listener" in said):
+        raise RuntimeError(f"hostile-gray's {{where}} got out: " + "; ".join(said))
 
 
 _hostile("import")
@@ -111,15 +119,12 @@ def listener() -> Iterator[tuple[int, list[bytes]]]:
     server.close()
 
 
-@pytest.fixture(scope="module")
-def hostile_native(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path,
-                   listener: tuple[int, list[bytes]]) -> tuple[Path, list[str], Path, Result]:
+def hostile_build(folder: Path, factory_cache: Path, port: int, runner: str,
+                  top: str = "") -> tuple[Path, list[str], Result]:
     """The example, renamed hostile-gray (a cell folder of its own), with the hostile code in
-    its package and tests, built, tested and published with --test by the local runner, the
-    factory's environment holding SECRETS: its output folder, the targets it wrote to, its
-    cell's build folder and what the build said."""
-    debian_package("bubblewrap", "bwrap")
-    folder = tmp_path_factory.mktemp("hostile-native")
+    its package and tests, built, tested and published with --test by `runner`, the
+    factory's environment holding SECRETS: its output folder, the targets it writes to and
+    what the build said."""
     kernel = shutil.copytree(EXAMPLE, folder / "hostile-gray")
     (kernel / "torch-ext" / "img2gray").rename(kernel / "torch-ext" / "hostile_gray")
     toml = kernel / "build.toml"
@@ -133,13 +138,24 @@ def hostile_native(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path
                str(factory_cache / "hostile-was-here"), str(folder / "beside-the-out-folder")]
     init = kernel / "torch-ext" / "hostile_gray" / "__init__.py"
     init.write_text(init.read_text() + PAYLOAD.format(
-        names=sorted(SECRETS), port=listener[0],
-        targets=targets, out=str(out)))
+        names=sorted(SECRETS), port=port, targets=targets, out=str(out),
+        strict=runner == "docker"))
     (kernel / "tests" / "test_hostile_pytest.py").write_text(PYTEST_TEST)
     (kernel / "tests" / "test_hostile_script.py").write_text(SCRIPT_TEST)
-    matrix = one_cell_matrix(folder, kernel)
-    result = run_factory("build", matrix, "--out", out, "--test",
+    matrix = one_cell_matrix(folder, kernel, top=top)
+    result = run_factory("build", matrix, "--out", out, "--test", "--runner", runner,
                          env={**cache_env(factory_cache), **SECRETS})
+    return out, targets, result
+
+
+@pytest.fixture(scope="module")
+def hostile_native(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path,
+                   listener: tuple[int, list[bytes]]) -> tuple[Path, list[str], Path, Result]:
+    """hostile_build on this machine, and its cell's build folder."""
+    debian_package("bubblewrap", "bwrap")
+    out, targets, result = hostile_build(tmp_path_factory.mktemp("hostile-native"),
+                                         factory_cache, listener[0], "local")
+    build_root = Path(cache_env(factory_cache)["KERNEL_WHEEL_FACTORY_BUILD_ROOT"])
     return out, targets, build_root / "hostile-gray-cu130torch211-x86_64", result
 
 
@@ -168,6 +184,47 @@ def test_nothing_the_hostile_kernel_did_reaches_the_index_or_outside(
     assert listener[1] == []
     for target in targets:
         assert not Path(target).exists(), target
+    published_and_intact(out, result)
+
+
+@pytest.fixture(scope="module")
+def hostile_in_docker(tmp_path_factory: pytest.TempPathFactory, factory_cache: Path,
+                      listener: tuple[int, list[bytes]],
+                      bullseye_base: str) -> tuple[Path, list[str], Result]:
+    """hostile_build by the docker runner, on the offline base."""
+    return hostile_build(tmp_path_factory.mktemp("hostile-docker"), factory_cache, listener[0],
+                         "docker", top=f"docker:\n  base: {bullseye_base}")
+
+
+@pytest.mark.docker
+@pytest.mark.root
+def test_in_containers_the_hostile_kernel_gets_nothing_out(
+        hostile_in_docker: tuple[Path, list[str], Result],
+        listener: tuple[int, list[bytes]]) -> None:
+    """Its import gate, its tests (the pytest test and the script, both failing should the
+    kernel see a secret or reach the listener) ran each in a container of its own, which is
+    gone; the wheel published is the one packaged."""
+    out, targets, result = hostile_in_docker
+    assert result.exit == 0, result.stdout + result.stderr
+    assert "kernel tests: 1 proven" in result.stdout, result.stdout
+    log = (out / "logs" / "hostile-gray-cu130torch211-x86_64.log").read_text()
+    started = re.findall(r"the kernel's code runs in a container of its own, (\S+):", log)
+    assert [name.rsplit("-", 2)[1] for name in started] == ["load", "test"], started
+    # proven: the pytest test and the script ran, and neither saw a secret or the listener
+    assert re.search(r"\$ python \S*test_hostile_script\.py", log), log[-3000:]
+    existing = subprocess.run(["docker", "ps", "--all", "--format", "{{.Names}}"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    assert not set(started) & set(existing)
+    assert listener[1] == []
+    for target in targets:
+        assert not Path(target).exists(), target
+    published_and_intact(out, result)
+
+
+def published_and_intact(out: Path, result: Result) -> None:
+    """Only the kernel's wheel is in the index, with the bytes the index records, none of the
+    hostile code's writes in it, and no secret in anything under `out` or in what the build
+    said."""
     wheels = sorted((out / "files").glob("*.whl"))
     assert [wheel.name.split("-")[0] for wheel in wheels] == ["hostile_gray"]
     assert not list(out.rglob("evil-*")) and not list(out.rglob("999999-*"))
@@ -177,7 +234,6 @@ def test_nothing_the_hostile_kernel_did_reaches_the_index_or_outside(
     with zipfile.ZipFile(wheel) as archive:
         assert archive.testzip() is None
         unpacked = b"".join(archive.read(name) for name in archive.namelist())
-    # the index's own record of the wheel is its bytes
     digest = hashlib.sha256(data).hexdigest()
     page = next(out.rglob("simple/hostile-gray/index.html")).read_text()
     assert f"sha256={digest}" in page
@@ -185,3 +241,73 @@ def test_nothing_the_hostile_kernel_did_reaches_the_index_or_outside(
     for value in SECRETS.values():
         assert value not in result.stdout + result.stderr
         assert value.encode() not in published + unpacked
+
+
+def test_a_build_with_unconfined_says_so_in_its_summary_and_the_cells_record(
+        tmp_path: Path, factory_cache: Path) -> None:
+    """The one way to run the kernel's code on this machine outside the sandbox is said at
+    the start, in the log, in the summary and in the record the cell keeps."""
+    out = tmp_path / "out"
+    result = run_factory("build", one_cell_matrix(tmp_path, EXAMPLE), "--out", out,
+                         "--unconfined", env=cache_env(factory_cache))
+    assert result.exit == 0, result.stdout + result.stderr
+    assert "--unconfined: the code of others that runs on this machine" in result.stdout
+    assert "--unconfined: the kernel's code of 1 cell(s) ran outside the sandbox" in \
+        result.stdout, result.stdout
+    log = (out / "logs" / "img2gray-cu130torch211-x86_64.log").read_text()
+    assert "unconfined (--unconfined): the kernel's code runs with this user's rights" in log
+    (record,) = (out / ".factory" / "cells").glob("img2gray-*.json")
+    assert json.loads(record.read_text())["unconfined"] is True
+
+
+HOSTILE_MODULE = '''
+import os as _os, pathlib as _pathlib, socket as _socket
+_seen = [_name for _name in {names!r} if _name in _os.environ]
+for _environ in _pathlib.Path("/proc").glob("*/environ"):
+    try:
+        _data = _environ.read_bytes()
+    except OSError:
+        continue
+    _seen += [_name for _name in {names!r} if (_name + "=").encode() in _data]
+try:
+    _socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+    _seen.append("the listener")
+except OSError:
+    pass
+for _target in {targets!r}:
+    try:
+        _pathlib.Path(_target).write_text("hostile-was-here")
+        _seen.append(_target)
+    except OSError:
+        pass
+print("hostile-tile:", len(_seen), "thing(s) got out")
+if _seen:
+    raise SystemExit("hostile-tile got out: " + ", ".join(_seen))
+'''
+
+
+def test_a_cutile_projects_module_run_by_the_export_gets_nothing_out(
+        tmp_path: Path, factory_cache: Path, listener: tuple[int, list[bytes]]) -> None:
+    """The module of a cuTile project that cuTile's export imports to compile its kernels
+    (and the import gate imports again) reads every secret it can find, calls the listener
+    and writes beside the build folder, failing the build should any of it work: the build
+    passes, and nothing reached the listener or the disk."""
+    debian_package("bubblewrap", "bwrap")
+    project = shutil.copytree(REPO / "examples" / "tile-add", tmp_path / "tile-add")
+    build_root = Path(cache_env(factory_cache)["KERNEL_WHEEL_FACTORY_BUILD_ROOT"])
+    targets = [str(build_root / "hostile-was-here"), str(factory_cache / "hostile-was-here"),
+               str(tmp_path / "beside-the-out-folder")]
+    kernels = project / "tile_add" / "kernels.py"
+    kernels.write_text(HOSTILE_MODULE.format(names=sorted(SECRETS), port=listener[0],
+                                             targets=targets) + kernels.read_text())
+    matrix = one_cell_matrix(tmp_path, project)
+    out = tmp_path / "out"
+    result = run_factory("build", matrix, "--out", out, env={**cache_env(factory_cache),
+                                                              **SECRETS})
+    assert result.exit == 0, result.stdout + result.stderr
+    log = (out / "logs" / "tile-add-cu130torch211-x86_64.log").read_text()
+    assert "hostile-tile: 0 thing(s) got out" in log, log[-3000:]
+    assert listener[1] == []
+    assert not [target for target in targets if Path(target).exists()]
+    for value in SECRETS.values():
+        assert value not in result.stdout + result.stderr + log

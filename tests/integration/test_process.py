@@ -5,12 +5,14 @@ command whose output streams into a log (a kernel's tests) is bounded in time th
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from factory.system.engine import Engine
 from factory.system.process import (
     Log,
     NotStarted,
@@ -103,3 +105,28 @@ def test_a_logged_step_past_its_time_is_stopped_in_one_line(tmp_path: Path) -> N
             pytest.raises(TimedOut, match=r"sleeping ran past its time limit \(1 s\)"):
         run(["sleep", "300"], Log(handle), timeout=1, what="sleeping")
     assert time.monotonic() - started < 10
+
+
+def test_no_program_the_factory_starts_inherits_its_secrets(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The factory reads its credentials in its own process; what it starts (a compiler,
+    uv, git, docker, a kernel's code) gets none of them, but for uv's and pip's index
+    credentials and a secret given to the program on purpose."""
+    inherited = {"HF_TOKEN": "hf_inherited_value", "TWINE_PASSWORD": "twine-inherited",
+                 "AWS_SECRET_ACCESS_KEY": "aws-inherited-secret",
+                 "KERNEL_WHEEL_FACTORY_OBJECT_KEY": "object-key-value"}
+    for name, value in {**inherited, "UV_INDEX_PRIVATE_PASSWORD": "uv-index-password",
+                        "PLAIN_SETTING": "kept-as-is"}.items():
+        monkeypatch.setenv(name, value)
+    seen = bounded_run(["env"], 30).stdout
+    assert "UV_INDEX_PRIVATE_PASSWORD=uv-index-password\n" in seen
+    assert "PLAIN_SETTING=kept-as-is\n" in seen
+    for value in inherited.values():
+        assert value not in seen
+    given = bounded_run(["env"], 30, env={**os.environ, "MATRIX_API_TOKEN": "given-on-purpose",
+                                          "PATH": os.environ["PATH"]}).stdout
+    assert "MATRIX_API_TOKEN=given-on-purpose\n" in given
+    assert "hf_inherited_value" not in given
+    docker = Engine(binary="env")
+    with docker:
+        assert "hf_inherited_value" not in docker.call([])

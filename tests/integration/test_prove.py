@@ -4,6 +4,7 @@ own tests against its wheel), the import guard that names its index, and `factor
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -295,6 +296,31 @@ def test_the_example_passes_the_import_gate_and_records_its_op(
     assert shown.exit == 0, shown.stdout
     assert "recorded by the import gate of cell img2gray/cu130torch211/x86_64" in shown.stdout
     assert "ready (fake implementation)" in shown.stdout
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert re.search(rf"gated\s+sha256 {digest}, taken by cell img2gray-cu130torch211-x86_64 "
+                     r"when it\s+packaged the wheel, before any of its code ran: these bytes",
+                     shown.stdout), shown.stdout
+
+
+@pytest.mark.slow
+def test_inspect_names_a_published_wheel_whose_bytes_are_not_the_gated_ones(
+        example_build: tuple[Path, Result], tmp_path: Path, torch_venv: Path) -> None:
+    """A copy of the example's index whose wheel was changed after its build (a comment added
+    to its zip: every member intact): inspect says it is not what was gated, and fails;
+    --load-with imports it, confined."""
+    out = shutil.copytree(example_build[0], tmp_path / "out", symlinks=True)
+    wheel = next((out / "files").glob("*.whl"))
+    with zipfile.ZipFile(wheel, "a") as archive:
+        archive.comment = b"changed after it was gated"
+    shown = run_factory("inspect", "--json", wheel, "--load-with", torch_venv / "bin" / "python")
+    assert shown.exit == 1, shown.stdout + shown.stderr
+    (report,) = json.loads(shown.stdout)["wheels"]
+    assert report["gated"]["matches"] is False
+    assert report["gated"]["cell"] == "img2gray-cu130torch211-x86_64"
+    assert any(problem.startswith("its bytes are not the ones cell img2gray-cu130torch211-x86_64 "
+                                  "gated (sha256 ") for problem in report["problems"]), report
+    assert report["ops"]["seen"].startswith(f"loaded with {torch_venv / 'bin' / 'python'}")
+    assert [op["name"].rsplit("::", 1)[1] for op in report["ops"]["ops"]] == ["img2gray"]
 
 
 # ---- factory test ---------------------------------------------------------------------------

@@ -453,6 +453,13 @@ CASES: dict[str, Case] = {
     "matrix a FIFO": command("build", "fifo.yaml", expected="is not a regular file",
                              setup=lambda p: os.mkfifo(p / "fifo.yaml")),
     "matrix /dev/zero": command("plan", "/dev/zero", expected="is not a regular file"),
+    "inspect a FIFO": command("inspect", "x-1.0-py3-none-any.whl",
+                              expected="x-1.0-py3-none-any.whl: not a regular file",
+                              setup=lambda p: os.mkfifo(p / "x-1.0-py3-none-any.whl")),
+    "manifest a FIFO": command(
+        "index", "--out", "index", exit=1,
+        expected="manifest.json cannot be read (not a regular file of at most 1024 MiB)",
+        setup=replace_with("index/.factory/manifest.json", os.mkfifo)),
     "matrix a symlink loop": command("plan", "loop.yaml", expected="Too many levels of symbolic",
                                      setup=lambda p: os.symlink("loop.yaml", p / "loop.yaml")),
     "matrix unreadable": command("plan", "matrix.yaml", expected="cannot read",

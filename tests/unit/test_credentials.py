@@ -186,3 +186,4 @@ def test_ssh_s_plain_login_in_an_scp_like_url_is_kept_and_a_token_is_not() -> No
     assert credential_in(f"user:{SECRET}@example.com:org/k.git") == "a password"
     assert redact(f"cloning user:{SECRET}@example.com:org/k.git failed", {}) == \
         "cloning ***@example.com:org/k.git failed"
+

@@ -27,7 +27,7 @@ states = st.builds(
                           st.integers(0, 10**4), st.integers(0, 10**4),
                           st.lists(text, max_size=2).map(tuple),
                           st.floats(0, 10**5, allow_nan=False), text, text),
-    st.none() | st.integers(0, 2**40))
+    st.none() | st.integers(0, 2**40), st.booleans())
 
 
 @given(states)
@@ -56,3 +56,16 @@ def test_a_damaged_or_foreign_state_reads_as_none(tmp_path: Path) -> None:
                  json.dumps({"fingerprint": "f", "wheel": None, "sha256": "s"})):
         path.write_text(text)
         assert CellState.read(path) is None, text
+
+
+def test_a_state_says_when_the_kernels_code_ran_unconfined(tmp_path: Path) -> None:
+    """Written only when it did; anything but true reads as confined."""
+    path = tmp_path / "cell.json"
+    CellState("f" * 64, "x-1.0-py3-none-any.whl", "a" * 64, unconfined=True).write(path)
+    assert json.loads(path.read_text())["unconfined"] is True
+    CellState("f" * 64, "x-1.0-py3-none-any.whl", "a" * 64).write(path)
+    assert "unconfined" not in json.loads(path.read_text())
+    path.write_text(json.dumps({"fingerprint": "f", "wheel": "w", "sha256": "s",
+                                "unconfined": "yes"}))
+    state = CellState.read(path)
+    assert state is not None and state.unconfined is False

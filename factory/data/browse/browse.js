@@ -279,7 +279,8 @@ function wheelDetails(wheel, release) {
   const rows = [
     ["file", el("a", { href: wheel.url }, wheel.filename)],
     ["size", wheel.installed_size ? `${formatSize(wheel.size)} (${formatSize(wheel.installed_size)} installed)` : formatSize(wheel.size)],
-    ["sha256", wheel.sha256],
+    // the index takes a wheel only with the bytes its build recorded when it packaged it
+    ["sha256", `${wheel.sha256} (gated: taken when it was packaged, before any of its code ran)`],
     ["GPU code", gpuCode(wheel)],
     ...beyondCell(wheel),
     ["platform", platformText(wheel)],

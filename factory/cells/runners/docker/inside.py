@@ -1,5 +1,5 @@
 """The factory's side of a builder container, run by the docker runner as
-`python -m factory.cells.runners.docker.inside prepare|build` with a JSON job on stdin.
+`python -m factory.cells.runners.docker.inside STEP` with a JSON job on stdin.
 
     standard  whether the image's host compiler gives the C++ standard a torch's headers
               demand (before anything is made for a cell of that torch)
@@ -8,10 +8,12 @@
               assembler), in the mounted cache (network on)
     build     build one cell (network off, the cache mounted read-only, a non-root user;
               the object cache's part of the image's base mounted read-write)
-    load      import the wheel a build left, with its torch (prove/load.py), in the same
-              container
-    test      run a kernel's tests against its wheel (prove/tests.py), in the prepare
-              container (network on, to install the test requirements)
+    test_env  make the environment a kernel's tests run in (prove/tests.py: the wheel, what
+              the tests need, pytest), in the mounted cache (network on; no kernel code runs)
+    load      import a built wheel with its torch (prove/load.py) and
+    test      run a kernel's tests in the environment test_env made: the kernel's own code,
+              each in a container of its own (network off, the cache mounted read-only, a
+              non-root user, no capabilities, no process of the factory's that holds a key)
 
 The cell comes as its record (plan/codec.py), read against the copy of the kernel in the
 container. The log goes to stdout. Lines that start with CONTROL carry JSON for the runner
@@ -35,7 +37,7 @@ from ....errors import BuildError, FactoryError
 from ....plan.codec import cell_from_record, recorded_spec
 from ....plan.costs import UnitCost
 from ....prove.load import load_wheel
-from ....prove.tests import run_tests
+from ....prove.tests import TestReport, make_tests_env, run_in_tests_env
 from ....sources.depends import Dependency
 from ....sources.tree import SourceTree
 from ....system.process import Log
@@ -56,10 +58,10 @@ CONTROL = "::kernel-wheel-factory:: "
 
 def main(argv: list[str]) -> int:
     steps = {"standard": _standard, "prepare": _prepare, "build": _build, "load": _load,
-             "test": _test}
+             "test_env": _test_env, "test": _test}
     if len(argv) != 1 or argv[0] not in steps:
         sys.stderr.write("usage: python -m factory.cells.runners.docker.inside "
-                         "standard|prepare|build|load|test < job.json\n")
+                         f"{'|'.join(steps)} < job.json\n")
         return 2
     job = json.loads(sys.stdin.read())
     log = Log(sys.stdout)
@@ -112,12 +114,20 @@ def _load(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
     say(result=report.to_json())
 
 
+def _test_env(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
+    made = make_tests_env(Path(job["wheel"]), Path(job["tests"]), _torch(job, log),
+                          Path(job["env"]), Path(job["cache"]), log,
+                          selection=TestSelection.from_json(job["selection"]),
+                          needs=tuple(job["needs"]),
+                          wheelhouses=tuple(map(Path, job.get("wheelhouses", ()))))
+    say(result={"report": made.to_json()} if isinstance(made, TestReport) else
+        {"python": str(made)})
+
+
 def _test(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
-    tested = run_tests(Path(job["wheel"]), Path(job["tests"]), job["module"], _torch(job, log),
-                       Path(job["folder"]), Path(job["cache"]), log,
-                       selection=TestSelection.from_json(job["selection"]),
-                       needs=tuple(job["needs"]),
-                       wheelhouses=tuple(map(Path, job.get("wheelhouses", ()))))
+    tested = run_in_tests_env(Path(job["python"]), Path(job["tests"]), job["module"],
+                              Path(job["folder"]), log,
+                              selection=TestSelection.from_json(job["selection"]))
     say(result=tested.to_json())
 
 

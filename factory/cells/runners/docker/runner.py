@@ -4,16 +4,22 @@ inside the factory's builder image of its CUDA version.
 Per builder image (a group of cells), two containers, each started once:
 
 - the *prepare* container, with the network on, makes the torch environments the group's cells
-  need, in the factory's cache (mounted read-write; uv's download cache is shared with the host);
+  need, and the environments their tests run in, in the factory's cache (mounted read-write;
+  uv's download cache is shared with the host); no kernel's code runs there;
 - the *build* container, started with `--network none`, as a non-root user, without
   capabilities, with only its image's part of the cache mounted, read-only, and the object
   cache's part for its base, read-write. Each kernel's source is copied in once (owned by root,
   so the build cannot change it); nothing of the user's tree is mounted. Each cell is built
   there by `docker exec`, and its wheel copied out.
 
-The wheel is judged by the gates outside the container, before it is published. The runner is
-a context manager: its engine removes every container when the run ends, fails or is
-interrupted.
+The kernel's own code (a setup.py or a cuTile export while it builds, the wheel's import, its
+tests) runs in a container of its own per cell and step, removed when the step ends with all
+it started: the build container's confinement, but nothing of the object cache, no other
+kernel's files, and no process of the factory's that holds the object cache's key.
+
+The wheel is copied out before any of the kernel's code runs, and judged by the gates outside
+the container before it is published. The runner is a context manager: its engine removes
+every container when the run ends, fails or is interrupted.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from types import TracebackType
@@ -56,6 +63,10 @@ CACHE = PurePosixPath("/cache")  # the factory's cache, as containers see it
 SOURCES = PurePosixPath("/work/src")
 DEPENDS = PurePosixPath("/work/depends")  # C++ dependencies: <name>/<n>, the n-th header folder
 OBJECTS = PurePosixPath("/objects")  # the object cache's part of the image's base
+# in a container of the kernel's code: what is copied in (owned by root: read-only to it), and
+# where it may write
+KERNEL = PurePosixPath("/tmp/kernel-wheel-factory-kernel")
+SCRATCH = PurePosixPath("/tmp/kernel-wheel-factory-scratch")
 OUTPUT = PurePosixPath("/tmp/kernel-wheel-factory/out")
 TESTS = PurePosixPath("/tmp/kernel-wheel-factory-tests")  # factory test: wheels, tests, envs
 CUDA_HOME = "/usr/local/cuda"
@@ -115,6 +126,7 @@ class DockerRunner:
         self.engine = engine or Engine()
         self._groups: dict[str, _Group] = {}
         self._lock = threading.Lock()
+        self._steps = 0  # containers started for the kernel's code
 
     def __enter__(self) -> DockerRunner:
         self.engine.__enter__()
@@ -151,15 +163,20 @@ class DockerRunner:
         progress("torch environment")
         self._prepare(group, cell, log)
         progress("copying the source in")
+        if cell.spec.is_pep517:  # its build runs the kernel's code: a container of its own
+            with self._kernel_container(group, "build", log) as container:
+                self._copy_sources(container, cell, set())
+                return self._run_build(group, container, cell, staging, log,
+                                       replace(compiling, objects=None), progress)
         compiling = replace(compiling, part=f"{DOCKER_PARTS}/{slug(group.image.base)}")
         container = self._build_container(group, cell, compiling.store)
         return self._run_build(group, container, cell, staging, log, compiling, progress)
 
     def load(self, cell: Cell, wheel: Path, modules: list[str], log: Log) -> LoadReport:
-        """Loaded where it was built: in its builder container (network off), with the torch
-        environment it was built against."""
+        """Loaded in its builder image, in a container of its own (the kernel's code runs),
+        with the torch environment it was built against."""
         group = self._group(self.image(cell))
-        assert group.build is not None and cell.cuda is not None  # the cell was built there
+        assert cell.cuda is not None
         python = str(manylinux_python(cell.python)) if cell.python is not None else None
         requires = gate_requirements(cell, wheel)
         if cell.spec.is_pep517 and not cell.spec.is_cutile and requires:
@@ -170,18 +187,22 @@ class DockerRunner:
         job = {"torch": str(cell.torch), "cuda": str(major_minor(cell.cuda.version)),
                "torch_index": cell.cuda.torch_index, "python": python,
                "cache": str(CACHE / self._base_cache(group.image)),
-               "wheel": str(OUTPUT / cell.key / wheel.name), "modules": modules,
-               "folder": str(OUTPUT / cell.key / "load"), "requires": requires}
-        outcome = self._exec(group.build, "load", job, log, lambda step: None)
+               "wheel": str(KERNEL / "wheel" / wheel.name), "modules": modules,
+               "folder": str(SCRATCH / "load"), "requires": requires}
+        with self._kernel_container(group, "load", log) as container:
+            self.engine.copy_in(container, str(KERNEL.parent), source_archive(
+                wheel.parent, [Path(wheel.name)], f"{KERNEL.name}/wheel"))
+            outcome = self._exec(container, "load", job, log, lambda step: None)
         loaded = LoadReport.from_json(outcome["result"])
         if loaded is None:
             raise BuildError(f"the container's report of loading {wheel.name} is damaged")
         return loaded
 
     def test(self, cell: Cell, wheel: Path, log: Log) -> TestReport:
-        """Tested where it was built: in its builder image, in the container that prepares
-        the torch environments (the network is on there, to install pytest and the wheel's
-        requirements; no GPU is passed in)."""
+        """Tested in its builder image: the environment made by the prepare container (the
+        network is on there, to install pytest and what the tests need) in the cache, the
+        tests run in a container of their own, as the wheel's import is (no GPU is passed
+        in)."""
         assert cell.cuda is not None
         tests = cell.spec.root / "tests"
         group = self._group(self.image(cell))
@@ -196,15 +217,28 @@ class DockerRunner:
                             source_archive(tests, source_files(tests),
                                            f"{TESTS.name}/{cell.key}/tests"))
         python = str(manylinux_python(cell.python)) if cell.python is not None else None
+        cache = CACHE / self._base_cache(group.image)
+        # in the cache, which the tests' container has read-only; one factory at a time
+        envs = f"{self._base_cache(group.image)}/tests/{slug(cell.key)}"
         job = {"torch": str(cell.torch), "cuda": str(major_minor(cell.cuda.version)),
-               "torch_index": cell.cuda.torch_index, "python": python,
-               "cache": str(CACHE / self._base_cache(group.image)),
+               "torch_index": cell.cuda.torch_index, "python": python, "cache": str(cache),
                "wheel": str(stage / "wheel" / wheel.name), "tests": str(stage / "tests"),
-               "module": cell.spec.python_name, "folder": str(stage / "run"),
-               "selection": cell.tests.to_json(), "needs": list(cell.spec.test_requires),
-               "wheelhouses": self._wheelhouses(group)}
-        outcome = self._exec(group.prepare, "test", job, log, lambda step: None)
-        report = TestReport.from_json(outcome["result"])
+               "env": str(CACHE / envs / "env"), "selection": cell.tests.to_json(),
+               "needs": list(cell.spec.test_requires), "wheelhouses": self._wheelhouses(group)}
+        with exclusive(self.cache / envs):
+            made = self._exec(group.prepare, "test_env", job, log, lambda step: None)["result"]
+            if not isinstance(made, dict) or not isinstance(made.get("python"), str):
+                report = TestReport.from_json(made.get("report") if isinstance(made, dict)
+                                              else None)
+            else:
+                with self._kernel_container(group, "test", log) as container:
+                    self.engine.copy_in(container, str(KERNEL.parent), source_archive(
+                        tests, source_files(tests), f"{KERNEL.name}/tests"))
+                    outcome = self._exec(container, "test", {
+                        "python": made["python"], "tests": str(KERNEL / "tests"),
+                        "module": cell.spec.python_name, "folder": str(SCRATCH / "tests"),
+                        "selection": cell.tests.to_json()}, log, lambda step: None)
+                report = TestReport.from_json(outcome["result"])
         if report is None:
             raise BuildError("the container's report of the tests is damaged")
         return report
@@ -343,38 +377,67 @@ class DockerRunner:
         relative to the cache: under self.cache on the host, under CACHE in a container."""
         return f"docker/{slug(image.base)}"
 
+    def _confined(self, group: _Group) -> list[str]:
+        """The options of a container where a build or the kernel's code runs: no network, a
+        non-root user, no capabilities, the image's part of the cache mounted read-only."""
+        host_side = self.cache / self._base_cache(group.image)
+        host_side.mkdir(parents=True, exist_ok=True)
+        return ["--network", "none", "--user", build_user(), "--cap-drop", "ALL",
+                "--security-opt", "no-new-privileges", "--env", "HOME=/tmp",
+                "--mount", f"type=bind,source={host_side},"
+                           f"target={CACHE / self._base_cache(group.image)},readonly"]
+
+    @contextmanager
+    def _kernel_container(self, group: _Group, step: str, log: Log) -> Iterator[str]:
+        """A container of its own for one step that runs the kernel's code, confined as the
+        build container is but with nothing of the object cache; removed, with everything
+        the step left running, when it ends."""
+        with self._lock:
+            self._steps += 1
+            number = self._steps
+        container = self.engine.launch(group.image.name,
+                                       f"{group.image.tag}-{step}-{number}",
+                                       self._confined(group))
+        log.write(f"   the kernel's code runs in a container of its own, {container}: no "
+                  f"network, user {build_user()} without capabilities, the torch "
+                  "environments read-only")
+        try:
+            yield container
+        finally:
+            self.engine.remove(container)
+
+    def _copy_sources(self, container: str, cell: Cell, copied: set[str]) -> None:
+        """The kernel's source and its C++ dependencies, into a container (those not in
+        `copied` yet, which they are added to)."""
+        name = cell.spec.name
+        if name not in copied:
+            root = cell.source.root
+            self.engine.copy_in(container, str(SOURCES),
+                                source_archive(root, source_files(root), name))
+            copied.add(name)
+        for dependency in cell.depends:
+            key = f"{dependency.name}@{dependency.revision}"
+            if key in copied:
+                continue
+            for index, folder in enumerate(dependency.folders):
+                self.engine.copy_in(container, str(DEPENDS.parent),
+                                    source_archive(folder, source_files(folder),
+                                                   f"{DEPENDS.name}/{dependency.name}/{index}"))
+            copied.add(key)
+
     def _build_container(self, group: _Group, cell: Cell, objects: ObjectStore | None) -> str:
         with group.lock:
             if group.build is None:
-                host_side = self.cache / self._base_cache(group.image)
-                host_side.mkdir(parents=True, exist_ok=True)
-                mounts = ["--mount", f"type=bind,source={host_side},"
-                                     f"target={CACHE / self._base_cache(group.image)},readonly"]
+                mounts = self._confined(group)
                 if objects is not None:
                     # The object cache's part of this base: written by the build user.
                     objects.root.mkdir(parents=True, exist_ok=True)
                     if os.getuid() == 0:
                         Container((), (NOBODY_ID, NOBODY_ID)).hand_over(objects.root)
                     mounts += ["--mount", f"type=bind,source={objects.root},target={OBJECTS}"]
-                group.build = self.engine.launch(group.image.name, f"{group.image.tag}-build", [
-                    "--network", "none", "--user", build_user(), "--cap-drop", "ALL",
-                    "--security-opt", "no-new-privileges", "--env", "HOME=/tmp", *mounts,
-                ])
-            name = cell.spec.name
-            if name not in group.sources:
-                root = cell.source.root
-                self.engine.copy_in(group.build, str(SOURCES),
-                                    source_archive(root, source_files(root), name))
-                group.sources.add(name)
-            for dependency in cell.depends:
-                key = f"{dependency.name}@{dependency.revision}"
-                if key in group.sources:
-                    continue
-                for index, folder in enumerate(dependency.folders):
-                    self.engine.copy_in(group.build, str(DEPENDS.parent),
-                                        source_archive(folder, source_files(folder),
-                                                       f"{DEPENDS.name}/{dependency.name}/{index}"))
-                group.sources.add(key)
+                group.build = self.engine.launch(group.image.name, f"{group.image.tag}-build",
+                                                 mounts)
+            self._copy_sources(group.build, cell, group.sources)
             return group.build
 
     def _run_build(self, group: _Group, container: str, cell: Cell, staging: Path, log: Log,
