@@ -39,7 +39,9 @@ def wheel_ops(path: Path, report: WheelReport, python: Path | None) -> WheelOps 
             log = Log(handle)
             # the wheel's code runs as in a build's import gate: confined, with the GPU
             provide_bwrap(default_cache_dir(), log)
-            loaded = load_wheel(path, importable_modules(report.files), str(python),
+            # absolute (not resolved: a virtual environment's python is a link), since the
+            # sandbox starts it from another folder
+            loaded = load_wheel(path, importable_modules(report.files), str(python.absolute()),
                                 Path(folder) / "load", log,
                                 Confined(work=Path(folder) / "load", what=KERNEL_CODE,
                                          devices=gpu_devices()))

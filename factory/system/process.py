@@ -229,8 +229,11 @@ def foreign_environment(folder: Path, environ: Mapping[str, str] | None = None,
     home, tmp = folder / "home", folder / "tmp"
     home.mkdir(parents=True, exist_ok=True)
     tmp.mkdir(parents=True, exist_ok=True)
+    # a login name: in a container the build user has no passwd entry, and getpass.getuser()
+    # (torch's compile caches ask it) looks at these first
+    user = (environ if environ is not None else os.environ).get("USER") or "builder"
     return {**passed_environment(environ, prefixes), "HOME": str(home), "TMPDIR": str(tmp),
-            "XDG_CACHE_HOME": str(home / ".cache")}
+            "XDG_CACHE_HOME": str(home / ".cache"), "USER": user, "LOGNAME": user}
 
 
 # What of the factory's environment reaches a kernel's code beside the allow-list: the variables

@@ -316,3 +316,55 @@ def test_a_local_build_is_reproduced_byte_for_byte_by_verify(
     assert verified.exit == 0, verified.stdout + verified.stderr
     assert "verified: the rebuilt wheel is byte-identical" in verified.stdout
     assert not any(Path(target).exists() for target in targets)
+
+
+IN_CONTAINER = """\
+import pathlib as _pathlib
+_src = _pathlib.Path("/work/src")
+print("hostile: objects", "mounted" if _pathlib.Path("/objects").exists() else "absent")
+print("hostile: kernels", sorted(_p.name for _p in _src.iterdir()) if _src.is_dir() else [])
+_seen = set()
+for _environ in _pathlib.Path("/proc").glob("*/environ"):
+    try:
+        _data = _environ.read_bytes()
+    except OSError:
+        continue
+    _seen |= {{_name for _name in {names!r} if (_name + "=").encode() in _data}}
+print("hostile: secrets seen", sorted(_seen))
+"""
+
+
+def test_in_a_builder_container_a_hostile_setup_py_has_a_container_of_its_own(
+        tmp_path: Path, factory_cache: Path, bullseye_base: str) -> None:
+    """Built with a kernel-builder kernel of the same builder image, which shares a build
+    container: the setup.py runs in one of its own, without the object cache, without the
+    other kernel's files, and with none of the factory's secrets in any process it can
+    see; it is removed when the build ends."""
+    project = shutil.copytree(PROJECT, tmp_path / "hostile", ignore=shutil.ignore_patterns(
+        "tests"))
+    setup = project / "setup.py"
+    setup.write_text(IN_CONTAINER.format(names=sorted(SECRETS)) + setup.read_text())
+    write(tmp_path / "matrix.yaml", f"""
+        kernels:
+          - path: {project}
+          - {{path: {REPO / "examples" / "img2gray"}, version: 1.0.0}}
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+        python: ["3.11"]
+        runner: docker
+        docker: {{base: {BASE}}}
+    """)
+    result = run_factory("build", "matrix.yaml", "--out", tmp_path / "index", cwd=tmp_path,
+                         env={**cache_env(factory_cache), **SECRETS})
+    assert result.exit == 0, result.stdout + result.stderr
+    log = (tmp_path / "index" / "logs" / f"relu-scale-{LABEL}-x86_64-cp311.log").read_text()
+    assert "hostile: objects absent" in log, log[-3000:]
+    assert "hostile: kernels ['relu-scale']" in log, log[-3000:]
+    assert "hostile: secrets seen []" in log, log[-3000:]
+    (own,) = re.findall(r"the kernel's code runs in a container of its own, (\S+-build-\d+):",
+                        log)
+    listing = subprocess.run(["docker", "ps", "--all", "--format", "{{.Names}}"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert own not in listing
+    assert sorted(wheel.name.split("-")[0] for wheel in (tmp_path / "index" / "files").glob(
+        "*.whl")) == ["img2gray", "relu_scale"]

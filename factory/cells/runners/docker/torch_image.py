@@ -1,7 +1,8 @@
 """The image runner: each cell whose torch and toolkit live in a container image (placed
 `image` by plan/placement.py) is built by the factory on this machine, every compiler run in a
 container of that image (no network, an unprivileged user, only the build root mounted, at the
-same path), and its wheel loaded there with the image's torch."""
+same path), and its wheel loaded with the image's torch in a container of its own that sees the
+cell's build folder alone."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class ImageRunner:
         self.engine = engine
         self._lock = threading.Lock()
         self._containers: dict[str, str] = {}
+        self._steps = 0  # containers started for the kernel's code
 
     def __enter__(self) -> ImageRunner:
         self.engine.__enter__()
@@ -58,14 +60,26 @@ class ImageRunner:
                           container=self._container(cell, log))
 
     def load(self, cell: Cell, wheel: Path, modules: list[str], log: Log) -> LoadReport:
-        """Loaded with the image's torch, in the container the cell compiled in."""
+        """Loaded with the image's torch, in a container of its own (the kernel's code runs)
+        that sees the cell's own build folder alone, removed with all it started when the
+        import ends."""
         installed = cell.installed
-        assert installed is not None
-        container = self._container(cell, log)
+        assert installed is not None and installed.image is not None
         folder = self.options.build_root / cell.key / "load"
         with exclusive(folder.parent):
-            return load_wheel(wheel, modules, installed.python, folder, log,
-                              CommandPrefix(container.exec_prefix))
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock:
+                self._steps += 1
+                name = f"torch-{slug(installed.image)}"[:56] + f"-load-{self._steps}"
+            container = self.engine.launch(installed.image, name, self._confined(folder.parent))
+            log.write(f"   the kernel's code runs in a container of its own, {container}: no "
+                      f"network, user {build_user()} without capabilities, only "
+                      f"{folder.parent} mounted")
+            try:
+                return load_wheel(wheel, modules, installed.python, folder, log, CommandPrefix(
+                    self.engine.exec_prefix(container, build_user())))
+            finally:
+                self.engine.remove(container)
 
     def test(self, cell: Cell, wheel: Path, log: Log) -> TestReport:
         installed = cell.installed
@@ -74,6 +88,14 @@ class ImageRunner:
                   "wheel where that torch is installed")
         log.write(f"   not tested: {reason}")
         return TestReport.untested(reason)
+
+    @staticmethod
+    def _confined(folder: Path) -> list[str]:
+        """The options of a container of a torch image: no network, an unprivileged user
+        without capabilities, `folder` alone mounted (at its own path)."""
+        return ["--network", "none", "--user", build_user(), "--cap-drop", "ALL",
+                "--security-opt", "no-new-privileges", "--env", "HOME=/tmp",
+                "--entrypoint", "", "--mount", f"type=bind,source={folder},target={folder}"]
 
     def _container(self, cell: Cell, log: Log) -> Container:
         """The container of the cell's torch image that the cells of that image compile and
@@ -85,11 +107,8 @@ class ImageRunner:
             if name is None:
                 log.step(f"starting a container of {image} (no network, user "
                          f"{build_user()}) for its torch and nvcc")
-                name = self.engine.launch(image, f"torch-{slug(image)}"[:60], [
-                    "--network", "none", "--user", build_user(), "--cap-drop", "ALL",
-                    "--security-opt", "no-new-privileges", "--env", "HOME=/tmp",
-                    "--entrypoint", "", "--mount", f"type=bind,source={root},target={root}",
-                ])
+                name = self.engine.launch(image, f"torch-{slug(image)}"[:60],
+                                          self._confined(root))
                 self._containers[image] = name
         owner = (NOBODY_ID, NOBODY_ID) if os.getuid() == 0 else None
         return Container(self.engine.exec_prefix(name, build_user()), owner)
