@@ -53,16 +53,19 @@ def _stop_leftover_compilers(work: Path) -> None:
     """Compilers a killed build of this cell left running: stopped before the folder is made
     again, so that none of them writes into this build. Each compiler the factory starts leads
     a session of its own and names a file of the folder on its command line; nothing else is
-    touched."""
+    touched: a process of another mount namespace (a container's build, whose folder of the
+    same name is another folder) is left alone."""
     folder = str(work).encode() + b"/"
+    ours = os.readlink("/proc/self/ns/mnt")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             session = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[3])
-            named = folder in (entry / "cmdline").read_bytes()
+            named = folder in (entry / "cmdline").read_bytes() and \
+                os.readlink(entry / "ns" / "mnt") == ours
         except (OSError, ValueError, IndexError):
-            continue  # gone meanwhile
+            continue  # gone meanwhile, or not ours to look at
         if session == int(entry.name) and named:
             try:
                 os.killpg(session, signal.SIGKILL)
