@@ -47,8 +47,8 @@ def wheel_ops(path: Path, report: WheelReport, python: Path | None) -> WheelOps 
                                          devices=gpu_devices()))
         return WheelOps(f"loaded with {python} (torch {loaded.torch})", loaded.ops,
                         tuple(load_problems(loaded)))
-    layout = Layout(path.resolve().parent.parent)
-    if path.resolve().parent != layout.files or not layout.manifest.is_file():
+    layout = _output_folder(path)
+    if layout is None or not layout.manifest.is_file():
         return None
     try:
         manifest = load_manifest(layout.manifest)
@@ -63,6 +63,12 @@ def wheel_ops(path: Path, report: WheelReport, python: Path | None) -> WheelOps 
             return WheelOps(f"recorded by the import gate of cell {outcome.cell}", ops)
     return None
 
+
+
+def _output_folder(path: Path) -> Layout | None:
+    """The output folder whose files/ holds the wheel at `path`, or None."""
+    layout = Layout(path.resolve().parent.parent)
+    return layout if path.resolve().parent == layout.files else None
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,8 @@ class Gated:
 def gated_digest(path: Path) -> Gated | None:
     """For a wheel in the files/ folder of an output folder, what its cell's record says was
     gated; None for any other wheel."""
-    layout = Layout(path.resolve().parent.parent)
-    if path.resolve().parent != layout.files or not layout.state.is_dir():
+    layout = _output_folder(path)
+    if layout is None or not layout.state.is_dir():
         return None
     for record in sorted(layout.state.glob("*.json")):
         state = CellState.read(record)

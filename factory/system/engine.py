@@ -21,7 +21,8 @@ import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -48,6 +49,7 @@ class Engine:
         self._children: set[subprocess.Popen[bytes]] = set()
         self._containers: set[str] = set()
         self._lock = threading.Lock()
+        self._steps = 0  # containers started for one step (step_container)
         self._closed = False
 
     def __enter__(self) -> Engine:
@@ -219,6 +221,19 @@ class Engine:
                          defaults.DOCKER_CALL_TIMEOUT)
         assert data is not None  # with check on, a failed copy raises
         return tarfile.open(fileobj=io.BytesIO(data))
+
+    @contextmanager
+    def step_container(self, image: str, name: str, options: Iterable[str]) -> Iterator[str]:
+        """A container for one step, named `name-N` (N counts this run's steps), removed with
+        everything the step started in it when the step ends."""
+        with self._lock:
+            self._steps += 1
+            number = self._steps
+        container = self.launch(image, f"{name}-{number}", options)
+        try:
+            yield container
+        finally:
+            self.remove(container)
 
     def remove(self, container: str) -> None:
         """Remove one of this run's containers now, with whatever still runs in it."""

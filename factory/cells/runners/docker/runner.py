@@ -57,7 +57,7 @@ from ...pep517 import build_requirements
 from .image import BuilderImage, build_context, builder_image, slug
 from .inside import CONTROL
 
-__all__ = ["DockerRunner", "build_user", "missing_base"]
+__all__ = ["DockerRunner", "build_user", "confined_options", "missing_base"]
 
 CACHE = PurePosixPath("/cache")  # the factory's cache, as containers see it
 SOURCES = PurePosixPath("/work/src")
@@ -80,6 +80,13 @@ NETWORK_FAILURES = ("could not resolve host", "temporary failure in name resolut
 def build_user() -> str:
     """Who builds in the container: the invoking user, or an unprivileged one for root."""
     return NOBODY if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}"
+
+
+def confined_options() -> list[str]:
+    """What every container a build or a kernel's code runs in starts with: no network, the
+    build user, no capabilities, no new privileges, HOME in its own /tmp."""
+    return ["--network", "none", "--user", build_user(), "--cap-drop", "ALL",
+            "--security-opt", "no-new-privileges", "--env", "HOME=/tmp"]
 
 
 def missing_base(engine: Engine, image: BuilderImage, offline: bool = False) -> str | None:
@@ -126,7 +133,6 @@ class DockerRunner:
         self.engine = engine or Engine()
         self._groups: dict[str, _Group] = {}
         self._lock = threading.Lock()
-        self._steps = 0  # containers started for the kernel's code
 
     def __enter__(self) -> DockerRunner:
         self.engine.__enter__()
@@ -217,11 +223,11 @@ class DockerRunner:
                             source_archive(tests, source_files(tests),
                                            f"{TESTS.name}/{cell.key}/tests"))
         python = str(manylinux_python(cell.python)) if cell.python is not None else None
-        cache = CACHE / self._base_cache(group.image)
+        base = self._base_cache(group.image)
         # in the cache, which the tests' container has read-only; one factory at a time
-        envs = f"{self._base_cache(group.image)}/tests/{slug(cell.key)}"
+        envs = f"{base}/tests/{slug(cell.key)}"
         job = {"torch": str(cell.torch), "cuda": str(major_minor(cell.cuda.version)),
-               "torch_index": cell.cuda.torch_index, "python": python, "cache": str(cache),
+               "torch_index": cell.cuda.torch_index, "python": python, "cache": str(CACHE / base),
                "wheel": str(stage / "wheel" / wheel.name), "tests": str(stage / "tests"),
                "env": str(CACHE / envs / "env"), "selection": cell.tests.to_json(),
                "needs": list(cell.spec.test_requires), "wheelhouses": self._wheelhouses(group)}
@@ -382,29 +388,20 @@ class DockerRunner:
         non-root user, no capabilities, the image's part of the cache mounted read-only."""
         host_side = self.cache / self._base_cache(group.image)
         host_side.mkdir(parents=True, exist_ok=True)
-        return ["--network", "none", "--user", build_user(), "--cap-drop", "ALL",
-                "--security-opt", "no-new-privileges", "--env", "HOME=/tmp",
-                "--mount", f"type=bind,source={host_side},"
-                           f"target={CACHE / self._base_cache(group.image)},readonly"]
+        return [*confined_options(), "--mount", f"type=bind,source={host_side},"
+                f"target={CACHE / self._base_cache(group.image)},readonly"]
 
     @contextmanager
     def _kernel_container(self, group: _Group, step: str, log: Log) -> Iterator[str]:
         """A container of its own for one step that runs the kernel's code, confined as the
         build container is but with nothing of the object cache; removed, with everything
         the step left running, when it ends."""
-        with self._lock:
-            self._steps += 1
-            number = self._steps
-        container = self.engine.launch(group.image.name,
-                                       f"{group.image.tag}-{step}-{number}",
-                                       self._confined(group))
-        log.write(f"   the kernel's code runs in a container of its own, {container}: no "
-                  f"network, user {build_user()} without capabilities, the torch "
-                  "environments read-only")
-        try:
+        with self.engine.step_container(group.image.name, f"{group.image.tag}-{step}",
+                                        self._confined(group)) as container:
+            log.write(f"   the kernel's code runs in a container of its own, {container}: no "
+                      f"network, user {build_user()} without capabilities, the torch "
+                      "environments read-only")
             yield container
-        finally:
-            self.engine.remove(container)
 
     def _copy_sources(self, container: str, cell: Cell, copied: set[str]) -> None:
         """The kernel's source and its C++ dependencies, into a container (those not in

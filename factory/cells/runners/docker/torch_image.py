@@ -24,7 +24,7 @@ from ...builders import build_cell
 from ...job import Built, Compiling, Container
 from ...options import BuildOptions
 from .image import slug
-from .runner import NOBODY_ID, build_user
+from .runner import NOBODY_ID, build_user, confined_options
 
 __all__ = ["ImageRunner"]
 
@@ -38,7 +38,6 @@ class ImageRunner:
         self.engine = engine
         self._lock = threading.Lock()
         self._containers: dict[str, str] = {}
-        self._steps = 0  # containers started for the kernel's code
 
     def __enter__(self) -> ImageRunner:
         self.engine.__enter__()
@@ -68,18 +67,14 @@ class ImageRunner:
         folder = self.options.build_root / cell.key / "load"
         with exclusive(folder.parent):
             folder.parent.mkdir(parents=True, exist_ok=True)
-            with self._lock:
-                self._steps += 1
-                name = f"torch-{slug(installed.image)}"[:56] + f"-load-{self._steps}"
-            container = self.engine.launch(installed.image, name, self._confined(folder.parent))
-            log.write(f"   the kernel's code runs in a container of its own, {container}: no "
-                      f"network, user {build_user()} without capabilities, only "
-                      f"{folder.parent} mounted")
-            try:
+            with self.engine.step_container(
+                    installed.image, f"torch-{slug(installed.image)}"[:56] + "-load",
+                    self._confined(folder.parent)) as container:
+                log.write(f"   the kernel's code runs in a container of its own, {container}: "
+                          f"no network, user {build_user()} without capabilities, only "
+                          f"{folder.parent} mounted")
                 return load_wheel(wheel, modules, installed.python, folder, log, CommandPrefix(
                     self.engine.exec_prefix(container, build_user())))
-            finally:
-                self.engine.remove(container)
 
     def test(self, cell: Cell, wheel: Path, log: Log) -> TestReport:
         installed = cell.installed
@@ -93,9 +88,8 @@ class ImageRunner:
     def _confined(folder: Path) -> list[str]:
         """The options of a container of a torch image: no network, an unprivileged user
         without capabilities, `folder` alone mounted (at its own path)."""
-        return ["--network", "none", "--user", build_user(), "--cap-drop", "ALL",
-                "--security-opt", "no-new-privileges", "--env", "HOME=/tmp",
-                "--entrypoint", "", "--mount", f"type=bind,source={folder},target={folder}"]
+        return [*confined_options(), "--entrypoint", "",
+                "--mount", f"type=bind,source={folder},target={folder}"]
 
     def _container(self, cell: Cell, log: Log) -> Container:
         """The container of the cell's torch image that the cells of that image compile and
