@@ -37,9 +37,11 @@ _PROVIDED = {"torch", "kernels"}
 _NAME = r"([A-Za-z0-9][A-Za-z0-9._-]*)"
 # uv's resolver: "Because numpy was not found in the cache and all versions of torchmetrics
 # depend on numpy>1.20.0, ... And because you require torchmetrics, ..."
+# uv with --no-build where a requirement is only a source distribution
+_SOURCE_ONLY = re.compile(rf"Because {_NAME}\S* has no usable wheels")
 _NOT_FOUND = (re.compile(rf"Because {_NAME} was not found in"),
               re.compile(rf"there (?:is|are) no versions? of {_NAME}"),
-              re.compile(rf"Because {_NAME} has no (?:versions|wheels)"))
+              re.compile(rf"Because {_NAME} has no (?:versions|wheels)"), _SOURCE_ONLY)
 _ROOT = re.compile(rf"you require {_NAME}")
 
 
@@ -137,6 +139,21 @@ def unavailable(output: str, needed: list[Needed], offline: bool,
         f"needed by the {environment} requirements"
     if asker is not None and asker.name != name:
         why += f", which needs {name}"
+    where, ways = _ways_to_have(output, offline, wheelhouses)
+    if environment == "test" and (asker is None or asker.name not in TEST_TOOLS):
+        ways += (f"leave it out with tests: {{without: [{name}]}} in matrix.yaml",)
+    listed = f"{', '.join(ways[:-1])} or {ways[-1]}" if len(ways) > 1 else ways[0]
+    return f"{name} cannot be had {where} ({why}): {listed}"
+
+
+def _ways_to_have(output: str, offline: bool,
+                  wheelhouses: tuple[Path, ...]) -> tuple[str, tuple[str, ...]]:
+    """Where uv looked for a requirement it could not have, and the ways to give it."""
+    if _SOURCE_ONLY.search(output):
+        return ("as a wheel: only its source is there, and a requirement is never built from "
+                "source (its build would run its code with the factory's rights)",
+                ("give a wheel of it, built where its code is trusted, in a --wheelhouse "
+                 "folder",))
     held = "the wheelhouse" + ("s" if len(wheelhouses) > 1 else "")
     if offline:
         where = f"offline: neither uv's cache nor {held} holds it" if wheelhouses else \
@@ -144,11 +161,6 @@ def unavailable(output: str, needed: list[Needed], offline: bool,
     else:
         where = f"neither the index nor {held} has it" if wheelhouses else \
             "the index does not have it"
-    ways: tuple[str, ...] = ("give it in a --wheelhouse folder (`factory wheelhouse MATRIX DIR` "
-                             "makes one where the network is)",)
-    if offline:
-        ways += ("build with the network",)
-    if environment == "test" and (asker is None or asker.name not in TEST_TOOLS):
-        ways += (f"leave it out with tests: {{without: [{name}]}} in matrix.yaml",)
-    listed = f"{', '.join(ways[:-1])} or {ways[-1]}" if len(ways) > 1 else ways[0]
-    return f"{name} cannot be had {where} ({why}): {listed}"
+    ways = ("give it in a --wheelhouse folder (`factory wheelhouse MATRIX DIR` makes one "
+            "where the network is)",)
+    return where, ways + (("build with the network",) if offline else ())

@@ -174,10 +174,10 @@ def emulated_env_beside(root: Path, torch: TorchEnv, requires: list[str], cache:
                         log: Log, offline: bool, what: str,
                         wheelhouses: tuple[Path, ...] = ()) -> Path:
     """What env_beside_torch makes for an emulated torch: at `root` (made afresh), a site
-    folder holding `requires` (bounded by torch's own requirements; what is installed beside
-    torch counts as installed), wheels for the emulated CPython (from the index, uv's cache or
-    `wheelhouses`), and bin/python, which runs that CPython with the folder on its path (its
-    own dist-packages hold torch). The site folder."""
+    folder holding `requires` as wheels only (bounded by torch's own requirements; what is
+    installed beside torch counts as installed), wheels for the emulated CPython (from the
+    index, uv's cache or `wheelhouses`), and bin/python, which runs that CPython with the folder
+    on its path (its own dist-packages hold torch). The site folder."""
     assert torch.platform is not None
     target = emulation(torch.platform)
     if root.exists():
@@ -187,9 +187,9 @@ def emulated_env_beside(root: Path, torch: TorchEnv, requires: list[str], cache:
     constraints = torch_constraints(root, torch, pinned=True)
     if requires:
         with viewing(site, torch.site_packages):
-            run([uv_bin(), "pip", "install", "--quiet", "--target", site, "--constraint",
-                 constraints, *wheel_platform_args(target), *find_links(wheelhouses),
-                 *requires], log,
+            run([uv_bin(), "pip", "install", "--quiet", "--no-build", "--target", site,
+                 "--constraint", constraints, *wheel_platform_args(target),
+                 *find_links(wheelhouses), *requires], log,
                 timeout=defaults.STEP_TIMEOUT, env=uv_env(cache, offline), what=what)
     launcher = root / "bin" / "python"
     launcher.parent.mkdir()

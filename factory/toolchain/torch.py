@@ -200,8 +200,10 @@ def env_beside_torch(root: Path, torch: TorchEnv, requires: list[str], cache: Pa
                      wheelhouses: tuple[Path, ...] = (), view: bool = False) -> Path:
     """A virtual environment at `root` (made afresh) of the torch environment's CPython that
     sees its torch (a .pth file names its site-packages) and holds `requires`, bounded by
-    torch's own requirements (torch 2.11 wants setuptools<82, say): a second torch is never
-    installed beside it (`own_torch` says so when a requirement pulls one in). `wheelhouses`
+    torch's own requirements (torch 2.11 wants setuptools<82, say), as wheels only (a source
+    distribution's build runs its code, and a kernel names what is installed here): a second
+    torch is never installed beside it (`own_torch` says so when a requirement pulls one in).
+    `wheelhouses`
     are folders of wheels uv may take them from; with `view`, what is installed beside torch
     counts as installed while uv installs (viewing). Its site-packages folder."""
     if root.exists():
@@ -217,8 +219,8 @@ def env_beside_torch(root: Path, torch: TorchEnv, requires: list[str], cache: Pa
     constraints = torch_constraints(root, torch, pinned=view)
     if requires:
         with viewing(site, torch.site_packages, view):
-            run([uv_bin(), "pip", "install", "--quiet", "--python", python, "--constraint",
-                 constraints, *find_links(wheelhouses), *requires], log,
+            run([uv_bin(), "pip", "install", "--quiet", "--no-build", "--python", python,
+                 "--constraint", constraints, *find_links(wheelhouses), *requires], log,
                 timeout=defaults.STEP_TIMEOUT, env=env, what=what)
     if (site / "torch").exists():
         raise BuildError(own_torch)

@@ -8,13 +8,17 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from factory.cells.sandbox import confined_command, confined_environment
+from factory.prove.testenv import Needed, TestEnvUnavailable, make_test_env
 from factory.system.process import Log
+from factory.system.uv import uv_bin
 from factory.toolchain.bubblewrap import provided_bwrap
+from factory.toolchain.torch import TorchEnv
 
 from ..support.cli import SECRETS
 from ..support.factory import REPO
@@ -119,3 +123,48 @@ def test_debian_bubblewrap_unpacked_into_the_cache_confines_as_an_installed_one(
                            "import socket; socket.create_connection(('1.1.1.1', 53), 3)"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "Network is unreachable" in done.stderr, done.stderr
+
+
+# A source distribution whose build backend is its own module: building it runs that module.
+BACKEND = """
+from pathlib import Path
+Path({marker!r}).write_text("built")
+def build_wheel(*args, **kwargs): raise SystemExit("no")
+"""
+
+
+def test_a_requirement_only_there_as_source_is_never_built(tmp_path: Path) -> None:
+    """A kernel names what its test environment installs (its wheel's Requires-Dist, its test
+    inputs); a requirement that is only a source distribution would run its build's code
+    with the factory's rights, unconfined: it is refused in one line, and its code never
+    runs."""
+    marker = tmp_path / "ran"
+    source = tmp_path / "sdist" / "sneaky-1.0"
+    source.mkdir(parents=True)
+    (source / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: sneaky\nVersion: 1.0\n")
+    (source / "pyproject.toml").write_text(
+        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n')
+    (source / "backend.py").write_text(BACKEND.format(marker=str(marker)))
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    with tarfile.open(wheelhouse / "sneaky-1.0.tar.gz", "w:gz") as archive:
+        archive.add(source, "sneaky-1.0")
+    beside = tmp_path / "torch-env"  # stands in for a torch environment: only its python is used
+    subprocess.run([uv_bin(), "venv", "--quiet", "--python", sys.executable, str(beside)],
+                   check=True, timeout=120)
+    site = Path(subprocess.run(
+        [str(beside / "bin" / "python"), "-c",
+         "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True).stdout.strip())
+    torch = TorchEnv(root=beside, python=beside / "bin" / "python", site_packages=site,
+                     torch_version="2.11.0", torch_cuda=None, cxx11_abi=True,
+                     python_include=beside, cuda_library_includes=())
+    needed = [Needed("sneaky", "demo.whl (Requires-Dist)")]
+    with open(tmp_path / "log", "w") as handle, \
+            pytest.raises(TestEnvUnavailable) as refused:
+        make_test_env(tmp_path / "env", torch, tmp_path / "demo.whl", needed,
+                      tmp_path / "cache", Log(handle), True, (wheelhouse,))
+    assert str(refused.value).startswith(
+        "sneaky cannot be had as a wheel: only its source is there, and a requirement is "
+        "never built from source"), refused.value
+    assert not marker.exists()

@@ -89,6 +89,31 @@ def test_the_import_gate_environment_offers_no_leaving_out() -> None:
         "its import environment could not be made: error: disk full"
 
 
+# What uv 0.13.9 printed with --no-build for a requirement that is only a source distribution.
+UV_SOURCE_ONLY = """\
+error: No solution found when resolving dependencies
+  cause: Because pycparser==2.14 has no usable wheels and you require pycparser==2.14, we can \
+conclude that your requirements are unsatisfiable.
+
+hint: Wheels are required for `pycparser` because building from source is disabled for all \
+packages (i.e., with `--no-build`)
+"""
+
+
+def test_a_requirement_only_there_as_source_is_never_built_and_the_line_says_why() -> None:
+    """Building a source distribution runs its code with the factory's rights: the kernel
+    names what is installed, so a requirement is taken as a wheel or not at all."""
+    asked = [Needed("pycparser==2.14", "demo.whl (Requires-Dist)")]
+    for offline in (True, False):
+        line = unavailable(UV_SOURCE_ONLY, asked, offline, (Path("a"),))
+        assert line == (
+            "pycparser cannot be had as a wheel: only its source is there, and a requirement "
+            "is never built from source (its build would run its code with the factory's "
+            "rights) (asked for by demo.whl (Requires-Dist): pycparser==2.14): give a wheel of "
+            "it, built where its code is trusted, in a --wheelhouse folder or leave it out "
+            "with tests: {without: [pycparser]} in matrix.yaml")
+
+
 def write_wheel(folder: Path, name: str, version: str, metadata_name: str | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as archive:
