@@ -286,13 +286,21 @@ if _seen:
 '''
 
 
+@pytest.mark.parametrize("runner", ["local", pytest.param(
+    "docker", marks=[pytest.mark.docker, pytest.mark.root])])
 def test_a_cutile_projects_module_run_by_the_export_gets_nothing_out(
-        tmp_path: Path, factory_cache: Path, listener: tuple[int, list[bytes]]) -> None:
+        runner: str, tmp_path: Path, factory_cache: Path, listener: tuple[int, list[bytes]],
+        request: pytest.FixtureRequest) -> None:
     """The module of a cuTile project that cuTile's export imports to compile its kernels
     (and the import gate imports again) reads every secret it can find, calls the listener
     and writes beside the build folder, failing the build should any of it work: the build
-    passes, and nothing reached the listener or the disk."""
-    debian_package("bubblewrap", "bwrap")
+    passes, on this machine and in builder containers, and nothing reached the listener or
+    the disk."""
+    if runner == "local":
+        debian_package("bubblewrap", "bwrap")
+        top = ""
+    else:
+        top = f"docker:\n  base: {request.getfixturevalue('bullseye_base')}"
     project = shutil.copytree(REPO / "examples" / "tile-add", tmp_path / "tile-add")
     build_root = Path(cache_env(factory_cache)["KERNEL_WHEEL_FACTORY_BUILD_ROOT"])
     targets = [str(build_root / "hostile-was-here"), str(factory_cache / "hostile-was-here"),
@@ -300,10 +308,10 @@ def test_a_cutile_projects_module_run_by_the_export_gets_nothing_out(
     kernels = project / "tile_add" / "kernels.py"
     kernels.write_text(HOSTILE_MODULE.format(names=sorted(SECRETS), port=listener[0],
                                              targets=targets) + kernels.read_text())
-    matrix = one_cell_matrix(tmp_path, project)
+    matrix = one_cell_matrix(tmp_path, project, top=top)
     out = tmp_path / "out"
-    result = run_factory("build", matrix, "--out", out, env={**cache_env(factory_cache),
-                                                              **SECRETS})
+    result = run_factory("build", matrix, "--out", out, "--runner", runner,
+                         env={**cache_env(factory_cache), **SECRETS})
     assert result.exit == 0, result.stdout + result.stderr
     log = (out / "logs" / "tile-add-cu130torch211-x86_64.log").read_text()
     assert "hostile-tile: 0 thing(s) got out" in log, log[-3000:]
