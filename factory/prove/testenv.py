@@ -35,10 +35,10 @@ TEST_TOOLS = ("pytest",)
 # `kernels` (which would download the kernel from the Hub).
 _PROVIDED = {"torch", "kernels"}
 _NAME = r"([A-Za-z0-9][A-Za-z0-9._-]*)"
-# uv's resolver: "Because numpy was not found in the cache and all versions of torchmetrics
-# depend on numpy>1.20.0, ... And because you require torchmetrics, ..."
 # uv with --no-build where a requirement is only a source distribution
 _SOURCE_ONLY = re.compile(rf"Because {_NAME}\S* has no usable wheels")
+# uv's resolver: "Because numpy was not found in the cache and all versions of torchmetrics
+# depend on numpy>1.20.0, ... And because you require torchmetrics, ..."
 _NOT_FOUND = (re.compile(rf"Because {_NAME} was not found in"),
               re.compile(rf"there (?:is|are) no versions? of {_NAME}"),
               re.compile(rf"Because {_NAME} has no (?:versions|wheels)"), _SOURCE_ONLY)

@@ -203,9 +203,8 @@ def env_beside_torch(root: Path, torch: TorchEnv, requires: list[str], cache: Pa
     torch's own requirements (torch 2.11 wants setuptools<82, say), as wheels only (a source
     distribution's build runs its code, and a kernel names what is installed here): a second
     torch is never installed beside it (`own_torch` says so when a requirement pulls one in).
-    `wheelhouses`
-    are folders of wheels uv may take them from; with `view`, what is installed beside torch
-    counts as installed while uv installs (viewing). Its site-packages folder."""
+    `wheelhouses` are folders of wheels uv may take them from; with `view`, what is installed
+    beside torch counts as installed while uv installs (viewing). Its site-packages folder."""
     if root.exists():
         shutil.rmtree(root)
     env = uv_env(cache, offline)
