@@ -17,10 +17,11 @@ from typing import Any
 
 from ..compile.pool import CompilePool, machine_budget
 from ..config.model import KernelEntry, SourceRequest
-from ..config.project import project_kind
+from ..config.project import project_kind, read_project
 from ..errors import ConfigError
-from ..plan.codec import cell_from_record, recorded_spec
+from ..plan.codec import cell_from_record, recorded_kind
 from ..sources.depends import DependencyFetcher
+from ..sources.facts import read_facts
 from ..sources.resolve import Sources
 from ..sources.tree import GitState, SourceTree, resolve_path_source
 from ..system.process import Log
@@ -96,8 +97,8 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
     cell_fields, missing = _with_env_values(dict(record.cell))
     if missing:
         return Verdict(wheel, None, report.sha256, None, missing)
-    cell = cell_from_record(cell_fields, recorded_spec(cell_fields, tree.root), tree,
-                            version, wheel,
+    spec = read_project(tree.root, recorded_kind(cell_fields))
+    cell = cell_from_record(cell_fields, spec, tree, version, read_facts(spec), wheel,
                             dependency=lambda item: fetcher.again(item, Path.cwd()))
     options = BuildOptions(usable_build_root(build_root or Path(record.build.root)),
                            record.build.source_date_epoch, index_url=record.build.index_url)
@@ -128,15 +129,16 @@ def _source_tree(record: Provenance, source: Path | None, wheel: Path,
     its recorded folder."""
     recorded = record.source
     kind, git = recorded.kind, recorded.git
-    if source is None and kind != "path":
+    sources = Sources(cache)
+    pinned = sources.fetcher(kind).pinned
+    if source is None and pinned:
         if git is None:
             raise ConfigError(f"the wheel records a {kind} source without its commit", file=wheel)
         location = recorded.location
         folder = Path(location).resolve() if kind == "git" and Path(location).is_dir() else None
         request = SourceRequest(kind, location, recorded.revision, recorded.subdir, folder)
         entry = KernelEntry(request, record.kernel.version, None)
-        return Sources(cache).resolve(entry, wheel, pin=git.commit,
-                                      version=record.kernel.version).tree
+        return sources.resolve(entry, wheel, pin=git.commit, version=record.kernel.version).tree
     root = (source or Path(recorded.location)).resolve()
     if project_kind(root, "pep517" if record.cell.get("project") == "pep517"
                     else "kernel-builder") is None:
@@ -146,7 +148,7 @@ def _source_tree(record: Provenance, source: Path | None, wheel: Path,
     # Where the source was and its git state are taken from the record: once the tree digest
     # matches, they are true of this copy too, and the rebuilt record must say the same.
     state = GitState(git.commit, git.dirty, record.build.source_date_epoch) if git else None
-    revision = found.revision if kind == "path" or git is None else git.commit
+    revision = git.commit if pinned and git is not None else found.revision
     return SourceTree(found.root, revision, kind, recorded.location, found.newest_mtime, state,
                       found.digest, recorded.subdir, recorded.revision)
 

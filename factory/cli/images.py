@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ..pipeline.images import make_builder_images
 
     images = make_builder_images(args.matrix, cache_dir(args), say_to(console, "yellow"),
-                                 args.offline, args.locked, args.torch_python)
+                                 args.offline, args.locked, args.torch_python, sys.stdout)
     if not images:
         console.print(f"no cell of {args.matrix} is compiled: no builder image is needed",
                       markup=False, soft_wrap=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 from ..cells.runners.docker.image import BuilderImage
 from ..cells.runners.docker.runner import DockerRunner
@@ -18,9 +18,10 @@ __all__ = ["BuilderImage", "make_builder_images"]
 
 
 def make_builder_images(matrix: Path, cache: Path, say: Callable[[str], None], offline: bool,
-                        locked: bool, torch_pythons: list[Path]) -> list[BuilderImage]:
+                        locked: bool, torch_pythons: list[Path],
+                        output: TextIO) -> list[BuilderImage]:
     """Every image a compiled cell of the matrix builds in, made where it is missing (the
-    build's output streams to standard output); none when no cell is compiled."""
+    build's output streams to `output`); none when no cell is compiled."""
     plan = plan_matrix(matrix, cache, say, offline, locked, torch_pythons=torch_pythons)
     options = settle(Given(offline=offline), cache, plan.matrix)
     engine = Engine()
@@ -28,4 +29,4 @@ def make_builder_images(matrix: Path, cache: Path, say: Callable[[str], None], o
     if problem:
         raise ConfigError(f"cannot build images: {problem}", key="images")
     with DockerRunner(cache, options.build, options.builder_base, engine) as runner:
-        return runner.make_images(plan.cells, Log(sys.stdout))
+        return runner.make_images(plan.cells, Log(output))

@@ -8,14 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__, defaults
+from ..config.project import project_kind, read_project
+from ..config.spec import KernelSpec
 from ..errors import ConfigError
 from ..outputs.files import write_atomic
 from ..outputs.layout import writable_folder
-from ..plan.starter import Proposal, propose, read_kernel, relative, render_matrix, render_workflow
+from ..plan.starter import Proposal, propose, render_matrix, render_workflow
 from ..sources.itself import COMMIT, own_commit
 from ..values.versions import Version
 
-__all__ = ["InitOutcome", "InitRequest", "init_kernel"]
+__all__ = ["InitOutcome", "InitRequest", "init_kernel", "read_kernel"]
 
 @dataclass(frozen=True)
 class InitRequest:
@@ -56,6 +58,27 @@ def init_kernel(request: InitRequest) -> InitOutcome:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text)
     return InitOutcome(matrix, workflow, proposal)
+
+
+def read_kernel(root: Path) -> KernelSpec:
+    """The spec of the kernel repo in `root`; one line when it is not one."""
+    if not root.is_dir():
+        raise ConfigError("is not a folder", file=root)
+    kind = project_kind(root)
+    if kind is None:
+        raise ConfigError("is not a kernel repo: it has no build.toml, setup.py or "
+                          "pyproject.toml", file=root)
+    spec = read_project(root, kind)
+    if spec.framework == "torch" and "cuda" not in spec.backends and not spec.is_pep517:
+        raise ConfigError(f"declares no CUDA backend (backends: {', '.join(spec.backends)}); "
+                          "the factory builds CUDA kernels", file=spec.build_toml)
+    return spec
+
+
+
+def relative(path: Path, start: Path) -> str:
+    """`path` as the file in `start` names it (the matrix names its kernel so)."""
+    return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()
 
 
 def _target(path: Path, force: bool, key: str | None, base: Path | None = None) -> Path:

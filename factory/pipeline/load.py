@@ -16,6 +16,7 @@ from ..plan.cells import dependency_names, make_plan, widened_notes
 from ..plan.model import Kernel, Plan
 from ..policy import dependency_release
 from ..sources.depends import Dependency, DependencyFetcher
+from ..sources.facts import read_facts
 from ..sources.installed import read_torches
 from ..sources.resolve import resolve_kernels
 from ..sources.torches import newest_torches
@@ -54,7 +55,7 @@ def resolve_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
         for warning in spec.warnings:
             say(f"warning: {warning}")
         assert found.version is not None  # resolve_kernels refuses a kernel without one
-        kernels.append(Kernel(found.entry, found.tree, spec, found.version))
+        kernels.append(Kernel(found.entry, found.tree, spec, found.version, read_facts(spec)))
     return matrix, kernels
 
 

@@ -9,7 +9,6 @@ wheel must carry: the gates hold the wheel to that promise.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -41,10 +40,11 @@ from ..policy.capabilities import (
     with_ptx_for_newest,
 )
 from ..sources.depends import Dependency
+from ..sources.facts import NO_FACTS, SourceFacts
+from ..sources.symbols import base_name
 from ..sources.tree import SourceTree
 from ..values.pythons import CPython
 from ..values.versions import Version, compact, major_minor
-from . import symbols
 from .labels import check_label, matrix_labels, render_label
 from .model import (
     HEADER_SUFFIXES,
@@ -88,11 +88,12 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
                               "extensions ([torch] or [torch-noarch])", file=spec.build_toml,
                               key="tvm-ffi")
         if spec.is_noarch:
-            if runtime_compiled(spec) is not None and planner.per_cell_noarch(kernel):
+            if runtime_compiled(spec, kernel.facts) is not None and \
+                    planner.per_cell_noarch(kernel):
                 continue
             if not _excluded(matrix, spec.name, None, None, "any", planner.used_excludes):
                 planner.cells.append(noarch_cell(spec, kernel.source, kernel.version,
-                                                 kernel.entry.tests))
+                                                 kernel.entry.tests, kernel.facts))
             continue
         # A kernel whose capabilities select no SM of a cell is skipped there with that
         # reason, even where it fits no cell at all: the other kernels plan as before.
@@ -189,7 +190,8 @@ class _Planner:
                          slot.cuda, slot.platform, label or slot.label, self.matrix.label,
                          slot.entry.installed, self.dependencies, python, per_python,
                          kernel.entry.env, kernel.entry.guard,
-                         kernel.entry.compress or self.matrix.compress, kernel.entry.tests)
+                         kernel.entry.compress or self.matrix.compress, kernel.entry.tests,
+                         facts=kernel.facts)
         cell = replace(cell, rules=self.rules(kernel, slot.entry.release),
                        needs_gil=kernel.entry.needs_gil)
         cross = crosses(self.matrix.cross, kernel.spec, slot.platform, slot.entry.installed)
@@ -343,7 +345,7 @@ class _Planner:
                     continue
                 cell = make_cpu_cell(spec, kernel.source, kernel.version, entry.release,
                                      platform, cpu.torch_index, self.dependencies,
-                                     kernel.entry.tests)
+                                     kernel.entry.tests, facts=kernel.facts)
                 self.cells.append(replace(cell, rules=self.rules(kernel, entry.release)))
                 self.no_free_threaded(cell, "CPU cells")
 
@@ -380,10 +382,7 @@ class _Planner:
                               line=matrix.stable_label_line, key="stable-label")
 
 
-_IMPORTS_TRITON = re.compile(r"^\s*(import|from)\s+triton\b", re.MULTILINE)
-
-
-def runtime_compiled(spec: KernelSpec) -> str | None:
+def runtime_compiled(spec: KernelSpec, facts: SourceFacts) -> str | None:
     """Why a pure-Python CUDA kernel compiles GPU code when it runs, or None: python-depends
     that do (CuTe DSL, TVM FFI), or a package that imports triton (which torch brings). A
     kernel that also serves other backends stays one wheel for all (its CUDA dependencies
@@ -392,12 +391,8 @@ def runtime_compiled(spec: KernelSpec) -> str | None:
         return None
     if spec.runtime_compilers:
         return f"its python-depends {', '.join(spec.runtime_compilers)} compile GPU code"
-    for path in sorted(spec.package_dir.rglob("*.py")):
-        try:
-            if _IMPORTS_TRITON.search(path.read_text(encoding="utf-8", errors="replace")):
-                return "its package imports triton, which compiles GPU code"
-        except OSError:
-            continue
+    if facts.imports_triton:
+        return "its package imports triton, which compiles GPU code"
     return None
 
 
@@ -471,9 +466,10 @@ def _platforms(matrix: Matrix, torch: TorchEntry) -> tuple[str, ...]:
 
 
 def noarch_cell(spec: KernelSpec, source: SourceTree, version: str,
-                tests: TestSelection = ALL_TESTS) -> Cell:
+                tests: TestSelection = ALL_TESTS, facts: SourceFacts = NO_FACTS) -> Cell:
     """A pure-Python kernel's one cell: no torch, no CUDA, any platform, no label."""
-    return Cell(spec, source, version, None, None, "any", None, (), (), tests=tests)
+    return Cell(spec, source, version, None, None, "any", None, (), (), tests=tests,
+                facts=facts)
 
 
 def cpu_label(torch: Version) -> str:
@@ -484,13 +480,13 @@ def cpu_label(torch: Version) -> str:
 def make_cpu_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,
                   platform: str, torch_index: str | None,
                   dependencies: Mapping[str, Dependency] | None = None,
-                  tests: TestSelection = ALL_TESTS) -> Cell:
+                  tests: TestSelection = ALL_TESTS, *, facts: SourceFacts) -> Cell:
     """A CPU cell: the [torch] binding and every CPU [kernel.*] section, compiled with the host
     compiler against torch (no CUDA), for one torch release."""
     sections = tuple(SectionPlan(section.name, ()) for section in spec.kernels_for("cpu"))
     return Cell(spec, source, version, torch, None, platform, cpu_label(torch), (), sections,
                 None, None, _fetched(spec, dependency_names(spec, None, "cpu"), dependencies),
-                tests=tests, cpu_index=torch_index)
+                tests=tests, cpu_index=torch_index, facts=facts)
 
 
 def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,
@@ -500,18 +496,18 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
               python: CPython | None = None, per_python: bool = False,
               env: tuple[tuple[str, str], ...] = (), guard: bool = True,
               compress: CompressMode | None = None,
-              tests: TestSelection = ALL_TESTS) -> Cell:
+              tests: TestSelection = ALL_TESTS, *, facts: SourceFacts) -> Cell:
     """A compiled kernel's cell: its SMs and, per [kernel.*] section, the archs it builds, with
     the C++ dependencies of the sections it keeps. The planner makes every cell with it, and so
     does the codec reading a cell's record."""
-    sections = _with_called(spec, tuple(_section_plan(section, cuda)
-                                        for section in spec.kernels_for("cuda")), cuda)
+    sections = _with_called(spec, facts, tuple(_section_plan(section, cuda)
+                                               for section in spec.kernels_for("cuda")), cuda)
     kept = {plan.name for plan in sections if not plan.skipped}
     return Cell(
         spec, source, version, torch, cuda, platform, label,
         tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)), sections, label_template, installed,
         _fetched(spec, dependency_names(spec, kept), dependencies), python, per_python,
-        env, guard, compress, tests,
+        env, guard, compress, tests, facts=facts,
     )
 
 
@@ -574,7 +570,7 @@ def _nothing_to_compile(cell: Cell) -> str | None:
     return "; ".join(f"[kernel.{plan.name}] {plan.skipped}" for plan in cell.sections)
 
 
-def _with_called(spec: KernelSpec, plans: tuple[SectionPlan, ...],
+def _with_called(spec: KernelSpec, facts: SourceFacts, plans: tuple[SectionPlan, ...],
                  cuda: CudaEntry) -> tuple[SectionPlan, ...]:
     """The section plans, where a section left out for want of an SM defines a function that
     the binding or a kept section calls, with that section built for its own capabilities
@@ -582,10 +578,11 @@ def _with_called(spec: KernelSpec, plans: tuple[SectionPlan, ...],
     would give a wheel that links but fails to load with an undefined symbol. A section
     brought back this way can call others in turn. A cell that keeps no section on its own
     SMs is left as it is: it has nothing to build (its kernel serves other SMs)."""
-    if not any(plan.no_sm for plan in plans) or all(plan.skipped for plan in plans):
+    table = facts.symbols
+    if table is None or not any(plan.no_sm for plan in plans) or \
+            all(plan.skipped for plan in plans):
         return plans
     sections = {section.name: section for section in spec.kernels_for("cuda")}
-    root = spec.root
     callers = list(spec.torch.src if spec.torch else ())
     folders = list(spec.torch.include if spec.torch else ())
     for plan in plans:
@@ -594,12 +591,10 @@ def _with_called(spec: KernelSpec, plans: tuple[SectionPlan, ...],
             folders += sections[plan.name].include
     planned = list(plans)
     while True:
-        kept = symbols.with_includes([root / name for name in callers], root,
-                                     [root / folder for folder in folders])
         defined: set[str] = set()
         users: dict[str, Path] = {}
-        for path in kept:
-            found = symbols.file_symbols(path)
+        for path in table.reach(callers, folders):
+            found = table.symbols(path)
             defined |= found.defines
             for name in found.uses:
                 users.setdefault(name, path)
@@ -611,11 +606,11 @@ def _with_called(spec: KernelSpec, plans: tuple[SectionPlan, ...],
             own: set[str] = set()
             for name in section.src:
                 if PurePosixPath(name).suffix.lower() not in HEADER_SUFFIXES:
-                    own |= symbols.file_symbols(root / name).defines
-            called = sorted(name for name in own - defined if symbols.base_name(name) in users)
+                    own |= table.defines(name)
+            called = sorted(name for name in own - defined if base_name(name) in users)
             if not called:
                 continue
-            caller = users[symbols.base_name(called[0])].relative_to(root.resolve()).as_posix()
+            caller = users[base_name(called[0])].relative_to(table.root).as_posix()
             more = f" (and {len(called) - 1} more)" if len(called) > 1 else ""
             note = f"{caller} calls {called[0]}{more}, which only it defines"
             archs = tuple(_buildable(section, cuda))

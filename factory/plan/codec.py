@@ -15,19 +15,19 @@ from typing import Any, cast
 
 from .. import defaults
 from ..config.model import COMPRESS_MODES, CompressMode, CudaEntry, is_project_name
-from ..config.project import read_project
 from ..config.rules import ToolchainRule
-from ..config.spec import KernelSpec
+from ..config.spec import KernelSpec, ProjectKind
 from ..config.torches import InstalledTorch
 from ..errors import ConfigError
 from ..sources.depends import Dependency
+from ..sources.facts import SourceFacts
 from ..sources.tree import SourceTree
 from ..values.pythons import CPython
 from ..values.versions import parse_release
 from .cells import cutile_cell, make_cell, make_cpu_cell, noarch_cell, skip_reason
 from .model import Cell
 
-__all__ = ["cell_from_record", "cell_record", "recorded_spec"]
+__all__ = ["cell_from_record", "cell_record", "recorded_kind"]
 
 
 def cell_record(cell: Cell) -> dict[str, Any]:
@@ -61,23 +61,25 @@ def cell_record(cell: Cell) -> dict[str, Any]:
     }
 
 
-def recorded_spec(record: dict[str, Any], root: Path) -> KernelSpec:
-    """The spec of the project a cell record was built from, read from its files in `root`."""
-    return read_project(root, "pep517" if record.get("project") == "pep517"
-                        else "kernel-builder")
+def recorded_kind(record: dict[str, Any]) -> ProjectKind:
+    """The kind of project a cell record was built from, as its files are read: a cuTile
+    project is found by reading a PEP 517 one."""
+    return "pep517" if record.get("project") == "pep517" else "kernel-builder"
 
 
 def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTree,
-                     version: str, origin: Path, cuda_home: Path | None = None,
+                     version: str, facts: SourceFacts, origin: Path,
+                     cuda_home: Path | None = None,
                      dependency: Callable[[dict[str, Any]], Dependency] | None = None) -> Cell:
-    """The cell a record describes, for the kernel whose build.toml is `spec` and whose files
-    are `source`. `origin` names where the record came from in errors; `cuda_home` replaces the
-    recorded toolkit folder (a container has its own); `dependency` finds the header folders of
-    a recorded C++ dependency (the record does not say where a machine keeps them)."""
+    """The cell a record describes, for the kernel whose build.toml is `spec`, whose files
+    are `source` and of whose files `facts` were read. `origin` names where the record came
+    from in errors; `cuda_home` replaces the recorded toolkit folder (a container has its own);
+    `dependency` finds the header folders of a recorded C++ dependency (the record does not
+    say where a machine keeps them)."""
     if not record.get("torch"):
-        cell = noarch_cell(spec, source, version)
+        cell = noarch_cell(spec, source, version, facts=facts)
     elif record.get("backend") == "cpu":
-        cell = _cpu_cell(record, spec, source, version, origin, dependency)
+        cell = _cpu_cell(record, spec, source, version, facts, origin, dependency)
     else:
         try:
             torch = parse_release(record["torch"])
@@ -101,7 +103,8 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
         cell = make_cell(spec, source, version, torch, cuda, record["platform"],
                          record["label"], record.get("label_template") or defaults.LABEL_TEMPLATE,
                          installed, dependencies, python, per_python, env,
-                         record.get("guard") is not False, _compress(record, origin))
+                         record.get("guard") is not False, _compress(record, origin),
+                         facts=facts)
         if record.get("cross") is True:
             cell = replace(cell, cross=True)
         if spec.is_cutile:
@@ -137,7 +140,7 @@ def _recorded_dependencies(record: dict[str, Any],
 
 
 def _cpu_cell(record: dict[str, Any], spec: KernelSpec, source: SourceTree, version: str,
-              origin: Path,
+              facts: SourceFacts, origin: Path,
               dependency: Callable[[dict[str, Any]], Dependency] | None) -> Cell:
     try:
         torch = parse_release(record["torch"])
@@ -147,7 +150,7 @@ def _cpu_cell(record: dict[str, Any], spec: KernelSpec, source: SourceTree, vers
             raise ConfigError(f"cell {record['id']} cannot be built from this source: the "
                               "kernel has no CPU backend", file=origin)
         return make_cpu_cell(spec, source, version, torch, str(record["platform"]),
-                             str(index) if index else None, found)
+                             str(index) if index else None, found, facts=facts)
     except (KeyError, TypeError, ValueError) as error:
         raise ConfigError(f"the cell record is incomplete or malformed ({error!r})",
                           file=origin) from None

@@ -66,10 +66,7 @@ def _archs(unit: Unit) -> int:
 
 def _size_estimate(cell: Cell, unit: Unit) -> float:
     """Seconds from the source's size and arch count (no build measured it yet)."""
-    try:
-        kib = (cell.source.root / unit.source).stat().st_size / 1024
-    except OSError:
-        kib = 0.0
+    kib = cell.facts.sizes.get(unit.source, 0) / 1024
     rates = defaults.UNIT_SECONDS
     return rates["base"] + rates["per_kib"] * kib + rates["per_arch"] * _archs(unit)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Literal
 
@@ -25,6 +25,7 @@ from ..config.spec import KernelSpec
 from ..config.torches import InstalledTorch
 from ..policy.capabilities import Capability
 from ..sources.depends import Dependency
+from ..sources.facts import NO_FACTS, SourceFacts
 from ..sources.tree import SourceTree
 from ..values.pythons import CPython
 from ..values.versions import Version, major_minor
@@ -87,12 +88,14 @@ class Unit:
 
 @dataclass(frozen=True)
 class Kernel:
-    """A matrix entry with its resolved source, its read build.toml and its wheel version."""
+    """A matrix entry with its resolved source, its read build.toml, its wheel version and
+    what planning needs to know of its files."""
 
     entry: KernelEntry
     source: SourceTree
     spec: KernelSpec
     version: str
+    facts: SourceFacts
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,8 @@ class Cell:
     rules: tuple[ToolchainRule, ...] = ()  # the toolchain rules in force for its torch
     needs_gil: bool = False  # the kernel declares that its modules need the GIL (needs-gil:)
     placement: Placement = "host"  # where it is built (plan/placement.py decides)
+    # what was read of its files before planning (its sources' sizes and symbols)
+    facts: SourceFacts = field(default=NO_FACTS, compare=False, repr=False)
 
     @property
     def free_threaded(self) -> bool:

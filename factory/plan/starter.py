@@ -10,12 +10,9 @@ to read and edit, and every choice carries a comment saying where it came from.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from .. import __version__, defaults
-from ..config.project import project_kind, read_project
 from ..config.spec import KernelSpec
 from ..errors import ConfigError
 from ..policy import TorchRelease, cuda_policy, torch_release, torch_releases
@@ -23,8 +20,7 @@ from ..policy.capabilities import Capability, loose_intersection
 from ..values.versions import Version
 from .cells import cuda_bounds_reason, stable_abi_reason, torch_bounds_reason
 
-__all__ = ["Proposal", "propose", "read_kernel", "relative", "render_matrix",
-           "render_workflow"]
+__all__ = ["Proposal", "propose", "render_matrix", "render_workflow"]
 
 
 @dataclass(frozen=True)
@@ -43,21 +39,6 @@ class Proposal:
         """(torch, CUDA) pairs PyPI has no torch for: left out rather than skipped."""
         return [(torch, cuda) for torch in self.torches for cuda, _, torches in self.cudas
                 if torch not in torches]
-
-
-def read_kernel(root: Path) -> KernelSpec:
-    """The spec of the kernel repo in `root`; one line when it is not one."""
-    if not root.is_dir():
-        raise ConfigError("is not a folder", file=root)
-    kind = project_kind(root)
-    if kind is None:
-        raise ConfigError("is not a kernel repo: it has no build.toml, setup.py or "
-                          "pyproject.toml", file=root)
-    spec = read_project(root, kind)
-    if spec.framework == "torch" and "cuda" not in spec.backends and not spec.is_pep517:
-        raise ConfigError(f"declares no CUDA backend (backends: {', '.join(spec.backends)}); "
-                          "the factory builds CUDA kernels", file=spec.build_toml)
-    return spec
 
 
 def _declared(spec: KernelSpec) -> list[Capability] | None:
@@ -230,7 +211,3 @@ jobs:
     with:
       matrix: {matrix}
 """
-
-
-def relative(path: Path, start: Path) -> str:
-    return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()

@@ -12,12 +12,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol, cast
 
 from packaging.version import InvalidVersion, Version
 
 from .. import defaults
 from ..config import lockfile
-from ..config.model import KernelEntry, Matrix, SourceRequest
+from ..config.model import KernelEntry, Matrix, SourceKind, SourceRequest
 from ..config.project import project_kind, static_version
 from ..errors import ConfigError, SourceError, SourceRefused
 from ..outputs.files import ZIP_EPOCH
@@ -26,7 +27,7 @@ from .git import COMMIT_ID, GitFetcher
 from .hub import HubFetcher
 from .tree import GitState, SourceTree, resolve_path_source, scan_tree
 
-__all__ = ["Resolved", "Sources", "resolve_kernels", "version_from_tags"]
+__all__ = ["FETCHERS", "Fetcher", "Resolved", "Sources", "resolve_kernels", "version_from_tags"]
 
 _VERSION_TAG = re.compile(r"v(\d[0-9A-Za-z.!+-]*)")
 
@@ -57,59 +58,31 @@ def version_from_tags(tags: list[str]) -> tuple[str, str] | None:
     return str(version), tag
 
 
-class Sources:
-    """Fetches sources into <cache>/sources; `offline` uses only what is there already."""
+class Fetcher(Protocol):
+    """One kind of source (matrix.yaml's `path:`, `git:`, `hub:`): its tree at the revision a
+    request names or at a pinned commit, and the tags that name a tree's revision."""
 
-    def __init__(self, cache: Path, offline: bool = False) -> None:
-        self.git = GitFetcher(cache / "sources", offline)
-        self.hub = HubFetcher(cache / "sources", offline)
+    pinned: bool  # whether a commit names its trees (one a lock can pin), unlike a folder
 
-    def resolve(self, entry: KernelEntry, matrix: Path, pin: str | None = None,
-                version: str | None = None) -> Resolved:
-        """The entry's tree; `pin` fetches that commit instead of looking up the rev, and a
-        known `version` (the lock's) is taken without looking at tags."""
-        request = entry.source
-        try:
-            if request.kind == "path":
-                assert request.folder is not None  # the matrix gives a path source its folder
-                tree = resolve_path_source(request.folder)
-            elif request.kind == "git":
-                tree = self._git(entry, pin)
-            else:
-                tree = self._hub(entry, pin)
-            version = version or entry.version
-            if version is None:
-                # A rev that is itself a version tag names the commit it resolved to, even
-                # offline, when the remote's tags cannot be listed.
-                tags = [*self._tags(entry, tree), request.revision or ""]
-                found = version_from_tags(tags)
-                if found:
-                    version = found[0]
-        except SourceRefused as error:
-            raise ConfigError(error.message, file=matrix, line=entry.line,
-                              key=f"{entry.key}.{request.kind}") from None
-        except SourceError as error:
-            raise SourceError(f"{matrix.name}:{entry.line}: {entry.key}: {error}") from None
-        return Resolved(entry, tree, version)
+    def tree(self, request: SourceRequest, pin: str | None) -> SourceTree: ...
 
-    def _git(self, entry: KernelEntry, pin: str | None) -> SourceTree:
-        request = entry.source
-        url = _git_url(entry)
-        commit, ref = (pin, None) if pin else self.git.resolve(url, request.revision or "HEAD")
-        root, when = self.git.tree(url, commit, ref, request.subdir)
-        return _fetched_tree(request, commit, root, when)
+    def tags(self, request: SourceRequest, tree: SourceTree) -> list[str]: ...
 
-    def _hub(self, entry: KernelEntry, pin: str | None) -> SourceTree:
-        request = entry.source
-        commit, root, when = self.hub.fetch(request.location, pin or request.revision or "main",
-                                            request.subdir)
-        return _fetched_tree(request, commit, root, when if when is not None else ZIP_EPOCH)
 
-    def _tags(self, entry: KernelEntry, tree: SourceTree) -> list[str]:
-        if tree.kind == "git":
-            return self.git.tags_at(_git_url(entry), tree.revision)
-        if tree.kind == "hub":
-            return self.hub.tags_at(tree.location, tree.revision)
+class _Folder:
+    """A folder on this machine, named by its content; its tags are those of its work
+    tree's HEAD, when it is clean."""
+
+    pinned = False
+
+    def __init__(self, cache: Path, offline: bool) -> None:
+        del cache, offline  # a folder is read where it is
+
+    def tree(self, request: SourceRequest, pin: str | None) -> SourceTree:
+        assert request.folder is not None  # the matrix gives a path source its folder
+        return resolve_path_source(request.folder)
+
+    def tags(self, request: SourceRequest, tree: SourceTree) -> list[str]:
         if tree.git is None or tree.git.dirty:
             return []
         try:
@@ -120,6 +93,86 @@ class Sources:
         return done.stdout.split() if done.returncode == 0 else []
 
 
+class _Git:
+    """A git repository, by URL or as a local repository's folder."""
+
+    pinned = True
+
+    def __init__(self, cache: Path, offline: bool) -> None:
+        self.git = GitFetcher(cache, offline)
+
+    def tree(self, request: SourceRequest, pin: str | None) -> SourceTree:
+        url = _git_url(request)
+        commit, ref = (pin, None) if pin else self.git.resolve(url, request.revision or "HEAD")
+        root, when = self.git.tree(url, commit, ref, request.subdir)
+        return _fetched_tree(request, commit, root, when)
+
+    def tags(self, request: SourceRequest, tree: SourceTree) -> list[str]:
+        return self.git.tags_at(_git_url(request), tree.revision)
+
+
+class _Hub:
+    """A Hugging Face Hub repository."""
+
+    pinned = True
+
+    def __init__(self, cache: Path, offline: bool) -> None:
+        self.hub = HubFetcher(cache, offline)
+
+    def tree(self, request: SourceRequest, pin: str | None) -> SourceTree:
+        commit, root, when = self.hub.fetch(request.location, pin or request.revision or "main",
+                                            request.subdir)
+        return _fetched_tree(request, commit, root, when if when is not None else ZIP_EPOCH)
+
+    def tags(self, request: SourceRequest, tree: SourceTree) -> list[str]:
+        return self.hub.tags_at(tree.location, tree.revision)
+
+
+# Each kind of source and what fetches it, made with <cache>/sources and whether offline: a
+# new kind is one fetcher and one line here (and its keys in config/matrix.py).
+FETCHERS: dict[SourceKind, Callable[[Path, bool], Fetcher]] = {
+    "path": _Folder, "git": _Git, "hub": _Hub}
+
+
+class Sources:
+    """Fetches sources into <cache>/sources; `offline` uses only what is there already."""
+
+    def __init__(self, cache: Path, offline: bool = False) -> None:
+        self.fetchers = {kind: make(cache / "sources", offline)
+                         for kind, make in FETCHERS.items()}
+
+    def fetcher(self, kind: str) -> Fetcher:
+        """The fetcher of a kind of source; a kind the factory does not know is refused."""
+        found = self.fetchers.get(cast(SourceKind, kind))
+        if found is None:
+            raise SourceRefused(f"'{kind}' is not a kind of source the factory fetches "
+                                f"({', '.join(self.fetchers)})")
+        return found
+
+    def resolve(self, entry: KernelEntry, matrix: Path, pin: str | None = None,
+                version: str | None = None) -> Resolved:
+        """The entry's tree; `pin` fetches that commit instead of looking up the rev, and a
+        known `version` (the lock's) is taken without looking at tags."""
+        request = entry.source
+        try:
+            fetcher = self.fetcher(request.kind)
+            tree = fetcher.tree(request, pin)
+            version = version or entry.version
+            if version is None:
+                # A rev that is itself a version tag names the commit it resolved to, even
+                # offline, when the remote's tags cannot be listed.
+                found = version_from_tags([*fetcher.tags(request, tree),
+                                           request.revision or ""])
+                if found:
+                    version = found[0]
+        except SourceRefused as error:
+            raise ConfigError(error.message, file=matrix, line=entry.line,
+                              key=f"{entry.key}.{request.kind}") from None
+        except SourceError as error:
+            raise SourceError(f"{matrix.name}:{entry.line}: {entry.key}: {error}") from None
+        return Resolved(entry, tree, version)
+
+
 def _fetched_tree(request: SourceRequest, commit: str, root: Path, when: int) -> SourceTree:
     """A git or Hub commit's tree: named by the commit, dated by its time (never dirty)."""
     digest, _ = scan_tree(root)
@@ -127,9 +180,8 @@ def _fetched_tree(request: SourceRequest, commit: str, root: Path, when: int) ->
                       GitState(commit, False, when), digest, request.subdir, request.revision)
 
 
-def _git_url(entry: KernelEntry) -> str:
+def _git_url(request: SourceRequest) -> str:
     """What git fetches from: the URL, or a local repository's absolute path."""
-    request = entry.source
     return str(request.folder) if request.folder else request.location
 
 
@@ -161,7 +213,7 @@ def resolve_kernels(matrix: Matrix, cache: Path, *, offline: bool, locked: bool,
             result = replace(result, version=static_version(result.tree.root))
         if result.version is None:
             tree = result.tree
-            what = "the folder's HEAD commit" if tree.kind == "path" else \
+            what = "the folder's HEAD commit" if not sources.fetcher(tree.kind).pinned else \
                 f"commit {tree.revision[:12]} of {tree.location}"
             raise ConfigError(f"no wheel version: add `version: X.Y.Z` to this entry, or tag "
                               f"{what} as vX.Y.Z", file=matrix.path, line=entry.line,
@@ -177,8 +229,8 @@ def _resolve_locked(sources: Sources, entry: KernelEntry,
                     path: Path, matrix: Matrix, offline: bool,
                     say: Callable[[str], None]) -> Resolved:
     pin = lockfile.pin_for(entry, pins, path, matrix.path)
-    kind, rev = entry.source.kind, entry.source.revision or ""
-    if kind == "path":
+    rev = entry.source.revision or ""
+    if not sources.fetcher(entry.source.kind).pinned:
         result = sources.resolve(entry, matrix.path, version=pin.version)
     elif offline or COMMIT_ID.fullmatch(rev):
         result = sources.resolve(entry, matrix.path, pin=pin.commit, version=pin.version)

@@ -18,16 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, cast
 
+from ..config.model import SOURCE_KINDS, SourceKind
 from ..errors import FactoryError
 
 __all__ = ["SCHEMA", "BuildFacts", "GitFacts", "KernelFacts", "Provenance", "ProvenanceError",
-           "SourceFacts", "SourceKind"]
+           "SourceFacts"]
 
 SCHEMA = "kernel-wheel-factory/provenance/1"
-SourceKind = Literal["path", "git", "hub"]
-_KINDS: dict[str, SourceKind] = {"path": "path", "git": "git", "hub": "hub"}
 
 
 class ProvenanceError(FactoryError, ValueError):
@@ -98,10 +97,10 @@ class SourceFacts:
     def from_json(cls, data: object) -> SourceFacts:
         fields = _fields(data, "source")
         kind = _text(fields, "source", "kind")
-        if kind not in _KINDS:
-            raise ProvenanceError(f"source.kind is {kind!r}, not path, git or hub")
+        if kind not in SOURCE_KINDS:
+            raise ProvenanceError(f"source.kind is {kind!r}, not one of {', '.join(SOURCE_KINDS)}")
         git = fields.get("git")
-        return cls(_KINDS[kind], _text(fields, "source", "location"),
+        return cls(cast(SourceKind, kind), _text(fields, "source", "location"),
                    _text(fields, "source", "tree_sha256"),
                    GitFacts.from_json(git) if git is not None else None,
                    _optional_text(fields, "source", "revision"),

@@ -20,6 +20,7 @@ from ..support.browser import open_page, shot, text
 from ..support.checks import present
 from ..support.factory import Result, run_factory
 from ..support.servers import serving
+from ..support.wheels import GPU_FACTS
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -250,3 +251,39 @@ def test_a_stable_abi_wheel_shows_every_cell_it_serves(browser: Browser, stable_
     assert "stable-kernel/cu13.stable.torch2.11/x86_64, the stable-ABI build" in \
         text(page, "#facts .proof")
     assert errors == []
+
+
+def test_the_doctor_reads_every_field_of_the_browse_data_as_the_index_writes_it(
+        example_tested: tuple[Path, Result]) -> None:
+    """doctor.py is served alone and imports nothing of the factory, so it keeps a reader of
+    its own of what index/browse.py writes: held to the writer field by field, so that a field
+    renamed or reshaped on one side fails here, not on a user's machine."""
+    from factory import doctor
+
+    out = example_tested[0]
+    browse = json.loads((out / "browse.json").read_text())
+    seen = {"cells": 0, "wheels": 0, "tests": 0}
+    for entry in browse["packages"]:
+        data = json.loads((out / "browse" / f"{entry['project']}.json").read_text())
+        for release in data["versions"]:
+            for cell in release["cells"]:
+                read = doctor._clean_cell(cell)
+                assert read["cuda"] == cell["cuda"] and read["torch"] == cell["torch"] and \
+                    read["label"] == cell["label"]
+                for written, wheel in zip(cell["wheels"], read["wheels"], strict=True):
+                    assert wheel == {key: written[key] for key in wheel}
+                    seen["wheels"] += 1
+                if cell["tests"] is not None:  # read as the writer's own codec reads it
+                    report = present(TestReport.from_json(cell["tests"]))
+                    assert read["tests"] == {"verdict": report.verdict, "passed": report.passed,
+                                             "reason": report.reason or "",
+                                             "gpus": list(report.gpus)}
+                    seen["tests"] += 1
+                seen["cells"] += 1
+            for written in release["anywhere"]:
+                wheel = doctor._clean_wheel(written)
+                assert wheel == {key: written[key] for key in wheel}
+    assert min(seen.values()) >= 1, seen  # a cell with its wheel and its tests' verdict
+    (result,) = doctor.diagnose(out.as_uri() + "/", "img2gray", GPU_FACTS)  # torch 2.11, H100
+    assert result["fits"] is not None and "+cu130torch211 --extra-index-url" in \
+        result["fits"]["pip"], result

@@ -169,6 +169,23 @@ def test_serve_refuses_bad_arguments(tmp_path: Path) -> None:
     assert port.exit == 2 and "is not a port number" in port.stderr
 
 
+def test_a_command_past_its_limit_fails_the_test_and_is_stopped(tmp_path: Path) -> None:
+    """The tests' run_factory stops a command that runs too long (a server never returns) and
+    fails the test, rather than leaving the run to CI's limit."""
+    with pytest.raises(pytest.fail.Exception, match=r"factory serve .* ran past 3 s"):
+        run_factory("serve", tmp_path, "--port", "0", limit=3)
+    left = [entry for entry in Path("/proc").iterdir() if entry.name.isdigit()
+            and str(tmp_path).encode() in _cmdline(entry)]
+    assert left == []
+
+
+def _cmdline(process: Path) -> bytes:
+    try:
+        return (process / "cmdline").read_bytes()
+    except OSError:
+        return b""  # gone meanwhile
+
+
 def test_verify_sees_an_edited_missing_or_slipped_in_page_and_an_index_puts_them_right(
         index_out: Path) -> None:
     """A page is published too: `index --verify` renders every page, JSON document, browse

@@ -22,6 +22,7 @@ from factory.config.matrix import load_matrix
 from factory.errors import ConfigError
 from factory.plan.cells import make_plan
 from factory.plan.model import Kernel, Plan
+from factory.sources.facts import read_facts
 from factory.sources.installed import read_torches
 from factory.sources.tree import resolve_path_source
 
@@ -68,9 +69,11 @@ def matrix_with(tmp_path: Path, torch: str, cuda: str = '"12.6": {sms: ["9.0"]}'
 
 def planned(path: Path, torch_pythons: list[Path] | None = None) -> Plan:
     matrix = read_torches(load_matrix(path, torch_pythons))
-    kernels = [Kernel(entry, resolve_path_source(present(entry.source.folder)),
-                      read_build_toml(present(entry.source.folder)), present(entry.version))
-               for entry in matrix.kernels]
+    kernels = []
+    for entry in matrix.kernels:
+        spec = read_build_toml(present(entry.source.folder))
+        kernels.append(Kernel(entry, resolve_path_source(spec.root), spec, present(entry.version),
+                              read_facts(spec)))
     return make_plan(matrix, kernels, None)
 
 

@@ -14,6 +14,7 @@ from factory.config.project import read_project
 from factory.defaults import host_platform
 from factory.plan.cells import make_plan
 from factory.plan.model import Kernel
+from factory.sources.facts import read_facts
 from factory.sources.tree import resolve_path_source
 
 from ..support.factory import EXAMPLE, factory_main, write
@@ -85,9 +86,9 @@ def test_an_abi3_project_is_built_with_the_oldest_cpython_the_release_has(tmp_pa
         python: ["3.10", "3.12", "3.11"]
     """))
     (entry,) = matrix.kernels
-    plan = make_plan(matrix, [Kernel(entry, resolve_path_source(tmp_path / "fused"),
-                                     read_project(tmp_path / "fused", "pep517"), "1.0.0")],
-                     host_platform())
+    spec = read_project(tmp_path / "fused", "pep517")
+    plan = make_plan(matrix, [Kernel(entry, resolve_path_source(tmp_path / "fused"), spec,
+                                     "1.0.0", read_facts(spec))], host_platform())
     assert [(cell.id, str(cell.python)) for cell in plan.cells] == [
         ("fused_op/cu132torch215/x86_64", "3.11")]
     assert plan.skipped == ()  # the abi3 wheel serves 3.10 too, where a torch has it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -31,14 +32,27 @@ class Result:
     stderr: str
 
 
+# The longest a `factory` command may run in a test: past it the command and everything it
+# started are killed and the test fails, rather than the whole run stopping at CI's limit.
+RUN_LIMIT = 40 * 60
+
+
 def run_factory(*args: str | Path, cwd: Path | None = None,
-                env: dict[str, str] | None = None) -> Result:
-    """The installed `factory` command, as a user runs it."""
-    completed = subprocess.run(
-        [sys.executable, "-m", "factory", *[str(a) for a in args]], cwd=cwd,
-        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )
-    return Result(completed.returncode, completed.stdout, completed.stderr)
+                env: dict[str, str] | None = None, limit: float = RUN_LIMIT) -> Result:
+    """The installed `factory` command, as a user runs it, in a session of its own: one that
+    runs past `limit` seconds is killed with all it started, and the test fails saying so."""
+    argv = [sys.executable, "-m", "factory", *[str(a) for a in args]]
+    with subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})}) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            pytest.fail(f"factory {' '.join(argv[3:])} ran past {limit:.0f} s; it said:\n"
+                        f"{stderr[-4000:]}")
+    return Result(process.returncode, stdout, stderr)
 
 
 def factory_main(*args: str | Path, capsys: pytest.CaptureFixture[str]) -> Result:

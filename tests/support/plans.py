@@ -11,6 +11,7 @@ from factory.config.matrix import load_matrix
 from factory.defaults import host_platform
 from factory.plan.cells import make_plan
 from factory.plan.model import Kernel, Plan
+from factory.sources.facts import read_facts
 from factory.sources.tree import SourceTree, resolve_path_source, scan_tree
 from factory.toolchain import Toolchain
 from factory.toolchain.cuda import CudaToolkit
@@ -57,8 +58,9 @@ def plan_for(tmp_path: Path, matrix_text: str, host: str | None = "this machine"
     kernels = []
     for entry in matrix.kernels:  # path: kernels, each read as the loader reads it
         folder = cast(Path, entry.source.folder)
-        kernels.append(Kernel(entry, resolve_path_source(folder), read_build_toml(folder),
-                              cast(str, entry.version)))
+        spec = read_build_toml(folder)
+        kernels.append(Kernel(entry, resolve_path_source(folder), spec, cast(str, entry.version),
+                              read_facts(spec)))
     return make_plan(matrix, kernels, host_platform() if host == "this machine" else host)
 
 
@@ -70,8 +72,9 @@ def plan_of(tmp_path: Path, matrix_text: str, host: str | None = "this machine")
     kernels = []
     for entry in matrix.kernels:
         folder = cast(Path, entry.source.folder)
-        kernels.append(Kernel(entry, folder_tree(folder), read_build_toml(folder),
-                              cast(str, entry.version)))
+        spec = read_build_toml(folder)
+        kernels.append(Kernel(entry, folder_tree(folder), spec, cast(str, entry.version),
+                              read_facts(spec)))
     return make_plan(matrix, kernels, host_platform() if host == "this machine" else host)
 
 

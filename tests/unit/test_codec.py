@@ -13,6 +13,7 @@ from factory.config.buildtoml import read_build_toml
 from factory.errors import ConfigError
 from factory.plan.codec import cell_from_record, cell_record
 from factory.plan.model import Cell
+from factory.sources.facts import read_facts
 
 from ..support.plans import MATRIX, plan_of
 
@@ -20,7 +21,8 @@ from ..support.plans import MATRIX, plan_of
 def round_trip(cell: Cell) -> Cell:
     """The cell read back from its record after the record has been through JSON."""
     record = json.loads(json.dumps(cell_record(cell)))
-    return cell_from_record(record, read_build_toml(cell.source.root), cell.source, cell.version,
+    spec = read_build_toml(cell.source.root)
+    return cell_from_record(record, spec, cell.source, cell.version, read_facts(spec),
                             cell.spec.build_toml)
 
 
@@ -55,8 +57,9 @@ def test_a_record_that_no_longer_fits_the_source_is_refused(tmp_path: Path) -> N
     toml.write_text(toml.read_text().replace("[torch]", '[torch]\nmaxver = "2.10"'))
     with pytest.raises(ConfigError, match=r"cannot be built from this source: torch 2\.11 is "
                                           r"above the kernel's torch maxver 2\.10"):
-        cell_from_record(record, read_build_toml(narrow), cell.source, cell.version,
+        spec = read_build_toml(narrow)
+        cell_from_record(record, spec, cell.source, cell.version, read_facts(spec),
                          narrow / "build.toml")
     with pytest.raises(ConfigError, match="incomplete or malformed"):
         cell_from_record({**record, "sms": None}, cell.spec, cell.source, cell.version,
-                         cell.spec.build_toml)
+                         cell.facts, cell.spec.build_toml)

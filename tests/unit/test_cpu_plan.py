@@ -13,6 +13,7 @@ from factory.errors import ConfigError
 from factory.plan.codec import cell_from_record, cell_record
 from factory.plan.jobs import plan_jobs
 from factory.plan.model import Cell, Plan
+from factory.sources.facts import read_facts
 
 from ..support.factory import make_kernel
 from ..support.plans import folder_tree
@@ -125,7 +126,8 @@ def test_the_cell_record_makes_the_cpu_cell_again(tmp_path: Path) -> None:
     record = cell_record(cell)
     assert record["backend"] == "cpu" and record["cuda"] is None
     assert record["torch_index"] == "https://download.pytorch.org/whl/cpu"
-    again = cell_from_record(record, cell.spec, cell.source, cell.version, tmp_path / "r.json")
+    again = cell_from_record(record, cell.spec, cell.source, cell.version, cell.facts,
+                             tmp_path / "r.json")
     assert again == cell
     with pytest.raises(ConfigError, match="the kernel has no CPU backend"):
         _no_cpu_backend(tmp_path, record)
@@ -136,5 +138,5 @@ def _no_cpu_backend(tmp_path: Path, record: dict[str, Any]) -> Cell:
                          {"b.cpp": "", "k.cu": "", "c.cpp": "", "h.cpp": "", "inc/x.h": ""},
                          package="both")
     spec = read_build_toml(kernel)
-    return cell_from_record(record, spec, folder_tree(kernel), "1.0.0",
+    return cell_from_record(record, spec, folder_tree(kernel), "1.0.0", read_facts(spec),
                             tmp_path / "r.json")

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from factory.config.matrix import load_matrix
-from factory.plan.starter import propose, read_kernel
+from factory.pipeline.init import read_kernel
+from factory.plan.starter import propose
 from factory.policy import cuda_policy, torch_releases
 from factory.values.versions import Version
 

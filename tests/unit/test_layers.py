@@ -131,9 +131,23 @@ def test_only_system_starts_programs() -> None:
     assert starting == set()
 
 
+# What reads the machine: a file's text, bytes or metadata, a folder's listing, a path made
+# absolute by the file system; and the factory's own readers of kernels and their files.
+_READS = frozenset({"read_text", "read_bytes", "stat", "lstat", "rglob", "glob", "iterdir",
+                    "exists", "is_file", "is_dir", "is_symlink", "resolve", "readlink", "walk",
+                    "scandir", "listdir", "samefile", "realpath", "abspath", "getcwd", "cwd",
+                    "home", "expanduser", "open"})
+_WRITES = frozenset({"write_text", "write_bytes", "mkdir", "unlink", "rename", "replace",
+                     "touch", "rmtree"})
+_READERS = frozenset({"read_project", "project_kind", "read_build_toml", "static_version",
+                      "read_facts", "read_symbols", "file_symbols", "scan_tree",
+                      "source_files", "resolve_path_source", "load_matrix", "load_toml"})
+
+
 def test_the_planner_is_pure() -> None:
     """plan/ turns values into values: it imports nothing that starts programs or touches the
-    machine (system/, the output files' writers, shutil, tempfile) and writes no file, so
+    machine (system/, the output files' writers, shutil, tempfile), writes no file and reads
+    none (what it needs of a kernel's files arrives read, as sources/facts.py's values), so
     every plan can be made, and tested, without a process or a disk."""
     impure = []
     for name, tree in _sources():
@@ -145,14 +159,34 @@ def test_the_planner_is_pure() -> None:
                    if target.split(".")[0] == "system" or target == "outputs.files"]
         impure += [f"{name} imports {module}" for module in sorted(
             _modules_imported(tree) & (_PROCESS_MODULES | {"shutil", "tempfile"}))]
-        impure += [f"{name}:{node.lineno} calls {node.func.attr}" for node in ast.walk(tree)
-                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                   and node.func.attr in ("write_text", "write_bytes", "mkdir", "unlink",
-                                          "rename", "replace", "touch", "rmtree")]
-        impure += [f"{name}:{node.lineno} calls open" for node in ast.walk(tree)
-                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                   and node.func.id == "open"]
+        impure += [f"{name}:{node.lineno} imports {alias.name}" for node in ast.walk(tree)
+                   if isinstance(node, ast.ImportFrom) for alias in node.names
+                   if alias.name in _READERS]
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else \
+                node.func.id if isinstance(node.func, ast.Name) else ""
+            writes = called in _WRITES and isinstance(node.func, ast.Attribute)
+            if writes or called in _READS | _READERS:
+                impure.append(f"{name}:{node.lineno} calls {called}")
     assert impure == []
+
+
+def test_the_pipeline_prints_nothing() -> None:
+    """pipeline/ does the work and returns what came of it: what it says goes through the
+    Voice or the function it is handed, what a tool prints into the stream it is handed."""
+    loud = []
+    for name, tree in _sources():
+        if not name.startswith("pipeline/"):
+            continue
+        loud += [f"{name}:{node.lineno} calls print" for node in ast.walk(tree)
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                 and node.func.id == "print"]
+        loud += [f"{name}:{node.lineno} names sys.{node.attr}" for node in ast.walk(tree)
+                 if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                 and node.value.id == "sys" and node.attr in ("stdout", "stderr")]
+    assert loud == []
 
 
 def test_every_error_is_a_factory_error() -> None:

@@ -66,7 +66,7 @@ def test_a_path_source_names_no_revision_and_a_pep517_record_its_project_file() 
 @pytest.mark.parametrize("change, message", [
     (lambda r: r.pop("kernel"), "kernel is missing or not an object"),
     (lambda r: r["kernel"].pop("version"), "kernel.version is missing or not text"),
-    (lambda r: r["source"].update(kind="ftp"), "source.kind is 'ftp', not path, git or hub"),
+    (lambda r: r["source"].update(kind="ftp"), "source.kind is 'ftp', not one of path, git, hub"),
     (lambda r: r["source"]["git"].update(dirty="no"), "source.git.dirty is not true or false"),
     (lambda r: r["build"].update(source_date_epoch="1764115200"),
      "build.source_date_epoch is not a whole number"),

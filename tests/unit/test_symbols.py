@@ -3,10 +3,11 @@ kept source calling a function nothing defines."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
-from factory.plan.symbols import base_name, file_symbols, with_includes
+from factory.sources.symbols import base_name, file_symbols, read_symbols
 
 from ..support.factory import write
 
@@ -80,11 +81,18 @@ def test_includes_are_followed_inside_the_root_only(tmp_path: Path) -> None:
     write(tmp_path / "k/csrc/gen/dispatch.h", '#include <gen/kernels.h>\n')
     write(tmp_path / "k/csrc/gen/kernels.h", "")
     write(tmp_path / "x.h", "")
-    files = with_includes([tmp_path / "k/torch-ext/binding.cpp"], tmp_path / "k",
-                          [tmp_path / "k/csrc"])
-    assert sorted(path.relative_to(tmp_path).as_posix() for path in files) == [
-        "k/csrc/common/util.h", "k/csrc/gen/dispatch.h", "k/csrc/gen/kernels.h",
-        "k/torch-ext/binding.cpp", "k/torch-ext/binding.h"]
+    table = read_symbols(tmp_path / "k", ["torch-ext/binding.cpp"], ["csrc"])
+    shutil.rmtree(tmp_path / "k")  # read once: walking the table reads no file
+
+    def reached(folders: list[str]) -> list[str]:
+        files = table.reach(["torch-ext/binding.cpp"], folders)
+        return sorted(path.relative_to(table.root).as_posix() for path in files)
+
+    assert reached(["csrc"]) == ["csrc/common/util.h", "csrc/gen/dispatch.h",
+                                 "csrc/gen/kernels.h", "torch-ext/binding.cpp",
+                                 "torch-ext/binding.h"]
+    assert reached([]) == ["torch-ext/binding.cpp", "torch-ext/binding.h"]
+    assert table.defines("torch-ext/binding.cpp") == frozenset()
 
 
 def test_unreadable_and_oversized_files_have_no_symbols(tmp_path: Path) -> None:

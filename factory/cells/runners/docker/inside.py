@@ -33,12 +33,14 @@ from typing import Any
 from ....compile.objects import ObjectCache
 from ....compile.pool import Budget, CompilePool
 from ....config.model import TestSelection
+from ....config.project import read_project
 from ....errors import BuildError, FactoryError
-from ....plan.codec import cell_from_record, recorded_spec
+from ....plan.codec import cell_from_record, recorded_kind
 from ....plan.costs import UnitCost
 from ....prove.load import load_wheel
 from ....prove.tests import TestReport, make_tests_env, run_in_tests_env
 from ....sources.depends import Dependency
+from ....sources.facts import read_facts
 from ....sources.tree import SourceTree
 from ....system.process import Log
 from ....toolchain import host_compiler
@@ -140,10 +142,10 @@ def _build(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
         folder, count = copied[item["name"]]
         return Dependency.from_record(item, tuple(folder / str(n) for n in range(count)))
 
-    cell = cell_from_record(job["cell"], recorded_spec(job["cell"], root),
-                            SourceTree.from_json(job["source"], root), job["version"],
-                            root / "build.toml", cuda_home=Path(job["cuda_home"]),
-                            dependency=dependency)
+    spec = read_project(root, recorded_kind(job["cell"]))
+    cell = cell_from_record(job["cell"], spec, SourceTree.from_json(job["source"], root),
+                            job["version"], read_facts(spec), root / "build.toml",
+                            cuda_home=Path(job["cuda_home"]), dependency=dependency)
     options = BuildOptions(Path(job["build_root"]), job["source_date_epoch"],
                            job["builder"], index_url=job.get("index_url"))
     compiling = _compiling(job, say)

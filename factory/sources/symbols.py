@@ -2,8 +2,8 @@
 
 Planning narrows a [kernel.*] section to the cell's SMs and leaves it out when none is left;
 if the binding (or another kept source) calls a function only that section defines, the wheel
-would link but fail to load with an undefined symbol. This module finds such calls before any
-compiler runs.
+would link but fail to load with an undefined symbol. This module reads what finding such calls
+takes (read_symbols) before planning starts; the planner walks the table it gives.
 
 Written by hand: a C++ front end (libclang) would need the kernel's include folders, torch's and
 CUDA's headers, and its flags at plan time, which planning must not need; what is wanted is only
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["FileSymbols", "base_name", "file_symbols", "with_includes"]
+__all__ = ["FileSymbols", "SourceSymbols", "base_name", "file_symbols", "read_symbols"]
 
 # Comments, string and character literals (a quote after a word character is a digit
 # separator, 1'000), and preprocessor lines with their continuations.
@@ -235,26 +235,76 @@ def _only_qualifiers(tokens: list[str]) -> bool:
     return True
 
 
-def with_includes(files: Iterable[Path], root: Path,
-                  folders: Iterable[Path] = ()) -> list[Path]:
-    """The files and every file inside `root` they include, each once: by quoted name found
-    beside the including file or in `folders`, by angled name found in `folders` (a kernel's
-    include folders; the system's and its dependencies' headers are outside `root`)."""
-    root = root.resolve()
-    folders = [folder.resolve() for folder in folders]
-    seen: dict[Path, None] = {}
-    pending = [path.resolve() for path in files]
-    while pending and len(seen) < _MAX_FILES:
+@dataclass(frozen=True)
+class SourceSymbols:
+    """What a kernel's sources define and use, read before planning: every file they may
+    reach by #include inside the kernel's folder, with its symbols, and where each include
+    name is found from each folder it may be looked up in. Paths are resolved once here, so
+    that walking the includes of any set of kept sections (`reach`) touches no file."""
+
+    root: Path  # resolved
+    sources: Mapping[str, Path]  # a source named by build.toml -> its file
+    folders: Mapping[str, Path]  # an include folder named by build.toml -> the folder
+    files: Mapping[Path, FileSymbols]
+    found: Mapping[tuple[Path, str], Path]  # (folder, include name) -> the file it names
+
+    def reach(self, sources: Iterable[str], folders: Iterable[str]) -> list[Path]:
+        """The sources and every file inside the kernel's folder they include, each once: by
+        quoted name found beside the including file or in `folders`, by angled name found in
+        `folders` (the system's and its dependencies' headers are outside the folder)."""
+        places = [self.folders[folder] for folder in folders if folder in self.folders]
+        seen: dict[Path, None] = {}
+        pending = [self.sources[name] for name in sources if name in self.sources]
+        while pending and len(seen) < _MAX_FILES:
+            path = pending.pop()
+            if path in seen or path not in self.files:
+                continue
+            seen[path] = None
+            for name, where in _lookups(self.files[path], path, places):
+                hit = next((self.found[folder, name] for folder in where
+                            if (folder, name) in self.found), None)
+                if hit is not None:
+                    pending.append(hit)
+        return list(seen)
+
+    def defines(self, source: str) -> frozenset[str]:
+        path = self.sources.get(source)
+        symbols = self.files.get(path) if path is not None else None
+        return symbols.defines if symbols is not None else frozenset()
+
+    def symbols(self, path: Path) -> FileSymbols:
+        return self.files[path]
+
+
+def _lookups(symbols: FileSymbols, path: Path,
+             places: list[Path]) -> list[tuple[str, tuple[Path, ...]]]:
+    """Each include of a file with the folders it is looked for in, in order."""
+    return [*[(name, (path.parent, *places)) for name in symbols.includes],
+            *[(name, tuple(places)) for name in symbols.angled]]
+
+
+def read_symbols(root: Path, sources: Iterable[str], folders: Iterable[str]) -> SourceSymbols:
+    """The symbols of the named sources and of every file inside `root` that they may include
+    from any of the named folders: a superset of what any choice of them reaches."""
+    real = root.resolve()
+    places = {folder: path for folder in folders
+              if (path := (root / folder).resolve()).is_relative_to(real)}
+    named = {name: path for name in sources
+             if (path := (root / name).resolve()).is_relative_to(real) and path.is_file()}
+    files: dict[Path, FileSymbols] = {}
+    found: dict[tuple[Path, str], Path] = {}
+    pending = list(named.values())
+    while pending and len(files) < _MAX_FILES:
         path = pending.pop()
-        if path in seen or not path.is_relative_to(root) or not path.is_file():
+        if path in files:
             continue
-        seen[path] = None
-        found = file_symbols(path)
-        for name, places in [*[(name, (path.parent, *folders)) for name in found.includes],
-                             *[(name, folders) for name in found.angled]]:
-            for folder in places:
+        files[path] = file_symbols(path)
+        for name, where in _lookups(files[path], path, list(places.values())):
+            for folder in where:
+                if (folder, name) in found:
+                    continue
                 candidate = (folder / name).resolve()
-                if candidate.is_relative_to(root) and candidate.is_file():
+                if candidate.is_relative_to(real) and candidate.is_file():
+                    found[folder, name] = candidate
                     pending.append(candidate)
-                    break
-    return list(seen)
+    return SourceSymbols(real, named, places, files, found)
