@@ -36,7 +36,8 @@ from ..outputs.files import file_sha256, process_alive
 from ..outputs.journal import note_publishing, pending
 from ..outputs.layout import Layout, refuse_links
 from ..plan.costs import UnitCost, shard_of
-from ..plan.model import Cell, Plan, SkippedCell
+from ..plan.model import Cell, SkippedCell
+from ..plan.placement import PlacedPlan
 from ..prove.load import LoadReport, importable_modules, load_problems
 from ..prove.tests import TestReport
 from ..system.process import Log
@@ -112,7 +113,7 @@ class Reporter(Protocol):
     def stop(self) -> None: ...
 
 
-def run_build(plan: Plan, out: Path, runners: Runners, reporter: Reporter,
+def run_build(plan: PlacedPlan, out: Path, runners: Runners, reporter: Reporter,
               settings: RunSettings | None = None) -> list[CellResult]:
     """Build the plan's cells, `settings.cells` at a time, each by the runner of its placement
     (the caller holds them open).
@@ -205,7 +206,7 @@ def requires_tests(cell: Cell, require_tests: bool) -> bool:
     return cell.tests.required if cell.tests.required is not None else defaults.TESTS_REQUIRED
 
 
-def test_cells(plan: Plan, out: Path, runners: Runners, say: Callable[[str], None],
+def test_cells(plan: PlacedPlan, out: Path, runners: Runners, say: Callable[[str], None],
                require_tests: bool = False) -> list[CellTests]:
     """Run each cell's kernel tests against the wheel its last build published into `out`
     (one after the other: they may share a GPU); each report is kept in the cell's state."""

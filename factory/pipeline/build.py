@@ -15,7 +15,7 @@ from ..cells.run import (
     run_build,
     test_cells,
 )
-from ..cells.runners import Runners, docker_facts, runners_for
+from ..cells.runners import TAKES, Runners, places_for, runners_for
 from ..compile.costbook import COSTS_FOLDER, CostBook
 from ..compile.objects import ObjectCache
 from ..compile.pool import machine_budget
@@ -28,7 +28,7 @@ from ..index.variants import make_variants
 from ..outputs.layout import Layout
 from ..plan.jobs import select_job, select_shard
 from ..plan.model import Plan
-from ..plan.placement import needs_docker, place
+from ..plan.placement import PlacedPlan, needs_containers, place
 from ..plan.select import Selection, select_cells
 from ..system.engine import Engine
 from .load import plan_matrix
@@ -114,21 +114,21 @@ def only_cells(plan: Plan, patterns: tuple[str, ...]) -> Plan:
     return selected
 
 
-def choose(options: Options, plan: Plan, voice: Voice) -> tuple[Plan, Runners]:
-    """The plan with each cell placed (plan/placement.py), docker asked first where the
-    placement depends on it, and the runners of its placements, not yet entered; where the
-    cells go and why is noted."""
-    engine = Engine() if needs_docker(plan, options.runner) else None
-    problem, said = docker_facts(engine, plan, options.runner, options.builder_base,
-                                 options.offline) if engine is not None else (None, "")
-    plan, why = place(plan, options.runner, problem, said)
-    voice.note(why)
-    if options.build.unconfined and any(cell.placement in ("host", "cross", "cpu")
-                                        for cell in plan.cells):
+def choose(options: Options, plan: Plan, voice: Voice) -> tuple[PlacedPlan, Runners]:
+    """The plan with each cell placed (plan/placement.py) where a runner of this run can take
+    it, docker asked first where a placement depends on it, and the runners of its
+    placements, not yet entered; where the cells go and why is noted."""
+    engine = Engine() if needs_containers(plan, options.runner) else None
+    places = places_for(engine, plan, options.runner, options.builder_base, options.offline)
+    placed = place(plan, places)
+    voice.note(placed.why)
+    here = [cell for cell in placed.cells if cell.placement and TAKES[cell.placement][0] == "local"]
+    if options.build.unconfined and here:
         voice.warn("--unconfined: the code of others that runs on this machine (a setup.py "
                    "build, a kernel's import gate and tests) runs outside the sandbox, with "
                    "your rights, your files and your network")
-    return plan, runners_for(plan, options.cache, options.build, options.builder_base, engine)
+    return placed, runners_for(placed, options.cache, options.build, options.builder_base,
+                               engine)
 
 
 def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
@@ -181,7 +181,7 @@ def _take_in(request: BuildRequest, objects: Path, voice: Voice) -> None:
                    + (f"; {costs} unit cost(s) for the cost book" if costs else ""))
 
 
-def _test_kept(plan: Plan, out: Path, runners: Runners, results: list[CellResult],
+def _test_kept(plan: PlacedPlan, out: Path, runners: Runners, results: list[CellResult],
                voice: Voice, require_tests: bool) -> tuple[list[CellResult], list[CellTests]]:
     """Built wheels were tested before they were published; a kept one never tested is tested
     now. The results with those reports, and every cell's tests as shown."""

@@ -9,6 +9,7 @@ from typing import TextIO
 from ..cells.runners.docker.image import BuilderImage
 from ..cells.runners.docker.runner import DockerRunner
 from ..errors import ConfigError
+from ..plan.placement import candidates
 from ..system.engine import Engine
 from ..system.process import Log
 from .load import plan_matrix
@@ -29,4 +30,5 @@ def make_builder_images(matrix: Path, cache: Path, say: Callable[[str], None], o
     if problem:
         raise ConfigError(f"cannot build images: {problem}", key="images")
     with DockerRunner(cache, options.build, options.builder_base, engine) as runner:
-        return runner.make_images(plan.cells, Log(output))
+        cells = [cell for cell in plan.cells if "builder" in candidates(cell, "auto")]
+        return runner.make_images(cells, Log(output))

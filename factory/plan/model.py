@@ -126,7 +126,7 @@ class Cell:
     cpu_index: str | None = None  # a CPU cell's torch index (matrix `cpu: {torch-index}`)
     rules: tuple[ToolchainRule, ...] = ()  # the toolchain rules in force for its torch
     needs_gil: bool = False  # the kernel declares that its modules need the GIL (needs-gil:)
-    placement: Placement = "host"  # where it is built (plan/placement.py decides)
+    placement: Placement | None = None  # where it is built, once placed (plan/placement.py)
     # what was read of its files before planning (its sources' sizes and symbols)
     facts: SourceFacts = field(default=NO_FACTS, compare=False, repr=False)
 

@@ -16,11 +16,11 @@ from rich.console import Console
 from factory.cells.job import Built, Compiling
 from factory.cells.options import BuildOptions
 from factory.cells.run import RunSettings, run_build
-from factory.cells.runners import Runner, Runners, docker_facts, runners_for
+from factory.cells.runners import Runner, Runners, places_for, runners_for
 from factory.cells.runners.local import LocalRunner
 from factory.defaults import BUILDER_BASE, host_platform
 from factory.plan.model import Cell
-from factory.plan.placement import place
+from factory.plan.placement import Places, place
 from factory.system.engine import Engine
 from factory.system.process import Log
 from factory.ui.progress import PlainReporter
@@ -60,13 +60,13 @@ def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path: Path) -> None:
     make_kernel(tmp_path / "demo", KERNEL.format(name="demo", backends='["cuda"]',
                                                  torch_bounds="", caps="", cuda_bounds=""),
                 {"b.cpp": "", "k.cu": ""}, package="demo")
-    plan = plan_for(tmp_path, f"""
+    plan = place(plan_for(tmp_path, f"""
         kernels:
           - {{path: demo, version: 1.0.0}}
           - {{path: {FIXTURES / "noarch-kernel"}, version: 2.0.0}}
         torch: ["2.11"]
         cuda: {{"13.0": {{sms: ["9.0"]}}}}
-    """)
+    """), Places("local"))
     options = BuildOptions(tmp_path / "build", 1767225600)
     runner = BrokenForCompiledCells(LocalRunner(tmp_path / "cache", options))
     runners = Runners({"host": cast(Runner, runner)})
@@ -91,8 +91,8 @@ def test_auto_says_what_building_on_this_machine_means_when_docker_is_not_there(
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
     plan = demo_plan(tmp_path)
     with Engine() as engine:
-        problem, said = docker_facts(engine, plan, "auto", BUILDER_BASE, offline=False)
-    placed, why = place(plan, "auto", problem, said)
+        placed = place(plan, places_for(engine, plan, "auto", BUILDER_BASE, offline=False))
+    why = placed.why
     assert [cell.placement for cell in placed.cells] == ["host"]
     runners = runners_for(placed, tmp_path / "cache", BuildOptions(tmp_path / "build", 0),
                           BUILDER_BASE, None)

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from factory.config.model import RunnerChoice
 from factory.config.torches import InstalledTorch
 from factory.errors import ConfigError
-from factory.plan.model import Plan
-from factory.plan.placement import needs_docker, place
+from factory.plan.model import Placement, Plan
+from factory.plan.placement import PlacedPlan, Places, candidates, needs_containers, place
 
 from ..support.plans import kernel, plan_of
 
@@ -40,23 +41,35 @@ def with_cells(plan: Plan, *changes: dict[str, object]) -> Plan:
     return replace(plan, cells=cells)
 
 
-def placements(plan: Plan) -> list[str]:
+CONTAINERS: tuple[Placement, ...] = ("builder", "image")
+
+
+def placed_as(plan: Plan, requested: RunnerChoice, problem: str | None,
+              said: str = "") -> tuple[PlacedPlan, str]:
+    """The plan placed where the runners of a run asking for `requested` can take its cells:
+    those with containers closed for `problem`, if any."""
+    closed: dict[Placement, str] = dict.fromkeys(CONTAINERS, problem) if problem else {}
+    placed = place(plan, Places(requested, closed, said))
+    return placed, placed.why
+
+
+def placements(plan: Plan) -> list[str | None]:
     return [cell.placement for cell in plan.cells]
 
 
 def test_a_compiled_cell_goes_to_the_builder_only_where_docker_can_be_used(
         tmp_path: Path) -> None:
     plan = demo_plan(tmp_path)
-    placed, why = place(plan, "auto", None, "docker 27.5.1 answers")
+    placed, why = placed_as(plan, "auto", None, "docker 27.5.1 answers")
     assert placements(placed) == ["builder"] and why == "runner: docker (docker 27.5.1 answers)"
-    placed, why = place(plan, "auto", "no docker daemon answers (refused)")
+    placed, why = placed_as(plan, "auto", "no docker daemon answers (refused)")
     assert placements(placed) == ["host"]
     assert why.startswith("runner: local (no docker daemon answers (refused); so everything runs")
-    placed, why = place(plan, "local", None, "docker 27.5.1 answers")
+    placed, why = placed_as(plan, "local", None, "docker 27.5.1 answers")
     assert placements(placed) == ["host"] and why == "runner: local (asked for)"
-    assert needs_docker(plan, "auto") and not needs_docker(plan, "local")
+    assert needs_containers(plan, "auto") and not needs_containers(plan, "local")
     with pytest.raises(ConfigError, match="runner: the docker runner cannot be used: no docker"):
-        place(plan, "docker", "no docker daemon answers (refused)")
+        placed_as(plan, "docker", "no docker daemon answers (refused)")
 
 
 def test_a_matrix_mixes_placements(tmp_path: Path) -> None:
@@ -64,11 +77,15 @@ def test_a_matrix_mixes_placements(tmp_path: Path) -> None:
                       {"installed": INSTALLED},
                       {"installed": replace(INSTALLED, image="nvcr.io/nvidia/pytorch:24.10",
                                             image_id="sha256:" + "0" * 64)})
-    placed, why = place(plan, "auto", None, "docker 27.5.1 answers")
+    placed, why = placed_as(plan, "auto", None, "docker 27.5.1 answers")
     assert placements(placed) == ["builder", "cross", "host", "image"]
+    assert [candidates(cell, "auto") for cell in plan.cells] == [
+        ("builder", "host"), ("cross",), ("host",), ("image",)]  # `factory images` too
     assert why == ("runner: docker (docker 27.5.1 answers; aarch64 cells are cross-compiled on "
                    "this machine)")
-    assert needs_docker(plan, "local")  # the image's cell needs docker whatever is asked
+    # the image's cell rules --runner local out before docker is asked
+    with pytest.raises(ConfigError, match="lives in an image: build it with the docker runner"):
+        needs_containers(plan, "local")
 
 
 @pytest.mark.parametrize(("change", "requested", "said"), [
@@ -81,14 +98,14 @@ def test_a_placement_the_request_rules_out_is_bad_input(tmp_path: Path, change: 
                                                         requested: str, said: str) -> None:
     plan = with_cells(demo_plan(tmp_path), change)
     with pytest.raises(ConfigError, match=re.escape(said)):
-        place(plan, requested, None, "docker 27.5.1 answers")  # type: ignore[arg-type]
+        placed_as(plan, requested, None, "docker 27.5.1 answers")  # type: ignore[arg-type]
 
 
 def test_an_image_cell_needs_docker_even_when_auto(tmp_path: Path) -> None:
     plan = with_cells(demo_plan(tmp_path),
                       {"installed": replace(INSTALLED, image="nvcr.io/nvidia/pytorch:24.10")})
     with pytest.raises(ConfigError, match="the docker runner cannot be used: no docker daemon"):
-        place(plan, "auto", "no docker daemon answers (refused)")
+        placed_as(plan, "auto", "no docker daemon answers (refused)")
 
 
 def test_docker_is_asked_as_the_runs_runner_unless_a_cell_ties_it_here(tmp_path: Path) -> None:
@@ -96,12 +113,12 @@ def test_docker_is_asked_as_the_runs_runner_unless_a_cell_ties_it_here(tmp_path:
     clears what an interrupted run left); an installed torch of this machine keeps the run
     here without asking."""
     noarch = with_cells(demo_plan(tmp_path), {"cuda": None, "torch": None})
-    assert needs_docker(noarch, "auto") and not needs_docker(noarch, "local")
-    placed, why = place(noarch, "auto", None, "docker 27.5.1 answers")
+    assert needs_containers(noarch, "auto") and not needs_containers(noarch, "local")
+    placed, why = placed_as(noarch, "auto", None, "docker 27.5.1 answers")
     assert placements(placed) == ["host"] and why == "runner: docker (docker 27.5.1 answers)"
     installed = with_cells(demo_plan(tmp_path / "other"), {"installed": INSTALLED})
-    assert not needs_docker(installed, "auto")
-    assert place(installed, "auto", None)[1] == \
+    assert not needs_containers(installed, "auto")
+    assert placed_as(installed, "auto", None)[1] == \
         "runner: local (every cell's torch is installed on this machine)"
 
 

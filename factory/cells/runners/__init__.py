@@ -1,9 +1,10 @@
 """Runners build cells where plan/placement.py placed them: on this machine (local.py: host,
 cross-compiled and CPU cells), in the factory's builder container (docker/runner.py) or in a
-container of the image that holds a cell's torch (docker/torch_image.py). Each is a context
-manager that owns what it starts (containers, their processes) and stops all of it when the
-run ends, fails or is interrupted; `Runners` holds those of one plan and sends each cell to
-its own."""
+container of the image that holds a cell's torch (docker/torch_image.py). Each registers the
+placements it takes (TAKES); `places_for` tells the planner which of them this run has. Each
+is a context manager that owns what it starts (containers, their processes) and stops all of
+it when the run ends, fails or is interrupted; `Runners` holds those of one plan and sends
+each cell to its own."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any, Protocol
 
 from ...config.model import RunnerChoice
 from ...plan.model import Cell, Placement, Plan
-from ...plan.placement import placement_of
+from ...plan.placement import PlacedPlan, Places, candidates
 from ...prove.load import LoadReport
 from ...prove.tests import TestReport
 from ...system.engine import Engine
@@ -27,7 +28,7 @@ from .docker.runner import DockerRunner, missing_base
 from .docker.torch_image import ImageRunner
 from .local import LocalRunner
 
-__all__ = ["Runner", "Runners", "docker_facts", "runners_for"]
+__all__ = ["TAKES", "Runner", "Runners", "places_for", "runners_for"]
 
 
 class Runner(Protocol):
@@ -63,6 +64,7 @@ class Runners:
         self._stack = ExitStack()
 
     def of(self, cell: Cell) -> Runner:
+        assert cell.placement is not None, cell.id  # the runners build a PlacedPlan's cells
         return self._by[cell.placement]
 
     @property
@@ -80,44 +82,67 @@ class Runners:
         self._stack.__exit__(kind, error, trace)
 
 
-def docker_facts(engine: Engine, plan: Plan, requested: RunnerChoice, base: str,
-                 offline: bool) -> tuple[str | None, str]:
-    """Why docker cannot be used for the plan (None: it can), and what it answered: its
-    version, and the containers of an interrupted run it removed. The builder images the
-    plan's cells would need must be there or buildable (not asked with --runner local)."""
+# The runner that takes each placement, and whether it needs the container engine: a runner
+# of a new kind (a remote machine, a Kubernetes job) is one more entry here and in _make.
+TAKES: dict[Placement, tuple[str, bool]] = {
+    "host": ("local", False), "cross": ("local", False), "cpu": ("local", False),
+    "builder": ("docker", True), "image": ("image", True)}
+
+
+def places_for(engine: Engine | None, plan: Plan, requested: RunnerChoice, base: str,
+               offline: bool) -> Places:
+    """The places this run has: every placement whose runner can work now. With the engine
+    asked (`engine`), the placements of the runners that need it are closed where docker
+    cannot be used (with why), and what it answered is said: its version, the containers of
+    an interrupted run it removed. The builder images the plan's cells would need must be
+    there or buildable (not asked with --runner local)."""
+    if engine is None:
+        return Places(requested)
     problem = engine.unavailable()
     if problem is None and requested != "local":
-        problem = _missing_image(engine, plan, base, offline)
+        problem = _missing_image(engine, plan, requested, base, offline)
     if problem is not None:
-        return problem, ""
+        return Places(requested, {placement: problem for placement, (_, needs) in TAKES.items()
+                                  if needs})
     said = f"docker {engine.server_version()} answers"
     orphans = engine.remove_orphans()
     if orphans:
         said += f"; removed {len(orphans)} container(s) an interrupted run left"
-    return None, said
+    return Places(requested, {}, said)
 
 
-def runners_for(plan: Plan, cache: Path, options: BuildOptions, base: str,
+def runners_for(plan: PlacedPlan, cache: Path, options: BuildOptions, base: str,
                 engine: Engine | None) -> Runners:
-    """A runner for each placement of the plan's cells (one engine for those with containers):
-    this machine's for host, cross and CPU cells."""
-    here = LocalRunner(cache, options)
-    by: dict[Placement, Runner] = {"host": here, "cross": here, "cpu": here}
-    placements = {cell.placement for cell in plan.cells}
-    if placements & {"builder", "image"}:
-        engine = engine or Engine()
-        if "builder" in placements:
-            by["builder"] = DockerRunner(cache, options, base, engine)
-        if "image" in placements:
-            by["image"] = ImageRunner(cache, options, engine)
+    """A runner for each placement of the plan's cells (one engine for those with containers);
+    this machine's always."""
+    made: dict[str, Runner] = {}
+    placements = {cell.placement for cell in plan.cells if cell.placement is not None}
+    by: dict[Placement, Runner] = {}
+    for placement, (name, needs) in TAKES.items():
+        if name == "local" or placement in placements:
+            if needs:
+                engine = engine or Engine()
+            if name not in made:
+                made[name] = _make(name, cache, options, base, engine)
+            by[placement] = made[name]
     return Runners(by)
 
 
-def _missing_image(engine: Engine, plan: Plan, base: str, offline: bool) -> str | None:
+def _make(name: str, cache: Path, options: BuildOptions, base: str,
+          engine: Engine | None) -> Runner:
+    if name == "local":
+        return LocalRunner(cache, options)
+    assert engine is not None  # TAKES says these need it
+    return DockerRunner(cache, options, base, engine) if name == "docker" else \
+        ImageRunner(cache, options, engine)
+
+
+def _missing_image(engine: Engine, plan: Plan, requested: RunnerChoice, base: str,
+                   offline: bool) -> str | None:
     """Why some builder image the plan's cells would be built in can neither be found nor
     built, or None."""
     images = {builder_image(cell.cuda.version, cell.platform, base) for cell in plan.cells
-              if cell.cuda is not None and placement_of(cell, True) == "builder"}
+              if cell.cuda is not None and "builder" in candidates(cell, requested)}
     for image in sorted(images, key=lambda image: image.name):
         if not engine.has_image(image.name):
             failure = missing_base(engine, image, offline)

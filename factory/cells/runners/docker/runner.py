@@ -150,9 +150,9 @@ class DockerRunner:
         return {"image": self.image(cell).name}
 
     def make_images(self, cells: Iterable[Cell], log: Log) -> list[BuilderImage]:
-        """Make sure the builder image of every cell is there; the images."""
-        images = list(dict.fromkeys(self.image(cell) for cell in cells
-                                    if cell.cuda and cell.installed is None))
+        """Make sure the builder image of every cell (each one the builder container takes)
+        is there; the images."""
+        images = list(dict.fromkeys(self.image(cell) for cell in cells))
         for image in images:
             self._ensure_image(self._group(image), log)
         return images
