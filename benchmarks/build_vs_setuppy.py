@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from factory.compile.generated import REGISTRATION_HEADER  # noqa: E402
+from factory.config.matrix import load_matrix  # noqa: E402
 from factory.pipeline.load import plan_matrix  # noqa: E402
 from factory.system.cache import default_cache_dir  # noqa: E402
 from factory.system.process import Log  # noqa: E402
@@ -83,7 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     cache = args.cache_dir.resolve()
 
-    plan = plan_matrix(REPO / "matrix.yaml", cache, print)
+    plan = plan_matrix(load_matrix(REPO / "matrix.yaml"), cache, print)
     cell = plan.cells[0]
     assert cell.cuda is not None and cell.torch is not None  # the example is compiled
     work = Path(tempfile.mkdtemp(prefix="factory-bench-"))

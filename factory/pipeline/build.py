@@ -20,6 +20,7 @@ from ..compile.costbook import COSTS_FOLDER, CostBook
 from ..compile.objects import ObjectCache
 from ..compile.pool import machine_budget
 from ..config.matrix import load_matrix
+from ..config.model import Matrix
 from ..defaults import host_platform
 from ..errors import ConfigError
 from ..index.records import file_record, load_manifest, published_names
@@ -37,8 +38,8 @@ from .outcomes import cell_outcomes
 from .plan import new_cells
 from .voice import Voice, status_of_tests
 
-__all__ = ["BuildOutcome", "BuildRequest", "build_matrix", "choose", "selected_plan",
-           "settled"]
+__all__ = ["BuildOutcome", "BuildRequest", "build_matrix", "choose", "read_matrix",
+           "selected_plan"]
 
 
 @dataclass(frozen=True)
@@ -81,19 +82,19 @@ class BuildOutcome:
     status: int  # the exit status
 
 
-def settled(matrix: Path, given: Given, cache: Path,
-            torch_pythons: tuple[Path, ...] = ()) -> Options:
-    """The run's options, settled from the command line, the matrix and the environment
-    before anything is fetched."""
-    return settle(given, cache, load_matrix(matrix, list(torch_pythons)), os.environ)
+def read_matrix(path: Path, given: Given, cache: Path,
+                torch_pythons: tuple[Path, ...] = ()) -> tuple[Matrix, Options]:
+    """The command's matrix, read once, and the run's options settled from the command line,
+    the matrix and the environment before anything is fetched."""
+    matrix = load_matrix(path, list(torch_pythons))
+    return matrix, settle(given, cache, matrix, os.environ)
 
 
-def selected_plan(request: BuildRequest, voice: Voice) -> Plan:
+def selected_plan(request: BuildRequest, matrix: Matrix, voice: Voice) -> Plan:
     """The plan of the request's matrix, narrowed to its job, shard and --only globs."""
     sliced = bool(request.job or request.shard)
-    plan = plan_matrix(request.matrix, request.cache, voice.warn, request.given.offline,
-                       request.locked, every_platform=sliced,
-                       torch_pythons=list(request.torch_pythons))
+    plan = plan_matrix(matrix, request.cache, voice.warn, request.given.offline,
+                       request.locked, every_platform=sliced)
     plan = new_cells(select_cells(plan, list(request.select)), request.new, voice.note)
     if request.job:
         plan = select_job(plan, request.job, request.max_cells).on_host(host_platform())
@@ -132,8 +133,9 @@ def choose(options: Options, plan: Plan, voice: Voice) -> tuple[PlacedPlan, Runn
 
 
 def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
-    options = settled(request.matrix, request.given, request.cache, request.torch_pythons)
-    plan, runners = choose(options, selected_plan(request, voice), voice)
+    matrix, options = read_matrix(request.matrix, request.given, request.cache,
+                                  request.torch_pythons)
+    plan, runners = choose(options, selected_plan(request, matrix, voice), voice)
     _take_in(request, options.objects, voice)
     budget = machine_budget(request.jobs, request.memory)
     voice.note(f"compilers: {budget.describe()} for {request.cells} cell(s) at once; object "

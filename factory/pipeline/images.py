@@ -8,6 +8,7 @@ from typing import TextIO
 
 from ..cells.runners.docker.image import BuilderImage
 from ..cells.runners.docker.runner import DockerRunner
+from ..config.matrix import load_matrix
 from ..errors import ConfigError
 from ..plan.placement import candidates
 from ..system.engine import Engine
@@ -23,8 +24,9 @@ def make_builder_images(matrix: Path, cache: Path, say: Callable[[str], None], o
                         output: TextIO) -> list[BuilderImage]:
     """Every image a compiled cell of the matrix builds in, made where it is missing (the
     build's output streams to `output`); none when no cell is compiled."""
-    plan = plan_matrix(matrix, cache, say, offline, locked, torch_pythons=torch_pythons)
-    options = settle(Given(offline=offline), cache, plan.matrix)
+    loaded = load_matrix(matrix, torch_pythons)
+    options = settle(Given(offline=offline), cache, loaded)
+    plan = plan_matrix(loaded, cache, say, offline, locked)
     engine = Engine()
     problem = engine.unavailable()
     if problem:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import defaults
 from ..config import lockfile
-from ..config.matrix import load_matrix, with_resolved_torches
+from ..config.matrix import with_resolved_torches
 from ..config.model import DependencyEntry, Matrix, ResolvedTorch
 from ..config.project import project_kind, read_project
 from ..errors import ConfigError, SourceError, SourceRefused
@@ -24,16 +24,14 @@ from ..sources.torches import newest_torches
 __all__ = ["fetch_dependencies", "latest_torches", "plan_matrix", "resolve_matrix"]
 
 
-def resolve_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
-                   offline: bool = False, locked: bool = False,
-                   torch_pythons: list[Path] | None = None,
-                   filling: bool = False,
+def resolve_matrix(matrix: Matrix, cache: Path, say: Callable[[str], None],
+                   offline: bool = False, locked: bool = False, filling: bool = False,
                    keep_torches: bool = False) -> tuple[Matrix, list[Kernel]]:
-    """The validated matrix and its kernels: each source fetched, each build.toml read (its
-    warnings said). Installed torches are not read yet (plan_matrix reads them). `filling`:
-    the matrix's wheelhouses are being filled. `keep_torches`: `torch: {latest: N}` keeps the
-    releases the lock pins (what `factory lock` without --upgrade does)."""
-    matrix = load_matrix(matrix_path, torch_pythons, filling)
+    """The matrix (as the command read it, once) and its kernels: each source fetched, each
+    build.toml read (its warnings said). Installed torches are not read yet (plan_matrix reads
+    them). `filling`: the matrix's wheelhouses are being filled. `keep_torches`: `torch:
+    {latest: N}` keeps the releases the lock pins (what `factory lock` without --upgrade
+    does)."""
     if locked and not filling:
         lockfile.check_wheelhouses(matrix)
     if matrix.torch_latest is not None:
@@ -92,12 +90,12 @@ def latest_torches(matrix: Matrix, offline: bool, locked: bool,
     return found
 
 
-def plan_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None],
+def plan_matrix(matrix: Matrix, cache: Path, say: Callable[[str], None],
                 offline: bool = False, locked: bool = False,
-                every_platform: bool = False, torch_pythons: list[Path] | None = None) -> Plan:
+                every_platform: bool = False) -> Plan:
     """The matrix's cells; with `every_platform`, other platforms' cells too (a CI fan-out's
     plan), else those this machine cannot build are skipped."""
-    matrix, kernels = resolve_matrix(matrix_path, cache, say, offline, locked, torch_pythons)
+    matrix, kernels = resolve_matrix(matrix, cache, say, offline, locked)
     dependencies = fetch_dependencies(matrix, kernels, cache, offline, locked, say)
     matrix = read_torches(matrix, offline)
     plan = make_plan(matrix, kernels, None if every_platform else defaults.host_platform(),

@@ -18,6 +18,7 @@ from ..config.lockfile import (
     render,
     write,
 )
+from ..config.matrix import load_matrix
 from ..config.model import Matrix
 from ..config.wheelhouse import wheelhouse_digest, wheelhouse_wheels
 from ..errors import ConfigError
@@ -48,7 +49,8 @@ def lock_matrix(matrix_path: Path, cache: Path, say: Callable[[str], None], offl
                 upgrade: bool) -> LockOutcome:
     """Fetch and pin every source of the matrix (`upgrade`: the newest torch releases of
     `latest:`, not the ones the lock pins) and write the lock file."""
-    matrix, kernels = resolve_matrix(matrix_path, cache, say, offline, keep_torches=not upgrade)
+    matrix, kernels = resolve_matrix(load_matrix(matrix_path), cache, say, offline,
+                                     keep_torches=not upgrade)
     check_unique_names(matrix, kernels)
     pinned: list[str] = []
     entries = _kernels(kernels, pinned)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..compile.costbook import COSTS_FOLDER, CostBook, known_costs
+from ..config.matrix import load_matrix
 from ..index.new import listed_wheels, unpublished
 from ..plan.costs import cell_seconds, shard_count
 from ..plan.jobs import Job, UnitShard, plan_jobs, unit_shards
@@ -66,8 +67,8 @@ def new_cells(plan: Plan, index: str | None, say: Callable[[str], None]) -> Plan
 
 
 def plan_fanout(request: PlanRequest, warn: Callable[[str], None]) -> FanOut:
-    plan = plan_matrix(request.matrix, request.cache, warn, request.offline, request.locked,
-                       every_platform=True, torch_pythons=list(request.torch_pythons))
+    plan = plan_matrix(load_matrix(request.matrix, list(request.torch_pythons)), request.cache,
+                       warn, request.offline, request.locked, every_platform=True)
     check_plan_names(plan, request.cache, request.offline, warn)
     plan = new_cells(select_cells(plan, list(request.select)), request.new, warn)
     jobs = plan_jobs(plan, request.max_cells)

@@ -10,7 +10,7 @@ from ..cells.run import CellTests, test_cells
 from ..index.records import load_manifest
 from ..index.update import update_index
 from ..outputs.layout import Layout
-from .build import choose, only_cells, settled
+from .build import choose, only_cells, read_matrix
 from .load import plan_matrix
 from .options import Given
 from .voice import Voice, status_of_tests
@@ -37,9 +37,9 @@ class TestRequest:
 
 def run_kernel_tests(request: TestRequest, voice: Voice) -> int:
     """Run the tests; the exit status."""
-    options = settled(request.matrix, request.given, request.cache, request.torch_pythons)
-    plan = plan_matrix(request.matrix, request.cache, voice.warn, request.given.offline,
-                       request.locked, torch_pythons=list(request.torch_pythons))
+    matrix, options = read_matrix(request.matrix, request.given, request.cache,
+                                  request.torch_pythons)
+    plan = plan_matrix(matrix, request.cache, voice.warn, request.given.offline, request.locked)
     plan = only_cells(plan, request.only)
     plan, runners = choose(options, plan, voice)
     with runners:

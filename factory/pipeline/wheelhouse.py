@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.matrix import load_matrix
 from ..config.wheelhouse import wheelhouse_problem, wheelhouse_wheels
 from ..errors import BuildError
 from ..prove.testenv import requirement_sources
@@ -34,8 +35,8 @@ class WheelhouseRequest:
 
 
 def make_wheelhouse(request: WheelhouseRequest, say: Callable[[str], None]) -> Wheelhouse:
-    matrix, kernels = resolve_matrix(request.matrix, request.cache, say, locked=request.locked,
-                                     filling=True)
+    matrix, kernels = resolve_matrix(load_matrix(request.matrix, filling=True), request.cache,
+                                     say, locked=request.locked, filling=True)
     pythons, platforms = wheelhouse_targets(request.pythons, request.platforms, matrix)
     pins = dict(request.installed)
     targets = list(dict.fromkeys(

@@ -131,9 +131,9 @@ def test_the_lock_pins_a_git_dependency_and_locked_plans_keep_its_commit(tmp_pat
     git(tmp_path / "mirror", "commit", "--quiet", "-am", "moved")
     git(tmp_path / "mirror", "tag", "-f", "v4.0.0")
     # --locked takes the pinned commit, whatever the tag names now.
-    (cell,) = plan_matrix(path, cache, lambda text: None, locked=True).cells
+    (cell,) = plan_matrix(load_matrix(path), cache, lambda text: None, locked=True).cells
     assert [d.revision for d in cell.depends] == [commit]
-    (cell,) = plan_matrix(path, cache, lambda text: None).cells
+    (cell,) = plan_matrix(load_matrix(path), cache, lambda text: None).cells
     assert [d.revision for d in cell.depends] == [git(tmp_path / "mirror", "rev-parse", "HEAD")]
     unlocked = factory_main("plan", path, "--cache-dir", cache, capsys=capsys)
     assert unlocked.exit == 0 and "matrix.lock pins cutlass_4_0 at" in unlocked.stderr + \

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from factory.compile.costbook import CostBook
+from factory.config.matrix import load_matrix
 from factory.pipeline.load import plan_matrix
 from factory.plan.costs import UnitCost, cost_key
 from factory.plan.jobs import plan_jobs, select_shard
@@ -38,7 +39,8 @@ def test_plan_is_stable_and_covers_every_cell_once(tmp_path: Path, which: str) -
     assert first.stdout == again.stdout
     jobs = json.loads(first.stdout)["jobs"]
 
-    plan = plan_matrix(matrix, tmp_path / "cache", lambda text: None, every_platform=True)
+    plan = plan_matrix(load_matrix(matrix), tmp_path / "cache", lambda text: None,
+                       every_platform=True)
     every = sorted([c.id for c in plan.cells] + [s.id for s in plan.skipped])
     assert len(every) == (1 if which == "root" else 12)
     listed = sorted(i for job in jobs for i in job["cells"] + job["skipped"])
@@ -179,7 +181,7 @@ def test_the_json_plan_gives_each_cells_units_cost_and_shards_and_each_skip_its_
     assert split["cells"][cell]["shards"] == 3
     assert split["cells"][cell]["core_seconds"] == plain["cells"][cell]["core_seconds"]
     # a cost book committed beside the matrix decides the estimates of units never measured here
-    (planned,) = plan_matrix(matrix, tmp_path / "cache", lambda text: None).cells
+    (planned,) = plan_matrix(load_matrix(matrix), tmp_path / "cache", lambda text: None).cells
     CostBook(tmp_path / "measured").record("many-units", {
         cost_key(planned, unit): UnitCost(500.0, None, 1) for unit in planned.units
         if unit.compiled})

@@ -9,6 +9,7 @@ from typing import cast
 import pytest
 
 from factory.cells.run import CellTests
+from factory.config.matrix import load_matrix
 from factory.errors import ConfigError
 from factory.pipeline.build import only_cells
 from factory.pipeline.load import plan_matrix
@@ -60,7 +61,8 @@ def test_factory_test_speaks_through_its_voice_and_prints_nothing(tmp_path: Path
 
 
 def test_only_globs_that_match_no_cell_name_the_cells(tmp_path: Path) -> None:
-    plan = plan_matrix(REPO / "matrix.yaml", tmp_path / "cache", lambda text: None, locked=True)
+    plan = plan_matrix(load_matrix(REPO / "matrix.yaml"), tmp_path / "cache", lambda text: None,
+                       locked=True)
     assert only_cells(plan, ()) is plan
     assert [cell.id for cell in only_cells(plan, ("img2gray/*",)).cells] == \
         [f"img2gray/{root_label()}/x86_64"]

@@ -109,3 +109,23 @@ def test_the_option_reference_lists_every_setting_where_it_can_be_given() -> Non
         assert setting.flag is None or set(setting.flag.split(", ")) <= flags, setting.flag
     page = (REPO / "docs" / "reference" / "options.md").read_text()
     assert "<!-- factory-options -->" in page
+
+
+def test_a_command_reads_its_matrix_once() -> None:
+    """matrix.yaml is read by the command's entry function in pipeline/, once, and the Matrix
+    it gives is handed on (to settle, to the planner): no step below reads it again."""
+    import ast
+
+    readers: dict[str, int] = {}
+    for path in sorted((REPO / "factory").rglob("*.py")):
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            calls = sum(1 for node in ast.walk(function) if isinstance(node, ast.Call)
+                        and getattr(node.func, "id", getattr(node.func, "attr", "")) ==
+                        "load_matrix")
+            if calls:
+                readers[f"{path.relative_to(REPO / 'factory')}:{function.name}"] = calls
+    assert all(name.startswith("pipeline/") and not name.startswith("pipeline/load.py")
+               for name in readers), readers
+    assert set(readers.values()) == {1}, readers
