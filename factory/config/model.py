@@ -34,7 +34,7 @@ RUNNERS: tuple[str, ...] = get_args(RunnerChoice)
 # How nvcc compresses the GPU code it embeds (compile/commands.py compression_flags).
 CompressMode = Literal["size", "balance", "speed", "none"]
 COMPRESS_MODES: tuple[str, ...] = get_args(CompressMode)
-# What a kernel named like a project of the public index gets (config/matrix.py name-clash:).
+# What a kernel named like a project of the public index gets (name-clash: in matrix.yaml).
 ClashPolicy = Literal["warn", "refuse", "ignore"]
 CLASH_POLICIES: tuple[str, ...] = get_args(ClashPolicy)
 

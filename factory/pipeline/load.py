@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import defaults
 from ..config import lockfile
-from ..config.matrix import with_resolved_torches
+from ..config.matrix.torches import with_resolved_torches
 from ..config.model import DependencyEntry, Matrix, ResolvedTorch
 from ..config.project import project_kind, read_project
 from ..errors import ConfigError, SourceError, SourceRefused

@@ -15,7 +15,7 @@ _LOCAL_LABEL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")
 
 
 def render_label(template: str, torch: Version, cuda: Version) -> str:
-    """The label of a cell; the template's placeholders are config.matrix.LABEL_FIELDS."""
+    """The label of a cell; the template's placeholders are config/matrix/labels.py LABEL_FIELDS."""
     return template.format(
         cuda=compact(major_minor(cuda)), torch=compact(major_minor(torch)),
         cuda_major=cuda.major, cuda_minor=cuda.minor,

@@ -129,7 +129,7 @@ class _Hub:
 
 
 # Each kind of source and what fetches it, made with <cache>/sources and whether offline: a
-# new kind is one fetcher and one line here (and its keys in config/matrix.py).
+# new kind is one fetcher and one line here (and its keys in config/matrix/kernels.py).
 FETCHERS: dict[SourceKind, Callable[[Path, bool], Fetcher]] = {
     "path": _Folder, "git": _Git, "hub": _Hub}
 
