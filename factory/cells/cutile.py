@@ -142,7 +142,7 @@ def _run(job: Job, argv: list[str], cwd: Path, variables: dict[str, str], what: 
     if not job.prepared and job.container is None:
         env = confined_environment(job.work, variables)
         if not job.options.unconfined:
-            provide_bwrap(job.cache, job.log)
+            provide_bwrap(job.cache, job.log, job.options.machine)
             argv = confined_command(argv, job.work, cwd)
     for name in ("CUDA_HOME", "CUDA_PATH"):  # the assembler's own compilers, not a toolkit's
         env.pop(name, None)

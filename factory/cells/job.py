@@ -121,18 +121,21 @@ def cell_toolchain(job: Job) -> Toolchain:
     installed = cell.installed
     job.progress("CUDA toolkit" if cell.cuda else "compiler")
     toolkit: CudaToolkit | None
+    machine = job.options.machine
     if cell.cuda is None:  # a CPU cell
-        toolkit, cxx = None, host_compiler(None)
+        toolkit, cxx = None, host_compiler(None, machine.cxx)
     elif installed is not None and installed.image is not None:
         if job.container is None:
             raise BuildError(f"{installed.describe()}: this torch lives in an image, which only "
                              "the docker runner can build in")
         toolkit = image_toolkit(installed)
-        cxx = host_compiler(toolkit.version, dict(installed.compilers), "the image's PATH")
+        cxx = host_compiler(toolkit.version, machine.cxx, dict(installed.compilers),
+                            "the image's PATH")
     else:
         toolkit = provide_cuda(cell.cuda.version, cell.cuda.home, job.cache, log,
-                               job.options.offline)
-        cxx = cross_compiler(cell.platform) if cell.cross else host_compiler(toolkit.version)
+                               job.options.offline, machine.cuda_homes)
+        cxx = cross_compiler(cell.platform, machine) if cell.cross else \
+            host_compiler(toolkit.version, machine.cxx)
     runs_in = CommandPrefix(job.container.exec_prefix if job.container else ())
     require_standard(cell.torch, cxx, runs_in)
     job.progress("torch environment")
@@ -209,9 +212,11 @@ def cell_torch(cell: Cell, cache: Path, options: BuildOptions, log: Log,
             _check_unchanged(installed)
         return installed_env(installed)
     if cell.cross:
+        machine = options.machine
+        target = emulation(cell.platform, machine.cross_compiler(cell.platform))
         return provide_emulated_torch(cell.torch, cell.cuda.version, cell.cuda.torch_index,
-                                      cache, log, emulation(cell.platform),
-                                      create=not prepared, offline=options.offline)
+                                      cache, log, target, machine, create=not prepared,
+                                      offline=options.offline)
     python = sys.executable
     if cell.python is not None:
         python = str(manylinux_python(cell.python) if prepared else

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
 from ..plan.model import Cell
+from ..system.machine import Machine
 
 __all__ = ["LATEST_ZIP_TIME", "BuildOptions", "source_date_epoch", "usable_build_root"]
 
@@ -27,6 +28,7 @@ class BuildOptions:
     index_url: str | None = None  # the index's public URL: the import guard names it
     unconfined: bool = False  # the code of others runs on this machine without the sandbox
     wheelhouses: tuple[Path, ...] = ()  # folders of wheels the test environments may use
+    machine: Machine = field(default_factory=Machine)  # the compilers and toolkits it names
 
     def epoch(self, cell: Cell) -> int:
         return self.source_date_epoch if self.source_date_epoch is not None else cell.source.epoch

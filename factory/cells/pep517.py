@@ -106,7 +106,7 @@ def build_project(job: Job) -> Built:
                 log.write("unconfined (--unconfined): the build runs with this user's rights, "
                           "files and network")
             else:
-                provide_bwrap(job.cache, log)
+                provide_bwrap(job.cache, log, job.options.machine)
                 command = confined_command(command, work, src)
         argv, cwd = toolchain.runs_in.argv(command, src)
         try:

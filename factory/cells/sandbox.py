@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError
+from ..system.machine import Machine
 from ..system.process import Log, ProcessError, bounded_run, foreign_environment
 from ..toolchain import CommandPrefix
 from ..toolchain.bubblewrap import provided_bwrap
@@ -87,13 +88,13 @@ def gpu_devices(dev: Path = Path("/dev")) -> tuple[str, ...]:
 _PROVIDED: dict[str, str] = {}
 
 
-def provide_bwrap(cache: Path, log: Log) -> None:
+def provide_bwrap(cache: Path, log: Log, machine: Machine) -> None:
     """Make sure there is a bwrap to confine with: the PATH's, else Debian's, unpacked into
     `cache` (toolchain/bubblewrap.py); when neither can be had, the refusal says why."""
     if _PROVIDED or shutil.which("bwrap"):
         return
     try:
-        _PROVIDED["bwrap"] = str(provided_bwrap(cache, log))
+        _PROVIDED["bwrap"] = str(provided_bwrap(cache, log, machine))
     except BuildError as exc:
         _PROVIDED["why"] = f"is not installed, and Debian's could not be had ({exc})"
     _bwrap.cache_clear()

@@ -24,6 +24,7 @@ from ..sources.depends import DependencyFetcher
 from ..sources.facts import read_facts
 from ..sources.resolve import Sources
 from ..sources.tree import GitState, SourceTree, resolve_path_source
+from ..system.machine import Machine
 from ..system.process import Log
 from ..wheel.provenance import Provenance, ProvenanceError
 from ..wheel.read import WheelFile, read_wheel
@@ -74,8 +75,8 @@ def _with_env_values(cell: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     return {**cell, "env": values}, None
 
 
-def verify_wheel(wheel: Path, source: Path | None, cache: Path,
-                 build_root: Path | None) -> Verdict:
+def verify_wheel(wheel: Path, source: Path | None, cache: Path, build_root: Path | None,
+                 machine: Machine) -> Verdict:
     report = read_wheel(wheel)
     if not report.provenance:
         raise ConfigError("has no provenance record (.dist-info/provenance.json): it was not "
@@ -101,7 +102,8 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path,
     cell = cell_from_record(cell_fields, spec, tree, version, read_facts(spec), wheel,
                             dependency=lambda item: fetcher.again(item, Path.cwd()))
     options = BuildOptions(usable_build_root(build_root or Path(record.build.root)),
-                           record.build.source_date_epoch, index_url=record.build.index_url)
+                           record.build.source_date_epoch, index_url=record.build.index_url,
+                           machine=machine)
     work = cache / "verify" / cell.key
     if work.exists():
         shutil.rmtree(work)

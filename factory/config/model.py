@@ -144,6 +144,15 @@ class TestSelection:
         """Whether matrix.yaml chose the tests (the default choice is then off)."""
         return bool(self.paths or self.keyword)
 
+    @property
+    def spending(self) -> float | None:
+        """The seconds the cases may take, once each test function has run: the budget given,
+        else the default budget for the default choice, else none (the chosen tests run
+        whole)."""
+        if self.budget is not None:
+            return self.budget
+        return None if self.chosen else defaults.TEST_BUDGET
+
     def pytest_args(self) -> list[str]:
         """pytest's arguments, run from the folder that holds the copy of tests/."""
         keyword = ["-k", self.keyword] if self.keyword else []

@@ -3,6 +3,7 @@ an interpreter's torch, now) or as the import gate of the build that made it rec
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from ..index.records import load_manifest
 from ..outputs.layout import Layout
 from ..prove.load import OpReport, importable_modules, load_problems, load_wheel
 from ..system.cache import default_cache_dir
+from ..system.machine import read_machine
 from ..system.process import Log
 from ..wheel.inspect import WheelReport, inspect_wheel
 
@@ -38,7 +40,7 @@ def wheel_ops(path: Path, report: WheelReport, python: Path | None) -> WheelOps 
                 open(Path(folder) / "load.log", "w", encoding="utf-8") as handle:
             log = Log(handle)
             # the wheel's code runs as in a build's import gate: confined, with the GPU
-            provide_bwrap(default_cache_dir(), log)
+            provide_bwrap(default_cache_dir(), log, read_machine(os.environ))
             # absolute (not resolved: a virtual environment's python is a link), since the
             # sandbox starts it from another folder
             loaded = load_wheel(path, importable_modules(report.files), str(python.absolute()),

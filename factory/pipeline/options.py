@@ -18,6 +18,12 @@ from ..config.model import Matrix, NameCheck, RunnerChoice, SizeLimit
 from ..errors import ConfigError
 from ..outputs.layout import writable_folder
 from ..system.cache import default_cache_dir
+from ..system.machine import (
+    CUDA_HOME_VARIABLES,
+    DEBIAN_KEYRING_VARIABLE,
+    DEBIAN_MIRROR_VARIABLE,
+    read_machine,
+)
 
 __all__ = ["SETTINGS", "Given", "Options", "Setting", "build_root", "cache_folder", "name_index",
            "object_folder", "option_reference", "settle", "wheelhouse_targets"]
@@ -66,6 +72,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("name_index", None, "name-clash.index", defaults.NAME_INDEX_VARIABLE,
             defaults.NAME_INDEX,
             "the public index a distribution name must not clash with (off: no check)"),
+    Setting("cxx", None, None, "CXX", "g++, else the newest g++-N the cell's nvcc accepts",
+            "the host C++ compiler of compiled cells built on this machine"),
+    Setting("cross_cxx", None, None, "CXX_<platform>", "the PATH's cross g++ (aarch64: "
+            "aarch64-linux-gnu-g++)", "the C++ compiler of cross-compiled cells"),
+    Setting("cuda_homes", None, "cuda.<version>.home", ", ".join(CUDA_HOME_VARIABLES),
+            "nvcc on the PATH, /usr/local/cuda-X.Y, /usr/local/cuda, /usr/lib/cuda, else "
+            "PyPI's", "the installed CUDA toolkits a cell's version is looked for in"),
+    Setting("debian_mirror", None, None, DEBIAN_MIRROR_VARIABLE, "Debian's own archive",
+            "where Debian packages (bubblewrap, emulated CPythons) are fetched from"),
+    Setting("debian_keyring", None, None, DEBIAN_KEYRING_VARIABLE,
+            "debian-archive-keyring's keys", "the keys the Debian mirror is signed with"),
 )
 
 
@@ -153,7 +170,8 @@ def settle(given: Given, cache: Path, matrix: Matrix,
     build = BuildOptions(
         build_root(given.build_root, environ), source_date_epoch(environ),
         offline=given.offline, index_url=given.base_url, unconfined=given.unconfined,
-        wheelhouses=tuple(dict.fromkeys((*given.wheelhouses, *matrix.wheelhouses))))
+        wheelhouses=tuple(dict.fromkeys((*given.wheelhouses, *matrix.wheelhouses))),
+        machine=read_machine(environ))
     objects = writable_folder(object_folder(given.objects, cache), "--object-cache")
     return Options(cache=cache, objects=objects, runner=runner,
                    runner_from=runner_from,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..cells.options import usable_build_root
 from ..cells.verify import Verdict, verify_wheel
+from ..system.machine import read_machine
 
 __all__ = ["Verdict", "verify"]
 
@@ -14,4 +16,5 @@ def verify(wheel: Path, source: Path | None, cache: Path, build_root: Path | Non
     """The verdict on `wheel` rebuilt from `source` (else where its provenance says), in
     `build_root` (else the recorded build folder)."""
     return verify_wheel(wheel, source, cache,
-                        usable_build_root(build_root) if build_root else None)
+                        usable_build_root(build_root) if build_root else None,
+                        read_machine(os.environ))

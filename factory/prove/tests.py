@@ -280,9 +280,9 @@ def _tests_environment(folder: Path, module: str, selection: TestSelection) -> d
             "KERNEL_WHEEL_FACTORY_TEST_REPORT": str(folder / "report.json"),
             "KERNEL_WHEEL_FACTORY_TEST_PROGRESS": str(folder / "progress.json"),
             "KERNEL_WHEEL_FACTORY_STAND_IN": str(folder / "asked")}
-    if not selection.chosen or selection.budget is not None:
+    if selection.spending is not None:
         env |= {"KERNEL_WHEEL_FACTORY_CHOOSE": "budget" if selection.chosen else "default",
-                "KERNEL_WHEEL_FACTORY_BUDGET": str(selection.budget or defaults.TEST_BUDGET),
+                "KERNEL_WHEEL_FACTORY_BUDGET": str(selection.spending),
                 "KERNEL_WHEEL_FACTORY_SEED": str(defaults.TEST_SEED)}
     return env
 

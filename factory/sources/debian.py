@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from .. import defaults
 from ..errors import BuildError
+from ..system.machine import DEBIAN_KEYRING_VARIABLE, DEBIAN_MIRROR_VARIABLE, Machine
 from ..system.process import NotStarted, ProcessError, bounded_run
 from ..trust.safety import leaves_root
 from ..values.units import human_size
@@ -36,8 +37,6 @@ if TYPE_CHECKING:  # imported where used: a plan without cross cells reads no ar
 __all__ = ["Archive", "DEBIAN_KEYRING_VARIABLE", "DEBIAN_MIRROR_VARIABLE", "debian_archive",
            "unpack_packages"]
 
-DEBIAN_MIRROR_VARIABLE = "KERNEL_WHEEL_FACTORY_DEBIAN_MIRROR"
-DEBIAN_KEYRING_VARIABLE = "KERNEL_WHEEL_FACTORY_DEBIAN_KEYRING"
 _INRELEASE_LIMIT = 16 * 2**20  # bookworm's is 150 KiB
 _GPGV_TIMEOUT = 60
 
@@ -54,15 +53,14 @@ class Archive:
     fingerprints: frozenset[str] | None
 
 
-def debian_archive() -> Archive:
-    """Debian's archive (factory/data/debian.toml), or the mirror and keyring the environment
+def debian_archive(machine: Machine) -> Archive:
+    """Debian's archive (factory/data/debian.toml), or the mirror and keyring the machine
     names."""
     with resources.as_file(resources.files("factory.data").joinpath("debian.toml")) as path:
         table = tomllib.loads(path.read_text())
-    url = os.environ.get(DEBIAN_MIRROR_VARIABLE, "").strip() or table["url"]
-    given = os.environ.get(DEBIAN_KEYRING_VARIABLE, "").strip()
-    if given:
-        keyring = Path(given)
+    url = machine.debian_mirror or table["url"]
+    keyring = machine.debian_keyring
+    if keyring is not None:
         if not keyring.is_file():
             raise BuildError(f"${DEBIAN_KEYRING_VARIABLE} names {keyring}, which is not a file")
         return Archive(url.rstrip("/"), table["suite"], keyring, None)

@@ -63,14 +63,15 @@ class Toolchain:
     cxx_origin: str = ""  # where the host compiler's choice came from (HostCompiler.origin)
 
 
-def host_compiler(cuda: Version | None, available: Mapping[str, str] | None = None,
+def host_compiler(cuda: Version | None, given: str | None,
+                  available: Mapping[str, str] | None = None,
                   where: str = "the PATH") -> HostCompiler:
-    """The C++ compiler for host code and for nvcc's host side: $CXX when set, else g++ when
-    nvcc of this CUDA version accepts its version, else the newest g++-N it accepts.
-    `available` maps the g++ commands of the machine the build runs on to their versions
-    (default: this machine's PATH; `where` names them)."""
-    if "CXX" in os.environ:
-        return HostCompiler(os.environ["CXX"], "$CXX")
+    """The C++ compiler for host code and for nvcc's host side: the one the machine names
+    (`given`, its $CXX), else g++ when nvcc of this CUDA version accepts its version, else the
+    newest g++-N it accepts. `available` maps the g++ commands of the machine the build runs
+    on to their versions (default: this machine's PATH; `where` names them)."""
+    if given:
+        return HostCompiler(given, "$CXX")
     if cuda is None:  # no nvcc to please: a CPU cell
         return HostCompiler("g++", f"{where} ($CXX unset)")
     compilers = path_compilers() if available is None else available

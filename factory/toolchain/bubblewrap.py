@@ -14,6 +14,7 @@ from .. import defaults
 from ..errors import BuildError
 from ..sources.debian import debian_archive, unpack_packages
 from ..system.cache import exclusive
+from ..system.machine import Machine
 from ..system.process import Log
 
 __all__ = ["provided_bwrap"]
@@ -21,7 +22,7 @@ __all__ = ["provided_bwrap"]
 _DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 
 
-def provided_bwrap(cache: Path, log: Log) -> Path:
+def provided_bwrap(cache: Path, log: Log, machine: Machine) -> Path:
     """Debian's bwrap in `cache`, unpacked the first time; BuildError saying why it cannot be
     had (no network, an architecture Debian's archive has no name for, no archive keys)."""
     folder = cache / "tools" / "bubblewrap"
@@ -32,7 +33,7 @@ def provided_bwrap(cache: Path, log: Log) -> Path:
         arch = _DEBIAN_ARCH.get(defaults.host_platform())
         if arch is None:
             raise BuildError(f"Debian's archive has no bubblewrap for {defaults.host_platform()}")
-        archive = debian_archive()
+        archive = debian_archive(machine)
         log.write(f"   bubblewrap is not installed: unpacking Debian {archive.suite}'s "
                   f"({archive.url}) into {folder}")
         folder.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,6 @@ toolkit already there is never downloaded again; an image's own toolkit is read 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -85,10 +84,11 @@ def nvcc_seeds(nvcc: Path) -> bool:
 
 
 def provide_cuda(version: Version, home: Path | None, cache: Path, log: Log,
-                 offline: bool = False) -> CudaToolkit:
-    """The toolkit of a CUDA version (see the module's text for the order); PyPI's is
-    installed into the cache on first use (`offline`: from uv's cache only)."""
-    found = locate_cuda(version, home)
+                 offline: bool = False, homes: tuple[Path, ...] = ()) -> CudaToolkit:
+    """The toolkit of a CUDA version (see the module's text for the order; `homes`: the
+    toolkits the machine names, its $CUDA_HOME and $CUDA_PATH); PyPI's is installed into the
+    cache on first use (`offline`: from uv's cache only)."""
+    found = locate_cuda(version, home, homes)
     if found is not None:
         return found
     mm = major_minor(version)
@@ -101,12 +101,14 @@ def provide_cuda(version: Version, home: Path | None, cache: Path, log: Log,
         f"or set cuda.\"{mm}\".home in the matrix to its folder")
 
 
-def locate_cuda(version: Version, home: Path | None) -> CudaToolkit | None:
+def locate_cuda(version: Version, home: Path | None,
+                homes: tuple[Path, ...] = ()) -> CudaToolkit | None:
     """The toolkit of this CUDA version already on the machine: the one at `home` (which must
-    be that version), else the first installed one of that version; None when there is none."""
+    be that version), else the first installed one of that version (those the machine names in
+    `homes` first); None when there is none."""
     if home is not None:
         return _installed(home, version)
-    for candidate in _installed_candidates(version):
+    for candidate in _installed_candidates(version, homes):
         try:
             return _installed(candidate, version)
         except BuildError:
@@ -142,9 +144,9 @@ def _runtime_folder(home: Path) -> Path:
                      f"{', '.join(_RUNTIME_FOLDERS)})")
 
 
-def _installed_candidates(version: Version) -> list[Path]:
+def _installed_candidates(version: Version, homes: tuple[Path, ...]) -> list[Path]:
     mm = major_minor(version)
-    candidates = [Path(os.environ[var]) for var in ("CUDA_HOME", "CUDA_PATH") if var in os.environ]
+    candidates = list(homes)
     on_path = shutil.which("nvcc")
     if on_path:
         candidates.append(Path(on_path).resolve().parent.parent)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shlex
 import shutil
 import stat
@@ -27,9 +26,10 @@ from pathlib import Path
 
 from .. import defaults
 from ..errors import BuildError
-from ..sources.debian import debian_archive, unpack_packages
+from ..sources.debian import Archive, debian_archive, unpack_packages
 from ..sources.installed import ProbeError, probe_interpreter
 from ..system.cache import exclusive
+from ..system.machine import Machine
 from ..system.process import Log, run
 from ..system.uv import uv_bin, uv_env
 from ..values.versions import Version, compact, major_minor
@@ -72,14 +72,14 @@ _EMULATIONS = {
 }
 
 
-def emulation(platform: str) -> Emulation:
-    """The cross compiler and emulator for `platform` on this machine, or one line saying what
-    to install."""
+def emulation(platform: str, given: str | None = None) -> Emulation:
+    """The cross compiler (`given`: the one the machine names, its $CXX_<platform>) and the
+    emulator for `platform` on this machine, or one line saying what to install."""
     if platform not in _EMULATIONS:
         raise BuildError(f"the factory cannot cross-build {platform} cells")
     emulators, compiler, debian_arch, wheel_platform = _EMULATIONS[platform]
     qemu = next((found for name in emulators if (found := shutil.which(name))), None)
-    cxx = os.environ.get(f"CXX_{platform}") or shutil.which(compiler)
+    cxx = given or shutil.which(compiler)
     missing = [package for package, found in (("g++-aarch64-linux-gnu", cxx),
                                               ("qemu-user-static", qemu)) if not found]
     if missing:
@@ -89,21 +89,24 @@ def emulation(platform: str) -> Emulation:
     return Emulation(platform, debian_arch, qemu, cxx, wheel_platform)
 
 
-def cross_compiler(platform: str) -> HostCompiler:
-    """The C++ compiler of a cross-compiled cell: $CXX_<platform>, else the cross g++."""
-    target = emulation(platform)
+def cross_compiler(platform: str, machine: Machine) -> HostCompiler:
+    """The C++ compiler of a cross-compiled cell: the one the machine names
+    ($CXX_<platform>), else the cross g++."""
+    given = machine.cross_compiler(platform)
+    target = emulation(platform, given)
     variable = f"CXX_{platform}"
-    return HostCompiler(target.compiler, f"${variable}" if os.environ.get(variable) else
+    return HostCompiler(target.compiler, f"${variable}" if given else
                         f"the PATH, the {platform} cross compiler (${variable} unset)")
 
 
-def wheel_platform_args(target: Emulation) -> list[str]:
-    """uv's options that install wheels for the emulated CPython, not for this machine."""
-    return ["--python-platform", target.wheel_platform, "--python-version", EMULATED_PYTHON]
+def wheel_platform_args(platform: str) -> list[str]:
+    """uv's options that install wheels for the emulated CPython of `platform`, not for this
+    machine."""
+    return ["--python-platform", _EMULATIONS[platform][3], "--python-version", EMULATED_PYTHON]
 
 
 def provide_emulated_torch(torch: Version, cuda: Version, torch_index: str | None, cache: Path,
-                           log: Log, target: Emulation, create: bool = True,
+                           log: Log, target: Emulation, machine: Machine, create: bool = True,
                            offline: bool = False) -> TorchEnv:
     """The cached aarch64 environment of torch `torch` built for CUDA `cuda` (from
     `torch_index`, else PyPI), made on first use."""
@@ -121,7 +124,7 @@ def provide_emulated_torch(torch: Version, cuda: Version, torch_index: str | Non
                 raise BuildError(f"the {target.platform} environment for "
                                  f"{torch_requirement(torch)} is not in the cache, and --offline "
                                  "does not fetch it")
-            _create(root, torch, torch_index, cache, log, target)
+            _create(root, torch, torch_index, cache, log, target, debian_archive(machine))
         info = json.loads(marker.read_text())
     _write_launcher(root, target)  # the emulator's path is this machine's, not the cache's
     try:
@@ -141,9 +144,8 @@ def provide_emulated_torch(torch: Version, cuda: Version, torch_index: str | Non
 
 
 def _create(root: Path, torch: Version, torch_index: str | None, cache: Path, log: Log,
-            target: Emulation) -> None:
+            target: Emulation, archive: Archive) -> None:
     requirement = torch_requirement(torch)
-    archive = debian_archive()
     log.step(f"making the {target.platform} environment for {requirement} "
              f"({torch_index or 'PyPI'}) in {root}: Debian {archive.suite}'s "
              f"{target.debian_arch} CPython {EMULATED_PYTHON}, run by {target.qemu}")
@@ -164,7 +166,8 @@ def _create(root: Path, torch: Version, torch_index: str | None, cache: Path, lo
     if not inside:  # unpacking kept every link inside the root; checked all the same
         raise BuildError(f"{site} leads outside {sysroot}; nothing is installed there")
     index = ["--index", torch_index] if torch_index else []
-    run([uv_bin(), "pip", "install", "--quiet", "--target", site, *wheel_platform_args(target),
+    run([uv_bin(), "pip", "install", "--quiet", "--target", site,
+         *wheel_platform_args(target.platform),
          *index, requirement], log, timeout=defaults.STEP_TIMEOUT, env=uv_env(cache, False),
         what=f"installing {target.platform} {requirement}")
     (root / _MARKER).write_text(json.dumps({"packages": taken}, indent=1))
@@ -179,7 +182,6 @@ def emulated_env_beside(root: Path, torch: TorchEnv, requires: list[str], cache:
     index, uv's cache or `wheelhouses`), and bin/python, which runs that CPython with the folder
     on its path (its own dist-packages hold torch). The site folder."""
     assert torch.platform is not None
-    target = emulation(torch.platform)
     if root.exists():
         shutil.rmtree(root)
     site = root / "site"
@@ -188,7 +190,7 @@ def emulated_env_beside(root: Path, torch: TorchEnv, requires: list[str], cache:
     if requires:
         with viewing(site, torch.site_packages):
             run([uv_bin(), "pip", "install", "--quiet", "--no-build", "--target", site,
-                 "--constraint", constraints, *wheel_platform_args(target),
+                 "--constraint", constraints, *wheel_platform_args(torch.platform),
                  *find_links(wheelhouses), *requires], log,
                 timeout=defaults.STEP_TIMEOUT, env=uv_env(cache, offline), what=what)
     launcher = root / "bin" / "python"
@@ -205,7 +207,7 @@ def install_emulated(wheel: Path, site: Path, torch: TorchEnv, cache: Path, log:
     """Install `wheel` alone into the site folder of an emulated environment."""
     assert torch.platform is not None
     run([uv_bin(), "pip", "install", "--quiet", "--no-deps", "--target", site,
-         *wheel_platform_args(emulation(torch.platform)), wheel], log,
+         *wheel_platform_args(torch.platform), wheel], log,
         timeout=defaults.STEP_TIMEOUT,
         env=uv_env(cache, offline), what=f"installing {wheel.name}")
 

@@ -28,6 +28,7 @@ from factory.sources.debian import (
     debian_archive,
     unpack_packages,
 )
+from factory.system.machine import Machine, read_machine
 
 from ..support.servers import static_server
 from ..support.system import debian_package
@@ -168,7 +169,8 @@ def mirror(keys: tuple[Path, Path, Path], tmp_path: Path,
 def unpacked(tmp_path: Path) -> tuple[Path, list[str]]:
     root = tmp_path / "root"
     root.mkdir(exist_ok=True)
-    return root, unpack_packages(debian_archive(), "arm64", list(GENUINE), root)
+    return root, unpack_packages(debian_archive(read_machine(os.environ)), "arm64", list(GENUINE),
+                                 root)
 
 
 def refused(tmp_path: Path) -> str:
@@ -298,5 +300,5 @@ def test_debians_own_archive_is_signed_by_its_keys(tmp_path: Path) -> None:
 
     debian_keyring()
     with requests.Session() as session:
-        text = _signed_release(session, debian_archive())
+        text = _signed_release(session, debian_archive(Machine()))
     assert f"Codename: {SUITE}" in text and "main/binary-arm64/Packages.xz" in text

@@ -15,6 +15,7 @@ import pytest
 
 from factory.cells.sandbox import confined_command, confined_environment
 from factory.prove.testenv import Needed, TestEnvUnavailable, make_test_env
+from factory.system.machine import Machine
 from factory.system.process import Log
 from factory.system.uv import uv_bin
 from factory.toolchain.bubblewrap import provided_bwrap
@@ -113,8 +114,8 @@ def test_debian_bubblewrap_unpacked_into_the_cache_confines_as_an_installed_one(
     signature) into its cache, once; it runs a command with no network."""
     debian_package("gpgv", "gpgv")
     with open(tmp_path / "log", "w") as handle:
-        bwrap = provided_bwrap(tmp_path / "cache", Log(handle))
-        assert provided_bwrap(tmp_path / "cache", Log(handle)) == bwrap  # made once
+        bwrap = provided_bwrap(tmp_path / "cache", Log(handle), Machine())
+        assert provided_bwrap(tmp_path / "cache", Log(handle), Machine()) == bwrap  # made once
     assert bwrap == tmp_path / "cache" / "tools" / "bubblewrap" / "usr" / "bin" / "bwrap"
     log = (tmp_path / "log").read_text()
     assert log.count("unpacking Debian") == 1 and re.search(r"bubblewrap \d", log), log

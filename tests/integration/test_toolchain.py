@@ -11,6 +11,7 @@ from packaging.version import Version
 
 from factory.cells.job import check_host_runtime
 from factory.errors import BuildError
+from factory.system.machine import read_machine
 from factory.system.process import Log
 from factory.toolchain import HostCompiler, Toolchain, host_compiler
 from factory.toolchain.cuda import CudaToolkit, provide_cuda
@@ -33,8 +34,6 @@ def fake_toolkit(root: Path, release: str) -> Path:
 
 @pytest.fixture
 def no_installed_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for variable in ("CUDA_HOME", "CUDA_PATH"):
-        monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
 
 
@@ -47,11 +46,11 @@ def test_cuda_12_without_a_toolkit_says_what_to_do(no_installed_cuda: None, tmp_
     assert not (tmp_path / "cache").exists()
 
 
-def test_cuda_12_from_cuda_home(no_installed_cuda: None, monkeypatch: pytest.MonkeyPatch,
-                                tmp_path: Path) -> None:
+def test_cuda_12_from_cuda_home(no_installed_cuda: None, tmp_path: Path) -> None:
     home = fake_toolkit(tmp_path / "cuda-12.8", "12.8.93")
-    monkeypatch.setenv("CUDA_HOME", str(home))
-    toolkit = provide_cuda(Version("12.8"), None, tmp_path / "cache", Log(io.StringIO()))
+    named = read_machine({"CUDA_HOME": str(home)}).cuda_homes
+    toolkit = provide_cuda(Version("12.8"), None, tmp_path / "cache", Log(io.StringIO()),
+                           homes=named)
     assert (toolkit.version, toolkit.home, toolkit.origin) == (Version("12.8.93"), home,
                                                                "installed")
     assert toolkit.lib == home / "lib64"
@@ -65,22 +64,23 @@ def test_a_home_of_another_version_is_refused(tmp_path: Path) -> None:
 
 
 def test_an_installed_toolkit_of_the_cells_version_comes_before_pypi(no_installed_cuda: None,
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        tmp_path: Path) -> None:
     """CUDA 13.0 is on PyPI, but a 13.0 toolkit the machine has is used as it is: nothing is
     downloaded into the cache."""
     home = fake_toolkit(tmp_path / "cuda-13.0", "13.0.88")
-    monkeypatch.setenv("CUDA_HOME", str(home))
-    toolkit = provide_cuda(Version("13.0"), None, tmp_path / "cache", Log(io.StringIO()))
+    toolkit = provide_cuda(Version("13.0"), None, tmp_path / "cache", Log(io.StringIO()),
+                           homes=(home,))
     assert (toolkit.home, toolkit.origin) == (home, "installed")
     assert not (tmp_path / "cache").exists()
 
 
 def test_a_toolkit_of_another_version_on_the_machine_is_passed_over(no_installed_cuda: None,
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("CUDA_HOME", str(fake_toolkit(tmp_path / "cuda-12.8", "12.8.93")))
+    named = (fake_toolkit(tmp_path / "cuda-12.8", "12.8.93"),)
     on_path = fake_toolkit(tmp_path / "cuda-12.4", "12.4.131")
     monkeypatch.setenv("PATH", str(on_path / "bin"))
-    toolkit = provide_cuda(Version("12.4"), None, tmp_path / "cache", Log(io.StringIO()))
+    toolkit = provide_cuda(Version("12.4"), None, tmp_path / "cache", Log(io.StringIO()),
+                           homes=named)
     assert (toolkit.home, str(toolkit.version)) == (on_path, "12.4.131")
 
 
@@ -123,9 +123,8 @@ def fake_compilers(folder: Path, **versions: str) -> Path:
 def test_the_host_compiler_is_one_nvcc_accepts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                cuda: str, compilers: dict[str, Any],
                                                chosen: str) -> None:
-    monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setenv("PATH", str(fake_compilers(tmp_path / "bin", **compilers)))
-    found = host_compiler(Version(cuda))
+    found = host_compiler(Version(cuda), None)
     assert found.command == chosen
     assert found.origin == ("the PATH ($CXX unset)" if chosen == "g++" else
                             f"the PATH, the newest g++ nvcc of CUDA {cuda} accepts (gcc 13 at "
@@ -134,14 +133,13 @@ def test_the_host_compiler_is_one_nvcc_accepts(monkeypatch: pytest.MonkeyPatch, 
 
 def test_no_accepted_host_compiler_says_what_to_install(monkeypatch: pytest.MonkeyPatch,
                                                         tmp_path: Path) -> None:
-    monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setenv("PATH", str(fake_compilers(tmp_path / "bin", gxx="14.2.0")))
     with pytest.raises(BuildError, match=r"nvcc of CUDA 12\.4 accepts gcc 13 at most, and this "
                                          r"machine has g\+\+ 14\.2\.0: install g\+\+-13"):
-        host_compiler(Version("12.4"))
-    monkeypatch.setenv("CXX", "clang++-17")
-    # the user's choice is kept, and named as theirs
-    assert host_compiler(Version("12.4")) == HostCompiler("clang++-17", "$CXX")
+        host_compiler(Version("12.4"), None)
+    # the user's choice ($CXX, as the machine's settings read it) is kept, named as theirs
+    given = read_machine({"CXX": "clang++-17"}).cxx
+    assert host_compiler(Version("12.4"), given) == HostCompiler("clang++-17", "$CXX")
 
 
 def toolchain_with(cxx: str, origin: str) -> Toolchain:

@@ -13,6 +13,7 @@ from packaging.version import Version
 from factory.compile.commands import link_command
 from factory.compile.deps import torch_includes
 from factory.errors import BuildError
+from factory.system.machine import read_machine
 from factory.toolchain import Toolchain, emulated
 
 from ..support.checks import present
@@ -61,16 +62,15 @@ def test_missing_cross_tools_are_named_with_what_installs_them(
 
 def test_cxx_aarch64_chooses_the_cross_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("factory.toolchain.emulated.shutil.which", lambda name: f"/usr/bin/{name}")
-    monkeypatch.setenv("CXX_aarch64", "/opt/cross/bin/g++")
-    chosen = emulated.cross_compiler("aarch64")
+    chosen = emulated.cross_compiler("aarch64",
+                                     read_machine({"CXX_aarch64": "/opt/cross/bin/g++"}))
     assert chosen.command == "/opt/cross/bin/g++" and chosen.origin == "$CXX_aarch64"
-    monkeypatch.delenv("CXX_aarch64")
-    assert emulated.cross_compiler("aarch64").command == "/usr/bin/aarch64-linux-gnu-g++"
+    assert emulated.cross_compiler("aarch64", read_machine({})).command == \
+        "/usr/bin/aarch64-linux-gnu-g++"
 
 
 def test_uv_installs_wheels_for_the_emulated_cpython(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("factory.toolchain.emulated.shutil.which", lambda name: f"/usr/bin/{name}")
-    target = emulated.emulation("aarch64")
-    assert emulated.wheel_platform_args(target) == [
+    assert emulated.wheel_platform_args("aarch64") == [
         "--python-platform", "aarch64-manylinux_2_36", "--python-version", "3.11"]
     assert Version(emulated.EMULATED_PYTHON) == Version("3.11")

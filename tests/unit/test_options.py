@@ -129,3 +129,37 @@ def test_a_command_reads_its_matrix_once() -> None:
     assert all(name.startswith("pipeline/") and not name.startswith("pipeline/load.py")
                for name in readers), readers
     assert set(readers.values()) == {1}, readers
+
+
+def test_the_machine_is_read_from_the_environment_in_one_place(tmp_path: Path) -> None:
+    """The compilers, toolkits and Debian archive the machine names are settled with the rest
+    (and listed in the option reference); no module but system/machine.py reads them from
+    the environment."""
+    import re
+
+    from factory.system.machine import (
+        DEBIAN_KEYRING_VARIABLE,
+        DEBIAN_MIRROR_VARIABLE,
+        Machine,
+    )
+
+    environ = {"CXX": "clang++-17", "CXX_aarch64": "/opt/cross/bin/g++", "CUDA_HOME": "",
+               "CUDA_PATH": "/opt/cuda-13.0", DEBIAN_MIRROR_VARIABLE: " http://mirror.test/d ",
+               DEBIAN_KEYRING_VARIABLE: str(tmp_path / "keys.gpg")}
+    settled = settle(Given(build_root=tmp_path / "build"), tmp_path / "cache",
+                     matrix_of(tmp_path), environ)
+    assert settled.build.machine == Machine(
+        "clang++-17", (("aarch64", "/opt/cross/bin/g++"),), (Path("/opt/cuda-13.0"),),
+        "http://mirror.test/d", tmp_path / "keys.gpg")
+    assert settle(Given(build_root=tmp_path / "build"), tmp_path / "cache",
+                  matrix_of(tmp_path), {}).build.machine == Machine()
+    text = option_reference()
+    assert all(f"`{name}`" in text for name in ("CXX", "CXX_<platform>", DEBIAN_MIRROR_VARIABLE,
+                                                DEBIAN_KEYRING_VARIABLE))
+    reads = re.compile(r"environ(?:\.get\(|\[)\s*[\"'](?:CXX|CUDA_HOME|CUDA_PATH|"
+                       r"KERNEL_WHEEL_FACTORY_DEBIAN)")
+    readers = [str(path.relative_to(REPO / "factory"))
+               for path in sorted((REPO / "factory").rglob("*.py"))
+               if reads.search(path.read_text())]
+    # sources/installed.py holds the probe another interpreter runs: it reads that machine's
+    assert readers == ["sources/installed.py", "system/machine.py"], readers

@@ -12,6 +12,7 @@ import pytest
 from factory.cells import sandbox
 from factory.cells.sandbox import confined_command, confined_environment, gpu_devices
 from factory.errors import BuildError
+from factory.system.machine import Machine
 
 from ..support.cli import SECRETS
 
@@ -68,13 +69,13 @@ def test_where_debian_bubblewrap_cannot_be_had_the_refusal_says_why(
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setattr(sandbox, "_PROVIDED", {})
 
-    def unreachable(cache: Path, log: object) -> Path:
+    def unreachable(cache: Path, log: object, machine: object) -> Path:
         raise BuildError("deb.debian.org cannot be reached")
 
     monkeypatch.setattr(sandbox, "provided_bwrap", unreachable)
     sandbox._bwrap.cache_clear()
     try:
-        sandbox.provide_bwrap(tmp_path, None)  # type: ignore[arg-type]
+        sandbox.provide_bwrap(tmp_path, None, Machine())  # type: ignore[arg-type]
         with pytest.raises(BuildError) as caught:
             confined_command(["true"], tmp_path, tmp_path, sandbox.KERNEL_CODE)
     finally:

@@ -15,6 +15,7 @@ from ...plan.model import Cell
 from ...prove.load import LoadReport, load_wheel
 from ...prove.tests import TestReport, run_tests
 from ...system.cache import exclusive
+from ...system.machine import Machine
 from ...system.process import Log, first_output_line
 from ...toolchain import host_compiler
 from ...toolchain.cuda import locate_cuda
@@ -59,9 +60,11 @@ class LocalRunner:
             }
             if cell.cuda is not None:
                 facts |= _toolchain_facts(cell.cuda.version, cell.cuda.home,
-                                          cell.platform if cell.cross else None)
+                                          cell.platform if cell.cross else None,
+                                          self.options.machine)
             elif cell.compiled:  # a CPU cell: the host compiler alone
-                facts["cxx"] = _compiler_fact(host_compiler(None).command)
+                facts["cxx"] = _compiler_fact(host_compiler(None,
+                                                            self.options.machine.cxx).command)
             self._facts[key] = facts
         return self._facts[key]
 
@@ -98,7 +101,7 @@ class LocalRunner:
             log.write(f"unconfined (--unconfined): {who} with this user's rights, files and "
                       f"network")
             return None
-        provide_bwrap(self.cache, log)
+        provide_bwrap(self.cache, log, self.options.machine)
         devices = () if cell.cross else gpu_devices()
         log.write(f"   {who} confined by bubblewrap: read-only but {work}, no network, "
                   f"no other process in sight"
@@ -106,15 +109,16 @@ class LocalRunner:
         return Confined(work=work, what=KERNEL_CODE, devices=devices)
 
 
-def _toolchain_facts(cuda: Version, home: Path | None, cross: str | None) -> dict[str, Any]:
+def _toolchain_facts(cuda: Version, home: Path | None, cross: str | None,
+                     machine: Machine) -> dict[str, Any]:
     """Which toolkit and host compiler a cell of this CUDA version gets here (`cross`: the
     cross compiler for that platform); a problem with them (the build reports it) is a fact
     too."""
     try:
-        toolkit = locate_cuda(cuda, home)
+        toolkit = locate_cuda(cuda, home, machine.cuda_homes)
         nvcc = [str(toolkit.home), str(toolkit.version)] if toolkit else ["pypi", str(cuda)]
-        compiler = cross_compiler(cross).command if cross else \
-            host_compiler(toolkit.version if toolkit else cuda).command
+        compiler = cross_compiler(cross, machine).command if cross else \
+            host_compiler(toolkit.version if toolkit else cuda, machine.cxx).command
     except BuildError as exc:
         return {"toolchain": str(exc)}
     return {"nvcc": nvcc, "cxx": _compiler_fact(compiler)}

@@ -24,6 +24,7 @@ wheel, the unit counts, the objects used) or the error.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from ....prove.tests import TestReport, make_tests_env, run_in_tests_env
 from ....sources.depends import Dependency
 from ....sources.facts import read_facts
 from ....sources.tree import SourceTree
+from ....system.machine import read_machine
 from ....system.process import Log
 from ....toolchain import host_compiler
 from ....toolchain.cutile import provide_assembler
@@ -89,7 +91,7 @@ def _standard(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
     """Why the host compiler a cell of this torch and CUDA version would get here cannot
     compile against the torch's headers, or None."""
     torch = parse_release(job["torch"])
-    cxx = host_compiler(parse_release(job["cuda"]))
+    cxx = host_compiler(parse_release(job["cuda"]), read_machine(os.environ).cxx)  # the container's
     say(result=compiler_shortfall(torch, cxx.command, cxx.origin,
                                   lambda argv: (list(argv), None)))
 
@@ -147,7 +149,8 @@ def _build(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
                             job["version"], read_facts(spec), root / "build.toml",
                             cuda_home=Path(job["cuda_home"]), dependency=dependency)
     options = BuildOptions(Path(job["build_root"]), job["source_date_epoch"],
-                           job["builder"], index_url=job.get("index_url"))
+                           job["builder"], index_url=job.get("index_url"),
+                           machine=read_machine(os.environ))  # the container's own
     compiling = _compiling(job, say)
     built = build_cell(cell, Path(job["cache"]), options, Path(job["out"]), log,
                        compiling, lambda step: say(progress=step), prepared=True)
