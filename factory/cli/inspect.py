@@ -36,14 +36,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     inspected = inspect_wheels(wheel_paths(args.wheels), args.load_with)
     if args.json:
-        document = report_json([wheel.report for wheel in inspected],
-                               [wheel.ops for wheel in inspected],
-                               [wheel.gated for wheel in inspected])
+        document = report_json(inspected)
         sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
-        return 1 if any(wheel["problems"] for wheel in document["wheels"]) else 0
-    failed = False
-    for number, wheel in enumerate(inspected):
-        if number:
-            console.print()
-        failed |= bool(print_report(wheel.report, console, wheel.ops, wheel.gated))
-    return 1 if failed else 0
+    else:
+        for number, wheel in enumerate(inspected):
+            if number:
+                console.print()
+            print_report(wheel, console)
+    return 1 if any(wheel.problems for wheel in inspected) else 0

@@ -17,6 +17,8 @@ from ..prove.load import OpReport, importable_modules, load_problems, load_wheel
 from ..system.cache import default_cache_dir
 from ..system.machine import read_machine
 from ..system.process import Log
+from ..wheel.expect import recorded_expectation
+from ..wheel.gates import check_wheel
 from ..wheel.inspect import WheelReport, inspect_wheel
 
 __all__ = ["Gated", "Inspected", "WheelOps", "gated_digest", "inspect_wheels", "wheel_ops"]
@@ -104,13 +106,15 @@ def gated_digest(path: Path) -> Gated | None:
 
 @dataclass(frozen=True)
 class Inspected:
-    """One wheel's report, its ops where they can be told, and the digest its build gated
-    where its cell's record is at hand."""
+    """One wheel's report, its ops where they can be told, the digest its build gated where
+    its cell's record is at hand, and the verdict: the problems the publishing checks, loading
+    it and that digest find (none: it passes)."""
 
     path: Path
     report: WheelReport
     ops: WheelOps | None
-    gated: Gated | None = None
+    gated: Gated | None
+    problems: tuple[str, ...]
 
 
 def inspect_wheels(paths: list[Path], load_with: Path | None) -> list[Inspected]:
@@ -118,6 +122,9 @@ def inspect_wheels(paths: list[Path], load_with: Path | None) -> list[Inspected]
     found = []
     for path in paths:
         report = inspect_wheel(path)
-        found.append(Inspected(path, report, wheel_ops(path, report, load_with),
-                               gated_digest(path)))
+        ops, gated = wheel_ops(path, report, load_with), gated_digest(path)
+        problems = check_wheel(report, recorded_expectation(report))
+        problems += list(ops.problems) if ops is not None else []
+        problems += gated.problems(report.sha256) if gated is not None else []
+        found.append(Inspected(path, report, ops, gated, tuple(problems)))
     return found

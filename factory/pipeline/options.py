@@ -24,6 +24,7 @@ from ..system.machine import (
     DEBIAN_MIRROR_VARIABLE,
     read_machine,
 )
+from ..trust.keys import OBJECT_KEY_VARIABLE
 
 __all__ = ["SETTINGS", "Given", "Options", "Setting", "build_root", "cache_folder", "name_index",
            "object_folder", "option_reference", "settle", "wheelhouse_targets"]
@@ -83,6 +84,10 @@ SETTINGS: tuple[Setting, ...] = (
             "where Debian packages (bubblewrap, emulated CPythons) are fetched from"),
     Setting("debian_keyring", None, None, DEBIAN_KEYRING_VARIABLE,
             "debian-archive-keyring's keys", "the keys the Debian mirror is signed with"),
+    Setting("object_key", None, None, OBJECT_KEY_VARIABLE,
+            "random bytes made once in ~/.config/kernel-wheel-factory/object-cache.key",
+            "the key cached objects and publish notes are signed under (a CI secret the jobs "
+            "of a run share); trust/keys.py reads it, never printed"),
 )
 
 

@@ -9,11 +9,9 @@ from packaging.utils import canonicalize_name
 from rich.console import Console
 from rich.table import Table
 
-from ..pipeline.inspect import Gated, WheelOps
+from ..pipeline.inspect import Gated, Inspected, WheelOps
 from ..values.units import human_size
-from ..wheel.expect import recorded_expectation
 from ..wheel.fatbin import describe_code_size
-from ..wheel.gates import check_wheel
 from ..wheel.inspect import REPORT_SCHEMA, WheelReport
 from ..wheel.provenance import Provenance
 from ..wheel.variant import property_lines
@@ -21,29 +19,24 @@ from ..wheel.variant import property_lines
 __all__ = ["print_report", "report_json"]
 
 
-def report_json(reports: list[WheelReport], loads: list[WheelOps | None] | None = None,
-                gated: list[Gated | None] | None = None) -> dict[str, Any]:
+def report_json(inspected: list[Inspected]) -> dict[str, Any]:
     wheels = []
-    for report, ops, digest in zip(reports, loads or [None] * len(reports),
-                                   gated or [None] * len(reports), strict=True):
+    for wheel in inspected:
+        report, ops, digest = wheel.report, wheel.ops, wheel.gated
         entry = report.to_json()
-        entry["problems"] = check_wheel(report, recorded_expectation(report))
+        entry["problems"] = list(wheel.problems)
         if ops is not None:
-            entry["problems"] += list(ops.problems)
             entry["ops"] = {"seen": ops.seen, "ops": [op.to_json() for op in ops.ops]}
         if digest is not None:
             entry["gated"] = {"cell": digest.cell, "sha256": digest.sha256,
                               "matches": digest.sha256 == report.sha256}
-            entry["problems"] += digest.problems(report.sha256)
         wheels.append(entry)
     return {"schema": REPORT_SCHEMA, "wheels": wheels}
 
 
-def print_report(report: WheelReport, console: Console, ops: WheelOps | None = None,
-                 gated: Gated | None = None) -> list[str]:
-    """Print one wheel's report; return the problems the gates (and loading it, when it was
-    loaded, and the digest its build gated, where its cell's record is at hand) find in
-    it."""
+def print_report(wheel: Inspected, console: Console) -> None:
+    """Print one wheel's report and the verdict pipeline/inspect.py came to."""
+    report, ops, gated, problems = wheel.report, wheel.ops, wheel.gated, wheel.problems
     console.print(f"[bold]{report.file}[/bold]")
     console.print(_facts(report, gated))
 
@@ -61,19 +54,14 @@ def print_report(report: WheelReport, console: Console, ops: WheelOps | None = N
         console.print(table)
 
     _print_provenance(report.record, report.provenance, console)
-    problems = check_wheel(report, recorded_expectation(report))
     if ops is not None:
         _print_ops(ops, console)
-        problems += list(ops.problems)
-    if gated is not None:
-        problems += gated.problems(report.sha256)
     if problems:
         console.print(f"[red]checks: {len(problems)} problem(s)[/red]")
         for problem in problems:
             console.print(f"  - {problem}", markup=False)
     else:
         console.print("[green]checks: all passed[/green]")
-    return problems
 
 
 def _facts(report: WheelReport, gated: Gated | None) -> Table:

@@ -189,6 +189,14 @@ def test_the_pipeline_prints_nothing() -> None:
     assert loud == []
 
 
+def test_the_ui_renders_verdicts_it_does_not_reach_them() -> None:
+    """ui/ shows what pipeline/ came to: it runs no gate of its own on a wheel."""
+    judging = [f"{name} imports {target}" for name, _ in _sources() if name.startswith("ui/")
+               for target in sorted(imports_of(REPO / "factory" / name))
+               if target in ("wheel.gates", "wheel.expect")]
+    assert judging == []
+
+
 def test_every_error_is_a_factory_error() -> None:
     """An error class the factory defines is a FactoryError (the command line prints it as one
     line), whatever else it is."""
