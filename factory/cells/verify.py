@@ -142,8 +142,7 @@ def _source_tree(record: Provenance, source: Path | None, wheel: Path,
         entry = KernelEntry(request, record.kernel.version, None)
         return sources.resolve(entry, wheel, pin=git.commit, version=record.kernel.version).tree
     root = (source or Path(recorded.location)).resolve()
-    if project_kind(root, "pep517" if record.cell.get("project") == "pep517"
-                    else "kernel-builder") is None:
+    if project_kind(root, recorded_kind(record.cell)) is None:
         raise ConfigError(f"the wheel's source '{recorded.location}' is not at {root}; pass "
                           "--source DIR", file=wheel, key="--source")
     found = resolve_path_source(root)

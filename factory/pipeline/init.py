@@ -75,7 +75,6 @@ def read_kernel(root: Path) -> KernelSpec:
     return spec
 
 
-
 def relative(path: Path, start: Path) -> str:
     """`path` as the file in `start` names it (the matrix names its kernel so)."""
     return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()

@@ -8,7 +8,7 @@ constructor the planner uses, so both sides agree on every SM and section.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -61,7 +61,7 @@ def cell_record(cell: Cell) -> dict[str, Any]:
     }
 
 
-def recorded_kind(record: dict[str, Any]) -> ProjectKind:
+def recorded_kind(record: Mapping[str, Any]) -> ProjectKind:
     """The kind of project a cell record was built from, as its files are read: a cuTile
     project is found by reading a PEP 517 one."""
     return "pep517" if record.get("project") == "pep517" else "kernel-builder"
