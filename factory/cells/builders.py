@@ -1,6 +1,6 @@
-"""Build one cell into one wheel, with the builder its kind of project calls for: a
-kernel-builder repo (kernel_builder.py), a PEP 517 CUDA extension (pep517.py) or a cuTile-Python
-project (cutile.py), peers that share the kit of job.py.
+"""Build one cell into one wheel, with the builder of its kind of project (kinds/: a
+kernel-builder repo, a pure-Python one, a PEP 517 CUDA extension or a cuTile-Python project),
+peers that share the kit of job.py.
 
 Runs wherever a runner puts it (on the host, or inside a builder container for the docker
 runner); it reads only the cell, the cache and the build options, and leaves the wheel in
@@ -12,19 +12,16 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from collections.abc import Callable
 from pathlib import Path
 
 from ..plan.model import Cell
 from ..system.cache import exclusive
 from ..system.process import Log
-from . import kernel_builder
-from .cutile import build_cutile
 from .job import Built, Compiling, Container, Job, Progress
+from .kinds import kind_of
 from .options import BuildOptions
-from .pep517 import build_project
 
-__all__ = ["PROJECT_BUILDERS", "build_cell"]
+__all__ = ["build_cell"]
 
 
 def build_cell(cell: Cell, cache: Path, options: BuildOptions, staging: Path, log: Log,
@@ -39,7 +36,7 @@ def build_cell(cell: Cell, cache: Path, options: BuildOptions, staging: Path, lo
         _stop_leftover_compilers(work)
         if work.exists():
             shutil.rmtree(work)
-        built = PROJECT_BUILDERS[cell.spec.kind](
+        built = kind_of(cell.spec).build(
             Job(cell, cache, options, work, log, compiling, progress, prepared, container))
         if built.wheel is None:
             return built
@@ -71,8 +68,3 @@ def _stop_leftover_compilers(work: Path) -> None:
                 os.killpg(session, signal.SIGKILL)
             except OSError:
                 pass
-
-
-PROJECT_BUILDERS: dict[str, Callable[[Job], Built]] = {"kernel-builder": kernel_builder.build,
-                                                       "pep517": build_project,
-                                                       "cutile": build_cutile}

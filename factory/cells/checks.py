@@ -15,32 +15,15 @@ from ..values.units import human_size
 from ..wheel.fatbin import describe_code_size
 from ..wheel.gates import Expectation, check_wheel
 from ..wheel.inspect import WheelReport, inspect_wheel
+from .kinds import kind_of
 
 __all__ = ["cell_expectation", "check_cell_wheel"]
 
 
 def cell_expectation(cell: Cell, max_size: SizeLimit | None = None) -> Expectation:
-    """What the cell's wheel must be: its name and labelled version, its torch pin, its CUDA
-    major, the GPU code the plan promises, and at most `max_size` bytes."""
-    if cell.torch is None:
-        return Expectation(cell.distribution, cell.wheel_version, "any", None, frozenset(), None,
-                           max_size=max_size)
-    if cell.spec.is_noarch:  # a pure-Python wheel of one cell: its torch pin, no code
-        return Expectation(cell.distribution, cell.wheel_version, cell.torch_pin, None,
-                           frozenset(), None, max_size=max_size)
-    if cell.cuda is None:  # a CPU cell: no GPU code, and no CUDA library needed
-        return Expectation(cell.distribution, cell.wheel_version, cell.torch_pin, None,
-                           frozenset(), cell.platform, max_size=max_size, cpu_only=True)
-    if cell.spec.is_cutile:  # no shared object: a cubin per SM and signature
-        return Expectation(cell.distribution, cell.wheel_version, cell.torch_pin,
-                           cell.cuda.version.major, None, None, max_size=max_size,
-                           cubins=cell.gpu_code)
-    stable = cell.stable_abi
-    return Expectation(
-        cell.distribution, cell.wheel_version, cell.torch_pin,
-        cell.cuda.version.major, cell.gpu_code, cell.platform, gpu_covers=cell.spec.is_pep517,
-        stable_abi=str(stable) if stable is not None else None, max_size=max_size,
-    )
+    """What the cell's wheel must be, as its kind says: its name and labelled version, its
+    torch pin, its CUDA major, the GPU code the plan promises, and at most `max_size` bytes."""
+    return kind_of(cell.spec).expectation(cell, max_size)
 
 
 def check_cell_wheel(cell: Cell, wheel: Path, log: Log,

@@ -43,7 +43,7 @@ def provenance_record(cell: Cell, options: BuildOptions,
         __version__,
         KernelFacts(cell.spec.name, cell.version, cell.ops_namespace,
                     file_sha256(cell.spec.build_toml),
-                    cell.spec.build_toml.name if cell.spec.is_pep517 else None),
+                    _project_file(cell)),
         SourceFacts(source.kind, source.location, source.digest,
                     GitFacts(source.git.commit, source.git.dirty) if source.git else None,
                     source.requested if fetched else None, source.subdir if fetched else None),
@@ -51,6 +51,13 @@ def provenance_record(cell: Cell, options: BuildOptions,
         BuildFacts(str(options.build_root), epoch,
                    time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)),
                    options.builder, options.index_url))
+
+
+def _project_file(cell: Cell) -> str | None:
+    """The file a project that is not a build.toml repo was read from (setup.py or
+    pyproject.toml), as provenance names it."""
+    name = cell.spec.build_toml.name
+    return None if name == "build.toml" else name
 
 
 def _without_values(record: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from ..wheel.read import WheelFile, read_wheel
 from ..wheel.variant import make_variant
 from .builders import build_cell
 from .job import Compiling
+from .kinds import kind_of
 from .options import BuildOptions, usable_build_root
 
 __all__ = ["Verdict", "verify_wheel"]
@@ -99,8 +100,8 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path, build_root: Path
     if missing:
         return Verdict(wheel, None, report.sha256, None, missing)
     spec = read_project(tree.root, recorded_kind(cell_fields))
-    cell = cell_from_record(cell_fields, spec, tree, version, read_facts(spec), wheel,
-                            dependency=lambda item: fetcher.again(item, Path.cwd()))
+    cell = cell_from_record(cell_fields, spec, kind_of(spec), tree, version, read_facts(spec),
+                            wheel, dependency=lambda item: fetcher.again(item, Path.cwd()))
     options = BuildOptions(usable_build_root(build_root or Path(record.build.root)),
                            record.build.source_date_epoch, index_url=record.build.index_url,
                            machine=machine)

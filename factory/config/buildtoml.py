@@ -494,6 +494,7 @@ def _to_spec(root: Path, path: Path, dialect: int, data: dict[str, Any],
         cuda_minver=cuda.get("minver"), cuda_maxver=cuda.get("maxver"),
         torch=torch, noarch=noarch, kernels=tuple(kernels), warnings=warnings,
         test_requires=check_inputs(root),
+        kind="noarch" if framework == "torch-noarch" else "kernel-builder",
     )
     if framework in ("torch", "torch-noarch"):
         init = spec.package_dir / "__init__.py"

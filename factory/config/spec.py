@@ -15,9 +15,12 @@ __all__ = ["BACKENDS", "BACKEND_PYTHON_DEPENDS", "GENERAL_PYTHON_DEPENDS", "PROJ
            "TorchSection"]
 
 Framework = Literal["torch", "torch-noarch", "tvm-ffi"]
-# "cutile": a PEP 517 project whose kernels are cuTile-Python functions it declares (found by
-# reading the project, never stated in the matrix: to the matrix it is a pep517 project)
-ProjectKind = Literal["kernel-builder", "pep517", "cutile"]
+# The kinds of kernel project (each one package of cells/kinds/): a kernel-builder repo that
+# compiles, a kernel-builder repo of pure Python ("noarch", its [torch-noarch] found by reading
+# build.toml), a PEP 517 project, and a PEP 517 project whose kernels are cuTile-Python
+# functions it declares ("cutile", found by reading the project). The matrix states only the
+# first and third: the form of the files.
+ProjectKind = Literal["kernel-builder", "noarch", "pep517", "cutile"]
 PROJECT_KINDS: tuple[str, ...] = ("kernel-builder", "pep517")
 
 BACKENDS = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu")
@@ -127,15 +130,6 @@ class KernelSpec:
     cutile_requirement: str | None = None  # its own requirement on cuda-tile
 
     @property
-    def is_pep517(self) -> bool:
-        """Built by `build` through the project's own backend (a cuTile project too)."""
-        return self.kind in ("pep517", "cutile")
-
-    @property
-    def is_cutile(self) -> bool:
-        return self.kind == "cutile"
-
-    @property
     def cuda_python_depends(self) -> tuple[str, ...]:
         return dict(self.backend_python_depends).get("cuda", ())
 
@@ -171,10 +165,6 @@ class KernelSpec:
     @property
     def python_name(self) -> str:
         return self.name.replace("-", "_")
-
-    @property
-    def is_noarch(self) -> bool:
-        return self.framework == "torch-noarch"
 
     def kernels_for(self, backend: str) -> tuple[KernelSection, ...]:
         return tuple(kernel for kernel in self.kernels if kernel.backend == backend)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__, defaults
+from ..cells.kinds import kind_of
 from ..config.project import project_kind, read_project
 from ..config.spec import KernelSpec
 from ..errors import ConfigError
@@ -48,8 +49,9 @@ def init_kernel(request: InitRequest) -> InitOutcome:
                        matrix.parent) if request.github else None
     commit = _pinned(request.ref) if workflow is not None else None
     proposal = propose(spec, request.newest, request.torch, request.sms)
-    texts = {matrix: render_matrix(proposal, relative(request.path, matrix.parent),
-                                   request.python, request.follow)}
+    texts = {matrix: render_matrix(proposal, kind_of(spec),
+                                   relative(request.path, matrix.parent), request.python,
+                                   request.follow)}
     if workflow is not None:
         assert commit is not None
         texts[workflow] = render_workflow(relative(matrix, matrix.parent), commit,
@@ -69,9 +71,9 @@ def read_kernel(root: Path) -> KernelSpec:
         raise ConfigError("is not a kernel repo: it has no build.toml, setup.py or "
                           "pyproject.toml", file=root)
     spec = read_project(root, kind)
-    if spec.framework == "torch" and "cuda" not in spec.backends and not spec.is_pep517:
-        raise ConfigError(f"declares no CUDA backend (backends: {', '.join(spec.backends)}); "
-                          "the factory builds CUDA kernels", file=spec.build_toml)
+    refused = kind_of(spec).unsupported(spec)
+    if refused is not None:
+        raise ConfigError(refused, file=spec.build_toml)
     return spec
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import defaults
+from ..cells.kinds import kind_of
 from ..config import lockfile
 from ..config.matrix.torches import with_resolved_torches
 from ..config.model import DependencyEntry, Matrix, ResolvedTorch
@@ -39,21 +40,23 @@ def resolve_matrix(matrix: Matrix, cache: Path, say: Callable[[str], None],
             matrix, latest_torches(matrix, offline, locked, say, keep_torches))
     kernels = []
     for found in resolve_kernels(matrix, cache, offline=offline, locked=locked, say=say):
-        kind = project_kind(found.tree.root, found.entry.kind)
-        if kind is None:
+        form = project_kind(found.tree.root, found.entry.kind)
+        if form is None:
             wanted = "a build.toml or a setup.py / pyproject.toml" if found.entry.kind is None \
                 else f"the files of a {found.entry.kind} project"
             raise ConfigError(f"{found.entry.source.describe()} has no {wanted}",
                               file=matrix.path, line=found.entry.line, key=found.entry.key)
-        spec = read_project(found.tree.root, kind)
-        if not found.entry.guard and not spec.is_pep517:
+        spec = read_project(found.tree.root, form)
+        kind = kind_of(spec)
+        if not found.entry.guard and not kind.guard_optional:
             raise ConfigError("a kernel-builder kernel's wheel always has its import guard; "
                               "guard: false is for PEP 517 projects", file=matrix.path,
                               line=found.entry.line, key=f"{found.entry.key}.guard")
         for warning in spec.warnings:
             say(f"warning: {warning}")
         assert found.version is not None  # resolve_kernels refuses a kernel without one
-        kernels.append(Kernel(found.entry, found.tree, spec, found.version, read_facts(spec)))
+        kernels.append(Kernel(found.entry, found.tree, spec, found.version, read_facts(spec),
+                              kind))
     return matrix, kernels
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cells.kinds import kind_of
 from ..config.matrix import load_matrix
 from ..config.wheelhouse import wheelhouse_problem, wheelhouse_wheels
 from ..errors import BuildError
@@ -56,7 +57,7 @@ def make_wheelhouse(request: WheelhouseRequest, say: Callable[[str], None]) -> W
                 spec = kernel.spec
                 needed = requirement_sources(
                     f"{spec.name}'s wheel (Requires-Dist)",
-                    spec.requirements(None if spec.is_noarch else "cuda"), spec.test_requires,
+                    kind_of(spec).wheel_requirements(spec), spec.test_requires,
                     kernel.entry.tests)
                 for name, version in resolve(target, needed, pins, request.cache,
                                              work / spec.name).items():

@@ -50,6 +50,7 @@ from .model import (
     HEADER_SUFFIXES,
     Cell,
     Kernel,
+    KindPlan,
     Plan,
     SectionPlan,
     ServedCell,
@@ -57,9 +58,9 @@ from .model import (
     wrong_host,
 )
 
-__all__ = ["check_unique_names", "cuda_bounds_reason", "cutile_cell", "dependency_names",
-           "make_cell", "make_plan", "noarch_cell", "runtime_compiled", "skip_reason",
-           "stable_abi_reason", "torch_bounds_reason", "widened_notes"]
+__all__ = ["Planner", "check_unique_names", "cuda_bounds_reason", "dependency_names",
+           "make_cell", "make_cpu_cell", "make_plan", "noarch_cell", "runtime_compiled",
+           "skip_reason", "stable_abi_reason", "torch_bounds_reason", "widened_notes"]
 
 
 def widened_notes(plan: Plan) -> list[str]:
@@ -80,27 +81,14 @@ def make_plan(matrix: Matrix, kernels: list[Kernel], host: str | None,
     `dependencies` are the fetched C++ dependencies of every kernel (dependency_names)."""
     check_unique_names(matrix, kernels)
     renamed = distributions(matrix, kernels)
-    planner = _Planner(matrix, host, dependencies)
+    planner = Planner(matrix, host, dependencies)
     for kernel in kernels:
         spec = kernel.spec
         if spec.framework == "tvm-ffi":
             raise ConfigError("tvm-ffi kernels are not supported; the factory builds torch "
                               "extensions ([torch] or [torch-noarch])", file=spec.build_toml,
                               key="tvm-ffi")
-        if spec.is_noarch:
-            if runtime_compiled(spec, kernel.facts) is not None and \
-                    planner.per_cell_noarch(kernel):
-                continue
-            if not _excluded(matrix, spec.name, None, None, "any", planner.used_excludes):
-                planner.cells.append(noarch_cell(spec, kernel.source, kernel.version,
-                                                 kernel.entry.tests, kernel.facts))
-            continue
-        # A kernel whose capabilities select no SM of a cell is skipped there with that
-        # reason, even where it fits no cell at all: the other kernels plan as before.
-        planner.skipped += planner.stable(kernel) if _targets_stable_abi(spec) \
-            else planner.per_torch(kernel)
-        if matrix.cpu is not None and "cpu" in spec.backends and not spec.is_pep517:
-            planner.cpu(kernel)
+        kernel.kind.plan(planner, kernel)
 
     for index, exclude in enumerate(matrix.excludes):
         if index not in planner.used_excludes and exclude.line is not None:  # not cuda.follow's
@@ -135,11 +123,6 @@ def distributions(matrix: Matrix, kernels: list[Kernel]) -> dict[str, str]:
     return renamed
 
 
-def _targets_stable_abi(spec: KernelSpec) -> bool:
-    return not spec.is_pep517 and spec.torch is not None and \
-        spec.torch.stable_abi_for("cuda") is not None
-
-
 @dataclass(frozen=True)
 class _Slot:
     """One torch x CUDA x platform of the matrix, for one kernel."""
@@ -151,8 +134,11 @@ class _Slot:
     id: str
 
 
-class _Planner:
-    """The cells of a matrix, kernel by kernel."""
+class Planner:
+    """The cells of a matrix, kernel by kernel: each kernel's kind picks the layouts its
+    cells take (plan/model.py's Layouts). A kernel whose capabilities select no SM of a cell
+    is skipped there with that reason, even where it fits no cell at all: the other kernels
+    plan as before."""
 
     def __init__(self, matrix: Matrix, host: str | None,
                  dependencies: Mapping[str, Dependency] | None) -> None:
@@ -186,7 +172,8 @@ class _Planner:
 
     def cell(self, kernel: Kernel, slot: _Slot, label: str | None = None,
              python: CPython | None = None, per_python: bool = False) -> Cell:
-        cell = make_cell(kernel.spec, kernel.source, kernel.version, slot.entry.release,
+        cell = make_cell(kernel.spec, kernel.kind, kernel.source, kernel.version,
+                         slot.entry.release,
                          slot.cuda, slot.platform, label or slot.label, self.matrix.label,
                          slot.entry.installed, self.dependencies, python, per_python,
                          kernel.entry.env, kernel.entry.guard,
@@ -194,7 +181,7 @@ class _Planner:
                          facts=kernel.facts)
         cell = replace(cell, rules=self.rules(kernel, slot.entry.release),
                        needs_gil=kernel.entry.needs_gil)
-        cross = crosses(self.matrix.cross, kernel.spec, slot.platform, slot.entry.installed)
+        cross = crosses(self.matrix.cross, kernel.kind, slot.platform, slot.entry.installed)
         # a machine of the cell's own platform builds it natively (None: a CI plan's job)
         return replace(cell, cross=True) if cross and self.host != slot.platform else cell
 
@@ -203,18 +190,19 @@ class _Planner:
         return rules_for(self.matrix.rules if kernel.entry.rules is None
                          else kernel.entry.rules, torch)
 
-    def per_torch(self, kernel: Kernel) -> list[SkippedCell]:
+    def per_torch(self, kernel: Kernel) -> None:
         """A cell per torch x CUDA x platform (x CPython); the cells skipped only because
-        they have no SM to compile for are returned."""
+        they have no SM to compile for come after the others."""
         no_sm: list[SkippedCell] = []
         for slot in self.slots(kernel):
-            reason = skip_reason(kernel.spec, slot.entry.release, slot.cuda, slot.platform,
-                                 self.host, slot.entry.installed, self.matrix.cross) or \
+            reason = skip_reason(kernel.spec, kernel.kind, slot.entry.release, slot.cuda,
+                                 slot.platform, self.host, slot.entry.installed,
+                                 self.matrix.cross) or \
                 _index_only(slot.entry)
             if reason:
                 self.skip(kernel, slot, reason)
                 continue
-            pythons, unserved = _pythons(self.matrix, kernel.spec, slot.entry)
+            pythons, unserved = _pythons(self.matrix, kernel, slot.entry)
             for missing, why in unserved:
                 self.skipped.append(SkippedCell(
                     f"{slot.id}/{missing.abi_tag}", why, kernel.version,
@@ -227,11 +215,10 @@ class _Planner:
                         f"CPython, which has no free-threaded build", kernel.version,
                         slot.entry.release, slot.cuda.version, slot.label))
                     continue
-                if kernel.spec.is_cutile:
-                    cell, reason = cutile_cell(cell)
-                    if reason:
-                        self.skip(kernel, slot, reason)
-                        continue
+                cell, reason = kernel.kind.shape(cell)
+                if reason:
+                    self.skip(kernel, slot, reason)
+                    continue
                 reason = _unloadable(cell)
                 if reason:
                     self.skip(kernel, slot, reason)
@@ -242,7 +229,17 @@ class _Planner:
                                              slot.entry.release, slot.cuda.version, slot.label))
                     continue
                 self.cells.append(cell)
-        return no_sm
+        self.skipped += no_sm
+
+    def noarch(self, kernel: Kernel) -> None:
+        """A pure-Python kernel: one wheel for all, or one per cell for a kernel that compiles
+        GPU code when it runs (runtime_compiled) where the matrix has such cells."""
+        if runtime_compiled(kernel.spec, kernel.facts) is not None and \
+                self.per_cell_noarch(kernel):
+            return
+        if not _excluded(self.matrix, kernel.spec.name, None, None, "any", self.used_excludes):
+            self.cells.append(noarch_cell(kernel.spec, kernel.kind, kernel.source,
+                                          kernel.version, kernel.entry.tests, kernel.facts))
 
     def per_cell_noarch(self, kernel: Kernel) -> bool:
         """A pure-Python kernel that compiles GPU code when it runs: a wheel per torch x CUDA
@@ -268,7 +265,7 @@ class _Planner:
             self.cells.append(self.cell(kernel, slot))
         return planned
 
-    def stable(self, kernel: Kernel) -> list[SkippedCell]:
+    def stable(self, kernel: Kernel) -> None:
         """A stable-ABI kernel: one cell per CUDA major x platform, built against the lowest
         torch of the matrix its cells can be built with (the lowest CUDA minor of that torch),
         whose wheel serves every cell of that CUDA major and platform from that torch on."""
@@ -286,8 +283,8 @@ class _Planner:
             for slot in slots:
                 why[slot.id] = _index_only(slot.entry) or _build_reason(
                     slot.entry.release, slot.cuda, slot.platform, self.host,
-                    slot.entry.installed, crosses(self.matrix.cross, spec, slot.platform,
-                                                  slot.entry.installed)) or ""
+                    slot.entry.installed, crosses(self.matrix.cross, kernel.kind,
+                                                  slot.platform, slot.entry.installed)) or ""
             buildable = [slot for slot in slots if not why[slot.id]]
             if not buildable:
                 reasons = "; ".join(dict.fromkeys(why.values()))
@@ -320,13 +317,14 @@ class _Planner:
                 self.served.append(ServedCell(slot.id, cell.id, slot.label, kernel.version,
                                               slot.entry.release, slot.cuda.version,
                                               slot.platform))
-        return no_sm
+        self.skipped += no_sm
 
     def cpu(self, kernel: Kernel) -> None:
         """A CPU cell per torch x platform of the matrix, for a kernel with a CPU backend
         (`cpu:` in the matrix): built against torch from an index, on its own platform."""
         spec, cpu = kernel.spec, self.matrix.cpu
-        assert cpu is not None
+        if cpu is None or "cpu" not in spec.backends:
+            return
         for entry in self.matrix.torch:
             label = cpu_label(entry.release)
             for platform in self.matrix.platforms:
@@ -343,7 +341,8 @@ class _Planner:
                                                     kernel.version, entry.release, None, label,
                                                     cpu=True))
                     continue
-                cell = make_cpu_cell(spec, kernel.source, kernel.version, entry.release,
+                cell = make_cpu_cell(spec, kernel.kind, kernel.source, kernel.version,
+                                     entry.release,
                                      platform, cpu.torch_index, self.dependencies,
                                      kernel.entry.tests, facts=kernel.facts)
                 self.cells.append(replace(cell, rules=self.rules(kernel, entry.release)))
@@ -387,7 +386,7 @@ def runtime_compiled(spec: KernelSpec, facts: SourceFacts) -> str | None:
     that do (CuTe DSL, TVM FFI), or a package that imports triton (which torch brings). A
     kernel that also serves other backends stays one wheel for all (its CUDA dependencies
     required where CUDA runs)."""
-    if not spec.is_noarch or spec.backends != ("cuda",):
+    if spec.noarch is None or spec.backends != ("cuda",):
         return None
     if spec.runtime_compilers:
         return f"its python-depends {', '.join(spec.runtime_compilers)} compile GPU code"
@@ -403,27 +402,27 @@ def _index_only(entry: TorchEntry) -> str | None:
     return None
 
 
-def _pythons(matrix: Matrix, spec: KernelSpec, torch: TorchEntry
+def _pythons(matrix: Matrix, kernel: Kernel, torch: TorchEntry
              ) -> tuple[list[tuple[CPython | None, bool]], list[tuple[CPython, str]]]:
     """The CPythons a kernel's cells are built with, and whether each wheel serves that one
     only; and the CPythons of the matrix the torch release has no wheels for, each with the
-    reason its cell is skipped. A kernel-builder kernel is one abi3 wheel (its interpreter is
-    the torch environment's); a PEP 517 project gets a cell per CPython of the matrix (by
-    default the factory's own) that the release has, or one abi3 cell, built with the oldest of
-    them, when it declares py_limited_api. A free-threaded CPython of the matrix (3.14t) loads
-    no abi3 module: every compiled project gets a cell of its own for it. An installed torch
-    has its interpreter's CPython."""
+    reason its cell is skipped. A kind built with the torch environment's interpreter is one
+    abi3 wheel (kernel-builder); a kind with a CPython of its own (a PEP 517 project) gets a
+    cell per CPython of the matrix (by default the factory's own) that the release has, or one
+    abi3 cell, built with the oldest of them, where its kind says one serves all. A
+    free-threaded CPython of the matrix (3.14t) loads no abi3 module: every kind that can be
+    loaded by one gets a cell of its own for it. An installed torch has its interpreter's
+    CPython."""
+    kind, spec = kernel.kind, kernel.spec
     if torch.installed is not None:
-        if not spec.is_pep517:
+        if not kind.own_python:
             return [(None, False)], []
         return [(CPython(Version(torch.installed.python_version)), True)], []
     served = torch_pythons(matrix, torch.release)
-    asked = list(matrix.python)
-    if spec.is_cutile:  # cubins, no extension module: nothing for a free-threaded one to load
-        asked = [python for python in asked if not python.free_threaded]
-    elif not spec.is_pep517:  # one abi3 wheel, and a wheel per free-threaded CPython
+    asked = [python for python in matrix.python if kind.free_threaded or not python.free_threaded]
+    if not kind.own_python:  # one abi3 wheel, and a wheel per free-threaded CPython
         asked = [python for python in asked if python.free_threaded]
-    if spec.is_pep517 and not asked:
+    elif not asked:
         asked = [CPython(Version(defaults.host_python()))]
     unserved = [python for python in asked if served is not None and str(python) not in served]
     reasons = [(python, _unserved_reason(torch.release, python, served or ()))
@@ -431,9 +430,9 @@ def _pythons(matrix: Matrix, spec: KernelSpec, torch: TorchEntry
     pythons = [python for python in asked if python not in unserved]
     free = [(python, True) for python in pythons if python.free_threaded]
     plain = [python for python in pythons if not python.free_threaded]
-    if not spec.is_pep517:
+    if not kind.own_python:
         return [(None, False), *free], reasons
-    if (spec.limited_api or spec.is_cutile) and plain:
+    if kind.abi3(spec) and plain:
         # one wheel for every CPython with the GIL, built with the oldest
         return [(min(plain), False), *free], \
             [reason for reason in reasons if reason[0].free_threaded]
@@ -465,10 +464,10 @@ def _platforms(matrix: Matrix, torch: TorchEntry) -> tuple[str, ...]:
     return (defaults.host_platform(),)
 
 
-def noarch_cell(spec: KernelSpec, source: SourceTree, version: str,
+def noarch_cell(spec: KernelSpec, kind: KindPlan, source: SourceTree, version: str,
                 tests: TestSelection = ALL_TESTS, facts: SourceFacts = NO_FACTS) -> Cell:
     """A pure-Python kernel's one cell: no torch, no CUDA, any platform, no label."""
-    return Cell(spec, source, version, None, None, "any", None, (), (), tests=tests,
+    return Cell(spec, source, version, None, None, "any", None, (), (), kind, tests=tests,
                 facts=facts)
 
 
@@ -477,7 +476,8 @@ def cpu_label(torch: Version) -> str:
     return defaults.CPU_LABEL_TEMPLATE.format(torch=compact(major_minor(torch)))
 
 
-def make_cpu_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,
+def make_cpu_cell(spec: KernelSpec, kind: KindPlan, source: SourceTree, version: str,
+                  torch: Version,
                   platform: str, torch_index: str | None,
                   dependencies: Mapping[str, Dependency] | None = None,
                   tests: TestSelection = ALL_TESTS, *, facts: SourceFacts) -> Cell:
@@ -485,12 +485,12 @@ def make_cpu_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Ver
     compiler against torch (no CUDA), for one torch release."""
     sections = tuple(SectionPlan(section.name, ()) for section in spec.kernels_for("cpu"))
     return Cell(spec, source, version, torch, None, platform, cpu_label(torch), (), sections,
-                None, None, _fetched(spec, dependency_names(spec, None, "cpu"), dependencies),
+                kind, None, None, _fetched(spec, dependency_names(spec, None, "cpu"), dependencies),
                 tests=tests, cpu_index=torch_index, facts=facts)
 
 
-def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version,
-              cuda: CudaEntry, platform: str, label: str, label_template: str,
+def make_cell(spec: KernelSpec, kind: KindPlan, source: SourceTree, version: str,
+              torch: Version, cuda: CudaEntry, platform: str, label: str, label_template: str,
               installed: InstalledTorch | None = None,
               dependencies: Mapping[str, Dependency] | None = None,
               python: CPython | None = None, per_python: bool = False,
@@ -505,7 +505,8 @@ def make_cell(spec: KernelSpec, source: SourceTree, version: str, torch: Version
     kept = {plan.name for plan in sections if not plan.skipped}
     return Cell(
         spec, source, version, torch, cuda, platform, label,
-        tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)), sections, label_template, installed,
+        tuple(with_ptx_for_newest(cuda.sms, cuda.ptx)), sections, kind, label_template,
+        installed,
         _fetched(spec, dependency_names(spec, kept), dependencies), python, per_python,
         env, guard, compress, tests, facts=facts,
     )
@@ -532,23 +533,6 @@ def dependency_names(spec: KernelSpec, sections: set[str] | None = None,
             names.update((name, None) for name in section.depends
                          if dependency_release(name) is not None)
     return list(names)
-
-
-def cutile_cell(cell: Cell) -> tuple[Cell, str | None]:
-    """A cuTile project's cell: its SMs those tileiras compiles for (compute capability 8.0 and
-    newer, each as its own cubin: no PTX), or why it has none. cuTile's assembler ships for
-    CUDA 13.2 and newer and its cubins need a CUDA 13 driver (r580), which every CUDA 13 torch
-    asks for."""
-    assert cell.cuda is not None
-    if cell.cuda.version.major < defaults.CUTILE_CUDA_MAJOR:
-        return cell, (f"cuTile kernels need a CUDA {defaults.CUTILE_CUDA_MAJOR} torch; this "
-                      f"cell's is CUDA {major_minor(cell.cuda.version)}")
-    kept = tuple(dict.fromkeys(replace(cap, variant="", ptx=False) for cap in cell.sms
-                               if cap.major >= defaults.CUTILE_MIN_SM))
-    if not kept:
-        return cell, (f"cuTile compiles for compute capability {defaults.CUTILE_MIN_SM}.0 and "
-                      f"newer; the cell's SMs are {' '.join(str(cap) for cap in cell.sms)}")
-    return replace(cell, sms=kept), None
 
 
 def _unloadable(cell: Cell) -> str | None:
@@ -645,24 +629,24 @@ def _excluded(matrix: Matrix, kernel: str, torch: Version | None, cuda: Version 
     return hit
 
 
-def skip_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry, platform: str,
-                host: str | None, installed: InstalledTorch | None = None,
+def skip_reason(spec: KernelSpec, kind: KindPlan, torch: Version, cuda: CudaEntry,
+                platform: str, host: str | None, installed: InstalledTorch | None = None,
                 cross: bool = False) -> str | None:
     """Why this cell cannot be built, where that is the kernel's or the matrix's own choice
     (`cross`: the matrix cross-compiles cells of this platform where it can)."""
     return _kernel_reason(spec, torch, cuda) or \
-        _build_reason(torch, cuda, platform, host, installed, crosses(cross, spec, platform,
+        _build_reason(torch, cuda, platform, host, installed, crosses(cross, kind, platform,
                                                                       installed))
 
 
-def crosses(cross: bool, spec: KernelSpec, platform: str,
+def crosses(cross: bool, kind: KindPlan, platform: str,
             installed: InstalledTorch | None) -> bool:
     """Whether a cell of `platform` is cross-compiled on a machine of another: with `cross:
-    true`, a kernel-builder kernel's cells of a platform in defaults.CROSS_BUILT, against a
-    torch from an index (an installed torch is its own machine's; a setup.py project's build
-    runs its own compilers)."""
+    true`, the cells of a platform in defaults.CROSS_BUILT of a kind the factory's compilers
+    build (a setup.py project's build runs its own), against a torch from an index (an
+    installed torch is its own machine's)."""
     return cross and platform in defaults.CROSS_BUILT and installed is None and \
-        not spec.is_pep517
+        kind.cross_compiles
 
 
 def _kernel_reason(spec: KernelSpec, torch: Version, cuda: CudaEntry) -> str | None:

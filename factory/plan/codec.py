@@ -22,10 +22,9 @@ from ..errors import ConfigError
 from ..sources.depends import Dependency
 from ..sources.facts import SourceFacts
 from ..sources.tree import SourceTree
-from ..values.pythons import CPython
 from ..values.versions import parse_release
-from .cells import cutile_cell, make_cell, make_cpu_cell, noarch_cell, skip_reason
-from .model import Cell
+from .cells import make_cell, make_cpu_cell, noarch_cell, skip_reason
+from .model import Cell, KindPlan, PythonSettings
 
 __all__ = ["cell_from_record", "cell_record", "recorded_kind"]
 
@@ -51,35 +50,33 @@ def cell_record(cell: Cell) -> dict[str, Any]:
         **({"installed_torch": cell.installed.to_json()} if cell.installed else {}),
         **({"depends": [dependency.record() for dependency in cell.depends]}
            if cell.depends else {}),
-        **({"project": "pep517", "python": str(cell.python), "per_python": cell.per_python,
-            "env": dict(cell.env), "guard": cell.guard} if cell.spec.is_pep517 else {}),
-        **({"python": str(cell.python), "per_python": True}
-           if cell.free_threaded and not cell.spec.is_pep517 else {}),
+        **cell.kind.record(cell),
         **({"needs_gil": True} if cell.needs_gil else {}),
-        **({"cutile": True} if cell.spec.is_cutile else {}),
         **({"rules": [rule.to_json() for rule in cell.rules]} if cell.rules else {}),
     }
 
 
 def recorded_kind(record: Mapping[str, Any]) -> ProjectKind:
-    """The kind of project a cell record was built from, as its files are read: a cuTile
-    project is found by reading a PEP 517 one."""
+    """The form of project a cell record was built from, as its files are read: a cuTile
+    project is found by reading a PEP 517 one, a pure-Python kernel-builder repo by reading
+    its build.toml."""
     return "pep517" if record.get("project") == "pep517" else "kernel-builder"
 
 
-def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTree,
-                     version: str, facts: SourceFacts, origin: Path,
+def cell_from_record(record: dict[str, Any], spec: KernelSpec, kind: KindPlan,
+                     source: SourceTree, version: str, facts: SourceFacts, origin: Path,
                      cuda_home: Path | None = None,
                      dependency: Callable[[dict[str, Any]], Dependency] | None = None) -> Cell:
-    """The cell a record describes, for the kernel whose build.toml is `spec`, whose files
-    are `source` and of whose files `facts` were read. `origin` names where the record came
-    from in errors; `cuda_home` replaces the recorded toolkit folder (a container has its own);
+    """The cell a record describes, for the kernel whose build.toml is `spec`, of the `kind`
+    its files were read as, whose files are `source` and of whose files `facts` were read.
+    `origin` names where the record came from in errors; `cuda_home` replaces the recorded
+    toolkit folder (a container has its own);
     `dependency` finds the header folders of a recorded C++ dependency (the record does not
     say where a machine keeps them)."""
     if not record.get("torch"):
-        cell = noarch_cell(spec, source, version, facts=facts)
+        cell = noarch_cell(spec, kind, source, version, facts=facts)
     elif record.get("backend") == "cpu":
-        cell = _cpu_cell(record, spec, source, version, facts, origin, dependency)
+        cell = _cpu_cell(record, spec, kind, source, version, facts, origin, dependency)
     else:
         try:
             torch = parse_release(record["torch"])
@@ -94,24 +91,23 @@ def cell_from_record(record: dict[str, Any], spec: KernelSpec, source: SourceTre
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(f"the cell record is incomplete or malformed ({error!r})",
                               file=origin) from None
-        reason = skip_reason(spec, torch, cuda, record["platform"], None, installed,
+        reason = skip_reason(spec, kind, torch, cuda, record["platform"], None, installed,
                              record.get("cross") is True)
         if reason is not None:
             raise ConfigError(f"cell {record['id']} cannot be built from this source: {reason}",
                               file=origin)
-        python, per_python, env = _project_settings(record, spec, origin)
-        cell = make_cell(spec, source, version, torch, cuda, record["platform"],
+        python, per_python, env = _project_settings(record, spec, kind, origin)
+        cell = make_cell(spec, kind, source, version, torch, cuda, record["platform"],
                          record["label"], record.get("label_template") or defaults.LABEL_TEMPLATE,
                          installed, dependencies, python, per_python, env,
                          record.get("guard") is not False, _compress(record, origin),
                          facts=facts)
         if record.get("cross") is True:
             cell = replace(cell, cross=True)
-        if spec.is_cutile:
-            cell, reason = cutile_cell(cell)
-            if reason is not None:
-                raise ConfigError(f"cell {record['id']} cannot be built from this source: "
-                                  f"{reason}", file=origin)
+        cell, reason = kind.shape(cell)
+        if reason is not None:
+            raise ConfigError(f"cell {record['id']} cannot be built from this source: "
+                              f"{reason}", file=origin)
     if record.get("rules"):
         cell = replace(cell, rules=_rules(record, origin))
     if record.get("needs_gil") is True:
@@ -139,8 +135,8 @@ def _recorded_dependencies(record: dict[str, Any],
     return {str(item["name"]): dependency(item) for item in wanted} if dependency else {}
 
 
-def _cpu_cell(record: dict[str, Any], spec: KernelSpec, source: SourceTree, version: str,
-              facts: SourceFacts, origin: Path,
+def _cpu_cell(record: dict[str, Any], spec: KernelSpec, kind: KindPlan, source: SourceTree,
+              version: str, facts: SourceFacts, origin: Path,
               dependency: Callable[[dict[str, Any]], Dependency] | None) -> Cell:
     try:
         torch = parse_release(record["torch"])
@@ -149,7 +145,7 @@ def _cpu_cell(record: dict[str, Any], spec: KernelSpec, source: SourceTree, vers
         if "cpu" not in spec.backends:
             raise ConfigError(f"cell {record['id']} cannot be built from this source: the "
                               "kernel has no CPU backend", file=origin)
-        return make_cpu_cell(spec, source, version, torch, str(record["platform"]),
+        return make_cpu_cell(spec, kind, source, version, torch, str(record["platform"]),
                              str(index) if index else None, found, facts=facts)
     except (KeyError, TypeError, ValueError) as error:
         raise ConfigError(f"the cell record is incomplete or malformed ({error!r})",
@@ -174,22 +170,16 @@ def _compress(record: dict[str, Any], origin: Path) -> CompressMode | None:
     return cast(CompressMode | None, mode)
 
 
-def _project_settings(record: dict[str, Any], spec: KernelSpec,
-                      origin: Path) -> tuple[CPython | None, bool, tuple[tuple[str, str], ...]]:
+def _project_settings(record: dict[str, Any], spec: KernelSpec, kind: KindPlan,
+                      origin: Path) -> PythonSettings:
     """A cell's CPython (a PEP 517 project's, or a free-threaded one), whether its wheel is
-    per-Python, and its build variables."""
-    if (record.get("project") == "pep517") != spec.is_pep517:
+    per-Python, and its build variables, as the record of its kind names them."""
+    if recorded_kind(record) != kind.form:
         raise ConfigError(f"cell {record.get('id')} was built from a "
                           f"{record.get('project') or 'kernel-builder'} project; this source is "
                           f"a {spec.kind} one", file=origin)
     try:
-        if not spec.is_pep517:
-            python = record.get("python")
-            return (None if python is None else CPython.parse(str(python)),
-                    python is not None, ())
-        env = record.get("env") or {}
-        return (CPython.parse(str(record["python"])), bool(record["per_python"]),
-                tuple((str(name), str(value)) for name, value in env.items()))
+        return kind.settings(record)
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise ConfigError(f"the cell record's Python settings are malformed ({error!r})",
                           file=origin) from None

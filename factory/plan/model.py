@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from .. import defaults
 from ..config.model import (
@@ -21,7 +22,7 @@ from ..config.model import (
     TestSelection,
 )
 from ..config.rules import ToolchainRule
-from ..config.spec import KernelSpec
+from ..config.spec import KernelSpec, ProjectKind
 from ..config.torches import InstalledTorch
 from ..policy.capabilities import Capability
 from ..sources.depends import Dependency
@@ -30,9 +31,10 @@ from ..sources.tree import SourceTree
 from ..values.pythons import CPython
 from ..values.versions import Version, major_minor
 
-__all__ = ["CUDA_SUFFIXES", "CXX_SUFFIXES", "HEADER_SUFFIXES", "Cell", "Kernel", "Placement",
-           "Plan", "SectionPlan", "ServedCell", "SkippedCell", "Unit", "merged_unit",
-           "stable_pin", "wrong_host"]
+__all__ = ["CUDA_SUFFIXES", "CXX_SUFFIXES", "HEADER_SUFFIXES", "Cell", "Kernel", "KindPlan",
+           "Layouts", "Placement", "Plan", "PythonSettings", "SectionPlan", "ServedCell",
+           "SkippedCell", "Unit", "merged_unit", "sass_for_sms", "stable_pin", "units_code",
+           "wrong_host"]
 
 Placement = Literal["host", "image", "builder", "cross", "cpu"]
 """Where a cell is built: on this machine (host; cross: compiled for another platform, its
@@ -86,16 +88,76 @@ class Unit:
         return PurePosixPath(self.source).suffix.lower() not in HEADER_SUFFIXES
 
 
+# A cell's CPython (None: the torch environment's interpreter), whether its wheel serves that
+# CPython only, and the matrix's variables for the project's own build.
+PythonSettings = tuple[CPython | None, bool, tuple[tuple[str, str], ...]]
+
+
+class Layouts(Protocol):
+    """The ways the planner lays a kernel's cells over the matrix (plan/cells.py's Planner);
+    a kind of project picks those it takes."""
+
+    def per_torch(self, kernel: Kernel) -> None:
+        """A cell per torch x CUDA x platform (x CPython)."""
+
+    def stable(self, kernel: Kernel) -> None:
+        """One stable-ABI cell per CUDA major x platform, serving the others."""
+
+    def cpu(self, kernel: Kernel) -> None:
+        """A CPU cell per torch x platform, where the matrix asks for CPU cells."""
+
+    def noarch(self, kernel: Kernel) -> None:
+        """One pure-Python wheel, or one per torch x CUDA for a run-time compiler."""
+
+
+class KindPlan(Protocol):
+    """What planning asks of a kind of kernel project: the planner's half of the protocol
+    every kind's package in cells/kinds/ answers (cells/kinds/__init__.py adds the rest)."""
+
+    name: ProjectKind
+    form: ProjectKind  # the files it is read from: a build.toml repo, or a PEP 517 project
+    cross_compiles: bool  # the factory's compilers build it: a cell may be cross-compiled
+    own_python: bool  # built by a CPython of its own per cell, not the torch environment's
+    free_threaded: bool  # a free-threaded CPython can load what it builds
+
+    def plan(self, layouts: Layouts, kernel: Kernel) -> None:
+        """Lay the kernel's cells over the matrix."""
+
+    def abi3(self, spec: KernelSpec) -> bool:
+        """Whether one wheel, built with the oldest CPython of the cell, serves every CPython
+        with the GIL (for a kind with its own Python)."""
+
+    def shape(self, cell: Cell) -> tuple[Cell, str | None]:
+        """The slot's cell as this kind builds it, or why it has none there."""
+
+    def gpu_code(self, cell: Cell) -> frozenset[str]:
+        """The SASS (sm_XY) and PTX (compute_XY) the cell's wheel must carry."""
+
+    def stable_abi(self, cell: Cell) -> Version | None:
+        """The torch stable ABI version the cell targets, if any."""
+
+    def record(self, cell: Cell) -> dict[str, Any]:
+        """The fields of the cell's record that are this kind's own."""
+
+    def settings(self, record: Mapping[str, Any]) -> PythonSettings:
+        """The CPython settings a record of this kind names (KeyError, TypeError or
+        ValueError where they are malformed: the codec says so)."""
+
+    def describe(self, spec: KernelSpec) -> str:
+        """What the project is, in words: "kernel-builder repo, build.toml dialect 3"."""
+
+
 @dataclass(frozen=True)
 class Kernel:
-    """A matrix entry with its resolved source, its read build.toml, its wheel version and
-    what planning needs to know of its files."""
+    """A matrix entry with its resolved source, its read build.toml, its wheel version, what
+    planning needs to know of its files and the kind of project it is."""
 
     entry: KernelEntry
     source: SourceTree
     spec: KernelSpec
     version: str
     facts: SourceFacts
+    kind: KindPlan
 
 
 @dataclass(frozen=True)
@@ -111,6 +173,7 @@ class Cell:
     label: str | None
     sms: tuple[Capability, ...]
     sections: tuple[SectionPlan, ...]
+    kind: KindPlan = field(compare=False, repr=False)  # the kind of project it builds
     label_template: str | None = None  # the matrix's label, e.g. cu{cuda}torch{torch}
     installed: InstalledTorch | None = None  # the torch built against, when already installed
     depends: tuple[Dependency, ...] = ()  # the C++ dependencies its sections name, fetched
@@ -186,9 +249,7 @@ class Cell:
     def stable_abi(self) -> Version | None:
         """The torch stable ABI version a compiled cell of a kernel-builder kernel targets:
         its wheel then serves every torch from the one it is built against on."""
-        if self.cuda is None or self.spec.is_pep517 or self.spec.torch is None:
-            return None
-        return self.spec.torch.stable_abi_for("cuda")
+        return self.kind.stable_abi(self)
 
     @property
     def torch_pin(self) -> str:
@@ -229,21 +290,9 @@ class Cell:
 
     @property
     def gpu_code(self) -> frozenset[str]:
-        """The SASS (sm_XY) and PTX (compute_XY) the cell's shared object must carry. A PEP 517
-        project compiles with its own arch list (many hard-code one): its wheel must carry SASS
-        for every SM of the cell, and whatever else it holds is recorded, not refused."""
-        if self.spec.is_pep517:  # and a cuTile project's cubins: one per SM of the cell
-            return frozenset(f"sm_{cap.arch}" for cap in self.sms)
-        code = set()
-        for unit in self.units:
-            if not unit.is_cuda:
-                continue
-            for cap in unit.archs:
-                code.add(f"sm_{cap.arch}")
-                if cap.ptx:
-                    code.add(f"compute_{cap.arch}")
-        return frozenset(code)
-
+        """The SASS (sm_XY) and PTX (compute_XY) the cell's wheel must carry, as its kind
+        says (units_code or sass_for_sms)."""
+        return self.kind.gpu_code(self)
 
     @property
     def widened(self) -> dict[str, str]:
@@ -251,6 +300,24 @@ class Cell:
         return {plan.name: f"built for {' '.join(str(a) for a in plan.archs)}, outside the "
                            f"cell's SMs, because {plan.called}"
                 for plan in self.sections if plan.widened}
+
+
+def units_code(cell: Cell) -> frozenset[str]:
+    """The SASS and PTX of the archs each CUDA unit of the cell is compiled for."""
+    code = set()
+    for unit in cell.units:
+        if not unit.is_cuda:
+            continue
+        for cap in unit.archs:
+            code.add(f"sm_{cap.arch}")
+            if cap.ptx:
+                code.add(f"compute_{cap.arch}")
+    return frozenset(code)
+
+
+def sass_for_sms(cell: Cell) -> frozenset[str]:
+    """SASS for every SM of the cell: what a build that picks its own archs must carry."""
+    return frozenset(f"sm_{cap.arch}" for cap in cell.sms)
 
 
 def stable_pin(torch: Version, spec: KernelSpec) -> str:

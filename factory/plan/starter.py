@@ -19,6 +19,7 @@ from ..policy import TorchRelease, cuda_policy, torch_release, torch_releases
 from ..policy.capabilities import Capability, loose_intersection
 from ..values.versions import Version
 from .cells import cuda_bounds_reason, stable_abi_reason, torch_bounds_reason
+from .model import KindPlan
 
 __all__ = ["Proposal", "propose", "render_matrix", "render_workflow"]
 
@@ -130,21 +131,20 @@ def _list(items: tuple[Version, ...] | list[str]) -> str:
     return json.dumps([str(item) for item in items])
 
 
-def render_matrix(proposal: Proposal, kernel_path: str,
+def render_matrix(proposal: Proposal, kind: KindPlan, kernel_path: str,
                   pythons: tuple[Version, ...] = (), follow: bool = False) -> str:
-    """matrix.yaml's text for the proposal; `kernel_path` is relative to the matrix's folder,
-    `pythons` the CPythons of a per-Python project (default: the factory's list). With
-    `follow`, the torch releases and CUDA versions are not listed but followed: the newest
-    releases on PyPI, each with its build's CUDA version (the proposal's SMs for all)."""
+    """matrix.yaml's text for the proposal of a project of `kind`; `kernel_path` is relative
+    to the matrix's folder, `pythons` the CPythons of a per-Python project (default: the
+    factory's list). With `follow`, the torch releases and CUDA versions are not listed but
+    followed: the newest releases on PyPI, each with its build's CUDA version (the proposal's
+    SMs for all)."""
     spec = proposal.spec
-    kind = "setup.py/pyproject.toml project" if spec.is_pep517 else \
-        f"kernel-builder repo, build.toml dialect {spec.dialect}"
     lines = [f"# {spec.name}: written by `factory init` (kernel-wheel-factory {__version__}) "
-             f"from its {kind}.",
+             f"from its {kind.describe(spec)}.",
              "# `factory plan` lists the cells; `factory build` builds them. Edit freely.",
              "kernels:",
              f"  - path: {json.dumps(kernel_path)}"]
-    if spec.is_pep517 and spec.static_version is not None:
+    if spec.static_version is not None:
         lines.append(f"    # version: {spec.static_version} (read from the project's files)")
     else:
         lines.append("    version: 0.1.0          # the wheels' version (or tag the repo "
@@ -154,7 +154,7 @@ def render_matrix(proposal: Proposal, kernel_path: str,
                   f"PyPI, pinned by `factory lock` (now {torches})" if follow else
               f"torch: {_list(proposal.torches)}   # torch releases the kernel accepts "
               "(PyPI's builds)", ""]
-    if spec.is_pep517 and not spec.limited_api:
+    if kind.own_python and not kind.abi3(spec):
         lines += [f"python: {_list(pythons)}   # a wheel for each CPython" if pythons else
                   "# python: [\"3.11\", \"3.12\", \"3.13\"]   # a wheel per CPython "
                   "(default: the Python the factory runs on)", ""]

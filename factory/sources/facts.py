@@ -44,7 +44,7 @@ def read_facts(spec: KernelSpec) -> SourceFacts:
             sizes[name] = (spec.root / name).stat().st_size
         except OSError:
             continue
-    return SourceFacts(sizes, _symbols(spec), spec.is_noarch and _imports_triton(spec))
+    return SourceFacts(sizes, _symbols(spec), spec.noarch is not None and _imports_triton(spec))
 
 
 def _symbols(spec: KernelSpec) -> SourceSymbols | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from factory.cells.kinds import kind_of
 from factory.cells.run import cell_fingerprint
 from factory.config.buildtoml import read_build_toml
 from factory.config.matrix import load_matrix
@@ -73,7 +74,7 @@ def planned(path: Path, torch_pythons: list[Path] | None = None) -> Plan:
     for entry in matrix.kernels:
         spec = read_build_toml(present(entry.source.folder))
         kernels.append(Kernel(entry, resolve_path_source(spec.root), spec, present(entry.version),
-                              read_facts(spec)))
+                              read_facts(spec), kind_of(spec)))
     return make_plan(matrix, kernels, None)
 
 

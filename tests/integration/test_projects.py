@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from factory.cells.kinds import kind_of
 from factory.config.matrix import load_matrix
 from factory.config.project import read_project
 from factory.defaults import host_platform
@@ -88,7 +89,8 @@ def test_an_abi3_project_is_built_with_the_oldest_cpython_the_release_has(tmp_pa
     (entry,) = matrix.kernels
     spec = read_project(tmp_path / "fused", "pep517")
     plan = make_plan(matrix, [Kernel(entry, resolve_path_source(tmp_path / "fused"), spec,
-                                     "1.0.0", read_facts(spec))], host_platform())
+                                     "1.0.0", read_facts(spec), kind_of(spec))],
+                     host_platform())
     assert [(cell.id, str(cell.python)) for cell in plan.cells] == [
         ("fused_op/cu132torch215/x86_64", "3.11")]
     assert plan.skipped == ()  # the abi3 wheel serves 3.10 too, where a torch has it

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 from typing import cast
 
+from factory.cells.kinds import kind_of
 from factory.config.buildtoml import read_build_toml
 from factory.config.matrix import load_matrix
 from factory.defaults import host_platform
@@ -60,7 +61,7 @@ def plan_for(tmp_path: Path, matrix_text: str, host: str | None = "this machine"
         folder = cast(Path, entry.source.folder)
         spec = read_build_toml(folder)
         kernels.append(Kernel(entry, resolve_path_source(folder), spec, cast(str, entry.version),
-                              read_facts(spec)))
+                              read_facts(spec), kind_of(spec)))
     return make_plan(matrix, kernels, host_platform() if host == "this machine" else host)
 
 
@@ -74,7 +75,7 @@ def plan_of(tmp_path: Path, matrix_text: str, host: str | None = "this machine")
         folder = cast(Path, entry.source.folder)
         spec = read_build_toml(folder)
         kernels.append(Kernel(entry, folder_tree(folder), spec, cast(str, entry.version),
-                              read_facts(spec)))
+                              read_facts(spec), kind_of(spec)))
     return make_plan(matrix, kernels, host_platform() if host == "this machine" else host)
 
 

@@ -219,7 +219,7 @@ def test_v2_torch_table_is_required_unless_universal(kernel_factory: Callable[..
 def test_pure_python_kernels_in_every_dialect(kernel_factory: Callable[..., Path],
                                               text: str) -> None:
     spec = read_build_toml(kernel_factory(text, package="pure"))
-    assert spec.is_noarch and spec.kernels == ()
+    assert spec.kind == "noarch" and spec.kernels == ()
 
 
 def test_unknown_capability_is_a_located_warning(kernel_factory: Callable[..., Path]) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from factory.cells.kinds import kind_of
 from factory.config.buildtoml import read_build_toml
 from factory.errors import ConfigError
 from factory.plan.codec import cell_from_record, cell_record
@@ -22,8 +23,8 @@ def round_trip(cell: Cell) -> Cell:
     """The cell read back from its record after the record has been through JSON."""
     record = json.loads(json.dumps(cell_record(cell)))
     spec = read_build_toml(cell.source.root)
-    return cell_from_record(record, spec, cell.source, cell.version, read_facts(spec),
-                            cell.spec.build_toml)
+    return cell_from_record(record, spec, kind_of(spec), cell.source, cell.version,
+                            read_facts(spec), cell.spec.build_toml)
 
 
 def test_every_cell_of_a_plan_survives_its_record(tmp_path: Path) -> None:
@@ -58,8 +59,8 @@ def test_a_record_that_no_longer_fits_the_source_is_refused(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match=r"cannot be built from this source: torch 2\.11 is "
                                           r"above the kernel's torch maxver 2\.10"):
         spec = read_build_toml(narrow)
-        cell_from_record(record, spec, cell.source, cell.version, read_facts(spec),
+        cell_from_record(record, spec, kind_of(spec), cell.source, cell.version, read_facts(spec),
                          narrow / "build.toml")
     with pytest.raises(ConfigError, match="incomplete or malformed"):
-        cell_from_record({**record, "sms": None}, cell.spec, cell.source, cell.version,
-                         cell.facts, cell.spec.build_toml)
+        cell_from_record({**record, "sms": None}, cell.spec, cell.kind, cell.source,
+                         cell.version, cell.facts, cell.spec.build_toml)

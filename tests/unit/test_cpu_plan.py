@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from factory.cells.kinds import kind_of
 from factory.config.buildtoml import read_build_toml
 from factory.errors import ConfigError
 from factory.plan.codec import cell_from_record, cell_record
@@ -126,8 +127,8 @@ def test_the_cell_record_makes_the_cpu_cell_again(tmp_path: Path) -> None:
     record = cell_record(cell)
     assert record["backend"] == "cpu" and record["cuda"] is None
     assert record["torch_index"] == "https://download.pytorch.org/whl/cpu"
-    again = cell_from_record(record, cell.spec, cell.source, cell.version, cell.facts,
-                             tmp_path / "r.json")
+    again = cell_from_record(record, cell.spec, cell.kind, cell.source, cell.version,
+                             cell.facts, tmp_path / "r.json")
     assert again == cell
     with pytest.raises(ConfigError, match="the kernel has no CPU backend"):
         _no_cpu_backend(tmp_path, record)
@@ -138,5 +139,5 @@ def _no_cpu_backend(tmp_path: Path, record: dict[str, Any]) -> Cell:
                          {"b.cpp": "", "k.cu": "", "c.cpp": "", "h.cpp": "", "inc/x.h": ""},
                          package="both")
     spec = read_build_toml(kernel)
-    return cell_from_record(record, spec, folder_tree(kernel), "1.0.0", read_facts(spec),
-                            tmp_path / "r.json")
+    return cell_from_record(record, spec, kind_of(spec), folder_tree(kernel), "1.0.0",
+                            read_facts(spec), tmp_path / "r.json")

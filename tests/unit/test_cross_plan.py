@@ -74,8 +74,8 @@ def test_the_cell_record_says_it_was_cross_compiled(tmp_path: Path) -> None:
     (cell,) = [c for c in plan.cells if c.cross]
     record = cell_record(cell)
     assert record["cross"] is True and record["platform"] == "aarch64"
-    again = cell_from_record(record, cell.spec, cell.source, cell.version, cell.facts,
-                             tmp_path / "r.json")
+    again = cell_from_record(record, cell.spec, cell.kind, cell.source, cell.version,
+                             cell.facts, tmp_path / "r.json")
     assert again.cross and cell_record(again) == record
     native = next(c for c in plan.cells if not c.cross)
     assert "cross" not in cell_record(native)

@@ -53,7 +53,7 @@ def refusal(tmp_path: Path, declaration: str) -> ConfigError:
 
 def test_a_cutile_project_expands_its_declaration(tmp_path: Path) -> None:
     spec = read_project(project(tmp_path), "pep517")
-    assert spec.kind == "cutile" and spec.is_pep517 and spec.is_cutile
+    assert spec.kind == "cutile"
     assert spec.cutile_requirement == "cuda-tile>=1.7"
     (kernel,) = spec.cutile
     assert kernel.function == "tile_thing.kernels:scale"

@@ -51,8 +51,8 @@ def test_a_free_threaded_cell_survives_its_record(tmp_path: Path) -> None:
     _, free = plan_of(tmp_path, MATRIX).cells
     record = json.loads(json.dumps(cell_record(free)))
     assert (record["python"], record["per_python"], record["needs_gil"]) == ("3.14t", True, True)
-    again = cell_from_record(record, free.spec, free.source, free.version, free.facts,
-                             free.spec.build_toml)
+    again = cell_from_record(record, free.spec, free.kind, free.source, free.version,
+                             free.facts, free.spec.build_toml)
     assert (again.id, again.python, again.per_python, again.needs_gil) == (
         free.id, free.python, True, True)
     assert cell_record(again) == cell_record(free)

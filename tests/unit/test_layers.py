@@ -241,3 +241,32 @@ def test_the_command_line_reaches_the_steps_only_through_the_pipeline() -> None:
                if target.split(".")[0] not in ("", "__version__")
                and rank(target) != -1 and target.split(".")[0] not in ("pipeline", "ui", "cli")]
     assert reached == []
+
+
+def _asks_a_kind(node: ast.AST) -> bool:
+    """Whether `node` tells kinds of project apart: a spec's kind compared (`spec.kind ==`,
+    `cell.spec.kind in (...)`), or its framework held against torch-noarch."""
+    if not isinstance(node, ast.Compare):
+        return False
+    for side in (node.left, *node.comparators):
+        if isinstance(side, ast.Attribute) and side.attr == "kind" and (
+                (isinstance(side.value, ast.Name) and side.value.id == "spec") or
+                (isinstance(side.value, ast.Attribute) and side.value.attr == "spec")):
+            return True
+        if isinstance(side, ast.Constant) and side.value == "torch-noarch":
+            return True
+    return False
+
+
+def test_only_the_kinds_tell_kinds_of_project_apart() -> None:
+    """A kind of kernel project is one package of cells/kinds/: every other module asks the
+    kind (its protocol) and never which kind it is; config/ reads the files that say so."""
+    asked = []
+    for name, tree in _sources():
+        if name.startswith(("cells/kinds/", "config/")):
+            continue
+        asked += [f"{name}:{node.lineno}" for node in ast.walk(tree) if _asks_a_kind(node)]
+        asked += [f"{name}:{node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and node.attr in (
+                      "is_pep517", "is_cutile", "is_noarch")]
+    assert asked == []

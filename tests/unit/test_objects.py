@@ -470,7 +470,7 @@ def test_the_budget_follows_the_machine_unless_told() -> None:
 
 
 def test_a_share_of_cached_units_and_at_least_one_imported_are_compiled_again() -> None:
-    from factory.cells.kernel_builder import _to_check
+    from factory.cells.kinds.kernel_builder.build import _to_check
 
     local = {f"csrc/part{n}.cu": False for n in range(8)}
     assert _to_check(local, 0.0) == set()

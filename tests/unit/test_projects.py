@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.cells.pep517 import c_compiler
+from factory.cells.kinds.pep517.build import c_compiler
 from factory.config.project import project_kind, read_project, static_version
 from factory.errors import ConfigError
 from factory.wheel.assemble import relabelled

@@ -22,8 +22,8 @@ from ...toolchain.cuda import locate_cuda
 from ...toolchain.emulated import cross_compiler
 from ...values.versions import Version
 from ..builders import build_cell
-from ..gate_env import gate_python
 from ..job import Built, Compiling, cell_torch
+from ..kinds import kind_of
 from ..options import BuildOptions
 from ..sandbox import KERNEL_CODE, Confined, gpu_devices, provide_bwrap
 
@@ -76,8 +76,9 @@ class LocalRunner:
         env = cell_torch(cell, self.cache, self.options, log, prepared=False)
         folder = self.options.build_root / cell.key / "load"
         with exclusive(folder.parent):
-            python = gate_python(cell, env, self.cache, log, folder.parent / "load-env",
-                                 self.options.offline, self.options.wheelhouses, wheel)
+            python = kind_of(cell.spec).gate_python(
+                cell, env, self.cache, log, folder.parent / "load-env", self.options.offline,
+                self.options.wheelhouses, wheel)
             return load_wheel(wheel, modules, str(python), folder, log,
                               self._confined(cell, folder.parent if cell.cross else folder, log))
 

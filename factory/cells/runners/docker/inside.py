@@ -52,8 +52,9 @@ from ....toolchain.torch import TorchEnv, provide_torch
 from ....values.versions import parse_release
 from ...builders import build_cell
 from ...job import Compiling
+from ...kinds import kind_of
+from ...kinds.pep517.build import provide_build_env
 from ...options import BuildOptions
-from ...pep517 import provide_build_env
 
 __all__ = ["CONTROL", "main"]
 
@@ -145,8 +146,9 @@ def _build(job: dict[str, Any], log: Log, say: Callable[..., None]) -> None:
         return Dependency.from_record(item, tuple(folder / str(n) for n in range(count)))
 
     spec = read_project(root, recorded_kind(job["cell"]))
-    cell = cell_from_record(job["cell"], spec, SourceTree.from_json(job["source"], root),
-                            job["version"], read_facts(spec), root / "build.toml",
+    cell = cell_from_record(job["cell"], spec, kind_of(spec),
+                            SourceTree.from_json(job["source"], root), job["version"],
+                            read_facts(spec), root / "build.toml",
                             cuda_home=Path(job["cuda_home"]), dependency=dependency)
     options = BuildOptions(Path(job["build_root"]), job["source_date_epoch"],
                            job["builder"], index_url=job.get("index_url"),

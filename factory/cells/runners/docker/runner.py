@@ -50,10 +50,9 @@ from ....system.engine import Engine, source_archive
 from ....system.process import Log, first_error
 from ....toolchain.python import manylinux_python
 from ....values.versions import major_minor
-from ...gate_env import gate_requirements
 from ...job import Built, Compiling, Container
+from ...kinds import kind_of
 from ...options import BuildOptions
-from ...pep517 import build_requirements
 from .image import BuilderImage, build_context, builder_image, slug
 from .inside import CONTROL
 
@@ -169,7 +168,7 @@ class DockerRunner:
         progress("torch environment")
         self._prepare(group, cell, log)
         progress("copying the source in")
-        if cell.spec.is_pep517:  # its build runs the kernel's code: a container of its own
+        if kind_of(cell.spec).runs_code_to_build:  # the kernel's code: a container of its own
             with self._kernel_container(group, "build", log) as container:
                 self._copy_sources(container, cell, set())
                 return self._run_build(group, container, cell, staging, log,
@@ -184,8 +183,9 @@ class DockerRunner:
         group = self._group(self.image(cell))
         assert cell.cuda is not None
         python = str(manylinux_python(cell.python)) if cell.python is not None else None
-        requires = gate_requirements(cell, wheel)
-        if cell.spec.is_pep517 and not cell.spec.is_cutile and requires:
+        kind = kind_of(cell.spec)
+        requires = kind.gate_requirements(cell, wheel)
+        if kind.requires_from_wheel and requires:
             # what the built wheel requires, installed while the network is on
             log.step(f"the wheel's requirements beside torch {cell.torch} for its import: "
                      f"{' '.join(requires)}")
@@ -349,8 +349,9 @@ class DockerRunner:
         # a PEP 517 project's build environment; what a cuTile or run-time compiling wheel
         # needs beside torch to be imported, or what a built wheel requires (`wheel_requires`)
         # (network on here, off where it is imported)
-        requires = wheel_requires or gate_requirements(cell) or \
-            (build_requirements(cell.source.root) if cell.spec.is_pep517 else [])
+        kind = kind_of(cell.spec)
+        requires = wheel_requires or kind.gate_requirements(cell, None) or \
+            kind.build_requirements(cell)
         key = (str(cell.torch), str(major_minor(cell.cuda.version)), cell.cuda.torch_index,
                python, tuple(requires))
         with group.lock:

@@ -24,20 +24,20 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.version import Version as PackagingVersion
 
-from ..errors import BuildError, CommandFailed
-from ..outputs.files import read_small_json
-from ..toolchain.cutile import assembler_facts, provide_assembler
-from ..wheel.assemble import write_wheel
-from ..wheel.read import PROVENANCE_FILE
-from .job import Built, Job, cell_torch, stage_source, unpack_wheel
-from .pep517 import build_requirements, import_first, provide_build_env, reissued_metadata
-from .records import provenance_file, toolchain_facts
-from .sandbox import confined_command, confined_environment, provide_bwrap
+from ....errors import BuildError, CommandFailed
+from ....outputs.files import read_small_json
+from ....toolchain.cutile import assembler_facts, provide_assembler
+from ....wheel.assemble import write_wheel
+from ....wheel.read import PROVENANCE_FILE
+from ...job import Built, Job, cell_torch, stage_source, unpack_wheel
+from ...records import provenance_file, toolchain_facts
+from ...sandbox import confined_command, confined_environment, provide_bwrap
+from ..pep517.build import build_requirements, import_first, provide_build_env, reissued_metadata
 
 __all__ = ["LOADER_MODULE", "build_cutile", "cutile_build_requirements"]
 
 LOADER_MODULE = "_kernel_wheel_factory_cutile"
-_HERE = Path(__file__).resolve().parent.parent / "data" / "cutile"
+_HERE = Path(__file__).resolve().parents[3] / "data" / "cutile"
 _REPORT_LIMIT = 64 << 20  # bytes: the export names each cubin it wrote
 
 

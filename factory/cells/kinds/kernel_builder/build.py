@@ -1,5 +1,7 @@
 """The kernel-builder project builder: a repo with build.toml, csrc/ and torch-ext/, its Python
-package copied from torch-ext/ and its sources compiled into one abi3 shared object.
+package copied from torch-ext/ and its sources compiled into one abi3 shared object (a CUDA
+cell, a stable-ABI one or a CPU one). A pure-Python repo's builder (kinds/noarch) takes its
+package and its wheel's last step from here.
 
 Compiling goes through the object cache (compile/objects.py): a unit whose object is there is
 not compiled again, and each object compiled is kept there as soon as it is made, so a build
@@ -18,51 +20,53 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .. import defaults
-from ..compile.commands import (
+from .... import defaults
+from ....compile.commands import (
     CompileJob,
     compile_jobs,
     extension_suffix,
     link_command,
     python_tags,
 )
-from ..compile.deps import unprovided
-from ..compile.generated import REGISTRATION_HEADER, noarch_ops_module, ops_module
-from ..compile.objects import compilers_identity, names_namespace, unit_identity
-from ..compile.pool import TimeLimitReached
-from ..errors import BuildError, CommandFailed
-from ..plan.costs import UnitCost, cost_key, estimated_seconds, unit_memory
-from ..plan.model import Cell
-from ..system.process import Completed, Log, ProcessError, bounded_run, run
-from ..toolchain import Toolchain
-from ..wheel.assemble import CoreMetadata, compressed_tag, write_wheel
-from ..wheel.read import PROVENANCE_FILE
-from ..wheel.repair import repair
-from .compilers import log_changes, rule_note
-from .jit import check_jit_headers, ship_jit_headers
-from .job import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
-from .options import BuildOptions
-from .records import kernel_metadata, provenance_file, toolchain_facts
+from ....compile.deps import unprovided
+from ....compile.generated import REGISTRATION_HEADER, ops_module
+from ....compile.objects import compilers_identity, names_namespace, unit_identity
+from ....compile.pool import TimeLimitReached
+from ....errors import BuildError, CommandFailed
+from ....plan.costs import UnitCost, cost_key, estimated_seconds, unit_memory
+from ....plan.model import Cell
+from ....system.process import Completed, Log, ProcessError, bounded_run, run
+from ....toolchain import Toolchain
+from ....wheel.assemble import CoreMetadata, compressed_tag, write_wheel
+from ....wheel.read import PROVENANCE_FILE
+from ....wheel.repair import repair
+from ...compilers import log_changes, rule_note
+from ...jit import check_jit_headers, ship_jit_headers
+from ...job import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
+from ...options import BuildOptions
+from ...records import kernel_metadata, provenance_file
 
-__all__ = ["build"]
+__all__ = ["build", "copy_package", "final_wheel", "kernel_core_metadata"]
 
 PYTHON_FILES = ("py", "pyi")
 
 
 def build(job: Job) -> Built:
     """A kernel-builder repo: its Python package from torch-ext/, its sources compiled into
-    one abi3 shared object (none for a [torch-noarch] kernel)."""
+    one abi3 shared object."""
+    src, package = copy_package(job)
+    return _build_extension(job, src, package)
+
+
+def copy_package(job: Job) -> tuple[Path, Path]:
+    """The repo staged in the cell's folder, and its Python package from torch-ext/ copied
+    where the wheel is made from: (the staged repo, the package's folder)."""
     cell, work = job.cell, job.work
     src = work / "src"
     stage_source(cell.spec.root, src)
     package = work / "pkg" / cell.spec.python_name
     _copy_package(cell, src, package)
-    if cell.spec.is_noarch:  # one wheel for all, or one per cell for a run-time compiler
-        (package / "_ops.py").write_text(noarch_ops_module(cell.ops_namespace))
-        facts = toolchain_facts(torch=str(cell.torch) if cell.torch else None)
-        return Built(_final_wheel(cell, job.options, work / "pkg", "py3-none-any", facts,
-                                  work / "dist"))
-    return _build_extension(job, src, package)
+    return src, package
 
 
 def _build_extension(job: Job, src: Path, package: Path) -> Built:
@@ -116,18 +120,19 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
     content = work / "final"
     unpack_wheel(repaired, content)
     job.progress("packaging")
-    wheel = _final_wheel(cell, options, content, compressed_tag(repaired.name),
-                         build_facts(toolchain, work, applied), work / "dist")
+    wheel = final_wheel(cell, options, content, compressed_tag(repaired.name),
+                        build_facts(toolchain, work, applied), work / "dist", _metadata(cell))
     return Built(wheel, len(jobs), compiled, cached)
 
 
-def _final_wheel(cell: Cell, options: BuildOptions, content: Path, tag: str,
-                 facts: dict[str, str], dist: Path) -> Path:
+def final_wheel(cell: Cell, options: BuildOptions, content: Path, tag: str,
+                facts: dict[str, str], dist: Path, metadata: CoreMetadata,
+                purelib: bool = False) -> Path:
     """The published form: the package with its metadata.json, the wheel with provenance."""
     package = content / cell.spec.python_name
     (package / "metadata.json").write_bytes(kernel_metadata(cell, package))
-    return write_wheel(content, dist, _metadata(cell), tag,
-                       purelib=cell.spec.is_noarch,
+    return write_wheel(content, dist, metadata, tag,
+                       purelib=purelib,
                        epoch=options.epoch(cell),
                        extra_dist_info={PROVENANCE_FILE: provenance_file(cell, options, facts,
                                                                          content)})
@@ -430,18 +435,9 @@ def _compilers(toolchain: Toolchain, work: Path) -> str:
 
 
 def _metadata(cell: Cell) -> CoreMetadata:
-    spec = cell.spec
-    readme = spec.root / "README.md"
-    if cell.torch is None:
-        summary = f"{spec.name} kernel (pure Python, any torch), built by kernel-wheel-factory"
-        requires: tuple[str, ...] = ("torch", *spec.requirements(None))
-    elif spec.is_noarch and cell.cuda is not None:  # pure Python that compiles when it runs
-        summary = (f"{spec.name} kernel (pure Python, compiling its GPU code when it runs) for "
-                   f"torch {cell.torch_shown} and CUDA {cell.cuda.version}, built by "
-                   "kernel-wheel-factory")
-        requires = (f"torch{cell.torch_pin}",
-                    *spec.requirements("cuda", cell.cuda.version.major))
-    elif cell.cuda is None:
+    spec, cuda = cell.spec, cell.cuda
+    assert cell.torch is not None
+    if cuda is None:
         summary = (f"{spec.name} kernel for torch {cell.torch_shown} on the CPU, built by "
                    "kernel-wheel-factory")
         requires = (f"torch{cell.torch_pin}", *spec.requirements("cpu"))
@@ -450,12 +446,18 @@ def _metadata(cell: Cell) -> CoreMetadata:
         torch = f"{cell.torch_shown} or newer (stable ABI)" if cell.stable_abi else \
             cell.torch_shown
         summary = (f"{spec.name} kernel for torch {torch} and CUDA "
-                   f"{cell.cuda.version} (SM {sms}), built by kernel-wheel-factory")
+                   f"{cuda.version} (SM {sms}), built by kernel-wheel-factory")
         requires = (f"torch{cell.torch_pin}", *spec.requirements("cuda"))
+    return kernel_core_metadata(cell, summary, requires)
+
+
+def kernel_core_metadata(cell: Cell, summary: str, requires: tuple[str, ...]) -> CoreMetadata:
+    """A kernel-builder wheel's core metadata: its summary, requirements and the repo's
+    README.md as its description."""
+    readme = cell.spec.root / "README.md"
     return CoreMetadata(
         name=cell.distribution, version=cell.wheel_version, summary=summary,
         requires_python=">=3.9",
-        requires=tuple(dict.fromkeys(requires)), license=spec.license,
+        requires=tuple(dict.fromkeys(requires)), license=cell.spec.license,
         readme=readme.read_text(encoding="utf-8", errors="replace") if readme.is_file() else None,
     )
-

@@ -36,25 +36,25 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from .. import defaults
-from ..compile.commands import compression_flags
-from ..config.nodes import load_toml
-from ..errors import BuildError, CommandFailed, ConfigError, FactoryError
-from ..plan.model import Cell
-from ..system.cache import exclusive
-from ..system.process import Log
-from ..toolchain import Toolchain
-from ..toolchain.torch import TorchEnv, env_beside_torch
-from ..values.units import human_size
-from ..values.versions import Version
-from ..wheel.assemble import GivenMetadata, compressed_tag, relabelled, write_wheel
-from ..wheel.fatbin import fatbin_entries
-from ..wheel.read import PROVENANCE_FILE
-from ..wheel.repair import repair
-from .compilers import Wrapped, log_changes, rule_note, wrap_compilers
-from .job import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
-from .records import gpu_code_sizes, provenance_file
-from .sandbox import confined_command, confined_environment, provide_bwrap
+from .... import defaults
+from ....compile.commands import compression_flags
+from ....config.nodes import load_toml
+from ....errors import BuildError, CommandFailed, ConfigError, FactoryError
+from ....plan.model import Cell
+from ....system.cache import exclusive
+from ....system.process import Log
+from ....toolchain import Toolchain
+from ....toolchain.torch import TorchEnv, env_beside_torch
+from ....values.units import human_size
+from ....values.versions import Version
+from ....wheel.assemble import GivenMetadata, compressed_tag, relabelled, write_wheel
+from ....wheel.fatbin import fatbin_entries
+from ....wheel.read import PROVENANCE_FILE
+from ....wheel.repair import repair
+from ...compilers import Wrapped, log_changes, rule_note, wrap_compilers
+from ...job import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
+from ...records import gpu_code_sizes, provenance_file
+from ...sandbox import confined_command, confined_environment, provide_bwrap
 
 __all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "c_compiler", "import_first",
            "provide_build_env", "reissued_metadata"]
