@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 from factory.compile.generated import REGISTRATION_HEADER  # noqa: E402
 from factory.config.matrix import load_matrix  # noqa: E402
 from factory.pipeline.load import plan_matrix  # noqa: E402
-from factory.system.cache import default_cache_dir  # noqa: E402
+from factory.pipeline.options import cache_folder  # noqa: E402
 from factory.system.process import Log  # noqa: E402
 from factory.toolchain.cuda import provide_cuda  # noqa: E402
 from factory.toolchain.torch import provide_torch  # noqa: E402
@@ -80,9 +80,9 @@ def report(title: str, runs: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
+    parser.add_argument("--cache-dir", type=Path, default=None)
     args = parser.parse_args()
-    cache = args.cache_dir.resolve()
+    cache = cache_folder(args.cache_dir)
 
     plan = plan_matrix(load_matrix(REPO / "matrix.yaml"), cache, print)
     cell = plan.cells[0]

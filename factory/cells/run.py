@@ -89,6 +89,7 @@ class CellResult:
 class RunSettings:
     """How a run shares the machine, its object cache and its time."""
 
+    key: bytes = field(repr=False)  # the object cache's key: publish notes are signed
     cells: int = defaults.CELLS  # cells built at once
     budget: Budget | None = None  # cores and memory for compilers (None: this machine's)
     objects: Path | None = None  # the object cache (None: no object cache)
@@ -114,11 +115,10 @@ class Reporter(Protocol):
 
 
 def run_build(plan: PlacedPlan, out: Path, runners: Runners, reporter: Reporter,
-              settings: RunSettings | None = None) -> list[CellResult]:
+              settings: RunSettings) -> list[CellResult]:
     """Build the plan's cells, `settings.cells` at a time, each by the runner of its placement
     (the caller holds them open).
     When interrupted, the compilers still running are stopped."""
-    settings = settings or RunSettings()
     layout = Layout(out)
     refuse_links(out)
     for folder in (layout.files, layout.logs, layout.state, layout.staging):
@@ -129,7 +129,7 @@ def run_build(plan: PlacedPlan, out: Path, runners: Runners, reporter: Reporter,
     deadline = None if settings.time_limit is None else time.monotonic() + settings.time_limit
     pool = CompilePool(settings.budget or machine_budget(), deadline,
                        grace_for(settings.time_limit))
-    objects = ObjectCache(settings.objects, settings.object_cache_limit) \
+    objects = ObjectCache(settings.objects, settings.key, settings.object_cache_limit) \
         if settings.objects is not None else None
     book = CostBook(settings.objects / COSTS_FOLDER) if settings.objects is not None else None
     travelling = CostBook(plan.matrix.costs) if plan.matrix.costs is not None else None
@@ -287,7 +287,8 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                 if settings.test:
                     reporter.update(cell.id, "building", "testing")
                     tested = _test_gate(cell, runner, built.wheel, settings, log)
-                wheel = _publish(built.wheel, report.sha256, layout, cell.id, settings.force,
+                wheel = _publish(built.wheel, report.sha256, layout, settings.key, cell.id,
+                                 settings.force,
                                  recorded.sha256 if recorded is not None
                                  and recorded.wheel == built.wheel.name else None,
                                  settings.published.get(built.wheel.name))
@@ -464,15 +465,15 @@ def _unchanged(layout: Layout, state: CellState, fingerprint: str) -> bool:
         file_sha256(wheel) == state.sha256
 
 
-def _publish(staged: Path, sha256: str, layout: Layout, cell: str, force: bool,
+def _publish(staged: Path, sha256: str, layout: Layout, key: bytes, cell: str, force: bool,
              published_sha256: str | None, once: str | None = None) -> Path:
-    """Move a finished wheel into files/ atomically, noted in the publish journal first (so
-    that a kill after the move leaves a wheel the next index update takes); refuse to change a
-    published file. `published_sha256` is what this folder's last build of the cell published
-    under that name: a file that no longer has it was changed behind the factory's back. `once`
-    is what the index published under that name, if it ever did: the name keeps those bytes
-    even after its file was removed. A file that a killed build of the cell moved there and no
-    index ever published is this build's to replace."""
+    """Move a finished wheel into files/ atomically, noted in the publish journal first,
+    signed under `key` (so that a kill after the move leaves a wheel the next index update
+    takes); refuse to change a published file. `published_sha256` is what this folder's last
+    build of the cell published under that name: a file that no longer has it was changed
+    behind the factory's back. `once` is what the index published under that name, if it ever
+    did: the name keeps those bytes even after its file was removed. A file that a killed build
+    of the cell moved there and no index ever published is this build's to replace."""
     target = layout.files / staged.name
     staged_now = file_sha256(staged)
     if staged_now != sha256:
@@ -480,7 +481,7 @@ def _publish(staged: Path, sha256: str, layout: Layout, cell: str, force: bool,
             f"{staged.name} changed after its gates judged it (sha256 {sha256[:12]}, now "
             f"{staged_now[:12]}): code that ran in its import gate or tests rewrote it, so it is "
             "not published")
-    left = pending(layout.publishing).get(target.name)
+    left = pending(layout.publishing, key).get(target.name)
     if left is not None and once is None and not process_alive(left.pid):
         force = True  # never published: the killed build's bytes give way to this build's
     if not target.exists() and once is not None and once != sha256 and not force:
@@ -503,6 +504,6 @@ def _publish(staged: Path, sha256: str, layout: Layout, cell: str, force: bool,
             raise BuildError(
                 f"{target} is already published with different content; published files are "
                 "immutable: raise the kernel's version in the matrix (or pass --force)")
-    note_publishing(layout.publishing, target.name, sha256, cell)
+    note_publishing(layout.publishing, key, target.name, sha256, cell)
     os.replace(staged, target)
     return target

@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from ..wheel.variant import make_variant
 from .builders import build_cell
 from .job import Compiling
 from .kinds import kind_of
-from .options import BuildOptions, usable_build_root
+from .options import BuildOptions
 
 __all__ = ["Verdict", "verify_wheel"]
 
@@ -76,8 +77,10 @@ def _with_env_values(cell: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     return {**cell, "env": values}, None
 
 
-def verify_wheel(wheel: Path, source: Path | None, cache: Path, build_root: Path | None,
-                 machine: Machine) -> Verdict:
+def verify_wheel(wheel: Path, source: Path | None, cache: Path,
+                 build_root: Callable[[Path], Path], machine: Machine) -> Verdict:
+    """The verdict on `wheel` rebuilt from `source` (else where its provenance says), in the
+    folder `build_root` settles from the one its provenance records."""
     report = read_wheel(wheel)
     if not report.provenance:
         raise ConfigError("has no provenance record (.dist-info/provenance.json): it was not "
@@ -102,7 +105,7 @@ def verify_wheel(wheel: Path, source: Path | None, cache: Path, build_root: Path
     spec = read_project(tree.root, recorded_kind(cell_fields))
     cell = cell_from_record(cell_fields, spec, kind_of(spec), tree, version, read_facts(spec),
                             wheel, dependency=lambda item: fetcher.again(item, Path.cwd()))
-    options = BuildOptions(usable_build_root(build_root or Path(record.build.root)),
+    options = BuildOptions(build_root(Path(record.build.root)),
                            record.build.source_date_epoch, index_url=record.build.index_url,
                            machine=machine)
     work = cache / "verify" / cell.key

@@ -70,7 +70,7 @@ from ..outputs.files import (
     write_atomic,
 )
 from ..system.cache import exclusive
-from ..trust.keys import object_cache_key, sign
+from ..trust.keys import sign
 
 __all__ = ["DOCKER_PARTS", "ObjectCache", "ObjectStore", "evict", "merge_all",
            "compilers_identity", "names_namespace", "read_depfile", "store_parts", "unit_identity"]
@@ -379,11 +379,10 @@ class ObjectCache:
     """An object cache root: its parts (one store each, made on first use), eviction, and the
     hand-over of objects between machines."""
 
-    def __init__(self, root: Path, limit: int = defaults.OBJECT_CACHE_LIMIT,
-                 key: bytes | None = None) -> None:
+    def __init__(self, root: Path, key: bytes, limit: int = defaults.OBJECT_CACHE_LIMIT) -> None:
         self.root = root
         self.limit = limit
-        self.key = object_cache_key() if key is None else key
+        self.key = key
         self._parts: dict[str, ObjectStore] = {}
         self._lock = threading.Lock()
 

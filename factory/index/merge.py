@@ -49,7 +49,8 @@ def is_url(source: str | Path) -> bool:
     return isinstance(source, str) and source.startswith(("http://", "https://"))
 
 
-def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> IndexSummary:
+def merge_outputs(out: Path, sources: list[str | Path], force: bool = False,
+                  journal_key: bytes | None = None) -> IndexSummary:
     import requests
 
     refuse_links(out)  # before any wheel, log or record is copied in
@@ -64,7 +65,7 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False) -> 
         merge.copy_wheels(session, Path(scratch))
     merge.copy_records()
     return update_index(out, force=force, outcomes=merge.outcomes.values(), full=True,
-                        change=merge.keep_history)
+                        change=merge.keep_history, journal_key=journal_key)
 
 
 class _Merge:

@@ -75,7 +75,8 @@ class IndexSummary:
 
 def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutcome] = (),
                  change: Callable[[Manifest], None] | None = None, full: bool = False,
-                 published: Mapping[str, WheelFile] | None = None) -> IndexSummary:
+                 published: Mapping[str, WheelFile] | None = None,
+                 journal_key: bytes | None = None) -> IndexSummary:
     """Index what files/ holds; `change` may edit the manifest (a yank) before pages are made.
 
     `published` holds the files a build just put in files/, as the build read them: their
@@ -88,6 +89,10 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
 
     A file that cannot be indexed (not a wheel, damaged, changed after it was published) is
     reported in the summary's `problems` and left out; it never stops the other files' pages.
+
+    `journal_key` is the object cache's key, which a build signs its publish-journal notes
+    under: the wheels a killed build noted are then taken as its own; without it no note is
+    read.
     """
     layout = Layout(out)
     refuse_links(out)
@@ -99,7 +104,7 @@ def update_index(out: Path, *, force: bool = False, outcomes: Iterable[CellOutco
         previous = load_manifest(layout.manifest)
         full = full or interrupted or not layout.manifest.exists()
         trusted = None if published is None or full else set(previous.files) - set(published)
-        notes = pending(layout.publishing)
+        notes = pending(layout.publishing, journal_key)
         scan = _Scan(layout, previous, force, trusted, published or {}, published is not None,
                      notes)
         records = scan.records()
@@ -191,7 +196,8 @@ def _page_problems(layout: Layout, manifest: Manifest) -> list[str]:
     return problems
 
 
-def yank(out: Path, name: str, version: str, label: str | None, reason: str) -> list[str]:
+def yank(out: Path, name: str, version: str, label: str | None, reason: str,
+         journal_key: bytes | None = None) -> list[str]:
     """Mark the files of one release yanked (PEP 592): every label, or only `label`'s.
     `version` is the public version (1.0.0) or a labelled one (1.0.0+cu130torch211). An
     empty reason is still a yank."""
@@ -211,7 +217,7 @@ def yank(out: Path, name: str, version: str, label: str | None, reason: str) -> 
             raise ConfigError(f"no published file of {name} {version}{where} in {out}",
                               key="yank")
 
-    update_index(out, change=mark)
+    update_index(out, change=mark, journal_key=journal_key)
     return marked
 
 

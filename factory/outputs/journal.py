@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..trust.keys import existing_key, object_cache_key, sign
+from ..trust.keys import sign
 from .files import process_alive, read_small_json, write_atomic
 
 __all__ = ["Pending", "note_publishing", "pending", "prune"]
@@ -44,11 +44,12 @@ class Pending:
     note: Path
 
 
-def note_publishing(journal: Path, wheel: str, sha256: str, cell: str) -> Path:
-    """Note, before the move, that this process publishes `wheel` with these bytes."""
+def note_publishing(journal: Path, key: bytes, wheel: str, sha256: str, cell: str) -> Path:
+    """Note, before the move, that this process publishes `wheel` with these bytes (signed
+    under the object cache's `key`)."""
     journal.mkdir(parents=True, exist_ok=True)
     note = journal / f"{os.getpid()}-{wheel}.json"
-    mac = _mac(object_cache_key(), wheel, sha256, cell)
+    mac = _mac(key, wheel, sha256, cell)
     write_atomic(note, json.dumps({"wheel": wheel, "sha256": sha256, "cell": cell, "mac": mac}))
     return note
 
@@ -57,14 +58,11 @@ def _mac(key: bytes, wheel: str, sha256: str, cell: str) -> str:
     return sign(key, "publish-journal", wheel, sha256, cell)
 
 
-def pending(journal: Path) -> dict[str, Pending]:
-    """The notes, by wheel name (a note that is not one of the factory's is ignored: one it
-    did not sign, or one that is not a small regular file)."""
+def pending(journal: Path, key: bytes | None) -> dict[str, Pending]:
+    """The notes, by wheel name (a note that is not one of the factory's is ignored: one not
+    signed under `key`, or one that is not a small regular file); none without a key."""
     found: dict[str, Pending] = {}
-    if not journal.is_dir():
-        return found
-    key = existing_key()
-    if key is None:
+    if not journal.is_dir() or key is None:
         return found
     for note in sorted(journal.glob("*.json")):
         pid = note.name.split("-", 1)[0]

@@ -32,6 +32,7 @@ from ..plan.model import Plan
 from ..plan.placement import PlacedPlan, needs_containers, place
 from ..plan.select import Selection, select_cells
 from ..system.engine import Engine
+from ..trust.keys import object_cache_key
 from .load import plan_matrix
 from .options import Given, Options, settle
 from .outcomes import cell_outcomes
@@ -136,11 +137,12 @@ def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
     matrix, options = read_matrix(request.matrix, request.given, request.cache,
                                   request.torch_pythons)
     plan, runners = choose(options, selected_plan(request, matrix, voice), voice)
-    _take_in(request, options.objects, voice)
+    key = object_cache_key(options.object_key)
+    _take_in(request, options.objects, key, voice)
     budget = machine_budget(request.jobs, request.memory)
     voice.note(f"compilers: {budget.describe()} for {request.cells} cell(s) at once; object "
                f"cache {options.objects}")
-    settings = RunSettings(cells=request.cells, budget=budget, objects=options.objects,
+    settings = RunSettings(key=key, cells=request.cells, budget=budget, objects=options.objects,
                            object_cache_limit=request.object_cache_size,
                            time_limit=request.time_limit, unit_shard=request.unit_shard,
                            export_objects=request.export_objects, force=request.force,
@@ -167,14 +169,15 @@ def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
         published |= make_variants(layout.files, {
             **known, **{name: file_record(wheel, 0) for name, wheel in published.items()}})
     summary = update_index(request.out, force=request.force,
-                           outcomes=cell_outcomes(plan, results), published=published)
+                           outcomes=cell_outcomes(plan, results), published=published,
+                           journal_key=key)
     status = failed or status_of_tests(tested, request.require_gpu) or int(bool(summary.problems))
     return BuildOutcome(plan, results, tested, summary, status)
 
 
-def _take_in(request: BuildRequest, objects: Path, voice: Voice) -> None:
+def _take_in(request: BuildRequest, objects: Path, key: bytes, voice: Voice) -> None:
     """The objects (and unit costs) of each --import-objects folder, into the object cache."""
-    cached = ObjectCache(objects, request.object_cache_size)
+    cached = ObjectCache(objects, key, request.object_cache_size)
     for folder in request.import_objects:
         taken, refused = cached.merge(folder)
         costs = CostBook(objects / COSTS_FOLDER).merge(folder / COSTS_FOLDER)

@@ -13,6 +13,8 @@ from ..index.records import load_manifest
 from ..index.update import IndexSummary, update_index, verify_index, yank
 from ..index.variants import make_variants
 from ..outputs.layout import Layout
+from ..trust.keys import existing_key
+from .options import object_key
 
 __all__ = ["IndexRequest", "IndexSummary", "IndexVerdict", "is_url", "make_index",
            "verify_published", "yank_release"]
@@ -34,18 +36,18 @@ class IndexVerdict:
 
 def make_index(request: IndexRequest) -> IndexSummary:
     """The index of `request.out` made anew, after the merge it asks for."""
-    out = request.out
+    out, key = request.out, existing_key(object_key())
     if request.merge:
         sources: list[str | Path] = [source if is_url(source) else Path(source)
                                      for source in request.merge]
-        summary = merge_outputs(out, sources, force=request.force)
+        summary = merge_outputs(out, sources, force=request.force, journal_key=key)
     else:
-        summary = update_index(out, force=request.force, full=True)
+        summary = update_index(out, force=request.force, full=True, journal_key=key)
     if request.variants:
         layout = Layout(out)
         made = make_variants(layout.files, load_manifest(layout.manifest).files)
         if made:
-            summary = update_index(out, force=request.force, published=made)
+            summary = update_index(out, force=request.force, published=made, journal_key=key)
     return summary
 
 
@@ -63,4 +65,4 @@ def yank_release(out: Path, name: str, version: str, label: str | None,
     names."""
     if not Layout(out).files.is_dir():
         raise ConfigError("has no files/ folder: not an index", file=out, key="--out")
-    return yank(out, name, version, label, reason)
+    return yank(out, name, version, label, reason, existing_key(object_key()))

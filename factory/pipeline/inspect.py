@@ -14,12 +14,12 @@ from ..errors import FactoryError
 from ..index.records import load_manifest
 from ..outputs.layout import Layout
 from ..prove.load import OpReport, importable_modules, load_problems, load_wheel
-from ..system.cache import default_cache_dir
 from ..system.machine import read_machine
 from ..system.process import Log
 from ..wheel.expect import recorded_expectation
 from ..wheel.gates import check_wheel
 from ..wheel.inspect import WheelReport, inspect_wheel
+from .options import cache_folder
 
 __all__ = ["Gated", "Inspected", "WheelOps", "gated_digest", "inspect_wheels", "wheel_ops"]
 
@@ -42,7 +42,7 @@ def wheel_ops(path: Path, report: WheelReport, python: Path | None) -> WheelOps 
                 open(Path(folder) / "load.log", "w", encoding="utf-8") as handle:
             log = Log(handle)
             # the wheel's code runs as in a build's import gate: confined, with the GPU
-            provide_bwrap(default_cache_dir(), log, read_machine(os.environ))
+            provide_bwrap(cache_folder(None), log, read_machine(os.environ))
             # absolute (not resolved: a virtual environment's python is a link), since the
             # sandbox starts it from another folder
             loaded = load_wheel(path, importable_modules(report.files), str(python.absolute()),

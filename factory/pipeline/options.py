@@ -17,17 +17,17 @@ from ..cells.options import BuildOptions, source_date_epoch, usable_build_root
 from ..config.model import Matrix, NameCheck, RunnerChoice, SizeLimit
 from ..errors import ConfigError
 from ..outputs.layout import writable_folder
-from ..system.cache import default_cache_dir
 from ..system.machine import (
     CUDA_HOME_VARIABLES,
     DEBIAN_KEYRING_VARIABLE,
     DEBIAN_MIRROR_VARIABLE,
     read_machine,
 )
-from ..trust.keys import OBJECT_KEY_VARIABLE
+from ..trust.keys import KEY_FILE, OBJECT_KEY_VARIABLE, GivenKey, KeyFile, ObjectKey
 
 __all__ = ["SETTINGS", "Given", "Options", "Setting", "build_root", "cache_folder", "name_index",
-           "object_folder", "option_reference", "settle", "wheelhouse_targets"]
+           "object_folder", "object_key", "option_reference", "settle", "verify_build_root",
+           "wheelhouse_targets"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("build_root", "--build-root", None, defaults.BUILD_ROOT_VARIABLE,
             str(defaults.BUILD_ROOT),
             "where cells compile (a fixed path keeps builds reproducible; builds of one cell "
-            "take turns in it)"),
+            "take turns in it); `factory verify` rebuilds in --build-root, else the folder the "
+            "wheel's provenance records"),
     Setting("source_date_epoch", None, None, "SOURCE_DATE_EPOCH", "each source's own time",
             "the time every file of every wheel carries"),
     Setting("index_url", "--base-url", None, None, "none",
@@ -85,9 +86,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("debian_keyring", None, None, DEBIAN_KEYRING_VARIABLE,
             "debian-archive-keyring's keys", "the keys the Debian mirror is signed with"),
     Setting("object_key", None, None, OBJECT_KEY_VARIABLE,
-            "random bytes made once in ~/.config/kernel-wheel-factory/object-cache.key",
+            f"random bytes made once in $XDG_CONFIG_HOME/{KEY_FILE.as_posix()} (~/.config/...)",
             "the key cached objects and publish notes are signed under (a CI secret the jobs "
-            "of a run share); trust/keys.py reads it, never printed"),
+            "of a run share); never printed"),
 )
 
 
@@ -117,12 +118,16 @@ class Options:
     builder_base: str
     build: BuildOptions  # the view every cell's build reads
     offline: bool
+    object_key: ObjectKey  # where the object cache's key comes from
 
 
-def cache_folder(given: Path | None) -> Path:
+def cache_folder(given: Path | None, environ: Mapping[str, str] = os.environ) -> Path:
     """The cache folder: --cache-dir, else $KERNEL_WHEEL_FACTORY_CACHE, else the user's cache
-    folder; checked writable before anything is fetched into it."""
-    folder = given or default_cache_dir()
+    folder ($XDG_CACHE_HOME, else ~/.cache); checked writable before anything is fetched into
+    it."""
+    named = environ.get(defaults.CACHE_VARIABLE)
+    folder = given or (Path(named).expanduser() if named else Path(
+        environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / defaults.CACHE_FOLDER)
     key = "--cache-dir" if given else "cache"
     try:
         return writable_folder(folder, key).resolve()
@@ -165,6 +170,22 @@ def build_root(given: Path | None, environ: Mapping[str, str] = os.environ) -> P
     return usable_build_root(defaults.BUILD_ROOT)
 
 
+def verify_build_root(given: Path | None, recorded: Path) -> Path:
+    """Where `factory verify` rebuilds a wheel: --build-root (checked when it was given,
+    before anything is read), else the folder its provenance records (the build compiled
+    there: the same path gives the same bytes), checked."""
+    return given if given is not None else usable_build_root(recorded)
+
+
+def object_key(environ: Mapping[str, str] = os.environ) -> ObjectKey:
+    """The object cache's key: $KERNEL_WHEEL_FACTORY_OBJECT_KEY, else the key file in the
+    user's configuration folder ($XDG_CONFIG_HOME, else ~/.config)."""
+    given = environ.get(OBJECT_KEY_VARIABLE, "")
+    if given:
+        return GivenKey(given)
+    return KeyFile(Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / KEY_FILE)
+
+
 def settle(given: Given, cache: Path, matrix: Matrix,
            environ: Mapping[str, str] = os.environ) -> Options:
     """The run's options: each setting from the first place that gives it (see SETTINGS),
@@ -182,7 +203,7 @@ def settle(given: Given, cache: Path, matrix: Matrix,
                    runner_from=runner_from,
                    max_wheel_size=given.max_wheel_size or matrix.max_wheel_size,
                    builder_base=matrix.docker_base or defaults.BUILDER_BASE, build=build,
-                   offline=given.offline)
+                   offline=given.offline, object_key=object_key(environ))
 
 
 def option_reference() -> str:

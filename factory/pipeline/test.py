@@ -10,6 +10,7 @@ from ..cells.run import CellTests, test_cells
 from ..index.records import load_manifest
 from ..index.update import update_index
 from ..outputs.layout import Layout
+from ..trust.keys import existing_key
 from .build import choose, only_cells, read_matrix
 from .load import plan_matrix
 from .options import Given
@@ -45,11 +46,11 @@ def run_kernel_tests(request: TestRequest, voice: Voice) -> int:
     with runners:
         tested = test_cells(plan, request.out, runners, voice.note, request.require_tests)
     voice.tested(tested, request.require_gpu)
-    _record(request.out, tested)
+    _record(request.out, tested, existing_key(options.object_key))
     return status_of_tests(tested, request.require_gpu)
 
 
-def _record(out: Path, tested: list[CellTests]) -> None:
+def _record(out: Path, tested: list[CellTests], key: bytes | None) -> None:
     """The counts into the index's records of the cells whose wheel was tested."""
     layout = Layout(out)
     if not layout.manifest.is_file():
@@ -59,4 +60,5 @@ def _record(out: Path, tested: list[CellTests]) -> None:
                 for entry in tested if entry.report is not None and
                 entry.cell_id in recorded and recorded[entry.cell_id].wheel == entry.wheel]
     if outcomes:
-        update_index(out, outcomes=outcomes, published={})  # indexes no stray file
+        update_index(out, outcomes=outcomes, published={},  # indexes no stray file
+                     journal_key=key)

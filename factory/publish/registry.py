@@ -103,11 +103,11 @@ def twine_settings(repository_url: str | None, repository: str | None) -> Any:
         argv += ["--repository-url", repository_url]
     if repository is not None:
         argv += ["--repository", repository]
-    if urlsplit(repository_url or os.environ.get("TWINE_REPOSITORY_URL", "")).password \
-            is not None:
-        raise ConfigError("holds a password: give credentials through TWINE_USERNAME and "
-                          "TWINE_PASSWORD or the keyring, never in the URL",
-                          key="--repository-url")
+    for key, url in (("--repository-url", repository_url),
+                     ("TWINE_REPOSITORY_URL", os.environ.get("TWINE_REPOSITORY_URL"))):
+        if url and urlsplit(url).password is not None:  # whichever of them twine takes
+            raise ConfigError("holds a password: give credentials through TWINE_USERNAME and "
+                              "TWINE_PASSWORD or the keyring, never in the URL", key=key)
     try:
         return Settings.from_argparse(parser.parse_args(argv))
     except twine_errors.TwineException as exc:

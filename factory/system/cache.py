@@ -1,29 +1,18 @@
-"""The factory's cache folder: toolkits, torch environments and fetched sources live here, not
-in the user's repo. Override with --cache-dir or KERNEL_WHEEL_FACTORY_CACHE."""
+"""The factory's cache folder (toolkits, torch environments and fetched sources live there, not
+in the user's repo; pipeline/options.py settles where): the locks its builds take turns by."""
 
 from __future__ import annotations
 
 import fcntl
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import defaults
-
-__all__ = ["default_cache_dir", "exclusive"]
+__all__ = ["exclusive"]
 
 _thread_locks: dict[str, threading.Lock] = {}
 _thread_locks_guard = threading.Lock()
-
-
-def default_cache_dir() -> Path:
-    explicit = os.environ.get(defaults.CACHE_VARIABLE)
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / defaults.CACHE_FOLDER
 
 
 @contextmanager

@@ -3,8 +3,9 @@ else who can write the cache folder (another user, a restored CI cache, a shard'
 
 A publish-journal note (outputs/journal.py) is signed under it too. An object's record carries
 an HMAC-SHA256, under this key, of the object's cache key (which
-covers its command and every input), its command's identity, its size and sha256. The key is
-$KERNEL_WHEEL_FACTORY_OBJECT_KEY (a CI secret, the same for every job of a run, so the jobs
+covers its command and every input), its command's identity, its size and sha256. Where the
+key comes from is settled with the other options (pipeline/options.py): a secret given
+($KERNEL_WHEEL_FACTORY_OBJECT_KEY, a CI secret, the same for every job of a run, so the jobs
 hand objects to each other), else a file of random bytes made on first use in the user's
 configuration folder, readable by the user alone; never inside the cache.
 """
@@ -17,38 +18,52 @@ import hmac
 import os
 import secrets
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError, FactoryError
 from ..outputs.files import read_regular
 
-__all__ = ["OBJECT_KEY_VARIABLE", "existing_key", "key_file", "object_cache_key", "sign"]
+__all__ = ["KEY_FILE", "OBJECT_KEY_VARIABLE", "GivenKey", "KeyFile", "ObjectKey",
+           "existing_key", "object_cache_key", "sign"]
 
 OBJECT_KEY_VARIABLE = "KERNEL_WHEEL_FACTORY_OBJECT_KEY"
+KEY_FILE = Path("kernel-wheel-factory") / "object-cache.key"  # in the configuration folder
 _KEY_FILE_LIMIT = 4096  # bytes: the key file holds 64 hex digits
 
 
-def key_file() -> Path:
-    """$XDG_CONFIG_HOME/kernel-wheel-factory/object-cache.key, else under ~/.config."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "kernel-wheel-factory" / "object-cache.key"
+@dataclass(frozen=True)
+class GivenKey:
+    """A secret given as text (at least 16 characters), hashed into the key."""
+
+    secret: str = field(repr=False)
 
 
-def existing_key() -> bytes | None:
-    """The key where there is one (the variable's, else the key file's), without making one:
-    for checking what a build signed, from a command that writes nothing outside its folder."""
-    if os.environ.get(OBJECT_KEY_VARIABLE, ""):
-        return object_cache_key()
+@dataclass(frozen=True)
+class KeyFile:
+    """A file holding the key in hex, made on first use."""
+
+    path: Path
+
+
+ObjectKey = GivenKey | KeyFile
+
+
+def existing_key(source: ObjectKey) -> bytes | None:
+    """The key where there is one, without making one: for checking what a build signed, from
+    a command that writes nothing outside its folder."""
+    if isinstance(source, GivenKey):
+        return object_cache_key(source)
     try:
-        return _read(key_file())
+        return _read(source.path)
     except FileNotFoundError:
         return None
 
 
-def object_cache_key() -> bytes:
-    """The key: the variable's value, else the key file's (made now when there is none)."""
-    given = os.environ.get(OBJECT_KEY_VARIABLE, "")
-    if given:
+def object_cache_key(source: ObjectKey) -> bytes:
+    """The key: the secret's digest, or the key file's (made now when there is none)."""
+    if isinstance(source, GivenKey):
+        given = source.secret
         if len(given) < 16:
             raise ConfigError(f"is {len(given)} characters long; an object cache key needs at "
                               "least 16", key=f"${OBJECT_KEY_VARIABLE}")
@@ -57,7 +72,7 @@ def object_cache_key() -> bytes:
         except UnicodeEncodeError:
             raise ConfigError("is not UTF-8 text; an object cache key is text (a CI secret of "
                               "16 or more characters)", key=f"${OBJECT_KEY_VARIABLE}") from None
-    path = key_file()
+    path = source.path
     try:
         return _read(path)
     except FileNotFoundError:

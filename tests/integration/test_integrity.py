@@ -35,6 +35,8 @@ from ..support.cli import GOOD_KERNEL, GOOD_MATRIX, SOURCES
 from ..support.factory import make_kernel, run_factory, snapshot, write
 from ..support.wheels import index_problems, make_wheel, small_index_files
 
+KEY = bytes(range(32))  # the object cache's key publish notes are signed under
+
 
 def test_nothing_outside_out_is_removed_through_a_linked_cell_folder(tmp_path: Path) -> None:
     """`ln -s ../old-site/cu124torch26 index/cu124torch26; factory index` once deleted the old
@@ -316,7 +318,7 @@ def test_an_interrupt_is_logged_as_an_interrupt(tmp_path: Path) -> None:
     compiling = Compiling(CompilePool(Budget(1, 2**30)), None, {}, lambda key, cost: None)
     result = build_run._run_cell(plan.cells[0], layout, cast(Runner, _StoppedRunner(stopping)),
                                  compiling, cast(build_run.Reporter, _Quiet()),
-                                 build_run.RunSettings(), stopping)
+                                 build_run.RunSettings(key=bytes(32)), stopping)
     assert (result.status, result.detail) == ("failed", "interrupted")
     log = present(result.log).read_text()
     assert "INTERRUPTED: the build was stopped" in log and "FAILED" not in log
@@ -356,18 +358,19 @@ def test_a_wheel_a_killed_build_moved_into_files_is_indexed_by_the_next_update(
     stray = make_wheel(files, "stray", "9.9")
     changed = make_wheel(files, "other", "1.0.0")
     for wheel, digest in ((killed, file_sha256(killed)), (changed, "0" * 64)):
-        note = note_publishing(layout.publishing, wheel.name, digest, "img2gray/x")
+        note = note_publishing(layout.publishing, KEY, wheel.name, digest, "img2gray/x")
         note.rename(note.with_name(note.name.replace(f"{os.getpid()}-", f"{dead.pid}-", 1)))
-    lost = note_publishing(layout.publishing, "gone-1.0-py3-none-any.whl", "1" * 64, "gone/x")
+    lost = note_publishing(layout.publishing, KEY, "gone-1.0-py3-none-any.whl", "1" * 64,
+                           "gone/x")
     lost.rename(lost.with_name(lost.name.replace(f"{os.getpid()}-", f"{dead.pid}-", 1)))
 
-    summary = update_index(out, published={})  # as a later build's update runs
+    summary = update_index(out, published={}, journal_key=KEY)  # as a later build's runs
     manifest = json.loads(layout.manifest.read_text())
     indexed = {row[0] for row in manifest["files"]}
     assert killed.name in indexed and stray.name not in indexed and changed.name not in indexed
     assert sorted(problem.split(": ", 1)[1][:40] for problem in summary.problems) == [
         "no build published it, so it is left out", "not the bytes the build of img2gray/x pu"]
-    assert list(pending(layout.publishing)) == [changed.name]  # the others: indexed, or lost
+    assert list(pending(layout.publishing, KEY)) == [changed.name]  # others: indexed, lost
     assert index_problems(out) == []
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from factory.compile.pool import grace_for
 from factory.outputs.files import file_sha256
+from factory.pipeline.options import object_key
 from factory.trust.keys import object_cache_key, sign
 
 from ..support.factory import cache_env, run_factory, write
@@ -292,8 +293,8 @@ def poison(store: Path, victim: str, donor: str, signed: bool = True) -> None:
     target.with_suffix(".o").write_bytes(donor_object)
     data |= {"size": len(donor_object), "sha256": hashlib.sha256(donor_object).hexdigest()}
     if signed:
-        data["mac"] = sign(object_cache_key(), target.stem, data["identity"], data["size"],
-                           data["sha256"])
+        data["mac"] = sign(object_cache_key(object_key()), target.stem, data["identity"],
+                           data["size"], data["sha256"])
     target.write_text(json.dumps(data))
 
 

@@ -73,7 +73,7 @@ def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path: Path) -> None:
     console = Console(file=io.StringIO(), width=200)
     with runners:
         results = run_build(plan, tmp_path / "out", runners, PlainReporter(console),
-                            RunSettings(cells=2))
+                            RunSettings(key=bytes(32), cells=2))
     outcome = {result.cell_id: result for result in results}
     broken = outcome[f"demo/cu130torch211/{host_platform()}"]
     assert (broken.status, broken.detail) == ("failed", "internal error: KeyError('not a key')")

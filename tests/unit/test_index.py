@@ -24,6 +24,8 @@ from ..support.wheels import (
     small_index_files,
 )
 
+JOURNAL_KEY = bytes(range(32))  # the object cache's key publish notes are signed under
+
 
 @pytest.fixture
 def index_out(tmp_path: Path) -> Path:
@@ -253,12 +255,12 @@ def test_a_build_does_not_publish_other_bytes_under_a_removed_name(tmp_path: Pat
     digest = hashlib.sha256(staged.read_bytes()).hexdigest()
     with pytest.raises(BuildError, match="was published with sha256 0123456789ab and its file "
                                          "removed since"):
-        _publish(staged, digest, layout, "img2gray/x", False, None,
+        _publish(staged, digest, layout, JOURNAL_KEY, "img2gray/x", False, None,
                  once="0123456789ab" + "0" * 52)
-    assert _publish(staged, digest, layout, "img2gray/x", False, None, once=digest) == \
-        files / staged.name
+    assert _publish(staged, digest, layout, JOURNAL_KEY, "img2gray/x", False, None,
+                    once=digest) == files / staged.name
     # noted in the publish journal before it was moved there
-    assert pending(layout.publishing)[staged.name].sha256 == digest
+    assert pending(layout.publishing, JOURNAL_KEY)[staged.name].sha256 == digest
 
 
 def test_a_wheel_changed_after_its_gates_is_not_published(tmp_path: Path) -> None:
@@ -276,7 +278,7 @@ def test_a_wheel_changed_after_its_gates_is_not_published(tmp_path: Path) -> Non
     layout.files.mkdir()
     with pytest.raises(BuildError, match=rf"{re.escape(staged.name)} changed after its gates "
                                          rf"judged it \(sha256 {judged[:12]}, now"):
-        _publish(staged, judged, layout, "img2gray/x", False, None)
+        _publish(staged, judged, layout, JOURNAL_KEY, "img2gray/x", False, None)
     assert not list(layout.files.iterdir()) and not layout.publishing.exists()
 
 
@@ -289,7 +291,7 @@ def test_only_the_journal_notes_the_factory_signed_count(tmp_path: Path) -> None
     layout = Layout(tmp_path)
     wheel = make_wheel(tmp_path / "files", "img2gray", "1.0.0+cu130torch211")
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    signed = note_publishing(layout.publishing, wheel.name, digest, "img2gray/x")
+    signed = note_publishing(layout.publishing, JOURNAL_KEY, wheel.name, digest, "img2gray/x")
     evil = make_wheel(tmp_path / "files", "evil", "6.6.6")
     forged = {"wheel": evil.name, "sha256": hashlib.sha256(evil.read_bytes()).hexdigest(),
               "cell": "evil/x"}
@@ -299,22 +301,22 @@ def test_only_the_journal_notes_the_factory_signed_count(tmp_path: Path) -> None
     os.mkfifo(layout.publishing / f"999997-{evil.name}.json")
     (layout.publishing / f"999996-{evil.name}.json").symlink_to(signed)
     (layout.publishing / f"999995-{evil.name}.json").write_text(" " * 100_000)
-    assert list(pending(layout.publishing)) == [wheel.name]  # and the FIFO did not block it
-    summary = update_index(tmp_path, published={})
+    assert list(pending(layout.publishing, JOURNAL_KEY)) == [wheel.name]  # the FIFO: no block
+    summary = update_index(tmp_path, published={}, journal_key=JOURNAL_KEY)
     assert any(f"{evil}: no build published it" in problem for problem in summary.problems)
     manifest = json.loads((tmp_path / ".factory" / "manifest.json").read_text())
     assert [row[0] for row in manifest["files"]] == [wheel.name]
 
 
-def test_without_a_key_no_journal_note_counts_and_none_is_made(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_key_no_journal_note_counts_and_none_is_made(tmp_path: Path) -> None:
     from factory.outputs.journal import note_publishing, pending
-    from factory.trust.keys import OBJECT_KEY_VARIABLE
+    from factory.pipeline.options import object_key
+    from factory.trust.keys import existing_key
 
-    note_publishing(tmp_path / "journal", "img2gray-1.0-py3-none-any.whl", "0" * 64, "x")
-    monkeypatch.delenv(OBJECT_KEY_VARIABLE, raising=False)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    assert pending(tmp_path / "journal") == {}
+    note_publishing(tmp_path / "journal", JOURNAL_KEY, "img2gray-1.0-py3-none-any.whl",
+                    "0" * 64, "x")
+    key = existing_key(object_key({"XDG_CONFIG_HOME": str(tmp_path / "config")}))
+    assert key is None and pending(tmp_path / "journal", key) == {}
     assert not (tmp_path / "config").exists()
 
 

@@ -52,11 +52,11 @@ def test_a_rebuild_over_a_tampered_wheel_says_so(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match=r"was changed after it was published \(sha256 "
                        f"{published_sha[:12]}, now [0-9a-f]{{12}}\\), and this build gives the "
                        "published bytes again: restore the file"):
-        build_run._publish(rebuilt, published_sha, Layout(tmp_path), "demo/x", False,
-                           published_sha)
+        build_run._publish(rebuilt, published_sha, Layout(tmp_path), bytes(32), "demo/x",
+                           False, published_sha)
     other = staging / "other.whl"
     other.write_bytes(b"new bytes")
     os.replace(other, rebuilt)
     with pytest.raises(BuildError, match="raise the kernel's version"):
-        build_run._publish(rebuilt, file_sha256(rebuilt), Layout(tmp_path), "demo/x", False,
-                           file_sha256(published))
+        build_run._publish(rebuilt, file_sha256(rebuilt), Layout(tmp_path), bytes(32),
+                           "demo/x", False, file_sha256(published))

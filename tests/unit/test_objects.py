@@ -35,7 +35,8 @@ from factory.compile.pool import (
     machine_budget,
 )
 from factory.errors import ConfigError
-from factory.trust.keys import OBJECT_KEY_VARIABLE, object_cache_key
+from factory.pipeline.options import object_key
+from factory.trust.keys import OBJECT_KEY_VARIABLE, KeyFile, object_cache_key
 
 from ..support.checks import present
 from ..support.factory import write
@@ -241,20 +242,19 @@ def test_a_manifest_entry_pointing_at_another_object_is_passed_over(
     assert store.fetch(identity, work, NS, work / "obj" / "got.o", print) is None
 
 
-def test_the_key_comes_from_the_variable_or_a_private_file(tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.delenv(OBJECT_KEY_VARIABLE, raising=False)
-    made = object_cache_key()
+def test_the_key_comes_from_the_variable_or_a_private_file(tmp_path: Path) -> None:
+    config = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    made = object_cache_key(object_key(config))
     path = tmp_path / "config" / "kernel-wheel-factory" / "object-cache.key"
+    assert object_key(config) == KeyFile(path)
     assert len(made) == 32 and path.stat().st_mode & 0o777 == 0o600
-    assert object_cache_key() == made
-    monkeypatch.setenv(OBJECT_KEY_VARIABLE, "a CI secret of some length")
-    assert object_cache_key() not in (made, b"a CI secret of some length")
-    assert object_cache_key() == object_cache_key()
-    monkeypatch.setenv(OBJECT_KEY_VARIABLE, "short")
+    assert object_cache_key(object_key(config)) == made
+    given = object_key({**config, OBJECT_KEY_VARIABLE: "a CI secret of some length"})
+    assert "a CI secret" not in repr(given)  # never printed
+    assert object_cache_key(given) not in (made, b"a CI secret of some length")
+    assert object_cache_key(given) == object_cache_key(given)
     with pytest.raises(ConfigError, match="needs at least 16"):
-        object_cache_key()
+        object_cache_key(object_key({OBJECT_KEY_VARIABLE: "short"}))
 
 
 def crafted(artifact: Path, key: str, how: str) -> None:
