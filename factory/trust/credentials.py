@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -192,10 +192,12 @@ def without_inherited_secrets(env: Mapping[str, str] | None = None,
                     and not name.startswith(_CHILD_CREDENTIALS))}
 
 
-def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
+def redact(text: str, environ: Mapping[str, str] | None = None,
+           secrets: Sequence[str] | None = None) -> str:
     """`text` with every URL masked (mask_url), every secret query parameter outside a URL
-    masked, and every secret of the environment (secret_values) replaced by ***."""
-    for value in secret_values(environ):
+    masked, and every secret of the environment (secret_values, or `secrets` where a caller
+    that redacts many lines found them once) replaced by ***."""
+    for value in secret_values(environ) if secrets is None else secrets:
         text = text.replace(value, MASK)
     text = _URL.sub(_mask_found_url, text)
     text = _SCP_LIKE.sub(lambda m: f"{MASK}@{m.group('rest')}"

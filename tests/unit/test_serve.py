@@ -219,3 +219,48 @@ def test_a_crafted_request_line_gets_a_404_and_one_escaped_line_in_the_log(tmp_p
     err = capfd.readouterr().err
     assert "Traceback" not in err and "\x1b" not in err and "s3cret" not in err
     assert "\\x1b[31mred" in err
+
+
+def test_no_link_is_served_and_none_leads_outside(served: tuple[str, Path],
+                                                  tmp_path: Path) -> None:
+    """The factory writes no links: a wheel or page that is one is a 404 wherever it leads,
+    and a folder that is one is followed only where it stays inside the served folder."""
+    url, files = served
+    root = files.parent
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not to be served")
+    (files / "real-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    (files / "outside-1.0-py3-none-any.whl").symlink_to(secret)
+    (files / "inside-1.0-py3-none-any.whl").symlink_to(files / "real-1.0-py3-none-any.whl")
+    page = root / "simple" / "demo"
+    page.mkdir(parents=True)
+    (page / "index.html").symlink_to(secret)
+    (root / "elsewhere").symlink_to(tmp_path, target_is_directory=True)
+    (root / "mirror").symlink_to(files, target_is_directory=True)
+    with urllib.request.urlopen(f"{url}/files/real-1.0-py3-none-any.whl") as response:
+        assert response.read() == b"wheel"
+    with urllib.request.urlopen(f"{url}/mirror/real-1.0-py3-none-any.whl") as response:
+        assert response.read() == b"wheel"  # a folder link that stays inside
+    for path in ("/files/outside-1.0-py3-none-any.whl", "/files/inside-1.0-py3-none-any.whl",
+                 "/simple/demo/", "/elsewhere/secret.txt"):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url + path)
+        assert refused.value.code == 404, path
+
+
+def test_a_busy_server_does_not_start_a_thread_per_connection(
+        served: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    url, files = served
+    (files / "small-1.0-py3-none-any.whl").write_bytes(b"x" * 100)
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    for _ in range(60):  # one connection each, one after the other
+        with urllib.request.urlopen(f"{url}/files/small-1.0-py3-none-any.whl") as response:
+            assert response.read() == b"x" * 100
+    assert len(started) <= 5, started  # a few: the next client may come before a thread is free
