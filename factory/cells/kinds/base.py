@@ -18,7 +18,6 @@ from ...values.pythons import CPython
 from ...values.versions import Version
 from ...wheel.gates import Expectation
 from ..gate_env import python_beside_torch
-from ..job import Built, Job
 
 __all__ = ["BaseKind", "compiled_expectation"]
 
@@ -64,9 +63,6 @@ class BaseKind:
     def unsupported(self, spec: KernelSpec) -> str | None:
         return None
 
-    def build(self, job: Job) -> Built:
-        raise NotImplementedError(f"a {self.name} project has no builder")
-
     def expectation(self, cell: Cell, max_size: SizeLimit | None) -> Expectation:
         return compiled_expectation(cell, max_size)
 
@@ -81,9 +77,10 @@ class BaseKind:
 
     def gate_python(self, cell: Cell, torch: TorchEnv, cache: Path, log: Log, folder: Path,
                     offline: bool, wheelhouses: tuple[Path, ...], wheel: Path | None) -> Path:
-        return python_beside_torch(cell, self.gate_requirements(cell, wheel),
-                                   "build.toml (python-depends)", torch, cache, log, folder,
-                                   offline, wheelhouses)
+        source = f"{wheel.name} (Requires-Dist)" if self.requires_from_wheel and wheel \
+            else "build.toml (python-depends)"
+        return python_beside_torch(cell, self.gate_requirements(cell, wheel), source, torch,
+                                   cache, log, folder, offline, wheelhouses)
 
 
 def compiled_expectation(cell: Cell, max_size: SizeLimit | None,

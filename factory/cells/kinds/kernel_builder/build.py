@@ -112,7 +112,8 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
     run(argv, log, timeout=defaults.STEP_TIMEOUT, cwd=cwd, what="linking")
 
     job.progress("auditwheel")
-    draft = write_wheel(work / "pkg", work / "draft", _metadata(cell),
+    metadata = _metadata(cell)
+    draft = write_wheel(work / "pkg", work / "draft", metadata,
                         f"{python_tags(cell)}-linux_{cell.platform}", purelib=False,
                         epoch=options.epoch(cell))
     log.step("auditwheel repair")
@@ -121,7 +122,7 @@ def _build_extension(job: Job, src: Path, package: Path) -> Built:
     unpack_wheel(repaired, content)
     job.progress("packaging")
     wheel = final_wheel(cell, options, content, compressed_tag(repaired.name),
-                        build_facts(toolchain, work, applied), work / "dist", _metadata(cell))
+                        build_facts(toolchain, work, applied), work / "dist", metadata)
     return Built(wheel, len(jobs), compiled, cached)
 
 

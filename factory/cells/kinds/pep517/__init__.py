@@ -14,12 +14,9 @@ from ....config.model import SizeLimit
 from ....config.spec import KernelSpec, ProjectKind
 from ....plan.model import Cell, PythonSettings, sass_for_sms
 from ....prove.testenv import installed_beside_torch
-from ....system.process import Log
-from ....toolchain.torch import TorchEnv
 from ....values.pythons import CPython
 from ....wheel.gates import Expectation
 from ....wheel.read import read_wheel
-from ...gate_env import python_beside_torch
 from ...job import Built, Job
 from ..base import BaseKind, compiled_expectation
 from .build import build_project, build_requirements
@@ -72,12 +69,6 @@ class Pep517(BaseKind):
         if wheel is None:
             return []
         return [text for text in read_wheel(wheel).requires if installed_beside_torch(text)]
-
-    def gate_python(self, cell: Cell, torch: TorchEnv, cache: Path, log: Log, folder: Path,
-                    offline: bool, wheelhouses: tuple[Path, ...], wheel: Path | None) -> Path:
-        source = f"{wheel.name} (Requires-Dist)" if wheel else "the wheel (Requires-Dist)"
-        return python_beside_torch(cell, self.gate_requirements(cell, wheel), source, torch,
-                                   cache, log, folder, offline, wheelhouses)
 
 
 PEP517 = Pep517()
