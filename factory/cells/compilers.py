@@ -1,6 +1,8 @@
 """The toolchain rules of a cell applied to a build the factory does not write the commands of
 (setup.py, pyproject): its compilers are wrappers (data/compilers/rewrite.py run as a program)
-that rewrite each command as the rules say, note what they changed, and run the real compiler.
+that rewrite each command as the rules say, note what they changed, and run the real compiler,
+through the object cache where it serves the build (data/compilers/cached.py, whose broker is
+kinds/pep517/broker.py).
 
 The wrappers stand where a build looks for its compilers: CC and CXX; nvcc under a CUDA_HOME
 of the build folder's own, whose every other entry is a link to the real toolkit (torch's
@@ -18,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..compile.commands import gpu_targets
 from ..data.compilers.rewrite import DROPPED, Change
@@ -26,7 +29,7 @@ from ..plan.model import Cell
 from ..system.process import Log
 from ..toolchain import Toolchain
 
-__all__ = ["Wrapped", "log_changes", "rule_note", "wrap_compilers"]
+__all__ = ["Wrapped", "install_wrapper", "log_changes", "rule_note", "wrap_compilers"]
 
 _RECORD = "changes.jsonl"
 
@@ -52,10 +55,14 @@ class Wrapped:
 
 
 def wrap_compilers(cell: Cell, toolchain: Toolchain, work: Path, python: Path,
-                   c_compiler: str) -> Wrapped | None:
+                   c_compiler: str, broker: str | None = None,
+                   shard: bool = False) -> Wrapped | None:
     """Wrappers for the compilers of `cell`'s build in `work`, run by `python` (the build
-    environment's interpreter); None when no rule is in force."""
-    if not cell.rules:
+    environment's interpreter), asking the object cache's `broker` (its socket) for each
+    compile where one serves the build (with `shard`, the build of one --unit-shard: what is
+    another shard's, and every link, gets an empty stand-in); None when no rule is in force and
+    no broker serves."""
+    if not cell.rules and broker is None:
         return None
     folder = work / "compilers"
     if folder.exists():
@@ -63,23 +70,12 @@ def wrap_compilers(cell: Cell, toolchain: Toolchain, work: Path, python: Path,
     (folder / "bin").mkdir(parents=True)
     record = folder / _RECORD
     rules = [rule.to_json() for rule in cell.rules]
-    (folder / "rewrite.py").write_text(
-        resources.files("factory.data.compilers").joinpath("rewrite.py").read_text("utf-8"),
-        "utf-8")
-    # A shell script that Python reads too: the interpreter's path may be longer than a #!
-    # line takes; -I -S keep the project's environment and site-packages out of it.
-    launcher = (f'#!/bin/sh\n"exec" "{python}" "-I" "-S" "$0" "$@"\n'
-                f"import sys\nsys.path.insert(0, {str(folder)!r})\n"
-                "import rewrite\nrewrite.main()\n")
 
     def wrapper(at: Path, real: str, nvcc: bool) -> str:
-        at.write_text(launcher, "utf-8")
-        at.chmod(0o755)
-        settings = {"real": real if os.sep in real else shutil.which(real) or real,
-                    "nvcc": nvcc, "rules": rules, "record": str(record),
-                    "targets": gpu_targets(cell.sms)}
-        at.with_name(at.name + ".json").write_text(json.dumps(settings), "utf-8")
-        return str(at)
+        return install_wrapper(folder, at, python, {
+            "real": real if os.sep in real else shutil.which(real) or real, "nvcc": nvcc,
+            "rules": rules, "record": str(record), "targets": gpu_targets(cell.sms),
+            "broker": broker, "work": str(work), "shard": shard})
 
     cc = wrapper(folder / "bin" / Path(c_compiler).name, c_compiler, nvcc=False)
     variables = {"CC": cc, "CXX": cc if c_compiler == toolchain.cxx else
@@ -95,6 +91,23 @@ def wrap_compilers(cell: Cell, toolchain: Toolchain, work: Path, python: Path,
             variables.update(CUDA_HOME=str(home), CUDA_PATH=str(home))
         variables["PATH"] = str(home / "bin")
     return Wrapped(variables, record)
+
+
+def install_wrapper(folder: Path, at: Path, python: Path, settings: dict[str, Any]) -> str:
+    """A compiler wrapper at `at` with `settings` (the real compiler, the rules, the broker),
+    run by `python` from the modules it copies into `folder`."""
+    for module in ("rewrite.py", "cached.py"):
+        if not (folder / module).is_file():
+            (folder / module).write_text(resources.files("factory.data.compilers")
+                                         .joinpath(module).read_text("utf-8"), "utf-8")
+    # A shell script that Python reads too: the interpreter's path may be longer than a #!
+    # line takes; -I -S keep the project's environment and site-packages out of it.
+    at.write_text(f'#!/bin/sh\n"exec" "{python}" "-I" "-S" "$0" "$@"\n'
+                  f"import sys\nsys.path.insert(0, {str(folder)!r})\n"
+                  "import rewrite\nrewrite.main()\n", "utf-8")
+    at.chmod(0o755)
+    at.with_name(at.name + ".json").write_text(json.dumps(settings), "utf-8")
+    return str(at)
 
 
 def _mirror(real: Path, home: Path) -> None:

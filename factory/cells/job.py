@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import defaults
 from ..compile.generated import import_guard
-from ..compile.objects import ObjectCache, ObjectStore
+from ..compile.objects import ObjectCache, ObjectStore, compilers_identity
 from ..compile.pool import CompilePool
 from ..config.torches import InstalledTorch
 from ..errors import BuildError, Unavailable
@@ -32,7 +32,7 @@ from ..plan.model import Cell
 from ..policy import torch_release
 from ..sources.installed import ProbeError, probe_interpreter
 from ..sources.tree import IGNORED_DIRS
-from ..system.process import Log, ProcessError, bounded_run, first_output_line
+from ..system.process import Completed, Log, ProcessError, bounded_run, first_output_line
 from ..toolchain import CommandPrefix, HostCompiler, Toolchain, cxx_standard, host_compiler
 from ..toolchain.cuda import CudaToolkit, image_toolkit, provide_cuda
 from ..toolchain.emulated import cross_compiler, emulation, provide_emulated_torch
@@ -45,8 +45,8 @@ from .options import BuildOptions
 from .records import toolchain_facts
 
 __all__ = ["Built", "Compiling", "Container", "Job", "Progress", "build_facts", "cell_guard",
-           "cell_toolchain", "cell_torch", "check_host_runtime", "loadable", "stage_source",
-           "unpack_wheel"]
+           "cell_toolchain", "cell_torch", "check_host_runtime", "compilers_of", "loadable",
+           "stage_source", "unpack_wheel"]
 
 Progress = Callable[[str], None]
 
@@ -79,6 +79,8 @@ class Compiling:
     costs: Mapping[str, UnitCost]
     measured: Callable[[str, UnitCost], None]
     only: frozenset[str] | None = None
+    shard: tuple[int, int] | None = None  # --unit-shard I/N: a build that cannot list its
+    # units before it runs (a setup.py project's) compiles those whose names fall to shard I
     part: str = ""  # the object cache's part: "" on this machine, docker/<base> in containers
     cells: int = 1  # cells built at once: a cell built in a process of its own gets a share
     verify: float = 0.0  # the share of units taken from the object cache compiled again
@@ -112,6 +114,23 @@ class Job:
     progress: Progress
     prepared: bool  # the toolkit and torch environment are in the (read-only) cache already
     container: Container | None
+
+
+def compilers_of(toolchain: Toolchain, work: Path, *more: str) -> str:
+    """What the compilers are (nvcc, the host compiler and `more`), asked where they run:
+    part of every object's key."""
+    def ask(argv: list[str]) -> Completed[str]:
+        command, cwd = toolchain.runs_in.argv(argv, work)
+        try:
+            return bounded_run(command, defaults.COMPILER_PROBE_TIMEOUT, cwd=cwd)
+        except ProcessError as exc:
+            raise BuildError(f"{argv[0]} cannot be run ({exc})") from None
+
+    tools = ([str(toolchain.cuda.nvcc)] if toolchain.cuda else []) + [toolchain.cxx]
+    versions = [ask([tool, "--version"]).stdout
+                for tool in dict.fromkeys([*tools, *more])]
+    driver = ask([toolchain.cxx, "-###", "-c", "-x", "c++", "/dev/null", "-o", "/dev/null"])
+    return compilers_identity(versions, driver.stderr)
 
 
 def cell_toolchain(job: Job) -> Toolchain:

@@ -147,7 +147,7 @@ def run_build(plan: PlacedPlan, out: Path, runners: Runners, reporter: Reporter,
                 book.record(cell.spec.name, {key: cost})
 
         compiling = Compiling(pool, objects, known_costs(cell.spec.name, (travelling, book)),
-                              measured, only, cells=settings.cells,
+                              measured, only, settings.unit_shard, cells=settings.cells,
                               verify=settings.verify_objects)
         return _run_cell(cell, layout, runners.of(cell), compiling, reporter, settings,
                          stopping)

@@ -59,10 +59,13 @@ import stat
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .. import defaults
+from ..data.compilers.cached import WORK
+from ..data.compilers.cached import read_depfile as depfile_names
 from ..outputs.files import (
+    atomic_target,
     copy_atomic,
     file_sha256,
     read_small_json,
@@ -76,7 +79,6 @@ __all__ = ["DOCKER_PARTS", "ObjectCache", "ObjectStore", "evict", "merge_all",
            "compilers_identity", "names_namespace", "read_depfile", "store_parts", "unit_identity"]
 
 FORMAT = 1
-WORK = "$WORK"
 DOCKER_PARTS = "docker"
 SEALED = "sealed"  # the digest of a file of an image, which the identity names
 NAMESPACE_MACRO = "TORCH_EXTENSION_NAME"
@@ -84,7 +86,6 @@ NAMESPACE = "$" + NAMESPACE_MACRO
 HOST_COMPILER = "$CXX"
 _HEX = re.compile(r"[0-9a-f]{64}")
 _TEMPORARY = re.compile(r"/(?:tmp|var/tmp)/[^\s\"']+")
-_DEPFILE_TOKEN = re.compile(r"(?:\\.|[^\s\\])+")
 
 Note = Callable[[str], None]
 
@@ -124,21 +125,8 @@ def names_namespace(argv: Sequence[str], namespace: str) -> bool:
 
 def read_depfile(path: Path, cwd: Path) -> list[Path]:
     """The files a Makefile-style dependency file (`obj: a.cu b.h \\`) lists, absolute."""
-    text = path.read_text(errors="surrogateescape").replace("\\\n", " ")
-    files: list[Path] = []
-    seen_target = False
-    for token in _DEPFILE_TOKEN.findall(text):
-        name = re.sub(r"\\(.)", r"\1", token).replace("$$", "$")
-        if not seen_target:
-            if name.endswith(":"):
-                seen_target = True
-            continue
-        if name == ":":
-            continue
-        file = Path(name) if os.path.isabs(name) else cwd / name
-        if file not in files:
-            files.append(file)
-    return files
+    return [Path(name) for name in
+            depfile_names(path.read_text(errors="surrogateescape"), str(cwd))]
 
 
 class _Hashes:
@@ -239,26 +227,62 @@ class ObjectStore:
             shutil.copyfile(self._object(key), target)
         except OSError:
             return False  # evicted meanwhile, or never stored whole
-        problem = None
-        if not isinstance(record, dict) or record.get("identity") != identity:
-            problem = "was damaged (its record is missing or names another command)"
-        elif not self.signed(key, record):
-            problem = ("was not written under this cache's key (an entry made by another user, "
-                       "machine or key)")
-        else:
-            actual = file_sha256(target)
-            if actual != record.get("sha256"):
-                problem = (f"was damaged (sha256 {actual[:12]} instead of "
-                           f"{str(record.get('sha256'))[:12]})")
+        problem = self._problem(key, identity, record, lambda: file_sha256(target))
         if problem is None:
-            os.utime(self._record(key))  # least recently used goes first
             return True
         target.unlink(missing_ok=True)
+        self._discard(key, problem, note)
+        return False
+
+    def _problem(self, key: str, identity: str, record: Any,
+                 actual: Callable[[], str]) -> str | None:
+        """What is wrong with an entry whose object's sha256 is `actual()`; None when it holds
+        (its record is then touched: the least recently used goes first)."""
+        if not isinstance(record, dict) or record.get("identity") != identity:
+            return "was damaged (its record is missing or names another command)"
+        if not self.signed(key, record):
+            return ("was not written under this cache's key (an entry made by another user, "
+                    "machine or key)")
+        digest = actual()
+        if digest != record.get("sha256"):
+            return f"was damaged (sha256 {digest[:12]} instead of {str(record.get('sha256'))[:12]})"
+        os.utime(self._record(key))
+        return None
+
+    def _discard(self, key: str, problem: str, note: Note) -> None:
         note(f"object cache: the entry {key[:12]} {problem}; removed, the unit is compiled "
              "again")
         self._object(key).unlink(missing_ok=True)
         self._record(key).unlink(missing_ok=True)
-        return False
+
+    def entries(self, identity: str) -> list[dict[str, Any]]:
+        """The input sets seen for `identity`, newest first, each with its object's key (an
+        entry pointing at another input set's object left out)."""
+        return [entry for entry in _entries(_read_json(self._manifest(identity)))
+                if entry["object"] == _cache_key(identity, entry["inputs"])]
+
+    def open_checked(self, identity: str, key: str, note: Note) -> BinaryIO | None:
+        """The object of `identity`'s entry `key`, open at its start and checked against its
+        record; None when there is no such entry or it fails the check (then it is removed).
+        What is read from the handle is what was checked: entries are only ever replaced by
+        renaming, never written in place."""
+        if not any(entry["object"] == key for entry in self.entries(identity)):
+            return None
+        record = _read_json(self._record(key))
+        try:
+            handle = open(self._object(key), "rb")  # noqa: SIM115 (returned open)
+        except OSError:
+            return None
+        problem = self._problem(key, identity, record,
+                                lambda: hashlib.file_digest(handle, "sha256").hexdigest())
+        if problem is None:
+            handle.seek(0)
+            with self._lock:
+                self._used[key] = identity
+            return handle
+        handle.close()
+        self._discard(key, problem, note)
+        return None
 
     def put(self, identity: str, source: str, work: Path, obj: Path, depfile: Path,
             cwd: Path, namespace: str, names_namespace: bool, sealed: bool = False) -> str:
@@ -277,12 +301,19 @@ class ObjectStore:
             names_namespace = names_namespace or found[1]
         if names_namespace:
             inputs.append([NAMESPACE, namespace])
-        inputs.sort()
+        return self.keep(identity, source, inputs, lambda target: shutil.copyfile(obj, target))
+
+    def keep(self, identity: str, source: str, inputs: list[list[str]],
+             fill: Callable[[Path], object]) -> str:
+        """Keep the object `fill` writes (to the path it is given) under the key of `identity`
+        and `inputs`, signed, with a manifest entry; its key."""
+        inputs = sorted(inputs)
         key = _cache_key(identity, inputs)
         target = self._object(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        copy_atomic(obj, target)
-        size, digest = obj.stat().st_size, file_sha256(obj)
+        with atomic_target(target) as temporary:
+            fill(temporary)
+            size, digest = temporary.stat().st_size, file_sha256(temporary)
         write_atomic(self._record(key), json.dumps({
             "format": FORMAT, "identity": identity, "source": source, "size": size,
             "sha256": digest, "mac": sign(self.key, key, identity, size, digest)}, indent=1))

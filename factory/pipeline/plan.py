@@ -10,7 +10,7 @@ from pathlib import Path
 from ..compile.costbook import COSTS_FOLDER, CostBook, known_costs
 from ..config.matrix import load_matrix
 from ..index.new import listed_wheels, unpublished
-from ..plan.costs import cell_seconds, shard_count
+from ..plan.costs import cell_work, shard_count
 from ..plan.jobs import Job, UnitShard, plan_jobs, unit_shards
 from ..plan.model import Plan
 from ..plan.select import Selection, select_cells
@@ -78,8 +78,7 @@ def plan_fanout(request: PlanRequest, warn: Callable[[str], None]) -> FanOut:
     for cell in plan.cells:
         if cell.cuda is None:
             continue
-        seconds = cell_seconds(cell, known_costs(cell.spec.name, books))
-        units = sum(1 for unit in cell.units if unit.compiled)
+        units, seconds = cell_work(cell, known_costs(cell.spec.name, books))
         shards = 1 if request.split_after is None else \
             shard_count(seconds, request.split_after, request.cores, units)
         costs[cell.id] = CellCost(units, seconds, shards, cell.widened)

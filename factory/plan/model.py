@@ -119,6 +119,8 @@ class KindPlan(Protocol):
     cross_compiles: bool  # the factory's compilers build it: a cell may be cross-compiled
     own_python: bool  # built by a CPython of its own per cell, not the torch environment's
     free_threaded: bool  # a free-threaded CPython can load what it builds
+    units_seen: bool  # its build writes its own compile commands: its units are those its
+    # builds were seen to compile (the cost book), not read from its files
 
     def plan(self, layouts: Layouts, kernel: Kernel) -> None:
         """Lay the kernel's cells over the matrix."""

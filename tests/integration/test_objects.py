@@ -30,7 +30,7 @@ from factory.compile.pool import (
 from factory.errors import BuildError
 from factory.plan.costs import (
     UnitCost,
-    cell_seconds,
+    cell_work,
     cost_key,
     estimated_seconds,
     shard_count,
@@ -141,8 +141,8 @@ def test_shards_cover_every_unit_once_the_same_way_every_time(tmp_path: Path) ->
     assert set().union(*shards) == compiled_units
     assert sum(len(shard) for shard in shards) == 9 and all(len(s) == 3 for s in shards)
     assert shard_of(cell, 3) == shards
-    assert shard_count(cell_seconds(cell), 60, 4, 9) == 3
-    assert shard_count(cell_seconds(cell), 10**6, 4, 9) == 1
+    assert shard_count(cell_work(cell)[1], 60, 4, 9) == 3
+    assert shard_count(cell_work(cell)[1], 10**6, 4, 9) == 1
     assert shard_count(10**9, 1, 1, 9) == 9  # never more shards than units
 
 
@@ -236,7 +236,7 @@ def test_costs_measured_earlier_decide_the_estimates(tmp_path: Path) -> None:
     book.record("many-units", {cost_key(cell, unit): UnitCost(12.0, GiB // 2, 1)})
     costs = book.read("many-units")
     assert unit_memory(cell, unit, 2, costs) == GiB
-    assert cell_seconds(cell, costs) < cell_seconds(cell) and \
+    assert cell_work(cell, costs)[1] < cell_work(cell)[1] and \
         json.loads((tmp_path / "costs" / "many-units.json").read_text())[cost_key(cell, unit)][
             "seconds"] == 12.0
 

@@ -115,10 +115,12 @@ def test_only_system_starts_programs() -> None:
     """Every program starts through system/ (process.py; engine.py for docker), with a time
     limit and an output cap: no other module imports subprocess or starts one through os (an
     exec replaces the process it runs in, one already started and bounded: the compiler
-    wrapper becomes the compiler)."""
+    wrapper becomes the compiler). The wrapper's object cache client is the one other: it runs
+    inside a project's build, which the factory started and bounds, and waits for the compiler
+    it starts there to keep its object."""
     starting = set()
     for name, tree in _sources():
-        if name.startswith("system/"):
+        if name.startswith("system/") or name == "data/compilers/cached.py":
             continue
         spawns = any(isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                      and node.value.id == "os" and (node.attr in ("system", "popen", "fork",

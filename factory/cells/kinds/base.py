@@ -30,6 +30,7 @@ class BaseKind:
     cross_compiles = True
     own_python = False
     free_threaded = True
+    units_seen = False
     runs_code_to_build = False
     requires_from_wheel = False
     guard_optional = False

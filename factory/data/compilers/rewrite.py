@@ -179,8 +179,9 @@ def _kept_entry(value: str, targets: frozenset[str]) -> str:
 
 # ----------------------------------------------------------------------------------------------
 # The wrapper: this file, run as a compiler. Its settings lie beside it in <name>.json: the real
-# compiler, whether it is nvcc, the rules, the cell's targets and the file each change is
-# appended to (one JSON line per command that a rule changed).
+# compiler, whether it is nvcc, the rules, the cell's targets, the file each change is appended
+# to (one JSON line per command that a rule changed) and, where the object cache serves the
+# build, its broker's socket and the build folder (cached.py).
 
 def main() -> None:
     here = sys.argv[0]
@@ -196,6 +197,12 @@ def main() -> None:
             os.write(descriptor, line.encode())  # one write: concurrent compilers do not mix
         finally:
             os.close(descriptor)
+    if settings.get("broker"):  # the object cache serves the build's compiles
+        try:
+            from . import cached
+        except ImportError:  # run as the wrapper: cached.py lies beside this file
+            import cached  # type: ignore[import-not-found,no-redef]
+        sys.exit(cached.compile_unit(settings, settings["real"], args))
     os.execvp(settings["real"], [settings["real"], *args])
 
 

@@ -30,19 +30,28 @@ from ....compile.commands import (
 )
 from ....compile.deps import unprovided
 from ....compile.generated import REGISTRATION_HEADER, ops_module
-from ....compile.objects import compilers_identity, names_namespace, unit_identity
+from ....compile.objects import names_namespace, unit_identity
 from ....compile.pool import TimeLimitReached
 from ....errors import BuildError, CommandFailed
 from ....plan.costs import UnitCost, cost_key, estimated_seconds, unit_memory
 from ....plan.model import Cell
-from ....system.process import Completed, Log, ProcessError, bounded_run, run
+from ....system.process import Log, run
 from ....toolchain import Toolchain
 from ....wheel.assemble import CoreMetadata, compressed_tag, write_wheel
 from ....wheel.read import PROVENANCE_FILE
 from ....wheel.repair import repair
 from ...compilers import log_changes, rule_note
 from ...jit import check_jit_headers, ship_jit_headers
-from ...job import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
+from ...job import (
+    Built,
+    Job,
+    build_facts,
+    cell_guard,
+    cell_toolchain,
+    compilers_of,
+    stage_source,
+    unpack_wheel,
+)
 from ...options import BuildOptions
 from ...records import kernel_metadata, provenance_file
 
@@ -201,7 +210,7 @@ def _from_cache(job: Job, jobs: list[CompileJob],
     identities: dict[str, str] = {}
     sealed = _sealed_image(job.cell)
     if store is not None:
-        compilers = _compilers(toolchain, work) + (f"\nimage {sealed}" if sealed else "")
+        compilers = compilers_of(toolchain, work) + (f"\nimage {sealed}" if sealed else "")
         identities = {compile_job.source: unit_identity(compile_job.argv, compilers,
                                                         job.cell.ops_namespace, toolchain.cxx)
                       for compile_job in jobs}
@@ -418,21 +427,6 @@ def _sealed_image(cell: Cell) -> str | None:
     """The image whose toolchain compiles the cell from outside it (its files are fixed by
     its id, and this process cannot read them), or None."""
     return cell.installed.image_id if cell.installed and cell.installed.image else None
-
-
-def _compilers(toolchain: Toolchain, work: Path) -> str:
-    """What the compilers are, asked where they run: part of every object's key."""
-    def ask(argv: list[str]) -> Completed[str]:
-        command, cwd = toolchain.runs_in.argv(argv, work)
-        try:
-            return bounded_run(command, defaults.COMPILER_PROBE_TIMEOUT, cwd=cwd)
-        except ProcessError as exc:
-            raise BuildError(f"{argv[0]} cannot be run ({exc})") from None
-
-    tools = ([str(toolchain.cuda.nvcc)] if toolchain.cuda else []) + [toolchain.cxx]
-    versions = [ask([tool, "--version"]).stdout for tool in tools]
-    driver = ask([toolchain.cxx, "-###", "-c", "-x", "c++", "/dev/null", "-o", "/dev/null"])
-    return compilers_identity(versions, driver.stderr)
 
 
 def _metadata(cell: Cell) -> CoreMetadata:

@@ -31,6 +31,7 @@ class Pep517(BaseKind):
     form: ProjectKind = "pep517"
     cross_compiles = False
     own_python = True
+    units_seen = True
     runs_code_to_build = True
     requires_from_wheel = True
     guard_optional = True

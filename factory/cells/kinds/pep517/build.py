@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -38,6 +39,8 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from .... import defaults
 from ....compile.commands import compression_flags
+from ....compile.objects import ObjectStore
+from ....compile.pool import Finished, TimeLimitReached
 from ....config.nodes import load_toml
 from ....errors import BuildError, CommandFailed, ConfigError, FactoryError
 from ....plan.model import Cell
@@ -52,9 +55,19 @@ from ....wheel.fatbin import fatbin_entries
 from ....wheel.read import PROVENANCE_FILE
 from ....wheel.repair import repair
 from ...compilers import Wrapped, log_changes, rule_note, wrap_compilers
-from ...job import Built, Job, build_facts, cell_guard, cell_toolchain, stage_source, unpack_wheel
+from ...job import (
+    Built,
+    Job,
+    build_facts,
+    cell_guard,
+    cell_toolchain,
+    compilers_of,
+    stage_source,
+    unpack_wheel,
+)
 from ...records import gpu_code_sizes, provenance_file
 from ...sandbox import confined_command, confined_environment, provide_bwrap
+from .broker import ObjectBroker, Tally, Timing, source_identity
 
 __all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "c_compiler", "import_first",
            "provide_build_env", "reissued_metadata"]
@@ -88,42 +101,100 @@ def build_project(job: Job) -> Built:
     pool = job.compiling.pool
     built_dir = work / "built"
     pool.queue(1)
-    # the whole project's compilers in one: it starts before any single unit of another cell
-    wrapped = wrap_compilers(cell, toolchain, work, python, c_compiler(toolchain.cxx))
+    store = job.compiling.store if job.container is None and not job.prepared else None
     with pool.admitted(pool.budget.share(job.compiling.cells).cores,
                        lambda threads: threads * defaults.UNIT_MEMORY["cuda"],
-                       math.inf) as grant:
-        variables = _variables(job, toolchain, grant.threads, src, wrapped)
-        log.step("building with `build` (no isolation): " + " ".join(
-            f"{name}={variables[name]}" for name in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
-                                                     "NVCC_THREADS", "CUDA_HOME")))
-        command = [str(python), "-m", "build", "--wheel", "--no-isolation", "--outdir",
-                   str(built_dir), str(src)]
-        env = {**os.environ, **variables}
-        if job.container is None and not job.prepared:  # on this machine, not in a container
-            env = confined_environment(work, variables)
-            if job.options.unconfined:
-                log.write("unconfined (--unconfined): the build runs with this user's rights, "
-                          "files and network")
-            else:
-                provide_bwrap(job.cache, log, job.options.machine)
-                command = confined_command(command, work, src)
-        argv, cwd = toolchain.runs_in.argv(command, src)
-        try:
-            finished = pool.run(argv, cwd, log, "building the project",
-                                measure=not toolchain.runs_in.prefix, env=env)
-        except CommandFailed as failure:
-            raise _build_failure(failure, wrapped, cell) from None
+                       math.inf) as grant, \
+            _broker(job, toolchain, store, _nvcc_threads(grant.threads, src)) as broker:
+        # the whole project's compilers in one: it starts before any single unit of another cell
+        wrapped = wrap_compilers(cell, toolchain, work, python, c_compiler(toolchain.cxx),
+                                 broker.address if broker else None,
+                                 shard=broker is not None and broker.shard is not None)
+        finished = _run_build(job, toolchain, python, src, built_dir, grant.threads, wrapped,
+                              broker)
     peak = f", peak {finished.peak / 2**30:.2f} GiB" if finished.peak else ""
     log.write(f"   built in {finished.seconds:.1f} s with MAX_JOBS={grant.threads}{peak}")
+    tally = broker.tally if broker else Tally()
+    if broker:
+        _say_tally(log, tally)
     applied = log_changes(log, wrapped.changes(), "the project's compiler commands") \
         if wrapped else []
+    if broker is not None and broker.shard is not None:
+        mine = tally.compiled + tally.cached + len(tally.uncached)
+        log.write(f"\nthis shard's {mine} unit(s) are in the object cache ({tally.foreign} "
+                  "other shards'); the cell is linked by the build that takes every shard's "
+                  "objects")
+        return Built(None, mine, tally.compiled + len(tally.uncached), tally.cached)
     job.progress("auditwheel")
     log.step("auditwheel repair")
     repaired = repair(_the_wheel(built_dir), work / "wheelhouse", log)
     job.progress("packaging")
     wheel = _issue(job, toolchain, repaired, applied)
-    return Built(wheel)  # one build step, not units: nothing to count
+    return Built(wheel, tally.units, tally.compiled + len(tally.uncached), tally.cached)
+
+
+def _broker(job: Job, toolchain: Toolchain, store: ObjectStore | None,
+            threads: int) -> AbstractContextManager[ObjectBroker | None]:
+    """The object cache's broker for the build's compiler wrappers (each running with
+    `threads`), or nothing where the cell is built without the cache."""
+    if store is None:
+        return nullcontext()
+    base = "\n".join([compilers_of(toolchain, job.work, c_compiler(toolchain.cxx)),
+                      f"project {source_identity(job.cell.source)}"])
+    compiling = job.compiling
+    return ObjectBroker(store, base, job.log, Timing(compiling.pool, compiling.costs,
+                                                     compiling.measured, job.cell.key, threads),
+                        compiling.shard)
+
+
+def _run_build(job: Job, toolchain: Toolchain, python: Path, src: Path, built_dir: Path,
+               threads: int, wrapped: Wrapped | None, broker: ObjectBroker | None) -> Finished:
+    """`build` run on the project with the cell's settings, confined on this machine."""
+    log = job.log
+    variables = _variables(job, toolchain, threads, src, wrapped)
+    log.step("building with `build` (no isolation): " + " ".join(
+        f"{name}={variables[name]}" for name in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
+                                                 "NVCC_THREADS", "CUDA_HOME"))
+        + (" (compiles served by the object cache)" if broker else ""))
+    command = [str(python), "-m", "build", "--wheel", "--no-isolation", "--outdir",
+               str(built_dir), str(src)]
+    env = {**os.environ, **variables}
+    if job.container is None and not job.prepared:  # on this machine, not in a container
+        env = confined_environment(job.work, variables)
+        if job.options.unconfined:
+            log.write("unconfined (--unconfined): the build runs with this user's rights, "
+                      "files and network")
+        else:
+            provide_bwrap(job.cache, log, job.options.machine)
+            command = confined_command(command, job.work, src)
+    argv, cwd = toolchain.runs_in.argv(command, src)
+    try:
+        return job.compiling.pool.run(argv, cwd, log, "building the project",
+                                      measure=not toolchain.runs_in.prefix, env=env)
+    except TimeLimitReached:
+        if broker is None:
+            raise
+        raise _stopped(log, broker.tally) from None
+    except CommandFailed as failure:
+        if broker is not None and broker.tally.late:
+            raise _stopped(log, broker.tally) from None
+        raise _build_failure(failure, wrapped, job.cell) from None
+
+
+def _stopped(log: Log, tally: Tally) -> TimeLimitReached:
+    """The time limit's end of a build served by the object cache: what it kept."""
+    _say_tally(log, tally)
+    kept = tally.compiled + tally.cached
+    late = f" ({len(tally.late)} not started, the limit would end them)" if tally.late else ""
+    return TimeLimitReached(f"stopped at the time limit with {kept} unit(s) of the project's "
+                            f"build in the object cache{late}; the next build compiles only "
+                            "the others")
+
+
+def _say_tally(log: Log, tally: Tally) -> None:
+    log.write(f"object cache: {tally.units} unit(s): {tally.cached} from the cache, "
+              f"{tally.compiled} compiled and kept ({tally.seconds:.1f} s of compiler time)"
+              + (f", {len(tally.uncached)} compiled without it" if tally.uncached else ""))
 
 
 def _build_failure(failure: CommandFailed, wrapped: Wrapped | None,
@@ -214,7 +285,6 @@ def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path,
     cell = job.cell
     assert cell.cuda is not None and toolchain.cuda is not None  # PEP 517 cells are CUDA's
     archs = " ".join(f"{cap.base}{'+PTX' if cap.ptx else ''}" for cap in cell.sms)
-    sources = sum(1 for _ in src.rglob("*.cu"))
     home = toolchain.cuda.home
     cxx = toolchain.cxx
     compilers = {"CUDA_HOME": str(home), "CUDA_PATH": str(home), "CC": c_compiler(cxx),
@@ -227,7 +297,7 @@ def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path,
         **dict(cell.env),
         "TORCH_CUDA_ARCH_LIST": archs,
         "MAX_JOBS": str(threads),
-        "NVCC_THREADS": str(max(1, threads // max(1, min(threads, sources)))),
+        "NVCC_THREADS": str(_nvcc_threads(threads, src)),
         **compilers,
         "SOURCE_DATE_EPOCH": str(job.options.epoch(cell)),
         # nvcc names its temporary files, and so symbols of the object, after its process
@@ -238,6 +308,13 @@ def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path,
             *compression_flags(cell.compress, toolchain.cuda.version)))),
         "PYTHONNOUSERSITE": "1", "PIP_NO_INDEX": "1",
     }
+
+
+def _nvcc_threads(threads: int, src: Path) -> int:
+    """The threads each nvcc of a build of `threads` compilers gets: the cores its CUDA sources
+    leave idle, shared."""
+    sources = sum(1 for _ in src.rglob("*.cu"))
+    return max(1, threads // max(1, min(threads, sources)))
 
 
 _CXX_NAME = re.compile(r"(clang\+\+|g\+\+|c\+\+)(-[0-9.]+)?$")

@@ -1,0 +1,256 @@
+"""The object cache's broker for a PEP 517 build: the factory's end of the compiler wrappers'
+socket (data/compilers/cached.py is the other end).
+
+The project's build runs confined, and so do its compiler wrappers: they cannot write into the
+cache and never see its key. For each compile they ask the broker, a thread of the factory
+listening on a Unix socket in a private folder of its own (the build sees every folder
+read-only, and may connect): the input sets seen for the command, then the object of the set
+whose files they found unchanged, and after a compile they hand over the object with its
+inputs and their hashes, which the broker signs and keeps.
+
+A build is the project's own code, so what its wrappers say is believed only about that
+project: every unit's identity names the project's source (its kind and location: a folder,
+a repository's URL and subfolder, a Hub repo) besides the command, its folder, the environment
+the compilers read and what the compilers are. A hostile build can fill its own project's
+entries with anything, which it could compile into its wheel anyway; no other project's build
+ever reads them, and kernel-builder cells' entries have identities of another form. The broker
+reads no path a wrapper names, bounds what it takes (header, object size, connections at once,
+time without a word) and writes what a build said to the log only as printable text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import socketserver
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .... import defaults
+from ....compile.objects import ObjectStore
+from ....compile.pool import CompilePool
+from ....data.compilers.cached import DATE_MARKER, ENVIRONMENT, receive, receive_payload, send
+from ....plan.costs import UnitCost
+from ....sources.tree import SourceTree
+from ....system.process import Log
+
+__all__ = ["ObjectBroker", "Tally", "Timing", "shard_of_unit", "source_identity"]
+
+FORMAT = 1
+SOURCE_FOLDER = "$WORK/src/"  # where the project's staged sources lie, as units name them
+_CONNECTIONS = 64  # answered at once; more wait
+_IDLE = 120.0  # seconds a connection may say nothing
+_MAX_ARGS = 20_000
+_MAX_INPUTS = 100_000
+_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def source_identity(source: SourceTree) -> str:
+    """Which project a build is, for its units' identities: the same for every revision of it
+    (a changed file must not turn every unit into a miss), different for any other project."""
+    where = str(source.root) if source.kind == "path" else source.location
+    return json.dumps([source.kind, where, source.subdir])
+
+
+@dataclass
+class Tally:
+    """What the build's compiles came to: units served by the cache, compiled (and kept), and
+    compiled without it (why, per unit)."""
+
+    cached: int = 0
+    compiled: int = 0
+    uncached: list[tuple[str, str]] = field(default_factory=list)
+    late: list[str] = field(default_factory=list)  # not started: the time limit would end them
+    foreign: int = 0  # other shards' units (--unit-shard), not compiled here
+    seconds: float = 0.0  # compiler time of the units compiled
+
+    @property
+    def units(self) -> int:
+        return self.cached + self.compiled + len(self.uncached)
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    block_on_close = False
+    broker: ObjectBroker
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: _Server
+
+    def handle(self) -> None:
+        broker = self.server.broker
+        with broker.slots:
+            connection: socket.socket = self.request
+            connection.settimeout(_IDLE)
+            try:
+                broker.answer(connection, receive(connection))
+            except (OSError, ValueError, KeyError, TypeError):
+                return  # a wrapper that went away or spoke nonsense: it compiles on its own
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The build's time limit and cost book as the broker applies them to its units: a unit
+    whose compile would end past the limit (as earlier builds measured it) is not started, and
+    what each compile took is measured. A unit's cost key is the cell's key and its source."""
+
+    pool: CompilePool
+    costs: Mapping[str, UnitCost]
+    measured: Callable[[str, UnitCost], None]
+    cell: str
+    threads: int  # each compiler's threads (NVCC_THREADS)
+
+    def key(self, source: str) -> str:
+        return f"{self.cell}/{source.removeprefix(SOURCE_FOLDER)}"
+
+    def may_start(self, source: str) -> bool:
+        known = self.costs.get(self.key(source))
+        return self.pool.fits(known.seconds / self.threads if known else 0.0)
+
+    def ran(self, source: str, seconds: float) -> None:
+        self.measured(self.key(source), UnitCost(seconds * self.threads, None, 1))
+
+
+class ObjectBroker:
+    """Serves one build's compiler wrappers from `store`, while the `with` block lasts.
+    `base` is what every unit's identity holds besides its command: what the compilers are and
+    which project this is."""
+
+    def __init__(self, store: ObjectStore, base: str, log: Log, timing: Timing | None = None,
+                 shard: tuple[int, int] | None = None) -> None:
+        self.store, self.base, self.log, self.timing = store, base, log, timing
+        self.shard = shard
+        self.tally = Tally()
+        self.slots = threading.BoundedSemaphore(_CONNECTIONS)
+        self._lock = threading.Lock()
+        self._folder: Path | None = None
+        self._server: _Server | None = None
+
+    @property
+    def address(self) -> str:
+        assert self._folder is not None
+        return str(self._folder / "objects.sock")
+
+    def __enter__(self) -> ObjectBroker:
+        # A folder of its own (Unix socket paths are short): the build can connect to the
+        # socket, not replace it.
+        self._folder = Path(tempfile.mkdtemp(prefix="kwf-objects-"))
+        self._server = _Server(self.address, _Handler)
+        self._server.broker = self
+        threading.Thread(target=self._server.serve_forever, name="object-broker",
+                         daemon=True).start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+
+    # -- answering ---------------------------------------------------------------------------
+
+    def identity(self, request: dict[str, Any]) -> str:
+        argv, cwd, env = request["argv"], request["cwd"], request["env"]
+        if not (isinstance(argv, list) and 0 < len(argv) <= _MAX_ARGS and
+                all(isinstance(arg, str) for arg in argv) and isinstance(cwd, str) and
+                isinstance(env, dict) and set(env) <= set(ENVIRONMENT) and
+                all(value is None or isinstance(value, str) for value in env.values())):
+            raise ValueError("a malformed request")
+        text = json.dumps({"format": FORMAT, "kind": "pep517", "base": self.base, "argv": argv,
+                           "cwd": cwd, "env": dict(sorted(env.items()))})
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def answer(self, connection: socket.socket, request: dict[str, Any]) -> None:
+        identity = self.identity(request)
+        source = _printable(request.get("source"))
+        op = request.get("op")
+        if op == "find":
+            start = self.timing is None or self.timing.may_start(source)
+            send(connection, {"entries": self.store.entries(identity), "start": start,
+                              "mine": self.shard is None or shard_of_unit(
+                                  source, self.shard[1]) == self.shard[0]})
+        elif op == "foreign":  # another shard's, not in the cache: left to that shard
+            with self._lock:
+                self.tally.foreign += 1
+        elif op == "late":  # found no object and may not start: left for the next build
+            with self._lock:
+                self.tally.late.append(source)
+            self.log.write(f"   {source}: not started, the time limit would end it")
+        elif op == "take":
+            handle = self.store.open_checked(identity, str(request.get("object")),
+                                             self.log.write)
+            if handle is None:
+                send(connection, {"ok": False})
+                return
+            with handle:
+                size = os.fstat(handle.fileno()).st_size
+                send(connection, {"ok": True, "size": size}, handle, size)
+            self._note(source, "from the object cache", cached=1)
+        elif op == "store":
+            self._keep(connection, identity, source, request)
+        elif op == "skip":
+            why = _printable(request.get("why"))
+            with self._lock:
+                self.tally.uncached.append((source, why))
+            self.log.write(f"   {source}: compiled without the object cache: {why}")
+
+    def _keep(self, connection: socket.socket, identity: str, source: str,
+              request: dict[str, Any]) -> None:
+        inputs, size, seconds = request["inputs"], request["size"], request["seconds"]
+        if not (isinstance(inputs, list) and len(inputs) <= _MAX_INPUTS and
+                all(_input(item) for item in inputs) and isinstance(size, int) and
+                0 < size <= defaults.MAX_OBJECT_SIZE and
+                isinstance(seconds, (int, float)) and 0 <= seconds < 10**7):
+            raise ValueError("a malformed object")
+
+        def fill(target: Path) -> None:
+            with open(target, "wb") as out:
+                for chunk in receive_payload(connection, size):
+                    out.write(chunk)
+
+        self.store.keep(identity, source, inputs, fill)
+        send(connection, {"ok": True})
+        if self.timing is not None:
+            self.timing.ran(source, float(seconds))
+        self._note(source, f"compiled in {seconds:.1f} s, kept in the object cache",
+                   compiled=1, seconds=float(seconds))
+
+    def _note(self, source: str, what: str, cached: int = 0, compiled: int = 0,
+              seconds: float = 0.0) -> None:
+        with self._lock:
+            self.tally.cached += cached
+            self.tally.compiled += compiled
+            self.tally.seconds += seconds
+        self.log.write(f"   {source}: {what}")
+
+
+def shard_of_unit(source: str, count: int) -> int:
+    """The shard (1 to `count`) that compiles a unit of a build whose units are known only as
+    it runs: every machine puts a source in the same one, whatever else it has seen."""
+    name = source.removeprefix(SOURCE_FOLDER).encode()
+    return int.from_bytes(hashlib.sha256(name).digest()[:8], "big") % count + 1
+
+
+def _input(item: Any) -> bool:
+    """Whether an input set's entry is [path, sha256] (or the date marker and a time)."""
+    return isinstance(item, list) and len(item) == 2 and \
+        all(isinstance(part, str) and len(part) <= 4096 for part in item) and \
+        (_HEX.fullmatch(item[1]) is not None or item[0] == DATE_MARKER)
+
+
+def _printable(value: Any, limit: int = 300) -> str:
+    """What a build said, as the log may show it."""
+    text = value if isinstance(value, str) else "?"
+    return "".join(char for char in text if char.isprintable())[:limit] or "?"

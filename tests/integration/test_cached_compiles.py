@@ -1,0 +1,262 @@
+"""A PEP 517 build's compiles served by the object cache, through the compiler wrapper as a
+build runs it (a shell script the build calls as its compiler) and the factory's broker, with
+the real gcc behind it: an unchanged unit is not compiled again, a touched header recompiles
+its unit, a tampered entry is refused, another project never sees a project's objects, a
+command the cache cannot key and a broker that is gone cost only the caching."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from factory.cells.compilers import install_wrapper
+from factory.cells.kinds.pep517.broker import ObjectBroker, Timing, shard_of_unit
+from factory.compile.objects import ObjectStore
+from factory.compile.pool import Budget, CompilePool
+from factory.plan.costs import UnitCost
+from factory.system.process import Log
+
+KEY = b"the object cache key of these tests"
+UNIT = '#include "unit.h"\nint scaled(int x) { return x * FACTOR; }\n'
+
+
+@dataclass
+class Served:
+    work: Path
+    src: Path
+    store: ObjectStore
+    broker: ObjectBroker
+    log: Path
+    count: Path  # one line per time the real compiler ran
+
+    def compiler(self, broker: str | None = None, shard: bool = False) -> str:
+        """The wrapper, as a build sees it: CC."""
+        real = self.work / "real-gcc"
+        if not real.exists():
+            real.write_text(f'#!/bin/sh\necho ran >> {self.count}\nexec {shutil.which("gcc")} '
+                            '"$@"\n')
+            real.chmod(0o755)
+        folder = self.work / "compilers"
+        folder.mkdir(exist_ok=True)
+        return install_wrapper(folder, folder / "gcc", Path(sys.executable), {
+            "real": str(real), "nvcc": False, "rules": [], "record": str(folder / "changes"),
+            "targets": [], "broker": broker or self.broker.address, "work": str(self.work),
+            "shard": shard})
+
+    def compile(self, *args: str, broker: str | None = None,
+                shard: bool = False) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([self.compiler(broker, shard), *args], cwd=self.src,
+                              capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    def ran(self) -> int:
+        return len(self.count.read_text().splitlines()) if self.count.exists() else 0
+
+    def logged(self) -> str:
+        return self.log.read_text()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    work = tmp_path / "build"
+    src = work / "src"
+    src.mkdir(parents=True)
+    (src / "unit.c").write_text(UNIT)
+    (src / "unit.h").write_text("#define FACTOR 3\n")
+    store = ObjectStore(tmp_path / "objects", KEY)
+    with open(tmp_path / "log", "w") as handle, \
+            ObjectBroker(store, "gcc of these tests\nproject one", Log(handle)) as broker:
+        handle.reconfigure(line_buffering=True)
+        yield Served(work, src, store, broker, tmp_path / "log", tmp_path / "count")
+
+
+def test_an_unchanged_unit_comes_from_the_cache_and_a_touched_header_recompiles_it(
+        served: Served) -> None:
+    served.compile("-O2", "-c", "unit.c", "-o", "unit.o")
+    first = (served.src / "unit.o").read_bytes()
+    assert served.ran() == 1 and served.broker.tally.compiled == 1
+    assert "unit.c: compiled in" in served.logged()
+    assert not (served.src / "unit.o.factory.d").exists()  # its own dependency file, removed
+
+    (served.src / "unit.o").unlink()
+    served.compile("-O2", "-c", "unit.c", "-o", "unit.o")
+    assert served.ran() == 1  # the compiler did not run
+    assert (served.src / "unit.o").read_bytes() == first
+    assert served.broker.tally.cached == 1
+    assert "$WORK/src/unit.c: from the object cache" in served.logged()
+
+    (served.src / "unit.h").write_text("#define FACTOR 5\n")
+    served.compile("-O2", "-c", "unit.c", "-o", "unit.o")
+    assert served.ran() == 2 and (served.src / "unit.o").read_bytes() != first
+
+    (served.src / "unit.h").write_text("#define FACTOR 3\n")  # back: the first input set
+    served.compile("-O2", "-c", "unit.c", "-o", "unit.o")
+    assert served.ran() == 2 and (served.src / "unit.o").read_bytes() == first
+
+    served.compile("-O3", "-c", "unit.c", "-o", "unit.o")  # another command: another identity
+    assert served.ran() == 3
+    assert (served.broker.tally.cached, served.broker.tally.compiled) == (2, 3)
+
+
+def test_a_cached_unit_leaves_the_dependency_file_the_build_asked_for(served: Served) -> None:
+    """ninja (torch's cpp_extension) reads each compile's -MMD file; a hit writes it too, with
+    every file the object was made from (-MMD is run as -MD, so system headers count)."""
+    (served.src / "unit.c").write_text("#include <stdio.h>\n" + UNIT)
+    served.compile("-MMD", "-MF", "unit.o.d", "-c", "unit.c", "-o", "unit.o")
+    compiled = (served.src / "unit.o.d").read_text()
+    assert "/usr/include/stdio.h" in compiled
+    (served.src / "unit.o.d").unlink()
+    served.compile("-MMD", "-MF", "unit.o.d", "-c", "unit.c", "-o", "unit.o")
+    assert served.ran() == 1
+    written = (served.src / "unit.o.d").read_text()
+    assert written.startswith("unit.o:")
+    listed = written.split(":", 1)[1].replace("\\\n", " ").split()
+    assert {str(served.src / "unit.c"), str(served.src / "unit.h"),
+            "/usr/include/stdio.h"} <= set(listed)
+
+
+def test_a_tampered_entry_is_refused_and_the_unit_compiled_again(served: Served) -> None:
+    served.compile("-c", "unit.c", "-o", "unit.o")
+    (obj,) = (served.store.root / "objects").glob("*/*.o")
+    obj.write_bytes(obj.read_bytes()[:-8] + b"tampered")
+    served.compile("-c", "unit.c", "-o", "unit.o")
+    assert served.ran() == 2
+    assert "was damaged (sha256" in served.logged()
+    assert b"tampered" not in (served.src / "unit.o").read_bytes()
+
+    (record,) = (served.store.root / "objects").glob("*/*.json")  # the unit kept again
+    data = json.loads(record.read_text())
+    obj = record.with_suffix(".o")
+    obj.write_bytes(obj.read_bytes() + b"x")
+    record.write_text(json.dumps({**data, "size": data["size"] + 1, "sha256": "0" * 64}))
+    served.compile("-c", "unit.c", "-o", "unit.o")
+    assert served.ran() == 3
+    assert "was not written under this cache's key" in served.logged()
+
+
+def test_another_project_never_sees_a_projects_objects(served: Served, tmp_path: Path) -> None:
+    served.compile("-c", "unit.c", "-o", "unit.o")
+    with open(tmp_path / "other.log", "w") as handle, \
+            ObjectBroker(served.store, "gcc of these tests\nproject two", Log(handle)) as other:
+        served.compile("-c", "unit.c", "-o", "unit.o", broker=other.address)
+        assert (other.tally.cached, other.tally.compiled) == (0, 1)
+    assert served.ran() == 2
+
+
+def test_a_command_the_cache_cannot_key_is_compiled_and_named(served: Served) -> None:
+    (served.src / "flags").write_text("-O2\n")
+    for _ in range(2):
+        served.compile("@flags", "-c", "unit.c", "-o", "unit.o")
+    assert served.ran() == 2 and (served.src / "unit.o").is_file()
+    assert served.logged().count(
+        "$WORK/src/unit.c: compiled without the object cache: it reads a response file") == 2
+    served.compile("-shared", "-fPIC", "unit.c", "-o", "unit.so")  # not a unit, not said
+    assert served.ran() == 3 and served.logged().count("without the object cache") == 2
+
+
+def test_a_broker_that_is_gone_costs_the_caching_and_one_line(served: Served) -> None:
+    done = served.compile("-c", "unit.c", "-o", "unit.o",
+                          broker=str(served.work / "no-broker.sock"))
+    assert served.ran() == 1 and (served.src / "unit.o").is_file()
+    assert done.stderr.count("kernel-wheel-factory: the object cache did not answer") == 1
+
+
+def ask(address: str, header: dict[str, object], payload: bytes = b"") -> bytes:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(10)
+        connection.connect(address)
+        data = json.dumps(header).encode()
+        connection.sendall(struct.pack(">I", len(data)) + data + payload)
+        try:
+            connection.shutdown(socket.SHUT_WR)
+            return connection.recv(1 << 16)
+        except ConnectionResetError:  # closed with the rest unread
+            return b""
+
+
+def test_the_broker_keeps_nothing_a_wrapper_states_badly(served: Served) -> None:
+    """A build's own code can speak to the socket: a malformed object (a digest that is not
+    one, a size over what it sends, junk) is dropped, and the broker answers the next."""
+    request = {"argv": ["gcc", "-c", "unit.c", "-o", "unit.o"], "cwd": str(served.src),
+               "env": {}, "source": "unit.c"}
+    assert ask(served.broker.address, {"op": "store", "inputs": [["/etc/passwd", "not hex"]],
+                                       "size": 4, "seconds": 1, **request}, b"ELF!") == b""
+    assert ask(served.broker.address, {"op": "store", "inputs": [], "size": 1 << 40,
+                                       "seconds": 1, **request}) == b""
+    assert ask(served.broker.address, {"op": "find", **request,
+                                       "env": {"HOME": "/root"}}) == b""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.connect(served.broker.address)
+        connection.sendall(b"\xff\xff\xff\xffjunk")
+    assert not list((served.store.root).rglob("*.o"))
+    served.compile("-c", "unit.c", "-o", "unit.o")
+    assert served.broker.tally.compiled == 1
+
+
+def test_past_the_time_limit_a_unit_is_served_but_none_starts(served: Served,
+                                                              tmp_path: Path) -> None:
+    """A unit the cache holds is served whatever the time; one it does not is not started when
+    the limit has passed (the compiler's exit status fails the build, the broker says why),
+    and one whose measured cost ends past the limit is not started before it either."""
+    served.compile("-c", "unit.c", "-o", "unit.o")
+    measured: dict[str, UnitCost] = {}
+    expired = CompilePool(Budget(1, 2**30), deadline=time.monotonic() - 1)
+    with open(tmp_path / "late.log", "w") as handle, \
+            ObjectBroker(served.store, "gcc of these tests\nproject one", Log(handle),
+                         Timing(expired, {}, measured.__setitem__, "cell", 1)) as late:
+        served.compile("-c", "unit.c", "-o", "unit.o", broker=late.address)
+        assert late.tally.cached == 1
+        done = subprocess.run([served.compiler(late.address), "-O1", "-c", "unit.c", "-o",
+                               "unit.o"], cwd=served.src, capture_output=True, text=True,
+                              check=False)
+        assert done.returncode == 1
+        assert "unit.c not compiled: the build's time limit would end it" in done.stderr
+        assert late.tally.late == ["$WORK/src/unit.c"] and served.ran() == 1
+    soon = CompilePool(Budget(1, 2**30), deadline=time.monotonic() + 60)
+    costs = {"cell/unit.c": UnitCost(600.0, None, 1)}
+    with open(tmp_path / "soon.log", "w") as handle, \
+            ObjectBroker(served.store, "gcc of these tests\nproject one", Log(handle),
+                         Timing(soon, costs, measured.__setitem__, "cell", 1)) as broker:
+        assert subprocess.run([served.compiler(broker.address), "-O2", "-c", "unit.c", "-o",
+                               "unit.o"], cwd=served.src, check=False).returncode == 1
+        costs.clear()
+        served.compile("-O2", "-c", "unit.c", "-o", "unit.o", broker=broker.address)
+    assert served.ran() == 2
+    assert list(measured) == ["cell/unit.c"] and measured["cell/unit.c"].seconds > 0
+
+
+def test_a_shard_build_compiles_its_own_units_and_stands_in_for_the_rest(
+        served: Served, tmp_path: Path) -> None:
+    """--unit-shard I/N of a build whose units are known only as it runs: each source falls to
+    one shard by its name; another shard's unit, and every link, leaves an empty stand-in so
+    that the build goes on; a unit the cache holds is served to any shard."""
+    (served.src / "extra.c").write_text("int extra(void) { return 7; }\n")
+    shards = {source: shard_of_unit(f"$WORK/src/{source}", 2) for source in
+              ("unit.c", "extra.c")}
+    assert set(shards.values()) == {1, 2}  # the two names fall to the two shards
+    for index in (1, 2):
+        with open(tmp_path / f"shard{index}.log", "w") as handle, \
+                ObjectBroker(served.store, "gcc of these tests\nproject one", Log(handle),
+                             shard=(index, 2)) as broker:
+            for source in shards:
+                served.compile("-MMD", "-MF", f"{source}.d", "-c", source, "-o", f"{source}.o",
+                               broker=broker.address, shard=True)
+                made = shards[source] == index or index == 2  # 2 is served shard 1's
+                assert ((served.src / f"{source}.o").stat().st_size > 0) == made, source
+                assert (served.src / f"{source}.d").is_file()
+            served.compile("-shared", "unit.c.o", "extra.c.o", "-o", "lib.so",
+                           broker=broker.address, shard=True)
+            assert (served.src / "lib.so").stat().st_size == 0
+            assert broker.tally.foreign == (1 if index == 1 else 0)
+    assert served.ran() == 2  # each unit compiled once, by its shard
