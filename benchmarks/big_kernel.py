@@ -1,11 +1,16 @@
 """A big kernel through the object cache: a cold build, a rebuild after one file changed, a build
-killed half way and resumed, and three shard jobs plus a link, each against the cold build.
+killed half way and resumed, and three shard jobs plus a link, each against the cold build;
+for a setup.py project, also the project's own `pip wheel` on the same cores.
 
     .venv/bin/python benchmarks/big_kernel.py KERNEL_DIR [--sm 9.0] [--torch 2.11]
-        [--steps cold,touch,resume,shards] [--work DIR] [-- FLAGS]
+        [--python 3.12] [--env NAME=VALUE ...] [--steps cold,touch,resume,shards,pip]
+        [--pip-python PYTHON] [--work DIR] [-- FLAGS]
 
-KERNEL_DIR is a kernel-builder repo, e.g. kernels-community's layer-norm (58 units). It is
-copied into the work folder first (the touch step changes the copy). Every step runs
+KERNEL_DIR is a kernel-builder repo, e.g. kernels-community's layer-norm (58 units), or a
+setup.py / pyproject CUDA extension (examples/relu-scale, flash-attention: its compiles go
+through the same cache; --python names the cell's CPython, --env its build's variables, as the
+matrix's env: gives them). It is copied into the work folder first (the touch step changes the
+copy). Every step runs
 `factory build` as a user does (the local runner), FLAGS passed on (e.g. --offline,
 --torch-python python3, --jobs 16), with the toolkit and torch environment already in the cache.
 Each line gives the wall time, the units compiled and taken from the object cache, how busy the
@@ -21,11 +26,15 @@ compiler's peak (from the log).
     shards  three shard jobs (`--unit-shard I/3`, each with an empty object cache of its own,
             one after the other) and a link that imports their objects; its wheel's sha256
             against the cold build's
+    pip     (a setup.py project, not among the default steps) the project's own
+            `pip wheel --no-build-isolation .` run by PIP_PYTHON (an environment with torch,
+            setuptools and ninja), MAX_JOBS the machine's CPUs, the cell's arch list and --env
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -70,10 +79,15 @@ class Run:
 
 
 def _units(log: str, how: str) -> list[tuple[str, float]]:
+    """The units a build log names as compiled (with their seconds) or cached, by their paths
+    in the kernel (a setup.py project's units are named $WORK/src/PATH)."""
     if how == "compiled":
-        return [(name, float(seconds)) for name, seconds in
-                re.findall(r"^   (\S+): compiled in (\d+\.\d+) s .*kept", log, re.M)]
-    return [(name, 0.0) for name in re.findall(r"^   (\S+): from the object cache$", log, re.M)]
+        found = [(name, float(seconds)) for name, seconds in
+                 re.findall(r"^   (\S+): compiled in (\d+\.\d+) s .*kept", log, re.M)]
+    else:
+        found = [(name, 0.0) for name in
+                 re.findall(r"^   (\S+): from the object cache$", log, re.M)]
+    return [(name.removeprefix("$WORK/src/"), seconds) for name, seconds in found]
 
 
 def _tree_rss(root: int) -> int:
@@ -135,7 +149,10 @@ def main() -> int:
     parser.add_argument("kernel", type=Path)
     parser.add_argument("--sm", default="9.0")
     parser.add_argument("--torch", default="2.11")
+    parser.add_argument("--python", default=None)
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--steps", default="cold,touch,resume,shards")
+    parser.add_argument("--pip-python", default="python3")
     parser.add_argument("--work", type=Path, default=None)
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)
@@ -146,13 +163,19 @@ def main() -> int:
     kernel = work / "kernel"
     if not kernel.exists():
         shutil.copytree(args.kernel, kernel, ignore=shutil.ignore_patterns(".git"))
+    env = dict(item.split("=", 1) for item in args.env)
     (work / "matrix.yaml").write_text(
-        f"kernels:\n  - path: kernel\n    version: 1.0.0\ntorch: [\"{args.torch}\"]\n"
-        f'cuda:\n  "13.0":\n    sms: ["{args.sm}"]\nrunner: local\n')
+        "kernels:\n  - path: kernel\n    version: 1.0.0\n"
+        + (f"    env: {json.dumps(env)}\n" if env else "")
+        + f"torch: [\"{args.torch}\"]\n"
+        f'cuda:\n  "13.0":\n    sms: ["{args.sm}"]\nrunner: local\n'
+        + (f'python: ["{args.python}"]\n' if args.python else ""))
     flags = list(args.flags)
     print(f"{args.kernel.name} for sm_{args.sm.replace('.', '')}, {os.cpu_count()} CPUs, work "
           f"folder {work}, flags {' '.join(flags) or '-'}", flush=True)
 
+    if "pip" in steps:
+        print(pip_wheel(work, args.pip_python, args.sm, env), flush=True)
     cold = build(work, "cold", "objects-cold", flags)
     print(cold.line("cold"), flush=True)
     if cold.exit != 0:
@@ -213,6 +236,24 @@ def main() -> int:
               f"{'identical' if _same(wheel(work, 'link'), cold_wheel) else 'DIFFERS'}",
               flush=True)
     return 0
+
+
+def pip_wheel(work: Path, python: str, sm: str, env: dict[str, str]) -> str:
+    """The project's own build, as its README has users run it, on every CPU."""
+    copy = work / "pip-source"
+    if not copy.exists():
+        shutil.copytree(work / "kernel", copy)
+    cores = str(os.cpu_count() or 1)
+    started = time.monotonic()
+    done = subprocess.run([python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+                           "-w", str(work / "pip-wheel"), str(copy)],
+                          env={**os.environ, **env, "MAX_JOBS": cores,
+                               "TORCH_CUDA_ARCH_LIST": f"{sm}+PTX"},
+                          capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    state = "" if done.returncode == 0 else f"  (exit {done.returncode}: " \
+        f"{done.stderr.strip().splitlines()[-1:]})"
+    return f"{'pip wheel (MAX_JOBS=' + cores + ')':<24} {seconds:8.1f} s{state}"
 
 
 def _same(one: Path | None, two: Path) -> bool:

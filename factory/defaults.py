@@ -55,6 +55,7 @@ CELLS = 1
 """Cells built at once; their compilers share the machine's cores and memory."""
 
 OBJECT_CACHE_FOLDER = "objects"
+OBJECT_STORE_VARIABLE = "KERNEL_WHEEL_FACTORY_OBJECT_STORE"  # the remote object store's URL
 """The object cache, inside the cache folder (or --object-cache DIR)."""
 
 OBJECT_CACHE_LIMIT = 20 * 2**30

@@ -30,6 +30,7 @@ from .. import __version__, defaults
 from ..compile.costbook import COSTS_FOLDER, CostBook, known_costs
 from ..compile.objects import ObjectCache
 from ..compile.pool import Budget, CompilePool, grace_for, machine_budget
+from ..compile.remote import RemoteStore
 from ..config.model import SizeLimit
 from ..errors import BuildError, FactoryError, Unavailable
 from ..outputs.files import file_sha256, process_alive
@@ -103,6 +104,7 @@ class RunSettings:
     require_gpu: bool = False  # fail a cell whose tests saw no GPU
     max_wheel_size: SizeLimit | None = None  # the size gate's limit per wheel
     verify_objects: float = 0.0  # the share of cached units compiled again to compare
+    object_store: RemoteStore | None = None  # the store shared by machines, behind the cache
     # what the index published under each name, its file there or not (names keep their bytes)
     published: Mapping[str, str] = field(default_factory=dict)
 
@@ -129,8 +131,8 @@ def run_build(plan: PlacedPlan, out: Path, runners: Runners, reporter: Reporter,
     deadline = None if settings.time_limit is None else time.monotonic() + settings.time_limit
     pool = CompilePool(settings.budget or machine_budget(), deadline,
                        grace_for(settings.time_limit))
-    objects = ObjectCache(settings.objects, settings.key, settings.object_cache_limit) \
-        if settings.objects is not None else None
+    objects = ObjectCache(settings.objects, settings.key, settings.object_cache_limit,
+                          settings.object_store) if settings.objects is not None else None
     book = CostBook(settings.objects / COSTS_FOLDER) if settings.objects is not None else None
     travelling = CostBook(plan.matrix.costs) if plan.matrix.costs is not None else None
     stopping = threading.Event()

@@ -21,6 +21,7 @@ from .common import (
     matrix_options,
     new_index,
     new_option,
+    object_store,
     path_argument,
     positive,
     selections,
@@ -107,6 +108,12 @@ def _object_options(build: Any) -> None:
                        metavar="SIZE", help="the object cache's limit; the least recently used "
                                             f"objects go beyond it (default "
                                             f"{defaults.OBJECT_CACHE_LIMIT // 2**30}G)")
+    build.add_argument("--object-store", type=object_store, default=None, metavar="URL",
+                       help="a remote object store shared by machines, behind the object "
+                            "cache: s3://BUCKET/PREFIX (boto3's credentials) or "
+                            "redis://HOST:PORT/DB (a password only in "
+                            "$KERNEL_WHEEL_FACTORY_OBJECT_STORE); a store that fails costs a "
+                            "warning, and its units are compiled here")
     build.add_argument("--unit-shard", type=shard, default=None, metavar="I/N",
                        help="compile shard I of N of each selected cell's units into the "
                             "object cache, and link nothing (the shard jobs of a cell "
@@ -154,7 +161,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     given = Given(objects=args.object_cache, runner=args.runner,
                   max_wheel_size=args.max_wheel_size, wheelhouses=wheelhouses(args),
                   build_root=args.build_root, base_url=args.base_url,
-                  unconfined=args.unconfined, offline=args.offline)
+                  unconfined=args.unconfined, offline=args.offline,
+                  object_store=args.object_store)
     request = BuildRequest(
         matrix=args.matrix, out=out, cache=cache, given=given,
         locked=args.locked, torch_pythons=tuple(args.torch_python),

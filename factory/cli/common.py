@@ -120,6 +120,17 @@ def shard(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(error.message) from None
 
 
+def object_store(text: str) -> str:
+    """--object-store: a remote object store's URL, with no password (that belongs in the
+    environment)."""
+    from ..values.stores import object_store_problem
+
+    problem = object_store_problem(text, password_allowed=False)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"the URL {problem}")
+    return text
+
+
 def size(text: str) -> int:
     """A size in bytes: 7G, 7.5GiB, 4096M, 12000000000."""
     try:

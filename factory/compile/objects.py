@@ -74,6 +74,7 @@ from ..outputs.files import (
 )
 from ..system.cache import exclusive
 from ..trust.keys import sign
+from .remote import RemoteStore
 
 __all__ = ["DOCKER_PARTS", "ObjectCache", "ObjectStore", "evict", "merge_all",
            "compilers_identity", "names_namespace", "read_depfile", "store_parts", "unit_identity"]
@@ -162,9 +163,10 @@ class ObjectStore:
     """One object cache folder. Safe to share between the threads of a build and between
     builds running at once."""
 
-    def __init__(self, root: Path, key: bytes) -> None:
+    def __init__(self, root: Path, key: bytes, remote: RemoteStore | None = None) -> None:
         self.root = root
         self.key = key
+        self.remote = remote  # the store shared by machines, behind this one
         self._hashes = _Hashes()
         self._used: dict[str, str] = {}  # object key -> identity, for export
         self._lock = threading.Lock()
@@ -185,20 +187,51 @@ class ObjectStore:
     def fetch(self, identity: str, work: Path, namespace: str, target: Path, note: Note,
               sealed: bool = False) -> str | None:
         """Copy the object of the first input set the files in `work` (and elsewhere) and the
-        op namespace still match to `target`, checked; its key, or None (compile it).
-        `sealed`: the files outside `work` are those of an image the identity names, and are
-        not read."""
-        for entry in _entries(_read_json(self._manifest(identity))):
+        op namespace still match to `target`, checked: this cache's, else the remote store's;
+        its key, or None (compile it). `sealed`: the files outside `work` are those of an
+        image the identity names, and are not read."""
+        for entry in self.entries(identity):
             key = str(entry["object"])
-            if key != _cache_key(identity, entry["inputs"]):
-                continue  # an entry pointing at another input set's object
-            if not self._matches(entry["inputs"], work, namespace, sealed):
-                continue
-            if self._copy_checked(key, identity, target, note):
+            if self._matches(entry["inputs"], work, namespace, sealed) and \
+                    self._copy_checked(key, identity, target, note):
+                with self._lock:
+                    self._used[key] = identity
+                return key
+        for entry in self.remote_entries(identity):
+            key = str(entry["object"])
+            if self._matches(entry["inputs"], work, namespace, sealed) and \
+                    self._take(identity, entry, note) and \
+                    self._copy_checked(key, identity, target, note):
                 with self._lock:
                     self._used[key] = identity
                 return key
         return None
+
+    def remote_entries(self, identity: str) -> list[dict[str, Any]]:
+        """The input sets the remote store holds for `identity` that this cache does not."""
+        if self.remote is None or not self.remote.up:
+            return []
+        return [entry for entry in self.remote.entries(identity, _entries, _cache_key)
+                if not self._record(entry["object"]).is_file()]
+
+    def _take(self, identity: str, entry: dict[str, Any], note: Note) -> bool:
+        """An entry of the remote store kept in this cache (marked as another machine's), when
+        its record holds under this cache's key and its bytes are the record's."""
+        assert self.remote is not None
+        key = str(entry["object"])
+        found = self.remote.record_and_object(key)
+        if found is None:
+            return False
+        record, data = found
+        if record.get("identity") != identity or not self.signed(key, record):
+            note(f"object store {self.remote.description}: the entry {key[:12]} was not written "
+                 "under this cache's key (or names another command); the unit is compiled here")
+            return False
+        self._object(key).parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(self._object(key), data)
+        write_atomic(self._record(key), json.dumps({**record, "imported": True}, indent=1))
+        self._add_entries(identity, str(record.get("source", "")), [entry])
+        return True
 
     def imported(self, key: str) -> bool:
         """Whether the entry came in with --import-objects (from another machine)."""
@@ -267,7 +300,9 @@ class ObjectStore:
         What is read from the handle is what was checked: entries are only ever replaced by
         renaming, never written in place."""
         if not any(entry["object"] == key for entry in self.entries(identity)):
-            return None
+            remote = [entry for entry in self.remote_entries(identity) if entry["object"] == key]
+            if not remote or not self._take(identity, remote[0], note):
+                return None
         record = _read_json(self._record(key))
         try:
             handle = open(self._object(key), "rb")  # noqa: SIM115 (returned open)
@@ -314,12 +349,15 @@ class ObjectStore:
         with atomic_target(target) as temporary:
             fill(temporary)
             size, digest = temporary.stat().st_size, file_sha256(temporary)
-        write_atomic(self._record(key), json.dumps({
-            "format": FORMAT, "identity": identity, "source": source, "size": size,
-            "sha256": digest, "mac": sign(self.key, key, identity, size, digest)}, indent=1))
-        self._add_entries(identity, source, [{"object": key, "inputs": inputs}])
+        record = {"format": FORMAT, "identity": identity, "source": source, "size": size,
+                  "sha256": digest, "mac": sign(self.key, key, identity, size, digest)}
+        write_atomic(self._record(key), json.dumps(record, indent=1))
+        entry = {"object": key, "inputs": inputs}
+        self._add_entries(identity, source, [entry])
         with self._lock:
             self._used[key] = identity
+        if self.remote is not None and self.remote.up:
+            self.remote.put(identity, entry, record, target.read_bytes())
         return key
 
     def signed(self, key: str, record: dict[str, Any]) -> bool:
@@ -410,18 +448,22 @@ class ObjectCache:
     """An object cache root: its parts (one store each, made on first use), eviction, and the
     hand-over of objects between machines."""
 
-    def __init__(self, root: Path, key: bytes, limit: int = defaults.OBJECT_CACHE_LIMIT) -> None:
+    def __init__(self, root: Path, key: bytes, limit: int = defaults.OBJECT_CACHE_LIMIT,
+                 remote: RemoteStore | None = None) -> None:
         self.root = root
         self.limit = limit
         self.key = key
+        self.remote = remote  # the remote store, behind builds on this machine
         self._parts: dict[str, ObjectStore] = {}
         self._lock = threading.Lock()
 
     def part(self, name: str = "") -> ObjectStore:
         """The store of builds on this machine (""), or of a builder image's containers."""
         with self._lock:
-            return self._parts.setdefault(name, ObjectStore(self.root / name if name
-                                                            else self.root, self.key))
+            if name not in self._parts:
+                self._parts[name] = ObjectStore(self.root / name, self.key) if name else \
+                    ObjectStore(self.root, self.key, self.remote)
+            return self._parts[name]
 
     def export(self, target: Path) -> int:
         """Copy the objects this process found or made, part by part, into `target`."""

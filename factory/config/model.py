@@ -351,6 +351,7 @@ class Matrix:
     # folders of wheels the kernels' test environments may be installed from
     wheelhouses: tuple[Path, ...] = ()
     wheelhouse_line: int | None = None
+    object_store: str | None = None  # the remote object store's URL (no password)
     # the toolchain rules of a kernel without its own: data/rules.toml as the matrix changes it
     rules: tuple[ToolchainRule, ...] = field(default_factory=shipped_rules)
 

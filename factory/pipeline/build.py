@@ -19,6 +19,7 @@ from ..cells.runners import TAKES, Runners, places_for, runners_for
 from ..compile.costbook import COSTS_FOLDER, CostBook
 from ..compile.objects import ObjectCache
 from ..compile.pool import machine_budget
+from ..compile.remote import remote_store
 from ..config.matrix import load_matrix
 from ..config.model import Matrix
 from ..defaults import host_platform
@@ -140,8 +141,10 @@ def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
     key = object_cache_key(options.object_key)
     _take_in(request, options.objects, key, voice)
     budget = machine_budget(request.jobs, request.memory)
+    store = remote_store(*options.object_store, voice.warn) if options.object_store else None
     voice.note(f"compilers: {budget.describe()} for {request.cells} cell(s) at once; object "
-               f"cache {options.objects}")
+               f"cache {options.objects}"
+               + (f", behind it the object store {store.description}" if store else ""))
     settings = RunSettings(key=key, cells=request.cells, budget=budget, objects=options.objects,
                            object_cache_limit=request.object_cache_size,
                            time_limit=request.time_limit, unit_shard=request.unit_shard,
@@ -150,7 +153,7 @@ def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
                            require_gpu=request.require_gpu,
                            verify_objects=request.verify_objects,
                            published=published_names(request.out),
-                           max_wheel_size=options.max_wheel_size)
+                           max_wheel_size=options.max_wheel_size, object_store=store)
     tested: list[CellTests] = []
     with runners:
         results = run_build(plan, request.out, runners, voice.reporter, settings)
@@ -158,6 +161,9 @@ def build_matrix(request: BuildRequest, voice: Voice) -> BuildOutcome:
             results, tested = _test_kept(plan, request.out, runners, results, voice,
                                          request.require_tests)
             voice.tested(tested, request.require_gpu)
+    if store is not None:
+        voice.note(f"object store {store.description}: {store.taken} object(s) taken, "
+                   f"{store.given} given" + ("" if store.up else " (then it failed: see above)"))
     failed = int(any(result.status in ("failed", "untested") for result in results))
     if request.unit_shard is not None:  # objects only: nothing to publish
         return BuildOutcome(plan, results, tested, None, failed)

@@ -24,10 +24,11 @@ from ..system.machine import (
     read_machine,
 )
 from ..trust.keys import KEY_FILE, OBJECT_KEY_VARIABLE, GivenKey, KeyFile, ObjectKey
+from ..values.stores import object_store_problem
 
 __all__ = ["SETTINGS", "Given", "Options", "Setting", "build_root", "cache_folder", "name_index",
-           "object_folder", "object_key", "option_reference", "settle", "verify_build_root",
-           "wheelhouse_targets"]
+           "object_folder", "object_key", "object_store", "option_reference", "settle",
+           "verify_build_root", "wheelhouse_targets"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("objects", "--object-cache", None, None,
             f"<cache>/{defaults.OBJECT_CACHE_FOLDER}",
             "the object cache, and the cost book beside it"),
+    Setting("object_store", "--object-store", "object-store", defaults.OBJECT_STORE_VARIABLE,
+            "none", "a remote object store shared by machines (s3:// or redis://; a password "
+            "only in the environment's URL, which is a secret)"),
     Setting("runner", "--runner", "runner", None, defaults.RUNNER,
             "where cells are built: local, docker, or docker when a daemon answers (auto)"),
     Setting("max_wheel_size", "--max-wheel-size", "max-wheel-size", None, "none",
@@ -104,6 +108,7 @@ class Given:
     base_url: str | None = None
     unconfined: bool = False  # the code of others runs on this machine without the sandbox
     offline: bool = False  # nothing is downloaded
+    object_store: str | None = None  # the remote object store's URL
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,8 @@ class Options:
     build: BuildOptions  # the view every cell's build reads
     offline: bool
     object_key: ObjectKey  # where the object cache's key comes from
+    object_store: tuple[str, str] | None = None  # the remote object store's URL, and where
+    # it was given (never printed: the environment's may hold a password)
 
 
 def cache_folder(given: Path | None, environ: Mapping[str, str] = os.environ) -> Path:
@@ -203,7 +210,27 @@ def settle(given: Given, cache: Path, matrix: Matrix,
                    runner_from=runner_from,
                    max_wheel_size=given.max_wheel_size or matrix.max_wheel_size,
                    builder_base=matrix.docker_base or defaults.BUILDER_BASE, build=build,
-                   offline=given.offline, object_key=object_key(environ))
+                   offline=given.offline, object_key=object_key(environ),
+                   object_store=object_store(given.object_store, matrix, environ))
+
+
+def object_store(given: str | None, matrix: Matrix,
+                 environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+    """The remote object store: --object-store, else the matrix's object-store:, else
+    $KERNEL_WHEEL_FACTORY_OBJECT_STORE (the one place its URL may hold a password); with
+    where it was given. None: there is none."""
+    if given:
+        return given, "--object-store"
+    if matrix.object_store:
+        return matrix.object_store, "object-store"
+    named = environ.get(defaults.OBJECT_STORE_VARIABLE, "").strip()
+    if not named:
+        return None
+    problem = object_store_problem(named, password_allowed=True)
+    if problem is not None:
+        raise ConfigError(f"the object store's URL {problem}",
+                          key=defaults.OBJECT_STORE_VARIABLE)
+    return named, defaults.OBJECT_STORE_VARIABLE
 
 
 def option_reference() -> str:

@@ -2,7 +2,10 @@
 build runs it (a shell script the build calls as its compiler) and the factory's broker, with
 the real gcc behind it: an unchanged unit is not compiled again, a touched header recompiles
 its unit, a tampered entry is refused, another project never sees a project's objects, a
-command the cache cannot key and a broker that is gone cost only the caching."""
+command the cache cannot key and a broker that is gone cost only the caching; and the remote
+object store shared by machines (Debian's redis-server, moto's S3 server): a unit one machine
+compiled is served to another, a poisoned or foreign object is refused, a store that is down
+or hangs costs one warning."""
 
 from __future__ import annotations
 
@@ -14,17 +17,22 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import redis
 
 from factory.cells.compilers import install_wrapper
 from factory.cells.kinds.pep517.broker import ObjectBroker, Timing, shard_of_unit
-from factory.compile.objects import ObjectStore
+from factory.compile.objects import ObjectStore, unit_identity
 from factory.compile.pool import Budget, CompilePool
+from factory.compile.remote import READ_TIMEOUT, remote_store
 from factory.plan.costs import UnitCost
 from factory.system.process import Log
+
+from ..support.stores import free_port, redis_server, s3_server
 
 KEY = b"the object cache key of these tests"
 UNIT = '#include "unit.h"\nint scaled(int x) { return x * FACTOR; }\n'
@@ -260,3 +268,124 @@ def test_a_shard_build_compiles_its_own_units_and_stands_in_for_the_rest(
             assert (served.src / "lib.so").stat().st_size == 0
             assert broker.tally.foreign == (1 if index == 1 else 0)
     assert served.ran() == 2  # each unit compiled once, by its shard
+
+
+# -- the remote object store, shared by machines ------------------------------------------------
+
+PASSWORD = "s3cret-store-pass"
+
+
+@pytest.fixture(params=["redis", "s3"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path,
+              monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A real store: Debian's redis-server (behind a password), or moto's S3 server."""
+    if request.param == "redis":
+        with redis_server(tmp_path / "redis", PASSWORD) as url:
+            yield url
+    else:
+        with s3_server(monkeypatch):
+            yield "s3://kernel-wheels/objects"
+
+
+@contextmanager
+def machine(served: Served, tmp_path: Path, name: str, url: str, key: bytes = KEY,
+            timeout: float = READ_TIMEOUT) -> Iterator[tuple[ObjectBroker, list[str], Path]]:
+    """Another machine's build of the same project: an object cache of its own, the remote
+    store behind it; its broker, the warnings it gave and its log."""
+    warnings: list[str] = []
+    store = ObjectStore(tmp_path / f"{name}-objects", key,
+                        remote_store(url, "--object-store", warnings.append, timeout))
+    log = tmp_path / f"{name}.log"
+    with open(log, "w") as handle, \
+            ObjectBroker(store, "gcc of these tests\nproject one", Log(handle)) as broker:
+        handle.reconfigure(line_buffering=True)
+        yield broker, warnings, log
+
+
+def test_a_unit_one_machine_compiled_is_served_to_another_by_the_store(
+        served: Served, tmp_path: Path, store_url: str) -> None:
+    with machine(served, tmp_path, "one", store_url) as (broker, warnings, _):
+        served.compile("-c", "unit.c", "-o", "unit.o", broker=broker.address)
+        assert broker.store.remote is not None and broker.store.remote.given == 1
+    first = (served.src / "unit.o").read_bytes()
+    with machine(served, tmp_path, "two", store_url) as (broker, more, _):
+        served.compile("-c", "unit.c", "-o", "unit.o", broker=broker.address)
+        assert served.ran() == 1 and (served.src / "unit.o").read_bytes() == first
+        assert broker.store.remote is not None and broker.store.remote.taken == 1
+        assert broker.tally.cached == 1
+    (record,) = (tmp_path / "two-objects" / "objects").glob("*/*.json")
+    assert json.loads(record.read_text())["imported"] is True  # another machine's
+    assert warnings == more == []
+
+
+def test_a_poisoned_or_foreign_object_of_the_store_is_refused_and_compiled_here(
+        served: Served, tmp_path: Path) -> None:
+    with redis_server(tmp_path / "redis", PASSWORD) as url:
+        with machine(served, tmp_path, "one", url) as (broker, _, _):
+            served.compile("-c", "unit.c", "-o", "unit.o", broker=broker.address)
+        client = redis.Redis.from_url(url)
+        (name,) = client.keys("o/*")
+        good = client.get(name)
+        assert isinstance(good, bytes)
+        client.set(name, good[:-8] + b"poisoned")
+        with machine(served, tmp_path, "two", url) as (broker, warnings, _):
+            served.compile("-c", "unit.c", "-o", "unit.o", broker=broker.address)
+            assert broker.tally.compiled == 1 and warnings == []
+        assert served.ran() == 2 and b"poisoned" not in (served.src / "unit.o").read_bytes()
+
+        client.flushall()
+        with machine(served, tmp_path, "foreign", url, key=b"another machine's key") as (
+                broker, _, _):
+            served.compile("-c", "unit.c", "-o", "unit.o", broker=broker.address)
+        with machine(served, tmp_path, "three", url) as (broker, warnings, log):
+            served.compile("-c", "unit.c", "-o", "unit.o", broker=broker.address)
+            assert broker.tally.compiled == 1 and warnings == []
+        assert served.ran() == 4
+        assert "was not written under this cache's key" in log.read_text()
+
+
+def test_a_store_that_is_down_or_hangs_costs_one_warning(served: Served, tmp_path: Path) -> None:
+    """Down: nothing listens. Hanging: it takes the connection and never answers. Either way
+    the build compiles every unit here, and says so once."""
+    with socket.socket() as hanging:
+        hanging.bind(("127.0.0.1", 0))
+        hanging.listen(16)
+        urls = {"down": f"redis://:{PASSWORD}@127.0.0.1:{free_port()}/0",
+                "hanging": f"redis://:{PASSWORD}@127.0.0.1:{hanging.getsockname()[1]}/0"}
+        for name, url in urls.items():
+            with machine(served, tmp_path, name, url, timeout=1) as (broker, warnings, log):
+                started = time.monotonic()
+                for flags in ("-O1", "-O2", "-O3"):
+                    served.compile(flags, "-c", "unit.c", "-o", "unit.o",
+                                   broker=broker.address)
+                assert time.monotonic() - started < 30
+                assert broker.tally.compiled == 3
+            assert len(warnings) == 1, warnings
+            assert warnings[0].startswith("object store redis://127.0.0.1:")
+            assert "building without it for the rest of this run" in warnings[0]
+            assert PASSWORD not in warnings[0] + log.read_text()
+
+
+def test_a_kernel_builder_unit_comes_from_the_store_as_well(tmp_path: Path) -> None:
+    """The units the factory compiles itself (build.toml kernels) go through the same store:
+    one machine's object is fetched by another, checked, and kept there as imported."""
+    work = tmp_path / "build"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "a.cu").write_text("__global__ void k() {}\n")
+    obj = work / "a.o"
+    obj.write_bytes(b"\x7fELF an object")
+    depfile = work / "a.d"
+    depfile.write_text(f"{obj}: {work / 'src' / 'a.cu'}\n")
+    identity = unit_identity(["nvcc", "-c", "src/a.cu", "-o", "a.o"], "nvcc 13", "_ns")
+    warnings: list[str] = []
+    with redis_server(tmp_path / "redis") as url:
+        one = ObjectStore(tmp_path / "one", KEY, remote_store(url, "k", warnings.append))
+        key = one.put(identity, "src/a.cu", work, obj, depfile, work, "_ns", False)
+        two = ObjectStore(tmp_path / "two", KEY, remote_store(url, "k", warnings.append))
+        target = work / "fetched.o"
+        assert two.fetch(identity, work, "_ns", target, warnings.append) == key
+        assert target.read_bytes() == b"\x7fELF an object" and two.imported(key)
+        (work / "src" / "a.cu").write_text("__global__ void k2() {}\n")  # another input set
+        assert ObjectStore(tmp_path / "three", KEY, remote_store(url, "k", warnings.append)) \
+            .fetch(identity, work, "_ns", target, warnings.append) is None
+    assert warnings == []

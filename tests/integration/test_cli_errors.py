@@ -157,6 +157,15 @@ CASES = {
         GOOD_MATRIX + "costs: measured/\n", GOOD_KERNEL,
         "matrix.yaml:8: costs: 'measured/' is not a folder (a cost book: the <kernel>.json files "
         "of costs/ in an object cache, or of an --export-objects folder)"),
+    "object store that is no store": (
+        GOOD_MATRIX + "object-store: ftp://objects.example/cache\n", GOOD_KERNEL,
+        "matrix.yaml:8: object-store: the object store's URL is not an object store: "
+        "s3://BUCKET/PREFIX or redis://HOST:PORT/DB"),
+    "object store with its password in the matrix": (
+        GOOD_MATRIX + "object-store: redis://:hunter2@objects.example:6379/0\n", GOOD_KERNEL,
+        "matrix.yaml:8: object-store: the object store's URL holds a password: give the "
+        "store's URL with its password in $KERNEL_WHEEL_FACTORY_OBJECT_STORE (a secret), not "
+        "here"),
     "exclude matching nothing": (
         GOOD_MATRIX + 'exclude:\n  - {torch: "2.12"}\n', GOOD_KERNEL,
         "matrix.yaml:9: exclude[0]: this exclude entry matches no cell"),
@@ -253,6 +262,11 @@ def test_bad_input(project: Path, factory: Callable[..., Result], case: Any) -> 
      "nowhere: --import-objects: is not a folder (give a folder --export-objects wrote)"),
     (["build", "matrix.yaml", "--import-objects", "demo"],
      "demo: --import-objects: holds no objects (give a folder --export-objects wrote)"),
+    (["build", "matrix.yaml", "--object-store", "redis://:hunter2@objects.example/0"],
+     "argument --object-store: the URL holds a password: give the store's URL with its "
+     "password in $KERNEL_WHEEL_FACTORY_OBJECT_STORE (a secret), not here"),
+    (["build", "matrix.yaml", "--object-store", "/srv/objects"],
+     "argument --object-store: the URL is not an object store"),
     (["build", "matrix.yaml", "--object-cache", "matrix.yaml"],
      "matrix.yaml: --object-cache: exists and is not a folder"),
     (["plan", "matrix.yaml", "--split-after", "4 hours"],

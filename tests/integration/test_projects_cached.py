@@ -1,7 +1,9 @@
 """A setup.py project's compiles served by the object cache in real builds on this machine (the
 example relu-scale: a pybind11 C++ unit and a CUDA unit, built by torch's cpp_extension with
 ninja, confined): a second build compiles nothing and gives the same wheel, a touched source
-recompiles its unit alone, a build killed half way resumes with what it had compiled."""
+recompiles its unit alone, a build killed half way resumes with what it had compiled, `factory
+plan` counts and costs its units, two unit shards and a link job give one job's wheel, and a
+remote store (Debian's redis-server) serves one machine's objects to another."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ..support.factory import REPO, cache_env, one_cell_matrix, run_factory
+from ..support.stores import redis_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -126,8 +129,9 @@ def test_two_shards_and_a_link_job_give_the_wheel_of_one_job(
         tmp_path: Path, factory_cache: Path) -> None:
     """As the reusable workflow splits a long cell: `--unit-shard 1/2` and `2/2`, each with an
     object cache of its own (other machines), export what they compiled; the link job takes
-    both in and compiles nothing; one job building the cell alone gives the same bytes. (The
-    project's CUDA source is named so that each shard gets one unit.)"""
+    both in and compiles nothing; one job building the cell alone gives the same bytes, and
+    hands its objects to a Redis store shared by machines, from which another machine's build
+    takes them all. (The project's CUDA source is named so that each shard gets one unit.)"""
     project = tmp_path / "sharded-relu"
     shutil.copytree(REPO / "examples" / "relu-scale", project)
     (project / CUDA_UNIT).rename(project / "csrc" / "relu_scale_kernel.cu")
@@ -151,10 +155,21 @@ def test_two_shards_and_a_link_job_give_the_wheel_of_one_job(
                          "--import-objects", tmp_path / "export2", env=env)
     assert linked.exit == 0, linked.stdout + linked.stderr
     assert "units: 0 compiled, 2 from the object cache" in linked.stdout, linked.stdout
-    alone = run_factory("build", matrix, "--out", tmp_path / "alone", "--object-cache",
-                        tmp_path / "objects4", env=env)
-    assert alone.exit == 0, alone.stdout + alone.stderr
-    assert "units: 2 compiled, 0 from the object cache" in alone.stdout, alone.stdout
-    (one,) = (tmp_path / "alone" / "files").glob("*.whl")
-    (two,) = (tmp_path / "linked" / "files").glob("*.whl")
-    assert one.read_bytes() == two.read_bytes()
+    with redis_server(tmp_path / "redis", "store-password") as url:
+        stored = {**env, "KERNEL_WHEEL_FACTORY_OBJECT_STORE": url}
+        alone = run_factory("build", matrix, "--out", tmp_path / "alone", "--object-cache",
+                            tmp_path / "objects4", env=stored)
+        assert alone.exit == 0, alone.stdout + alone.stderr
+        assert "units: 2 compiled, 0 from the object cache" in alone.stdout, alone.stdout
+        assert "object store redis://127.0.0.1:" in alone.stdout
+        assert "0 object(s) taken, 2 given" in alone.stdout, alone.stdout
+        # another machine: an object cache of its own, the same store behind it
+        again = run_factory("build", matrix, "--out", tmp_path / "again", "--object-cache",
+                            tmp_path / "objects5", env=stored)
+        assert again.exit == 0, again.stdout + again.stderr
+        assert "units: 0 compiled, 2 from the object cache" in again.stdout, again.stdout
+        assert "2 object(s) taken, 0 given" in again.stdout, again.stdout
+        assert "store-password" not in alone.stdout + alone.stderr + again.stdout + again.stderr
+    wheels = [next((tmp_path / out / "files").glob("*.whl")).read_bytes()
+              for out in ("alone", "linked", "again")]
+    assert wheels[0] == wheels[1] == wheels[2]

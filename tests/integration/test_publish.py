@@ -27,6 +27,7 @@ from ..support.checks import present
 from ..support.factory import Result, run_factory, snapshot
 from ..support.hubserver import serve as serve_hub
 from ..support.installs import new_torch_venv, venv_python
+from ..support.stores import s3_server
 from ..support.wheels import index_problems, indexed_with_a_log, make_wheel
 
 PASSWORD = "s3cret-Registry-Pass"
@@ -269,23 +270,8 @@ def test_publish_to_a_folder_sends_files_then_pages(index_out: Path, tmp_path: P
 
 @pytest.fixture
 def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, dict[str, str]]]:
-    """moto's S3 server on 127.0.0.1 and a bucket in it; boto3 finds it through the
-    environment, as it finds MinIO or R2."""
-    boto3 = pytest.importorskip("boto3")
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{present(server._server).server_port}",
-           "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": os.devnull,
-           "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    client = boto3.client("s3")
-    client.create_bucket(Bucket="kernel-wheels")
-    yield client, env
-    server.stop()
+    with s3_server(monkeypatch) as server:
+        yield server
 
 
 def s3_objects(client: Any) -> dict[str, bytes]:

@@ -25,6 +25,7 @@ from .settings import (
     read_docker,
     read_excludes,
     read_name_check,
+    read_object_store,
     read_platforms,
     read_pythons,
     read_runner,
@@ -90,6 +91,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None,
         wheelhouses=(read_wheelhouses(top["wheelhouse"], base, filling) if "wheelhouse" in top
                      else ()),
         wheelhouse_line=top["wheelhouse"].line if "wheelhouse" in top else None,
+        object_store=read_object_store(top["object-store"]) if "object-store" in top else None,
         rules=rules,
     )
     if follow is not None and latest is None:
@@ -108,5 +110,5 @@ def _top_table(root: Node) -> dict[str, Node]:
     return root.table(["kernels", "torch", "cuda", "python", "platforms", "label",
                        "stable-label", "exclude", "runner", "docker", "depends", "compress",
                        "max-wheel-size", "costs", "dist-name", "name-clash", "variants", "cross",
-                       "cpu", "tests", "wheelhouse", "toolchain-rules"],
+                       "cpu", "tests", "wheelhouse", "toolchain-rules", "object-store"],
                       required=["kernels", "torch", "cuda"])

@@ -9,6 +9,7 @@ from typing import cast
 
 from ... import defaults
 from ...values.pythons import CPython
+from ...values.stores import object_store_problem
 from ...values.versions import Version, major_minor
 from ..model import (
     CLASH_POLICIES,
@@ -33,7 +34,8 @@ from .fields import (
 )
 
 __all__ = ["OLDEST_PYTHON", "read_costs_folder", "read_cpu", "read_docker", "read_excludes",
-           "read_name_check", "read_platforms", "read_pythons", "read_runner", "read_wheelhouses"]
+           "read_name_check", "read_object_store", "read_platforms", "read_pythons", "read_runner",
+           "read_wheelhouses"]
 
 
 def read_name_check(node: Node) -> NameCheck:
@@ -61,6 +63,15 @@ def read_wheelhouses(node: Node, base: Path, filling: bool) -> tuple[Path, ...]:
             raise item.error(f"wheelhouse '{text}' {problem}")
         folders.append(folder)
     return tuple(dict.fromkeys(folders))
+
+
+def read_object_store(node: Node) -> str:
+    """object-store: URL, the remote object store shared by machines (no password here)."""
+    url = node.nonempty_str()
+    problem = object_store_problem(url, password_allowed=False)
+    if problem is not None:
+        raise node.error(f"the object store's URL {problem}")
+    return url
 
 
 def read_costs_folder(node: Node, base: Path) -> Path:

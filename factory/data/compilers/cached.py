@@ -308,6 +308,23 @@ def _write_depfile(unit: Unit, inputs: list[list[str]], work: str) -> None:
                                                            for name in files) + "\n")
 
 
+def _take_first(broker: _Broker, request: dict[str, Any], unit: Unit, work: str,
+                hashes: _Hashes, entries: list[dict[str, Any]]) -> bool:
+    """The object of the first of `entries` whose files are unchanged, written where the
+    command would write it; whether there was one."""
+    for entry in entries:
+        if not _matches(entry["inputs"], work, hashes):
+            continue
+        answer, connection = broker.ask({"op": "take", "object": entry["object"], **request})
+        with connection:
+            if not answer.get("ok"):
+                continue
+            _write_object(connection, int(answer["size"]), unit.output)
+        _write_depfile(unit, entry["inputs"], work)
+        return True
+    return False
+
+
 class Late(Exception):
     """The broker said the unit may not start: the build's time limit would end it."""
 
@@ -338,16 +355,13 @@ def _from_cache(broker: _Broker, request: dict[str, Any], unit: Unit, work: str,
     """Whether the object came from the cache; Late when it did not and may not be compiled."""
     found, connection = broker.ask({"op": "find", **request})
     connection.close()
-    for entry in found.get("entries", []):
-        if not _matches(entry["inputs"], work, hashes):
-            continue
-        answer, connection = broker.ask({"op": "take", "object": entry["object"], **request})
-        with connection:
-            if not answer.get("ok"):
-                continue
-            _write_object(connection, int(answer["size"]), unit.output)
-        _write_depfile(unit, entry["inputs"], work)
+    if _take_first(broker, request, unit, work, hashes, found.get("entries", [])):
         return True
+    if found.get("remote"):  # the input sets of the store shared by machines, too
+        shared, connection = broker.ask({"op": "find", "remote": True, **request})
+        connection.close()
+        if _take_first(broker, request, unit, work, hashes, shared.get("entries", [])):
+            return True
     if found.get("mine") is False:  # another shard compiles it: a stand-in for the link
         _tell(broker, {"op": "foreign", **request})
         raise Foreign

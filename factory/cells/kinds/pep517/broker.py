@@ -178,7 +178,10 @@ class ObjectBroker:
         op = request.get("op")
         if op == "find":
             start = self.timing is None or self.timing.may_start(source)
-            send(connection, {"entries": self.store.entries(identity), "start": start,
+            remote = self.store.remote is not None and self.store.remote.up
+            entries = self.store.remote_entries(identity) if request.get("remote") is True \
+                else self.store.entries(identity)
+            send(connection, {"entries": entries, "start": start, "remote": remote,
                               "mine": self.shard is None or shard_of_unit(
                                   source, self.shard[1]) == self.shard[0]})
         elif op == "foreign":  # another shard's, not in the cache: left to that shard
@@ -224,7 +227,8 @@ class ObjectBroker:
         send(connection, {"ok": True})
         if self.timing is not None:
             self.timing.ran(source, float(seconds))
-        self._note(source, f"compiled in {seconds:.1f} s, kept in the object cache",
+        threads = f" with {self.timing.threads} thread(s)" if self.timing else ""
+        self._note(source, f"compiled in {seconds:.1f} s{threads}, kept in the object cache",
                    compiled=1, seconds=float(seconds))
 
     def _note(self, source: str, what: str, cached: int = 0, compiled: int = 0,

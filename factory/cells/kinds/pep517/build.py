@@ -95,7 +95,8 @@ def build_project(job: Job) -> Built:
     toolchain = cell_toolchain(job)
     job.progress("build environment")
     python = provide_build_env(toolchain.torch, build_requirements(src), job.cache, log,
-                               job.options.offline, create=not job.prepared)
+                               job.options.offline, create=not job.prepared,
+                               wheelhouses=job.options.wheelhouses)
 
     job.progress("compiling (build)")
     pool = job.compiling.pool
@@ -249,11 +250,13 @@ def build_requirements(root: Path) -> list[str]:
 
 
 def provide_build_env(torch: TorchEnv, requires: list[str], cache: Path, log: Log,
-                      offline: bool = False, create: bool = True) -> Path:
+                      offline: bool = False, create: bool = True,
+                      wheelhouses: tuple[Path, ...] = ()) -> Path:
     """The interpreter of a cached build environment: a virtual environment of the torch
     environment's CPython that sees its torch (a .pth file names its site-packages) and holds
-    `requires`. Made on first use; with `create` false it must exist (a builder container
-    makes it while the network is on, and builds with the cache read-only)."""
+    `requires` (from `wheelhouses` too: the matrix's wheelhouse: folders, which let a machine
+    with no network make it). Made on first use; with `create` false it must exist (a builder
+    container makes it while the network is on, and builds with the cache read-only)."""
     digest = hashlib.sha256(json.dumps([str(torch.site_packages), torch.torch_version,
                                         sorted(requires)]).encode()).hexdigest()[:16]
     root = cache / "buildenvs" / f"{torch.root.name}-{digest}"
@@ -261,20 +264,20 @@ def provide_build_env(torch: TorchEnv, requires: list[str], cache: Path, log: Lo
     if create:
         with exclusive(root):
             if not marker.is_file():
-                _create_build_env(root, torch, requires, cache, log, offline)
+                _create_build_env(root, torch, requires, cache, log, offline, wheelhouses)
     elif not marker.is_file():
         raise BuildError(f"the build environment was not prepared ({root} is missing)")
     return root / "bin" / "python"
 
 
 def _create_build_env(root: Path, torch: TorchEnv, requires: list[str], cache: Path, log: Log,
-                      offline: bool) -> None:
+                      offline: bool, wheelhouses: tuple[Path, ...]) -> None:
     log.step(f"making the build environment {root}: torch {torch.torch_version} and "
              f"{' '.join(requires)}")
     env_beside_torch(root, torch, requires, cache, log, offline,
                      "installing the project's build requirements",
                      "a build requirement of the project installed a torch of its own; the "
-                     "build must use the cell's torch")
+                     "build must use the cell's torch", wheelhouses=wheelhouses)
     (root / _BUILD_ENV_MARKER).write_text(json.dumps({"requires": requires}) + "\n")
 
 
