@@ -2,7 +2,7 @@
 (setup.py, pyproject): its compilers are wrappers (data/compilers/rewrite.py run as a program)
 that rewrite each command as the rules say, note what they changed, and run the real compiler,
 through the object cache where it serves the build (data/compilers/cached.py, whose broker is
-kinds/pep517/broker.py).
+broker.py).
 
 The wrappers stand where a build looks for its compilers: CC and CXX; nvcc under a CUDA_HOME
 of the build folder's own, whose every other entry is a link to the real toolkit (torch's

@@ -84,6 +84,8 @@ class Compiling:
     part: str = ""  # the object cache's part: "" on this machine, docker/<base> in containers
     cells: int = 1  # cells built at once: a cell built in a process of its own gets a share
     verify: float = 0.0  # the share of units taken from the object cache compiled again
+    broker: str | None = None  # the socket of an object cache broker served from outside (the
+    # docker runner's, for a build in a container that writes its own compile commands)
 
     @property
     def store(self) -> ObjectStore | None:

@@ -18,6 +18,7 @@ unconfined (`--unconfined`); the docker runner confines it itself.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,9 +30,10 @@ from ..system.machine import Machine
 from ..system.process import Log, ProcessError, bounded_run, foreign_environment
 from ..toolchain import CommandPrefix
 from ..toolchain.bubblewrap import provided_bwrap
+from ..trust.keys import KEY_FILE
 
 __all__ = ["KERNEL_CODE", "Confined", "confined_command", "confined_environment", "gpu_devices",
-           "provide_bwrap"]
+           "hidden_secrets", "provide_bwrap"]
 _REFUSED = ("{what}; on this machine the factory runs it only "
             "confined by bubblewrap (bwrap), which {why}: install bubblewrap (apt install "
             "bubblewrap), build with --runner docker, or pass --unconfined to run it with your "
@@ -72,9 +74,34 @@ def confined_command(argv: Sequence[str], work: Path, cwd: Path, what: str = _BU
     # live there); TMPDIR points into the build folder
     bound = [part for device in devices for part in ("--dev-bind", device, device)]
     return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", *bound, "--proc", "/proc",
-            "--bind", str(work), str(work), "--chdir", str(cwd),
+            *hidden_secrets(), "--bind", str(work), str(work), "--chdir", str(cwd),
             "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--die-with-parent", "--", *argv]
+
+
+# Where a user keeps what a build must not read (and could copy into the wheel it makes): the
+# object cache's key, and the usual homes of cloud, registry, SSH and Git credentials.
+_SECRET_FOLDERS = (".aws", ".ssh", ".gnupg", ".docker", ".kube", ".azure", ".huggingface")
+_SECRET_CONFIG_FOLDERS = ("gh", "gcloud", "hub")
+_SECRET_FILES = (".netrc", ".pypirc", ".git-credentials", ".cache/huggingface/token",
+                 ".config/git/credentials")
+
+
+def hidden_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """bwrap's options that put an empty folder over each folder of secrets this user has
+    (the factory's configuration folder, which holds the object cache's key, ~/.aws, ~/.ssh,
+    ...) and an empty file over each file of them (~/.netrc, ~/.pypirc, ...): the file
+    system is read-only inside, but a build could read them and copy them into its wheel."""
+    environ = os.environ if environ is None else environ
+    home = Path(environ.get("HOME") or Path.home())
+    config = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
+    folders = [config / KEY_FILE.parent, *(home / name for name in _SECRET_FOLDERS),
+               *(config / name for name in _SECRET_CONFIG_FOLDERS)]
+    options = [part for folder in folders if folder.is_dir() and not folder.is_symlink()
+               for part in ("--tmpfs", str(folder))]
+    return options + [part for file in (home / name for name in _SECRET_FILES)
+                      if file.is_file() and not file.is_symlink()
+                      for part in ("--ro-bind", "/dev/null", str(file))]
 
 
 def gpu_devices(dev: Path = Path("/dev")) -> tuple[str, ...]:

@@ -457,12 +457,14 @@ class ObjectCache:
         self._parts: dict[str, ObjectStore] = {}
         self._lock = threading.Lock()
 
-    def part(self, name: str = "") -> ObjectStore:
-        """The store of builds on this machine (""), or of a builder image's containers."""
+    def part(self, name: str = "", own: bool = False) -> ObjectStore:
+        """The store of builds on this machine (""), or of a builder image's containers;
+        `own`: one this process writes itself (the remote store is behind it as behind "")."""
         with self._lock:
             if name not in self._parts:
-                self._parts[name] = ObjectStore(self.root / name, self.key) if name else \
-                    ObjectStore(self.root, self.key, self.remote)
+                self._parts[name] = ObjectStore(self.root / name if name else self.root,
+                                                self.key,
+                                                self.remote if own or not name else None)
             return self._parts[name]
 
     def export(self, target: Path) -> int:

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from factory.cells.broker import ObjectBroker, Timing, shard_of_unit
 from factory.cells.compilers import install_wrapper
-from factory.cells.kinds.pep517.broker import ObjectBroker, Timing, shard_of_unit
 from factory.compile.objects import ObjectStore, unit_identity
 from factory.compile.pool import Budget, CompilePool
 from factory.compile.remote import READ_TIMEOUT, remote_store
@@ -215,8 +215,9 @@ def test_the_broker_keeps_nothing_a_wrapper_states_badly(served: Served) -> None
 def test_past_the_time_limit_a_unit_is_served_but_none_starts(served: Served,
                                                               tmp_path: Path) -> None:
     """A unit the cache holds is served whatever the time; one it does not is not started when
-    the limit has passed (the compiler's exit status fails the build, the broker says why),
-    and one whose measured cost ends past the limit is not started before it either."""
+    the limit has passed (an empty stand-in lets the build tool go on to the units after it;
+    the broker says why), and one whose measured cost ends past the limit is not started
+    before it either, nor one the cell's slowest measured unit says would not end in time."""
     served.compile("-c", "unit.c", "-o", "unit.o")
     measured: dict[str, UnitCost] = {}
     expired = CompilePool(Budget(1, 2**30), deadline=time.monotonic() - 1)
@@ -225,19 +226,19 @@ def test_past_the_time_limit_a_unit_is_served_but_none_starts(served: Served,
                          Timing(expired, {}, measured.__setitem__, "cell", 1)) as late:
         served.compile("-c", "unit.c", "-o", "unit.o", broker=late.address)
         assert late.tally.cached == 1
-        done = subprocess.run([served.compiler(late.address), "-O1", "-c", "unit.c", "-o",
-                               "unit.o"], cwd=served.src, capture_output=True, text=True,
-                              check=False)
-        assert done.returncode == 1
+        done = served.compile("-O1", "-c", "unit.c", "-o", "unit.o", broker=late.address)
         assert "unit.c not compiled: the build's time limit would end it" in done.stderr
+        assert (served.src / "unit.o").stat().st_size == 0  # a stand-in
         assert late.tally.late == ["$WORK/src/unit.c"] and served.ran() == 1
     soon = CompilePool(Budget(1, 2**30), deadline=time.monotonic() + 60)
     costs = {"cell/unit.c": UnitCost(600.0, None, 1)}
     with open(tmp_path / "soon.log", "w") as handle, \
             ObjectBroker(served.store, "gcc of these tests\nproject one", Log(handle),
                          Timing(soon, costs, measured.__setitem__, "cell", 1)) as broker:
-        assert subprocess.run([served.compiler(broker.address), "-O2", "-c", "unit.c", "-o",
-                               "unit.o"], cwd=served.src, check=False).returncode == 1
+        served.compile("-O2", "-c", "unit.c", "-o", "unit.o", broker=broker.address)
+        (served.src / "extra.c").write_text("int extra(void) { return 7; }\n")
+        served.compile("-c", "extra.c", "-o", "extra.o", broker=broker.address)  # unmeasured
+        assert broker.tally.late == ["$WORK/src/unit.c", "$WORK/src/extra.c"]
         costs.clear()
         served.compile("-O2", "-c", "unit.c", "-o", "unit.o", broker=broker.address)
     assert served.ran() == 2

@@ -1,7 +1,8 @@
 """The shipped PEP 517 example (examples/relu-scale, a setup.py CUDAExtension with a pybind11
 module) built in builder containers for two CPythons, installed from its cell's index into
-fresh environments of each and tested with its own tests; its wheels held to the gates; a
-project that downloads during its build stopped by the missing network."""
+fresh environments of each and tested with its own tests; built again from the object cache;
+its wheels held to the gates; a project that downloads during its build stopped by the
+missing network."""
 
 from __future__ import annotations
 
@@ -85,6 +86,25 @@ def test_one_labelled_wheel_per_cpython(project_build: tuple[Path, Result]) -> N
     page = (index / LABEL / "simple" / "relu-scale" / "index.html").read_text()
     for python in PYTHONS:
         assert wheel_of(index, python).name.replace("+", "%2B") in page
+
+
+def test_a_second_build_in_containers_takes_every_unit_from_the_object_cache(
+        project_build: tuple[Path, Result], factory_cache: Path, tmp_path: Path) -> None:
+    """The build runs in a container of its own; its compiler wrappers reach the object cache's
+    broker, served from outside, through the socket's mounted folder: nothing is compiled
+    again, and the wheels are the same bytes."""
+    index, first = project_build
+    assert "units: 4 compiled, 0 from the object cache" in first.stdout, first.stdout
+    project_matrix(tmp_path, PROJECT)
+    again = run_factory("build", "matrix.yaml", "--out", tmp_path / "index", cwd=tmp_path,
+                        env=cache_env(factory_cache))
+    assert again.exit == 0, again.stdout + again.stderr
+    assert "units: 0 compiled, 4 from the object cache" in again.stdout, again.stdout
+    for python in PYTHONS:
+        assert wheel_of(tmp_path / "index", python).read_bytes() == \
+            wheel_of(index, python).read_bytes()
+    (log, *_) = sorted((tmp_path / "index" / "logs").glob("*.log"))
+    assert "$WORK/src/csrc/relu_scale_cuda.cu: from the object cache" in log.read_text()
 
 
 def test_each_wheel_installs_from_its_cell_index_and_passes_the_projects_tests(

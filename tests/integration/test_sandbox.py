@@ -169,3 +169,44 @@ def test_a_requirement_only_there_as_source_is_never_built(tmp_path: Path) -> No
         "sneaky cannot be had as a wheel: only its source is there, and a requirement is "
         "never built from source"), refused.value
     assert not marker.exists()
+
+
+READ = """
+import sys
+from pathlib import Path
+for name in sys.argv[1:]:
+    try:
+        print(name, repr(Path(name).read_text()))
+    except OSError as exc:
+        print(name, "unreadable:", exc.strerror)
+"""
+
+
+def test_a_confined_command_finds_the_users_secret_files_empty(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file system is read-only inside, but readable: a build that read the object cache's
+    key, or cloud and Git credentials, could copy them into the wheel it makes. Their folders
+    are empty inside and their files cannot be read."""
+    debian_package("bubblewrap", "bwrap")
+    home, config = tmp_path / "home", tmp_path / "config"
+    secrets = {config / "kernel-wheel-factory" / "object-cache.key": "the-object-key-bytes",
+               home / ".aws" / "credentials": "aws_secret_access_key = AKIA-SECRET",
+               home / ".ssh" / "id_ed25519": "-----BEGIN OPENSSH PRIVATE KEY-----",
+               home / ".netrc": "machine example.com password netrc-secret",
+               home / ".git-credentials": "https://user:git-secret@example.com"}
+    for path, text in secrets.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (home / "notes.txt").write_text("not a secret")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = [sys.executable, "-c", READ, *map(str, secrets), str(home / "notes.txt")]
+    done = subprocess.run(confined_command(argv, work, work), capture_output=True, text=True,
+                          env=confined_environment(work, {"PATH": "/usr/bin:/bin"}), timeout=60)
+    assert done.returncode == 0, done.stderr
+    for path, text in secrets.items():
+        assert text not in done.stdout
+        assert f"{path} unreadable: " in done.stdout
+    assert "'not a secret'" in done.stdout  # the rest of the home folder is there

@@ -2,7 +2,7 @@
 
 The compiler wrapper (rewrite.py run as a program) calls `compile_unit` for each command of the
 build. A command that compiles one source to one object (`-c src.cu -o obj.o`) is a unit: the
-wrapper asks the factory's broker (a Unix socket, cells/kinds/pep517/broker.py) for the input
+wrapper asks the factory's broker (a Unix socket, cells/broker.py) for the input
 sets seen for its command, takes the object of the first set whose files still have those
 hashes, and otherwise compiles, hashes what the compiler read (its dependency file) and hands
 the object over. Any other command (a link, `--version`, a preprocessing run) runs as written;
@@ -334,8 +334,9 @@ class Foreign(Exception):
 
 
 def _stand_in(output: str) -> int:
-    """An empty file where a shard build's object or linked library would be: the build goes
-    on to its end, the shard's objects are in the cache, and what it links is thrown away."""
+    """An empty file where an object or linked library would be (another shard's unit, a unit
+    past the time limit, a shard build's link): the build goes on to its end, what it compiled
+    is in the cache, and what it links is thrown away."""
     with open(output, "wb"):
         pass
     return 0
@@ -419,13 +420,14 @@ def compile_unit(settings: dict[str, Any], real: str, args: list[str]) -> int:
     try:
         if _from_cache(broker, request, unit, work, hashes):
             return 0
-    except Foreign:
+    except (Foreign, Late) as left:
+        # a stand-in, so that the build tool goes on to the units after it (served from the
+        # cache, or short enough to end in time); the factory throws away what it links
+        if isinstance(left, Late):
+            print(f"kernel-wheel-factory: {unit.source} not compiled: the build's time limit "
+                  "would end it (the next build compiles it)", file=sys.stderr)
         _write_depfile(unit, [[request["source"], ""]], work)
         return _stand_in(unit.output)
-    except Late:
-        print(f"kernel-wheel-factory: {unit.source} not compiled: the build's time limit would "
-              "end it (the next build compiles it)", file=sys.stderr)
-        return 1
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"kernel-wheel-factory: the object cache did not answer ({exc}); compiling",
               file=sys.stderr)

@@ -54,6 +54,15 @@ from ....wheel.assemble import GivenMetadata, compressed_tag, relabelled, write_
 from ....wheel.fatbin import fatbin_entries
 from ....wheel.read import PROVENANCE_FILE
 from ....wheel.repair import repair
+from ...broker import (
+    ObjectBroker,
+    Tally,
+    Timing,
+    compiler_threads,
+    say_tally,
+    source_identity,
+    stopped,
+)
 from ...compilers import Wrapped, log_changes, rule_note, wrap_compilers
 from ...job import (
     Built,
@@ -67,7 +76,6 @@ from ...job import (
 )
 from ...records import gpu_code_sizes, provenance_file
 from ...sandbox import confined_command, confined_environment, provide_bwrap
-from .broker import ObjectBroker, Tally, Timing, source_identity
 
 __all__ = ["BUILD_TOOLS", "build_project", "build_requirements", "c_compiler", "import_first",
            "provide_build_env", "reissued_metadata"]
@@ -102,25 +110,27 @@ def build_project(job: Job) -> Built:
     pool = job.compiling.pool
     built_dir = work / "built"
     pool.queue(1)
+    outside = job.compiling.broker  # served by the runner, from outside this container
     store = job.compiling.store if job.container is None and not job.prepared else None
     with pool.admitted(pool.budget.share(job.compiling.cells).cores,
                        lambda threads: threads * defaults.UNIT_MEMORY["cuda"],
                        math.inf) as grant, \
-            _broker(job, toolchain, store, _nvcc_threads(grant.threads, src)) as broker:
+            _broker(job, toolchain, store, compiler_threads(grant.threads, src)) as broker:
         # the whole project's compilers in one: it starts before any single unit of another cell
+        address = broker.address if broker else outside
+        shard = address is not None and job.compiling.shard is not None
         wrapped = wrap_compilers(cell, toolchain, work, python, c_compiler(toolchain.cxx),
-                                 broker.address if broker else None,
-                                 shard=broker is not None and broker.shard is not None)
+                                 address, shard=shard)
         finished = _run_build(job, toolchain, python, src, built_dir, grant.threads, wrapped,
                               broker)
     peak = f", peak {finished.peak / 2**30:.2f} GiB" if finished.peak else ""
     log.write(f"   built in {finished.seconds:.1f} s with MAX_JOBS={grant.threads}{peak}")
     tally = broker.tally if broker else Tally()
     if broker:
-        _say_tally(log, tally)
+        say_tally(log, tally)
     applied = log_changes(log, wrapped.changes(), "the project's compiler commands") \
         if wrapped else []
-    if broker is not None and broker.shard is not None:
+    if shard:
         mine = tally.compiled + tally.cached + len(tally.uncached)
         log.write(f"\nthis shard's {mine} unit(s) are in the object cache ({tally.foreign} "
                   "other shards'); the cell is linked by the build that takes every shard's "
@@ -170,32 +180,19 @@ def _run_build(job: Job, toolchain: Toolchain, python: Path, src: Path, built_di
             command = confined_command(command, job.work, src)
     argv, cwd = toolchain.runs_in.argv(command, src)
     try:
-        return job.compiling.pool.run(argv, cwd, log, "building the project",
-                                      measure=not toolchain.runs_in.prefix, env=env)
+        finished = job.compiling.pool.run(argv, cwd, log, "building the project",
+                                          measure=not toolchain.runs_in.prefix, env=env)
     except TimeLimitReached:
         if broker is None:
             raise
-        raise _stopped(log, broker.tally) from None
+        raise stopped(log, broker.tally) from None
     except CommandFailed as failure:
-        if broker is not None and broker.tally.late:
-            raise _stopped(log, broker.tally) from None
+        if broker is not None and broker.tally.late:  # its link of stand-ins failed
+            raise stopped(log, broker.tally) from None
         raise _build_failure(failure, wrapped, job.cell) from None
-
-
-def _stopped(log: Log, tally: Tally) -> TimeLimitReached:
-    """The time limit's end of a build served by the object cache: what it kept."""
-    _say_tally(log, tally)
-    kept = tally.compiled + tally.cached
-    late = f" ({len(tally.late)} not started, the limit would end them)" if tally.late else ""
-    return TimeLimitReached(f"stopped at the time limit with {kept} unit(s) of the project's "
-                            f"build in the object cache{late}; the next build compiles only "
-                            "the others")
-
-
-def _say_tally(log: Log, tally: Tally) -> None:
-    log.write(f"object cache: {tally.units} unit(s): {tally.cached} from the cache, "
-              f"{tally.compiled} compiled and kept ({tally.seconds:.1f} s of compiler time)"
-              + (f", {len(tally.uncached)} compiled without it" if tally.uncached else ""))
+    if broker is not None and broker.tally.late:  # it linked stand-ins: never a wheel
+        raise stopped(log, broker.tally)
+    return finished
 
 
 def _build_failure(failure: CommandFailed, wrapped: Wrapped | None,
@@ -300,7 +297,7 @@ def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path,
         **dict(cell.env),
         "TORCH_CUDA_ARCH_LIST": archs,
         "MAX_JOBS": str(threads),
-        "NVCC_THREADS": str(_nvcc_threads(threads, src)),
+        "NVCC_THREADS": str(compiler_threads(threads, src)),
         **compilers,
         "SOURCE_DATE_EPOCH": str(job.options.epoch(cell)),
         # nvcc names its temporary files, and so symbols of the object, after its process
@@ -311,13 +308,6 @@ def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path,
             *compression_flags(cell.compress, toolchain.cuda.version)))),
         "PYTHONNOUSERSITE": "1", "PIP_NO_INDEX": "1",
     }
-
-
-def _nvcc_threads(threads: int, src: Path) -> int:
-    """The threads each nvcc of a build of `threads` compilers gets: the cores its CUDA sources
-    leave idle, shared."""
-    sources = sum(1 for _ in src.rglob("*.cu"))
-    return max(1, threads // max(1, min(threads, sources)))
 
 
 _CXX_NAME = re.compile(r"(clang\+\+|g\+\+|c\+\+)(-[0-9.]+)?$")

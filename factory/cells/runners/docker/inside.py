@@ -174,9 +174,11 @@ def _compiling(job: dict[str, Any], say: Callable[..., None]) -> Compiling:
     objects = ObjectCache(Path(job["objects"]), key=bytes.fromhex(job["object_key"])) \
         if job["objects"] else None
     only = frozenset(job["only"]) if job["only"] is not None else None
+    shard = job.get("shard")
     return Compiling(pool, objects, costs,
                      lambda key, cost: say(cost=[key, cost.to_json()]), only,
-                     verify=float(job.get("verify") or 0.0))
+                     (int(shard[0]), int(shard[1])) if shard else None,
+                     verify=float(job.get("verify") or 0.0), broker=job.get("broker"))
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from typing import Any
 
 from .... import defaults
 from ....compile.objects import DOCKER_PARTS, ObjectStore
+from ....compile.pool import TimeLimitReached
 from ....config.wheelhouse import wheelhouse_wheels
 from ....errors import BuildError, Unavailable
 from ....plan.codec import cell_record
@@ -50,6 +51,7 @@ from ....system.engine import Engine, source_archive
 from ....system.process import Log, first_error
 from ....toolchain.python import manylinux_python
 from ....values.versions import major_minor
+from ...broker import ObjectBroker, Timing, compiler_threads, say_tally, source_identity, stopped
 from ...job import Built, Compiling, Container
 from ...kinds import kind_of
 from ...options import BuildOptions
@@ -62,6 +64,7 @@ CACHE = PurePosixPath("/cache")  # the factory's cache, as containers see it
 SOURCES = PurePosixPath("/work/src")
 DEPENDS = PurePosixPath("/work/depends")  # C++ dependencies: <name>/<n>, the n-th header folder
 OBJECTS = PurePosixPath("/objects")  # the object cache's part of the image's base
+BROKER = PurePosixPath("/objects-broker")  # the folder of an object cache broker's socket
 # in a container of the kernel's code: what is copied in (owned by root: read-only to it), and
 # where it may write
 KERNEL = PurePosixPath("/tmp/kernel-wheel-factory-kernel")
@@ -86,6 +89,27 @@ def confined_options() -> list[str]:
     build user, no capabilities, no new privileges, HOME in its own /tmp."""
     return ["--network", "none", "--user", build_user(), "--cap-drop", "ALL",
             "--security-opt", "no-new-privileges", "--env", "HOME=/tmp"]
+
+
+def _brokered(build: Callable[[], Built], broker: ObjectBroker | None, compiling: Compiling,
+              log: Log) -> Built:
+    """A build in a container that an object cache broker served from here: its counts are
+    the broker's, and one the time limit stopped (its compilers, or units not started) ends
+    saying what the cache kept."""
+    if broker is None:
+        return build()
+    try:
+        built = build()
+    except BuildError as failure:
+        if broker.tally.late or compiling.pool.expired or isinstance(failure,
+                                                                     TimeLimitReached):
+            raise stopped(log, broker.tally) from None
+        raise
+    if broker.tally.late:  # it linked stand-ins: never a wheel
+        raise stopped(log, broker.tally)
+    tally = broker.tally
+    say_tally(log, tally)
+    return Built(built.wheel, tally.units, tally.compiled + len(tally.uncached), tally.cached)
 
 
 def missing_base(engine: Engine, image: BuilderImage, offline: bool = False) -> str | None:
@@ -169,10 +193,14 @@ class DockerRunner:
         self._prepare(group, cell, log)
         progress("copying the source in")
         if kind_of(cell.spec).runs_code_to_build:  # the kernel's code: a container of its own
-            with self._kernel_container(group, "build", log) as container:
+            with self._objects_served(group, cell, compiling, log) as (broker, mounts), \
+                    self._kernel_container(group, "build", log, mounts) as container:
                 self._copy_sources(container, cell, set())
-                return self._run_build(group, container, cell, staging, log,
-                                       replace(compiling, objects=None), progress)
+                served = replace(compiling, objects=None,
+                                 broker=str(BROKER / "objects.sock") if broker else None)
+                return _brokered(lambda: self._run_build(group, container, cell, staging, log,
+                                                         served, progress),
+                                 broker, compiling, log)
         compiling = replace(compiling, part=f"{DOCKER_PARTS}/{slug(group.image.base)}")
         container = self._build_container(group, cell, compiling.store)
         return self._run_build(group, container, cell, staging, log, compiling, progress)
@@ -393,12 +421,38 @@ class DockerRunner:
                 f"target={CACHE / self._base_cache(group.image)},readonly"]
 
     @contextmanager
-    def _kernel_container(self, group: _Group, step: str, log: Log) -> Iterator[str]:
+    def _objects_served(self, group: _Group, cell: Cell, compiling: Compiling,
+                        log: Log) -> Iterator[tuple[ObjectBroker | None, list[str]]]:
+        """For a build in a container that writes its own compile commands (a setup.py
+        project's): the object cache's broker, served from here, and the mount that puts its
+        socket's folder (and nothing else of the cache) into the container. Its identities
+        name the builder image by id (its compilers are the image's) and the project; its
+        objects go to a part of the cache of their own beside the image base's part, which
+        the containers' user writes. Nothing without an object cache."""
+        if compiling.objects is None or not kind_of(cell.spec).units_seen:
+            yield None, []
+            return
+        store = compiling.objects.part(f"{DOCKER_PARTS}/{slug(group.image.base)}.projects",
+                                       own=True)
+        image = self.engine.image_id(group.image.name) or group.image.name
+        threads = compiler_threads(compiling.pool.budget.share(compiling.cells).cores,
+                                   cell.source.root)
+        with ObjectBroker(store, f"image {image}\nproject {source_identity(cell.source)}", log,
+                          Timing(compiling.pool, compiling.costs, compiling.measured, cell.key,
+                                 threads), compiling.shard) as broker:
+            folder = Path(broker.address).parent
+            if os.getuid() == 0:  # the container's user must reach the socket
+                Container((), (NOBODY_ID, NOBODY_ID)).hand_over(folder)
+            yield broker, ["--mount", f"type=bind,source={folder},target={BROKER}"]
+
+    @contextmanager
+    def _kernel_container(self, group: _Group, step: str, log: Log,
+                          mounts: Iterable[str] = ()) -> Iterator[str]:
         """A container of its own for one step that runs the kernel's code, confined as the
-        build container is but with nothing of the object cache; removed, with everything
-        the step left running, when it ends."""
+        build container is but with nothing of the object cache (but `mounts`: a broker's
+        socket); removed, with everything the step left running, when it ends."""
         with self.engine.step_container(group.image.name, f"{group.image.tag}-{step}",
-                                        self._confined(group)) as container:
+                                        [*self._confined(group), *mounts]) as container:
             log.write(f"   the kernel's code runs in a container of its own, {container}: no "
                       f"network, user {build_user()} without capabilities, the torch "
                       "environments read-only")
@@ -462,6 +516,8 @@ class DockerRunner:
             "costs": {key: cost.to_json() for key, cost in compiling.costs.items()},
             "only": sorted(compiling.only) if compiling.only is not None else None,
             "verify": compiling.verify,
+            "broker": compiling.broker,
+            "shard": list(compiling.shard) if compiling.shard else None,
         }
         log.step(f"building in {container} (no network, user {build_user()})")
         outcome = self._exec(container, "build", job, log, progress, compiling)

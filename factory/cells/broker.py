@@ -1,5 +1,8 @@
-"""The object cache's broker for a PEP 517 build: the factory's end of the compiler wrappers'
-socket (data/compilers/cached.py is the other end).
+"""The object cache's broker for a build that writes its own compile commands (a setup.py /
+pyproject project's): the factory's end of the compiler wrappers' socket
+(data/compilers/cached.py is the other end). On this machine the broker serves a build it
+runs itself; for a build in a builder container, the docker runner serves it from outside the
+container, whose wrappers reach the socket through a mounted folder.
 
 The project's build runs confined, and so do its compiler wrappers: they cannot write into the
 cache and never see its key. For each compile they ask the broker, a thread of the factory
@@ -35,15 +38,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .... import defaults
-from ....compile.objects import ObjectStore
-from ....compile.pool import CompilePool
-from ....data.compilers.cached import DATE_MARKER, ENVIRONMENT, receive, receive_payload, send
-from ....plan.costs import UnitCost
-from ....sources.tree import SourceTree
-from ....system.process import Log
+from .. import defaults
+from ..compile.objects import ObjectStore
+from ..compile.pool import CompilePool, TimeLimitReached
+from ..data.compilers.cached import DATE_MARKER, ENVIRONMENT, receive, receive_payload, send
+from ..plan.costs import UnitCost
+from ..sources.tree import SourceTree
+from ..system.process import Log
 
-__all__ = ["ObjectBroker", "Tally", "Timing", "shard_of_unit", "source_identity"]
+__all__ = ["ObjectBroker", "Tally", "Timing", "compiler_threads", "say_tally", "shard_of_unit",
+           "source_identity", "stopped"]
 
 FORMAT = 1
 SOURCE_FOLDER = "$WORK/src/"  # where the project's staged sources lie, as units name them
@@ -52,6 +56,13 @@ _IDLE = 120.0  # seconds a connection may say nothing
 _MAX_ARGS = 20_000
 _MAX_INPUTS = 100_000
 _HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def compiler_threads(threads: int, src: Path) -> int:
+    """The threads each nvcc of a build of `threads` compilers gets (NVCC_THREADS): the cores
+    its CUDA sources leave idle, shared."""
+    sources = sum(1 for _ in src.rglob("*.cu"))
+    return max(1, threads // max(1, min(threads, sources)))
 
 
 def source_identity(source: SourceTree) -> str:
@@ -114,8 +125,14 @@ class Timing:
         return f"{self.cell}/{source.removeprefix(SOURCE_FOLDER)}"
 
     def may_start(self, source: str) -> bool:
+        """Whether the unit's compile ends before the limit: as measured, else as the slowest
+        unit of the cell measured so far (a project's units are one family, often alike)."""
         known = self.costs.get(self.key(source))
-        return self.pool.fits(known.seconds / self.threads if known else 0.0)
+        if known is None:
+            family = [cost.seconds for key, cost in self.costs.items()
+                      if key.startswith(f"{self.cell}/")]
+            return self.pool.fits(max(family, default=0.0) / self.threads)
+        return self.pool.fits(known.seconds / self.threads)
 
     def ran(self, source: str, seconds: float) -> None:
         self.measured(self.key(source), UnitCost(seconds * self.threads, None, 1))
@@ -245,6 +262,22 @@ def shard_of_unit(source: str, count: int) -> int:
     it runs: every machine puts a source in the same one, whatever else it has seen."""
     name = source.removeprefix(SOURCE_FOLDER).encode()
     return int.from_bytes(hashlib.sha256(name).digest()[:8], "big") % count + 1
+
+
+def say_tally(log: Log, tally: Tally) -> None:
+    log.write(f"object cache: {tally.units} unit(s): {tally.cached} from the cache, "
+              f"{tally.compiled} compiled and kept ({tally.seconds:.1f} s of compiler time)"
+              + (f", {len(tally.uncached)} compiled without it" if tally.uncached else ""))
+
+
+def stopped(log: Log, tally: Tally) -> TimeLimitReached:
+    """The time limit's end of a build the broker served: what it kept."""
+    say_tally(log, tally)
+    kept = tally.compiled + tally.cached
+    late = f" ({len(tally.late)} not started, the limit would end them)" if tally.late else ""
+    return TimeLimitReached(f"stopped at the time limit with {kept} unit(s) of the project's "
+                            f"build in the object cache{late}; the next build compiles only "
+                            "the others")
 
 
 def _input(item: Any) -> bool:
