@@ -468,7 +468,10 @@ class ObjectCache:
             return self._parts[name]
 
     def export(self, target: Path) -> int:
-        """Copy the objects this process found or made, part by part, into `target`."""
+        """Copy the objects this process found or made, part by part, into `target` (an
+        object cache of its own, made even when there are none: a shard of a setup.py
+        project's cell may have no unit, and the job that links takes every shard's folder)."""
+        (target / "objects").mkdir(parents=True, exist_ok=True)
         with self._lock:
             parts = dict(self._parts)
         return sum(store.export(store.used, target / name if name else target)

@@ -22,6 +22,7 @@ from factory.compile.objects import (
     ObjectCache,
     ObjectStore,
     evict,
+    merge_all,
     read_depfile,
     unit_identity,
 )
@@ -481,3 +482,12 @@ def test_a_share_of_cached_units_and_at_least_one_imported_are_compiled_again() 
     many = {f"csrc/imported{n}.cu": True for n in range(60)}
     chosen = _to_check(many, 0.0)
     assert len(chosen) == 3 and chosen <= set(many)  # 5% of 60
+
+
+def test_a_run_that_used_no_object_still_exports_a_cache_the_link_takes_in(
+        tmp_path: Path) -> None:
+    """A shard of a setup.py project's cell may get no unit: its export is an empty object
+    cache, which the job that links takes in like any other."""
+    assert ObjectCache(tmp_path / "cache", KEY).export(tmp_path / "empty") == 0
+    assert (tmp_path / "empty" / "objects").is_dir()
+    assert merge_all(tmp_path / "empty", tmp_path / "link", KEY) == (0, 0)

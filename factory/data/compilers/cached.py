@@ -191,14 +191,7 @@ def send(connection: socket.socket, header: dict[str, Any], payload: BinaryIO | 
 
 
 def _exactly(connection: socket.socket, size: int) -> bytes:
-    parts = []
-    while size:
-        part = connection.recv(min(size, _CHUNK))
-        if not part:
-            raise OSError("the connection closed early")
-        parts.append(part)
-        size -= len(part)
-    return b"".join(parts)
+    return b"".join(receive_payload(connection, size))
 
 
 def receive(connection: socket.socket, limit: int = MAX_HEADER) -> dict[str, Any]:
