@@ -390,3 +390,19 @@ def test_a_kernel_builder_unit_comes_from_the_store_as_well(tmp_path: Path) -> N
         assert ObjectStore(tmp_path / "three", KEY, remote_store(url, "k", warnings.append)) \
             .fetch(identity, work, "_ns", target, warnings.append) is None
     assert warnings == []
+
+
+def test_a_file_that_changes_while_its_unit_compiles_keeps_nothing(served: Served) -> None:
+    """Looked up with one version of a header, compiled with another (a build step that
+    rewrote it meanwhile): which version went into the object is not known, so it is not
+    kept."""
+    served.compile("-c", "unit.c", "-o", "unit.o")
+    (served.src / "unit.h").write_text("#define FACTOR 4\n")
+    real = served.work / "real-gcc"  # the same compiler, which now rewrites the header first
+    real.write_text(f'#!/bin/sh\necho ran >> {served.count}\n'
+                    f'echo "#define FACTOR 5" > {served.src / "unit.h"}\n'
+                    f'exec {shutil.which("gcc")} "$@"\n')
+    served.compile("-c", "unit.c", "-o", "unit.o")
+    assert "unit.c: compiled without the object cache: a file it read changed while it " \
+           "compiled" in served.logged()
+    assert served.broker.tally.compiled == 1  # the first compile only

@@ -428,9 +428,12 @@ def compile_unit(settings: dict[str, Any], real: str, args: list[str]) -> int:
     started = time.monotonic()
     status = subprocess.call([real, *unit.run], env={**os.environ, NESTED: "1"})
     if status != 0 or broker is None:
+        _remove_own_depfile(unit, cwd)
         return status
     seconds = time.monotonic() - started
-    inputs = _inputs(unit, cwd, work, hashes)
+    inputs = _inputs(unit, cwd, work, _Hashes())  # read afresh: as the compiler read them
+    if not isinstance(inputs, str) and not _unchanged(inputs, work, hashes):
+        inputs = "a file it read changed while it compiled"
     if isinstance(inputs, str):
         _tell(broker, {"op": "skip", "why": inputs, **request})
     else:
@@ -442,12 +445,28 @@ def compile_unit(settings: dict[str, Any], real: str, args: list[str]) -> int:
         else:
             _tell(broker, {"op": "store", "inputs": inputs, "seconds": round(seconds, 3),
                            **request}, output, size)
+    _remove_own_depfile(unit, cwd)
+    return 0
+
+
+def _unchanged(inputs: list[list[str]], work: str, before: _Hashes) -> bool:
+    """Whether every input hashed before the compile (to look for its object) still has that
+    hash: a file changed meanwhile may have been read in either version."""
+    for path, digest in inputs:
+        real = _real(path, work)
+        if real in before.known:
+            earlier = before.known[real]
+            if earlier is None or earlier[0] != digest:
+                return False
+    return True
+
+
+def _remove_own_depfile(unit: Unit, cwd: str) -> None:
     if unit.own_depfile:
         try:
             os.unlink(os.path.join(cwd, unit.depfile or ""))
         except OSError:
             pass
-    return 0
 
 
 def _tell(broker: _Broker, header: dict[str, Any], payload: str | None = None,
