@@ -51,7 +51,7 @@ __all__ = ["ObjectBroker", "Tally", "Timing", "compiler_threads", "say_tally", "
 
 FORMAT = 1
 SOURCE_FOLDER = "$WORK/src/"  # where the project's staged sources lie, as units name them
-_CONNECTIONS = 64  # answered at once; more wait
+_CONNECTIONS = 256  # answered at once; more are closed
 _IDLE = 120.0  # seconds a connection may say nothing
 _MAX_ARGS = 20_000
 _MAX_INPUTS = 100_000
@@ -94,19 +94,33 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     block_on_close = False
     broker: ObjectBroker
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread for the connection, while fewer than _CONNECTIONS are answered; beyond,
+        it is closed at once (its wrapper compiles without the cache): a build that opens
+        connections without end costs the factory no more threads."""
+        if not self.broker.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.broker.slots.release()
+            raise
+
 
 class _Handler(socketserver.BaseRequestHandler):
     server: _Server
 
     def handle(self) -> None:
         broker = self.server.broker
-        with broker.slots:
+        try:
             connection: socket.socket = self.request
             connection.settimeout(_IDLE)
-            try:
-                broker.answer(connection, receive(connection))
-            except (OSError, ValueError, KeyError, TypeError):
-                return  # a wrapper that went away or spoke nonsense: it compiles on its own
+            broker.answer(connection, receive(connection))
+        except (OSError, ValueError, KeyError, TypeError):
+            return  # a wrapper that went away or spoke nonsense: it compiles on its own
+        finally:
+            broker.slots.release()
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -406,3 +407,34 @@ def test_a_file_that_changes_while_its_unit_compiles_keeps_nothing(served: Serve
     assert "unit.c: compiled without the object cache: a file it read changed while it " \
            "compiled" in served.logged()
     assert served.broker.tally.compiled == 1  # the first compile only
+
+
+def test_a_build_that_opens_connections_without_end_costs_no_more_threads(
+        served: Served) -> None:
+    """Connections that say nothing hold the broker's slots; one more is closed at once (its
+    wrapper compiles without the cache), and the factory starts no thread for it."""
+    idle = []
+    try:
+        for _ in range(256):
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.connect(served.broker.address)
+            idle.append(connection)
+        time.sleep(0.5)
+        threads = threading.active_count()
+        extra = []
+        for _ in range(50):
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.connect(served.broker.address)
+            extra.append(connection)
+        time.sleep(0.5)
+        assert threading.active_count() <= threads + 1
+        done = served.compile("-c", "unit.c", "-o", "unit.o")
+        assert "the object cache did not answer" in done.stderr and served.ran() == 1
+        for connection in extra:
+            connection.close()
+    finally:
+        for connection in idle:
+            connection.close()
+    time.sleep(0.5)
+    served.compile("-c", "unit.c", "-o", "unit.o")
+    assert served.broker.tally.compiled == 1
