@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 
 from .. import defaults
 from ..errors import ConfigError
+from ..values.stores import s3_location
 
 __all__ = ["READ_TIMEOUT", "Backend", "RemoteStore", "remote_store", "store_description"]
 
@@ -192,12 +193,7 @@ class _S3:
         except ImportError:
             raise ConfigError("s3:// object stores need boto3: pip install "
                               "'kernel-wheel-factory[s3]'", key=key) from None
-        parts = urlsplit(url)
-        self.bucket = parts.netloc
-        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", self.bucket):
-            raise ConfigError(f"'{self.bucket}' is not an S3 bucket name", key=key)
-        prefix = parts.path.strip("/")
-        self.prefix = prefix + "/" if prefix else ""
+        self.bucket, self.prefix = s3_location(url)  # a URL object_store_problem let through
         try:
             self.client = boto3.client("s3", config=Config(
                 connect_timeout=min(timeout, _CONNECT_TIMEOUT), read_timeout=timeout,

@@ -33,6 +33,7 @@ from ..errors import ConfigError, PublishError
 from ..hub import hub_errors, parse_hf_target
 from ..outputs.files import content_type, copy_atomic, file_sha256, remove_abandoned_temporaries
 from ..outputs.layout import PRIVATE_FOLDERS, refuse_links
+from ..values.stores import S3_BUCKET, s3_location
 
 __all__ = ["StaticReport", "publish_static", "static_tree"]
 
@@ -178,11 +179,10 @@ class _S3Target(_Target):
         except ImportError:
             raise ConfigError("s3:// targets need boto3: pip install "
                               "'kernel-wheel-factory[s3]'", key="--to") from None
-        bucket, _, prefix = spec.removeprefix("s3://").partition("/")
-        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
+        bucket, self.prefix = s3_location(spec)
+        if not S3_BUCKET.fullmatch(bucket):
             raise ConfigError(f"'{bucket}' is not an S3 bucket name", key="--to")
         self.bucket = bucket
-        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.description = f"s3://{bucket}/{self.prefix}"
         try:
             self.client = boto3.client("s3")

@@ -265,6 +265,11 @@ def test_bad_input(project: Path, factory: Callable[..., Result], case: Any) -> 
     (["build", "matrix.yaml", "--object-store", "redis://:hunter2@objects.example/0"],
      "argument --object-store: the URL holds a password: give the store's URL with its "
      "password in $KERNEL_WHEEL_FACTORY_OBJECT_STORE (a secret), not here"),
+    (["build", "matrix.yaml", "--object-store", "s3://AKIAEXAMPLE:s3cretkey@bucket/objects"],
+     "argument --object-store: the URL holds credentials: an s3:// store takes boto3's own "
+     "(AWS_ACCESS_KEY_ID, ~/.aws), never the URL's"),
+    (["build", "matrix.yaml", "--object-store", "s3://My_Bucket/objects"],
+     "argument --object-store: the URL names no S3 bucket ('My_Bucket')"),
     (["build", "matrix.yaml", "--object-store", "/srv/objects"],
      "argument --object-store: the URL is not an object store"),
     (["build", "matrix.yaml", "--object-cache", "matrix.yaml"],
