@@ -45,6 +45,7 @@ from ..data.compilers.cached import DATE_MARKER, ENVIRONMENT, receive, receive_p
 from ..plan.costs import UnitCost
 from ..sources.tree import SourceTree
 from ..system.process import Log
+from .job import Built
 
 __all__ = ["ObjectBroker", "Tally", "Timing", "compiler_threads", "say_tally", "shard_of_unit",
            "source_identity", "stopped"]
@@ -87,6 +88,11 @@ class Tally:
     @property
     def units(self) -> int:
         return self.cached + self.compiled + len(self.uncached)
+
+    def built(self, wheel: Path | None) -> Built:
+        """What building gave, counted as the broker saw it (compiled: with the cache or
+        without)."""
+        return Built(wheel, self.units, self.compiled + len(self.uncached), self.cached)
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

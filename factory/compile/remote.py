@@ -158,17 +158,14 @@ class RemoteStore:
             data: bytes) -> None:
         """Give the store an object, its record and its input set (the object first: a reader
         that finds the entry finds what it names)."""
-        def write() -> None:
+        def write() -> bool:
             self.backend.put(f"o/{record['sha256']}", data)
             self.backend.put(f"r/{entry['object']}", json.dumps(record).encode())
             self.backend.put(f"e/{identity}/{entry['object']}", json.dumps(entry).encode(),
                              listed=True)
+            return True  # written (a failed call gives None)
 
-        def written() -> bool:
-            write()
-            return True
-
-        if self._call("writing an object", written):
+        if self._call("writing an object", write):
             with self._lock:
                 self.given += 1
                 self._entries.setdefault(identity, []).insert(0, entry)

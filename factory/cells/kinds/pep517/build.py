@@ -131,17 +131,16 @@ def build_project(job: Job) -> Built:
     applied = log_changes(log, wrapped.changes(), "the project's compiler commands") \
         if wrapped else []
     if shard:
-        mine = tally.compiled + tally.cached + len(tally.uncached)
-        log.write(f"\nthis shard's {mine} unit(s) are in the object cache ({tally.foreign} "
-                  "other shards'); the cell is linked by the build that takes every shard's "
-                  "objects")
-        return Built(None, mine, tally.compiled + len(tally.uncached), tally.cached)
+        log.write(f"\nthis shard's {tally.units} unit(s) are in the object cache "
+                  f"({tally.foreign} other shards'); the cell is linked by the build that takes "
+                  "every shard's objects")
+        return tally.built(None)
     job.progress("auditwheel")
     log.step("auditwheel repair")
     repaired = repair(_the_wheel(built_dir), work / "wheelhouse", log)
     job.progress("packaging")
     wheel = _issue(job, toolchain, repaired, applied)
-    return Built(wheel, tally.units, tally.compiled + len(tally.uncached), tally.cached)
+    return tally.built(wheel)
 
 
 def _broker(job: Job, toolchain: Toolchain, store: ObjectStore | None,

@@ -107,9 +107,8 @@ def _brokered(build: Callable[[], Built], broker: ObjectBroker | None, compiling
         raise
     if broker.tally.late:  # it linked stand-ins: never a wheel
         raise stopped(log, broker.tally)
-    tally = broker.tally
-    say_tally(log, tally)
-    return Built(built.wheel, tally.units, tally.compiled + len(tally.uncached), tally.cached)
+    say_tally(log, broker.tally)
+    return broker.tally.built(built.wheel)
 
 
 def missing_base(engine: Engine, image: BuilderImage, offline: bool = False) -> str | None:
