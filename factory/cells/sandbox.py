@@ -90,18 +90,20 @@ _SECRET_FILES = (".netrc", ".pypirc", ".git-credentials", ".cache/huggingface/to
 def hidden_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     """bwrap's options that put an empty folder over each folder of secrets this user has
     (the factory's configuration folder, which holds the object cache's key, ~/.aws, ~/.ssh,
-    ...) and an empty file over each file of them (~/.netrc, ~/.pypirc, ...): the file
-    system is read-only inside, but a build could read them and copy them into its wheel."""
+    ...) and /dev/null, which cannot be read there, over each file of them (~/.netrc,
+    ~/.pypirc, ...), where a link leads (a ~/.ssh that is a link hides what it names): the
+    file system is read-only inside, but a build could read them and copy them into its
+    wheel."""
     environ = os.environ if environ is None else environ
     home = Path(environ.get("HOME") or Path.home())
     config = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
     folders = [config / KEY_FILE.parent, *(home / name for name in _SECRET_FOLDERS),
                *(config / name for name in _SECRET_CONFIG_FOLDERS)]
-    options = [part for folder in folders if folder.is_dir() and not folder.is_symlink()
-               for part in ("--tmpfs", str(folder))]
+    options = [part for folder in folders if folder.is_dir()
+               for part in ("--tmpfs", str(folder.resolve()))]
     return options + [part for file in (home / name for name in _SECRET_FILES)
-                      if file.is_file() and not file.is_symlink()
-                      for part in ("--ro-bind", "/dev/null", str(file))]
+                      if file.is_file()
+                      for part in ("--ro-bind", "/dev/null", str(file.resolve()))]
 
 
 def gpu_devices(dev: Path = Path("/dev")) -> tuple[str, ...]:

@@ -197,6 +197,11 @@ def test_a_confined_command_finds_the_users_secret_files_empty(
     for path, text in secrets.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    kept = tmp_path / "dotfiles" / "docker"  # ~/.docker a link to where it is kept
+    kept.mkdir(parents=True)
+    (kept / "config.json").write_text('{"auths": {"registry": "docker-secret"}}')
+    (home / ".docker").symlink_to(kept)
+    secrets[home / ".docker" / "config.json"] = "docker-secret"
     (home / "notes.txt").write_text("not a secret")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
