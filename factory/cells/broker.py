@@ -39,16 +39,18 @@ from types import TracebackType
 from typing import Any
 
 from .. import defaults
+from ..compile.held import cell_holdings
 from ..compile.objects import ObjectStore
 from ..compile.pool import CompilePool, TimeLimitReached
 from ..data.compilers.cached import DATE_MARKER, ENVIRONMENT, receive, receive_payload, send
 from ..plan.costs import UnitCost
+from ..plan.model import Cell
 from ..sources.tree import SourceTree
 from ..system.process import Log
 from .job import Built
 
-__all__ = ["ObjectBroker", "Tally", "Timing", "compiler_threads", "say_tally", "shard_of_unit",
-           "source_identity", "stopped"]
+__all__ = ["ObjectBroker", "Tally", "Timing", "compiler_threads", "holdings_of", "say_tally",
+           "shard_of_unit", "source_identity", "stopped"]
 
 FORMAT = 1
 SOURCE_FOLDER = "$WORK/src/"  # where the project's staged sources lie, as units name them
@@ -64,6 +66,14 @@ def compiler_threads(threads: int, src: Path) -> int:
     its CUDA sources leave idle, shared."""
     sources = sum(1 for _ in src.rglob("*.cu"))
     return max(1, threads // max(1, min(threads, sources)))
+
+
+def holdings_of(cell: Cell) -> str:
+    """Where the holdings of a cell's units are kept (compile/held.py): named as its objects'
+    identities name it, by the cell's key (its build folder) and, for a project whose build
+    writes its own commands, by the project too (source_identity)."""
+    return cell_holdings(source_identity(cell.source) if cell.kind.units_seen else "",
+                         cell.key)
 
 
 def source_identity(source: SourceTree) -> str:
@@ -164,9 +174,11 @@ class ObjectBroker:
     which project this is."""
 
     def __init__(self, store: ObjectStore, base: str, log: Log, timing: Timing | None = None,
-                 shard: tuple[int, int] | None = None) -> None:
+                 shard: tuple[int, int] | None = None, holdings: str | None = None) -> None:
         self.store, self.base, self.log, self.timing = store, base, log, timing
         self.shard = shard
+        self.holdings = holdings  # the cell's holdings, where a plan finds its units
+        # (compile/held.py)
         self.tally = Tally()
         self.slots = threading.BoundedSemaphore(_CONNECTIONS)
         self._lock = threading.Lock()
@@ -260,7 +272,9 @@ class ObjectBroker:
                 for chunk in receive_payload(connection, size):
                     out.write(chunk)
 
-        self.store.keep(identity, source, inputs, fill)
+        unit = source.removeprefix(SOURCE_FOLDER)
+        self.store.keep(identity, source, inputs, fill,
+                        None if self.holdings is None else (self.holdings, unit))
         send(connection, {"ok": True})
         if self.timing is not None:
             self.timing.ran(source, float(seconds))

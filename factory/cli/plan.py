@@ -16,6 +16,7 @@ from .common import (
     matrix_options,
     new_index,
     new_option,
+    object_store,
     path_argument,
     positive,
     selections,
@@ -46,9 +47,14 @@ def add(commands: Any) -> None:
                       help="the cores of a build machine, for --split-after (default "
                            f"{defaults.RUNNER_CORES})")
     plan.add_argument("--object-cache", type=path_argument, default=None, metavar="DIR",
-                      help="where earlier builds recorded what each unit cost (default: "
+                      help="where earlier builds recorded what each unit cost, and which units' "
+                           "objects it holds (default: "
                            "objects/ in the cache folder); units never built are estimated "
                            "from their size")
+    plan.add_argument("--object-store", type=object_store, default=None, metavar="URL",
+                      help="a remote object store shared by machines (s3:// or redis://): "
+                           "the plan says which units it holds; default: the matrix's "
+                           f"object-store:, else ${defaults.OBJECT_STORE_VARIABLE}")
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -61,7 +67,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         objects=args.object_cache,
         max_cells=args.max_cells, offline=args.offline, locked=args.locked,
         torch_pythons=tuple(args.torch_python), split_after=args.split_after, cores=args.cores,
-        new=new_index(args), select=selections(args))
+        new=new_index(args), select=selections(args), object_store=args.object_store)
     fanout = plan_fanout(request, say_to(make_console(stderr=True), "yellow"))
     print(fanout_text(fanout, args.format))
     return 0

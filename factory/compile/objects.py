@@ -74,6 +74,7 @@ from ..outputs.files import (
 )
 from ..system.cache import exclusive
 from ..trust.keys import sign
+from .held import HELD_FOLDER, holding
 from .remote import RemoteStore
 
 __all__ = ["DOCKER_PARTS", "ObjectCache", "ObjectStore", "evict", "merge_all",
@@ -320,9 +321,11 @@ class ObjectStore:
         return None
 
     def put(self, identity: str, source: str, work: Path, obj: Path, depfile: Path,
-            cwd: Path, namespace: str, names_namespace: bool, sealed: bool = False) -> str:
+            cwd: Path, namespace: str, names_namespace: bool, sealed: bool = False,
+            cell: str | None = None) -> str:
         """Keep a freshly compiled object under its key; the key. `names_namespace`: the
-        command line names the namespace macro (its files are looked at here)."""
+        command line names the namespace macro (its files are looked at here); `cell`: the
+        holdings it is a unit of (compile/held.py)."""
         inputs = []
         for path in read_depfile(depfile, cwd):
             normal = _normal(path, work)
@@ -336,12 +339,14 @@ class ObjectStore:
             names_namespace = names_namespace or found[1]
         if names_namespace:
             inputs.append([NAMESPACE, namespace])
-        return self.keep(identity, source, inputs, lambda target: shutil.copyfile(obj, target))
+        return self.keep(identity, source, inputs, lambda target: shutil.copyfile(obj, target),
+                         None if cell is None else (cell, source))
 
     def keep(self, identity: str, source: str, inputs: list[list[str]],
-             fill: Callable[[Path], object]) -> str:
+             fill: Callable[[Path], object], held: tuple[str, str] | None = None) -> str:
         """Keep the object `fill` writes (to the path it is given) under the key of `identity`
-        and `inputs`, signed, with a manifest entry; its key."""
+        and `inputs`, signed, with a manifest entry; its key. `held`: the cell's holdings and
+        the unit's name there, where a plan should find the unit held (compile/held.py)."""
         inputs = sorted(inputs)
         key = _cache_key(identity, inputs)
         target = self._object(key)
@@ -358,7 +363,19 @@ class ObjectStore:
             self._used[key] = identity
         if self.remote is not None and self.remote.up:
             self.remote.put(identity, entry, record, target.read_bytes())
+        if held is not None:
+            self._hold(held[0], held[1], key, inputs)
         return key
+
+    def _hold(self, cell: str, unit: str, key: str, inputs: list[list[str]]) -> None:
+        """The object's holding, for a plan (compile/held.py): here, and in the remote store
+        after the object it names."""
+        mark = json.dumps(holding(self.key, cell, unit, key, inputs)).encode()
+        folder = self.root / HELD_FOLDER / cell
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomic(folder / f"{key}.json", mark)
+        if self.remote is not None and self.remote.up:
+            self.remote.hold(cell, key, mark)
 
     def signed(self, key: str, record: dict[str, Any]) -> bool:
         """Whether the record's mac is this cache's key's for what it states."""
@@ -410,6 +427,7 @@ class ObjectStore:
             if entries:
                 source = manifest.get("source", "") if isinstance(manifest, dict) else ""
                 out._add_entries(identity, str(source), entries)
+        _copy_holdings(self.root, target, set(used))
         return copied
 
     def merge(self, source: Path) -> tuple[int, int]:
@@ -441,6 +459,8 @@ class ObjectStore:
             if not _HEX.fullmatch(identity) or manifest.is_symlink() or not isinstance(data, dict):
                 continue
             self._add_entries(identity, str(data.get("source", "")), _entries(data))
+        _copy_holdings(source, self.root, {record.stem for record in
+                                           (self.root / "objects").glob("*/*.json")})
         return taken, refused
 
 
@@ -527,6 +547,12 @@ def evict(root: Path, limit: int) -> tuple[int, int]:
                 record.unlink(missing_ok=True)
                 total -= size
                 removed += 1
+        if removed:
+            for part in store_parts(root):
+                for holding_file in (part / HELD_FOLDER).glob("*/*.json"):
+                    if not (part / "objects" / holding_file.stem[:2] /
+                            f"{holding_file.stem}.o").is_file():
+                        holding_file.unlink(missing_ok=True)
         return removed, total
 
 
@@ -556,6 +582,17 @@ def _copy_entry(source: ObjectStore, target: ObjectStore, key: str,
     else:
         copy_atomic(record, target._record(key))
     return True
+
+
+def _copy_holdings(source: Path, target: Path, keys: set[str]) -> None:
+    """The holdings of the objects `keys` copied from one cache folder to another (a plan
+    checks each before it believes it: compile/held.py)."""
+    for path in sorted((source / HELD_FOLDER).glob("*/*.json")):
+        copy = target / path.relative_to(source)
+        if path.stem in keys and _HEX.fullmatch(path.parent.name) and \
+                not path.is_symlink() and not copy.exists():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy_atomic(path, copy)
 
 
 def _cache_key(identity: str, inputs: list[list[str]]) -> str:

@@ -8,6 +8,8 @@ too. Under the store's prefix:
     r/<key>              the object's record, as the local cache keeps it (identity, source,
                          size, sha256, and the mac under the object cache's key)
     o/<sha256>           an object, named by its bytes
+    h/<cell>/<key>       a holding: which unit of a cell the object is, for `factory plan`
+                         (compile/held.py)
 
 No name is ever read, changed and written back: an entry's name is its key (the hash of the
 identity and the input set), a record's is the key it describes, an object's is its hash. So
@@ -48,6 +50,7 @@ _HEX = re.compile(r"[0-9a-f]{64}")
 _CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 30.0
 _ENTRIES = 32  # input sets read per identity, at most
+_HOLDINGS = 1000  # holdings read per cell, at most (one listing of S3's)
 
 
 class Backend(Protocol):
@@ -169,6 +172,24 @@ class RemoteStore:
             with self._lock:
                 self.given += 1
                 self._entries.setdefault(identity, []).insert(0, entry)
+
+
+    def hold(self, cell: str, key: str, data: bytes) -> None:
+        """Give the store a holding of a cell's unit (compile/held.py)."""
+        self._call("writing a holding",
+                   lambda: self.backend.put(f"h/{cell}/{key}", data, listed=True))
+
+    def holdings(self, cell: str) -> list[Any]:
+        """The holdings the store has for a cell, as read (at most _HOLDINGS of them)."""
+        names = self._call("listing holdings", lambda: self.backend.names(f"h/{cell}/",
+                                                                         _HOLDINGS))
+        found = []
+        for name in sorted(names or []):
+            def read(name: str = name) -> bytes | None:
+                return self.backend.get(name, defaults.MAX_RECORD_SIZE)
+
+            found.append(_json(self._call("reading a holding", read)))
+        return found
 
 
 def _json(data: bytes | None) -> Any:

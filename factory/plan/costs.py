@@ -139,21 +139,23 @@ def estimated_seconds(cell: Cell, unit: Unit, book: Mapping[str, UnitCost] | Non
     return seconds
 
 
-def cell_work(cell: Cell, book: Mapping[str, UnitCost] | None = None) -> tuple[int, float]:
-    """The cell's units and their work in core-seconds. A cell whose build writes its own
-    compile commands (a setup.py project's) has the units its builds were seen to compile, as
-    they measured them: this cell's, else those of the kernel's cell seen with the most (its
-    builds for another torch or CPython compile the same sources); none before its first
-    build."""
+def cell_work(cell: Cell, book: Mapping[str, UnitCost] | None = None,
+              held: frozenset[str] = frozenset()) -> tuple[int, float]:
+    """The cell's units and their work in core-seconds, those `held` (sources whose objects a
+    cache holds) left out. A cell whose build writes its own compile commands (a setup.py
+    project's) has the units its builds were seen to compile, as they measured them: this
+    cell's, else those of the kernel's cell seen with the most (its builds for another torch
+    or CPython compile the same sources); none before its first build."""
     if not cell.kind.units_seen:
-        return (sum(1 for unit in cell.units if unit.compiled),
-                sum(estimated_seconds(cell, unit, book) for unit in cell.units if unit.compiled))
+        units = [unit for unit in cell.units if unit.compiled and unit.source not in held]
+        return len(units), sum(estimated_seconds(cell, unit, book) for unit in units)
     seen: dict[str, dict[str, float]] = {}
     for key, cost in (book or {}).items():
         cell_key, _, source = key.partition("/")
         seen.setdefault(cell_key, {})[source] = cost.seconds
-    units = seen.get(cell.key) or max(seen.values(), key=len, default={})
-    return len(units), sum(units.values())
+    found = seen.get(cell.key) or max(seen.values(), key=len, default={})
+    left = {source: seconds for source, seconds in found.items() if source not in held}
+    return len(left), sum(left.values())
 
 
 def unit_memory(cell: Cell, unit: Unit, threads: int,

@@ -38,6 +38,9 @@ def fanout_text(fanout: FanOut, format: PlanFormat) -> str:
         "served": {cell.id: [served.id for served in plan.serves(cell.id)]
                    for cell in plan.cells if plan.serves(cell.id)},
         "cells": {cell: {"units": cost.units, "core_seconds": round(cost.core_seconds, 1),
+                         "held": sorted(cost.held.units),
+                         "left": {"units": cost.left[0],
+                                  "core_seconds": round(cost.left[1], 1)},
                          "shards": cost.shards, "widened": cost.widened,
                          **({"compiler": compilers[cell]} if cell in compilers else {})}
                   for cell, cost in sorted(costs.items())},

@@ -27,6 +27,7 @@ import redis
 
 from factory.cells.broker import ObjectBroker, Timing, shard_of_unit
 from factory.cells.compilers import install_wrapper
+from factory.compile.held import cell_holdings, held_units
 from factory.compile.objects import ObjectStore, unit_identity
 from factory.compile.pool import Budget, CompilePool
 from factory.compile.remote import READ_TIMEOUT, remote_store
@@ -275,6 +276,7 @@ def test_a_shard_build_compiles_its_own_units_and_stands_in_for_the_rest(
 # -- the remote object store, shared by machines ------------------------------------------------
 
 PASSWORD = "s3cret-store-pass"
+HOLDINGS = cell_holdings("project one", "one-cell")
 
 
 @pytest.fixture(params=["redis", "s3"])
@@ -299,7 +301,8 @@ def machine(served: Served, tmp_path: Path, name: str, url: str, key: bytes = KE
                         remote_store(url, "--object-store", warnings.append, timeout))
     log = tmp_path / f"{name}.log"
     with open(log, "w") as handle, \
-            ObjectBroker(store, "gcc of these tests\nproject one", Log(handle)) as broker:
+            ObjectBroker(store, "gcc of these tests\nproject one", Log(handle),
+                         holdings=HOLDINGS) as broker:
         handle.reconfigure(line_buffering=True)
         yield broker, warnings, log
 
@@ -308,7 +311,15 @@ def test_a_unit_one_machine_compiled_is_served_to_another_by_the_store(
         served: Served, tmp_path: Path, store_url: str) -> None:
     with machine(served, tmp_path, "one", store_url) as (broker, warnings, _):
         served.compile("-c", "unit.c", "-o", "unit.o", broker=broker.address)
-        assert broker.store.remote is not None and broker.store.remote.given == 1
+        remote = broker.store.remote
+        assert remote is not None and remote.given == 1
+        # what a plan reads: the unit is held while the project's files are unchanged
+        assert held_units(KEY, HOLDINGS, remote.holdings(HOLDINGS), served.src, "") == \
+            {"unit.c"}
+        header = served.src / "unit.h"
+        header.write_text(header.read_text() + "// changed\n")
+        assert held_units(KEY, HOLDINGS, remote.holdings(HOLDINGS), served.src, "") == set()
+        header.write_text(header.read_text().removesuffix("// changed\n"))
     first = (served.src / "unit.o").read_bytes()
     with machine(served, tmp_path, "two", store_url) as (broker, more, _):
         served.compile("-c", "unit.c", "-o", "unit.o", broker=broker.address)

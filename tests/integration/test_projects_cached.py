@@ -163,6 +163,15 @@ def test_two_shards_and_a_link_job_give_the_wheel_of_one_job(
         assert "units: 2 compiled, 0 from the object cache" in alone.stdout, alone.stdout
         assert "object store redis://127.0.0.1:" in alone.stdout
         assert "0 object(s) taken, 2 given" in alone.stdout, alone.stdout
+        # a plan on a machine with an empty cache finds both units held by the store
+        plan = ("plan", matrix, "--object-cache")
+        remote = run_factory(*plan, tmp_path / "objects6", env=stored)
+        assert remote.exit == 0, remote.stderr
+        (cell,) = json.loads(remote.stdout)["cells"].values()
+        assert cell["held"] == sorted([CXX_UNIT, "csrc/relu_scale_kernel.cu"])
+        assert cell["left"] == {"units": 0, "core_seconds": 0}
+        assert "2 of 2 unit(s) held (the object store redis://127.0.0.1:" in remote.stderr
+        assert "store-password" not in remote.stdout + remote.stderr
         # another machine: an object cache of its own, the same store behind it
         again = run_factory("build", matrix, "--out", tmp_path / "again", "--object-cache",
                             tmp_path / "objects5", env=stored)
@@ -173,3 +182,9 @@ def test_two_shards_and_a_link_job_give_the_wheel_of_one_job(
     wheels = [next((tmp_path / out / "files").glob("*.whl")).read_bytes()
               for out in ("alone", "linked", "again")]
     assert wheels[0] == wheels[1] == wheels[2]
+    # the link job's cache holds what the shards compiled; a changed source is not held
+    (project / CXX_UNIT).write_text((project / CXX_UNIT).read_text() + "// changed\n")
+    merged = run_factory(*plan, tmp_path / "objects3", env=env)
+    (cell,) = json.loads(merged.stdout)["cells"].values()
+    assert cell["held"] == ["csrc/relu_scale_kernel.cu"], merged.stderr
+    assert "1 of 2 unit(s) held (the object cache 1)" in merged.stderr

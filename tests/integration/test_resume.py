@@ -17,6 +17,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,10 +121,22 @@ def test_a_build_killed_half_way_resumes_with_only_the_missing_units(tmp_path: P
     assert wheel_sha(tmp_path, "second") == expected
 
 
+def planned(folder: Path, objects: Path, factory_cache: Path) -> dict[str, Any]:
+    """What `factory plan` says of the cell: its units, those the object cache holds, and
+    what is left to compile."""
+    done = run_factory("plan", folder / "matrix.yaml", "--object-cache", objects,
+                       env=cache_env(factory_cache))
+    assert done.exit == 0, done.stderr
+    cell: dict[str, Any] = json.loads(done.stdout)["cells"][CELL]
+    return cell
+
+
 def test_changing_one_file_recompiles_that_unit_alone(tmp_path: Path, cold: tuple[Path, str],
                                                       factory_cache: Path) -> None:
     cold_folder, expected = cold
     objects = warm_copy(cold_folder, tmp_path)
+    held = planned(tmp_path, objects, factory_cache)
+    assert set(held["held"]) == UNITS and held["left"] == {"units": 0, "core_seconds": 0}
     unchanged = run_factory(*build_args(tmp_path, "out", objects), env=cache_env(factory_cache))
     assert unchanged.exit == 0 and wheel_sha(tmp_path, "out") == expected
     assert units(log_of(tmp_path, "out"), "cached") == UNITS
@@ -136,6 +149,10 @@ def test_changing_one_file_recompiles_that_unit_alone(tmp_path: Path, cold: tupl
     assert touched.exit == 0 and units(log_of(tmp_path, "touched"), "cached") == UNITS
 
     part.write_text(part.read_text() + "// a change\n")
+    # the plan foresees what the build below compiles
+    held = planned(tmp_path, objects, factory_cache)
+    assert set(held["held"]) == UNITS - {"csrc/part3.cu", BINDING}
+    assert held["left"]["units"] == 2 and held["units"] == 9
     changed = run_factory(*build_args(tmp_path, "changed", objects),
                           env=cache_env(factory_cache))
     assert changed.exit == 0, changed.stdout + changed.stderr

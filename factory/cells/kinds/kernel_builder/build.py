@@ -40,6 +40,7 @@ from ....toolchain import Toolchain
 from ....wheel.assemble import CoreMetadata, compressed_tag, write_wheel
 from ....wheel.read import PROVENANCE_FILE
 from ....wheel.repair import repair
+from ...broker import holdings_of
 from ...compilers import log_changes, rule_note
 from ...jit import check_jit_headers, ship_jit_headers
 from ...job import (
@@ -399,7 +400,7 @@ def _compile_one(job: Job, compile_job: CompileJob, toolchain: Toolchain,
             store.put(identity, compile_job.source, job.work, compile_job.object,
                       compile_job.depfile, compile_job.cwd, cell.ops_namespace,
                       names_namespace(compile_job.argv, cell.ops_namespace),
-                      sealed=bool(_sealed_image(cell)))
+                      sealed=bool(_sealed_image(cell)), cell=holdings_of(cell))
             kept = ", kept in the object cache"
         except OSError as exc:
             kept = f", not kept in the object cache ({exc})"

@@ -59,6 +59,7 @@ from ...broker import (
     Tally,
     Timing,
     compiler_threads,
+    holdings_of,
     say_tally,
     source_identity,
     stopped,
@@ -154,7 +155,7 @@ def _broker(job: Job, toolchain: Toolchain, store: ObjectStore | None,
     compiling = job.compiling
     return ObjectBroker(store, base, job.log, Timing(compiling.pool, compiling.costs,
                                                      compiling.measured, job.cell.key, threads),
-                        compiling.shard)
+                        compiling.shard, holdings_of(job.cell))
 
 
 def _run_build(job: Job, toolchain: Toolchain, python: Path, src: Path, built_dir: Path,
