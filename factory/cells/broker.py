@@ -108,6 +108,8 @@ class Tally:
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 1024  # connections waiting to be accepted (listen's backlog): a
+    # build tool starts as many compiles at once as it has jobs
     broker: ObjectBroker
 
     def process_request(self, request: Any, client_address: Any) -> None:

@@ -449,3 +449,27 @@ def test_a_build_that_opens_connections_without_end_costs_no_more_threads(
     time.sleep(0.5)
     served.compile("-c", "unit.c", "-o", "unit.o")
     assert served.broker.tally.compiled == 1
+
+
+def test_many_units_asking_at_once_are_all_served(served: Served) -> None:
+    """A build tool that starts many compiles at the same moment (ninja with a high MAX_JOBS,
+    most of them answered at once from the cache): every wrapper reaches the broker, none
+    falls back to compiling without it."""
+    count = 48
+    for index in range(count):
+        (served.src / f"unit{index}.c").write_text(UNIT.replace("scaled", f"scaled{index}"))
+    compiler = served.compiler()
+
+    def compile_all() -> list[subprocess.Popen[str]]:
+        started = [subprocess.Popen([compiler, "-c", f"unit{index}.c", "-o", f"unit{index}.o"],
+                                    cwd=served.src, stderr=subprocess.PIPE, text=True)
+                   for index in range(count)]
+        for process in started:
+            process.wait()
+        return started
+
+    for round_ in ("compiled", "cached"):
+        said = [process.stderr.read() for process in compile_all() if process.stderr]
+        assert not [text for text in said if "did not answer" in text], round_
+    assert served.broker.tally.compiled == served.broker.tally.cached == count
+    assert served.ran() == count

@@ -69,6 +69,7 @@ _HEADER = struct.Struct(">I")
 MAX_HEADER = 16 * 2**20
 _CHUNK = 2**20
 _TIMEOUT = 600.0  # a broker that has not answered by then is not there
+_CONNECT_PATIENCE = 30.0  # seconds a wrapper waits for room in the broker's queue
 
 
 class Unit:
@@ -226,7 +227,7 @@ class _Broker:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         connection.settimeout(_TIMEOUT)
         try:
-            connection.connect(self.address)
+            _connect(connection, self.address)
             if payload is None:
                 send(connection, header)
             else:
@@ -236,6 +237,24 @@ class _Broker:
         except BaseException:
             connection.close()
             raise
+
+
+def _connect(connection: socket.socket, address: str) -> None:
+    """Connect to the broker. A Unix socket whose queue of connections waiting to be accepted
+    is full refuses more at once (EAGAIN) rather than waiting: the many compiles a build tool
+    starts in the same moment try again for a while, so that none is compiled without the
+    cache only because its neighbours asked first."""
+    deadline = time.monotonic() + _CONNECT_PATIENCE
+    pause = 0.005
+    while True:
+        try:
+            connection.connect(address)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
 
 class _Hashes:
