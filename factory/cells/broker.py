@@ -238,10 +238,12 @@ class ObjectBroker:
         elif op == "foreign":  # another shard's, not in the cache: left to that shard
             with self._lock:
                 self.tally.foreign += 1
+            send(connection, {"ok": True})
         elif op == "late":  # found no object and may not start: left for the next build
             with self._lock:
                 self.tally.late.append(source)
             self.log.write(f"   {source}: not started, the time limit would end it")
+            send(connection, {"ok": True})
         elif op == "take":
             handle = self.store.open_checked(identity, str(request.get("object")),
                                              self.log.write)
@@ -259,6 +261,7 @@ class ObjectBroker:
             with self._lock:
                 self.tally.uncached.append((source, why))
             self.log.write(f"   {source}: compiled without the object cache: {why}")
+            send(connection, {"ok": True})
 
     def _keep(self, connection: socket.socket, identity: str, source: str,
               request: dict[str, Any]) -> None:

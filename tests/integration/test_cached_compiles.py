@@ -167,7 +167,8 @@ def test_another_project_never_sees_a_projects_objects(served: Served, tmp_path:
 def test_a_command_the_cache_cannot_key_is_compiled_and_named(served: Served) -> None:
     (served.src / "flags").write_text("-O2\n")
     for _ in range(2):
-        served.compile("@flags", "-c", "unit.c", "-o", "unit.o")
+        done = served.compile("@flags", "-c", "unit.c", "-o", "unit.o")
+        assert "did not answer" not in done.stderr
     assert served.ran() == 2 and (served.src / "unit.o").is_file()
     assert served.logged().count(
         "$WORK/src/unit.c: compiled without the object cache: it reads a response file") == 2
@@ -230,6 +231,7 @@ def test_past_the_time_limit_a_unit_is_served_but_none_starts(served: Served,
         assert late.tally.cached == 1
         done = served.compile("-O1", "-c", "unit.c", "-o", "unit.o", broker=late.address)
         assert "unit.c not compiled: the build's time limit would end it" in done.stderr
+        assert "did not answer" not in done.stderr  # the broker took the note
         assert (served.src / "unit.o").stat().st_size == 0  # a stand-in
         assert late.tally.late == ["$WORK/src/unit.c"] and served.ran() == 1
     soon = CompilePool(Budget(1, 2**30), deadline=time.monotonic() + 60)
@@ -261,8 +263,9 @@ def test_a_shard_build_compiles_its_own_units_and_stands_in_for_the_rest(
                 ObjectBroker(served.store, "gcc of these tests\nproject one", Log(handle),
                              shard=(index, 2)) as broker:
             for source in shards:
-                served.compile("-MMD", "-MF", f"{source}.d", "-c", source, "-o", f"{source}.o",
-                               broker=broker.address, shard=True)
+                done = served.compile("-MMD", "-MF", f"{source}.d", "-c", source, "-o",
+                                      f"{source}.o", broker=broker.address, shard=True)
+                assert "did not answer" not in done.stderr
                 made = shards[source] == index or index == 2  # 2 is served shard 1's
                 assert ((served.src / f"{source}.o").stat().st_size > 0) == made, source
                 assert (served.src / f"{source}.d").is_file()
