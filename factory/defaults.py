@@ -131,6 +131,10 @@ TORCH_INDEX = "https://pypi.org/simple/"
 """Where `torch: {latest: N}` finds torch releases."""
 
 NAME_INDEX = "https://pypi.org/simple/"
+HUB_URL = "https://huggingface.co"  # where a Hub repo id's page is
+# The oldest `kernels` loader that reads metadata.json as the factory writes it (kernels-minver,
+# provenance, kernel-depends): a loader refuses a variant that asks for a newer one than it is.
+KERNELS_MINVER = "0.17.0"
 """The public index whose projects a kernel's distribution name must not clash with (name-clash:
 in matrix.yaml); NAME_INDEX_VARIABLE replaces it (an organisation's mirror), `off` turns the
 check off."""

@@ -22,7 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .. import __version__, defaults
 from ..outputs.files import file_sha256
 from ..plan.codec import cell_record
 from ..plan.model import Cell
@@ -129,18 +129,55 @@ def kernel_metadata(cell: Cell, package: Path) -> bytes:
         backend = {"type": "cpu"}
     else:
         backend = {"type": spec.backends[0] if spec.backends else "cuda"}
+        declared = spec.noarch.cuda_capabilities if spec.noarch else ()
+        if backend["type"] == "cuda" and declared:  # the loader checks the GPU against them
+            backend["archs"] = [str(arch) for arch in declared]
+    depends = spec.kernel_depends_for(str(backend["type"]))
+    source = spec.source_url or _source_url(cell)
     record = {
         "name": spec.name,
         "id": cell.ops_namespace,
         "version": spec.major_version if spec.major_version is not None
         else int(cell.version.split(".")[0]),
+        "kernels-minver": defaults.KERNELS_MINVER,
         "license": spec.license or "unknown",
+        **({"upstream": spec.upstream} if spec.upstream else {}),
+        **({"source": source} if source else {}),
         "python-depends": list(dict.fromkeys(
             spec.python_depends + (spec.cuda_python_depends if cell.cuda else ()))),
+        "kernel-depends": [{"repo-id": depend.repo_id,
+                            **({"version": depend.version} if depend.version is not None
+                               else {"revision": depend.revision})} for depend in depends],
         "backend": backend,
         "digest": {"algorithm": "sha256", "files": files},
+        "provenance": _kernel_provenance(cell),
     }
     return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _source_url(cell: Cell) -> str | None:
+    """Where the kernel was built from, as a URL anyone can open: its git repository, or its
+    Hub repo (a folder on this machine is no one else's)."""
+    source = cell.source
+    if source.kind == "git":
+        return source.location
+    if source.kind == "hub":
+        return f"{defaults.HUB_URL}/{source.location}"
+    return None
+
+
+def _kernel_provenance(cell: Cell) -> dict[str, Any]:
+    """The loader's provenance: what built the variant (the factory, in place of
+    kernel-builder) and the kernel's commit with whether its tree had changes no commit holds
+    (the loader warns of a dirty tree). A plain folder has no commit to name."""
+    source = cell.source
+    record: dict[str, Any] = {"kernel-builder": {"version": f"kernel-wheel-factory "
+                                                            f"{__version__}"}}
+    if source.kind in ("git", "hub"):
+        record["kernel"] = {"commit": source.revision, "dirty": False}
+    elif source.git is not None:
+        record["kernel"] = {"commit": source.git.commit, "dirty": source.git.dirty}
+    return record
 
 
 def _package_version(name: str) -> str:

@@ -27,6 +27,7 @@ from .spec import (
     BACKEND_PYTHON_DEPENDS,
     BACKENDS,
     GENERAL_PYTHON_DEPENDS,
+    KernelDepend,
     KernelSection,
     KernelSpec,
     NoarchSection,
@@ -197,15 +198,15 @@ def _stable_abi_single(node: Node) -> tuple[tuple[str, Version], ...]:
     return (("*", _version(node)),)
 
 
-def _kernel_depends(node: Node) -> tuple[str, ...]:
-    names = []
+def _kernel_depends(node: Node) -> tuple[KernelDepend, ...]:
+    found = []
     for item in node.list():
         entry = _table(item, {"repo-id": _Key(_str, True), "version": _Key(lambda n: n.int()),
                               "revision": _Key(_str)})
         if ("version" in entry) == ("revision" in entry):
             raise item.error("give exactly one of 'version' and 'revision'")
-        names.append(entry["repo-id"])
-    return tuple(names)
+        found.append(KernelDepend(entry["repo-id"], entry.get("version"), entry.get("revision")))
+    return tuple(found)
 
 
 # ---- schemas -----------------------------------------------------------------------------------
@@ -286,8 +287,12 @@ def _backend_general(backend: str, extra: dict[str, _Key]) -> _Key:
 
 _TORCH_V2 = {"include": _Key(_paths), "minver": _Key(_version), "maxver": _Key(_version),
              "pyext": _Key(_str_list), "src": _Key(_paths)}
+# kernel-builder's documentation writes these keys in kebab-case, and its code reads them in
+# snake_case (it renames no key of this section): both are taken, one of each pair.
+_NOARCH_SPELLINGS = (("cuda-capabilities", "cuda_capabilities"), ("rocm-archs", "rocm_archs"))
 _TORCH_NOARCH = {"pyext": _Key(_str_list), "cuda-capabilities": _Key(_capabilities),
-                 "rocm-archs": _Key(_str_list)}
+                 "cuda_capabilities": _Key(_capabilities), "rocm-archs": _Key(_str_list),
+                 "rocm_archs": _Key(_str_list)}
 _TVM_FFI = {"include": _Key(_paths), "pyext": _Key(_str_list), "src": _Key(_paths, True),
             "cxx-flags": _Key(compiler_flags)}
 
@@ -374,7 +379,19 @@ def _parse_framework_dialect(root: Node, general: dict[str, _Key],
                          "kernel": _Key(_tagged_kernels)})
     present = _frameworks(root, data, ("torch", "torch-noarch", "tvm-ffi"), required=True)
     assert present is not None  # required: a missing section was refused
+    if present == "torch-noarch":
+        _one_spelling(root.mapping()["torch-noarch"], data["torch-noarch"])
     return _normalise(data, framework=present, framework_key=present)
+
+
+def _one_spelling(node: Node, section: dict[str, Any]) -> None:
+    """[torch-noarch]'s arch keys under their kebab-case names, whichever spelling gave them."""
+    for kebab, snake in _NOARCH_SPELLINGS:
+        if kebab in section and snake in section:
+            raise node.mapping()[snake].error(f"'{kebab}' is given too: give one of the two "
+                                              "spellings")
+        if snake in section:
+            section[kebab] = section.pop(snake)
 
 
 def _frameworks(root: Node, data: dict[str, Any], names: tuple[str, ...],
@@ -495,6 +512,12 @@ def _to_spec(root: Path, path: Path, dialect: int, data: dict[str, Any],
         torch=torch, noarch=noarch, kernels=tuple(kernels), warnings=warnings,
         test_requires=check_inputs(root),
         kind="noarch" if framework == "torch-noarch" else "kernel-builder",
+        upstream=general.get("upstream"), source_url=general.get("source"),
+        kernel_depends=tuple(
+            (backend, depends) for backend, depends in
+            [("", general.get("kernel-depends", ())),
+             *((name, general[name].get("kernel-depends", ())) for name in BACKENDS
+               if isinstance(general.get(name), dict))] if depends),
     )
     if framework in ("torch", "torch-noarch"):
         init = spec.package_dir / "__init__.py"

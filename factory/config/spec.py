@@ -101,6 +101,16 @@ class KernelSection:
 
 
 @dataclass(frozen=True)
+class KernelDepend:
+    """A kernel another kernel loads (build.toml's kernel-depends): a Hub repo, at a major
+    version or a revision."""
+
+    repo_id: str
+    version: int | None = None
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     """Everything the factory needs from a kernel repo's build.toml, whatever its dialect."""
 
@@ -128,6 +138,16 @@ class KernelSpec:
     test_requires: tuple[str, ...] = ()  # what its own tests need besides torch (flake.nix)
     cutile: tuple[CutileKernel, ...] = ()  # a cuTile project's declared kernels
     cutile_requirement: str | None = None  # its own requirement on cuda-tile
+    upstream: str | None = None  # [general] upstream: the project the kernel comes from
+    source_url: str | None = None  # [general] source: where the kernel's own source lives
+    # [general] kernel-depends (under "") and each backend's ([general.cuda] ...)
+    kernel_depends: tuple[tuple[str, tuple[KernelDepend, ...]], ...] = ()
+
+    def kernel_depends_for(self, backend: str | None) -> tuple[KernelDepend, ...]:
+        """The kernels a build for `backend` loads: the general ones and that backend's."""
+        named = dict(self.kernel_depends)
+        found = (*named.get("", ()), *(named.get(backend, ()) if backend else ()))
+        return tuple(dict.fromkeys(found))
 
     @property
     def cuda_python_depends(self) -> tuple[str, ...]:

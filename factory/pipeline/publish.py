@@ -43,6 +43,11 @@ def publish(request: PublishRequest, say: Callable[[str], None]) -> str:
             raise ConfigError("only applies to a registry, not with --to", key="--index-url")
         _check_index(request.folder)
         report = publish_static(request.folder, request.to, dry_run=request.dry_run, say=say)
+        if request.to.startswith("hf://"):
+            say("the Hub repo holds a package index for pip and uv; the kernels loader (0.17) "
+                "takes a kernel from an organisation's Hub repo only when the organisation has "
+                "the Hub's trusted-publisher flag, or when its caller passes "
+                "trust_remote_code=True (or lists the repo in it)")
         return (f"{'would send' if request.dry_run else 'sent'} {len(report.sent)} file(s) to "
                 f"{report.target}, {report.unchanged} unchanged")
     registry = publish_to_registry(request.folder, repository_url=request.repository_url,

@@ -337,6 +337,9 @@ def test_publish_to_a_hub_repo_in_one_commit(index_out: Path, tmp_path: Path) ->
         done = run_factory("publish", index_out, "--to", target, env=env)
         assert done.exit == 0, done.stdout + done.stderr
         assert len(commits()) == 2  # everything in one commit
+        # what a loader of kernels needs to take them from an organisation's repo
+        assert "trusted-publisher flag" in done.stdout and "trust_remote_code=True" in \
+            done.stdout, done.stdout
         assert tree() == {name: data for name, data in published_tree(index_out).items()
                           if data is not None}
         preupload, commit = (f"POST /api/datasets/kwf-test/wheels/{step}/main"

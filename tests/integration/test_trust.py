@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from factory import __version__
 from factory.sources.tree import tree_digest
 
 from ..support.checks import present
@@ -101,6 +102,9 @@ def test_provenance_and_kernel_metadata(example_wheel: Path) -> None:
     assert metadata["name"] == "img2gray" and metadata["version"] == 1
     assert metadata["license"] == "Apache-2.0" and metadata["python-depends"] == []
     assert metadata["backend"] == {"type": "cuda", "archs": ["9.0+PTX"]}
+    assert metadata["kernels-minver"] == "0.17.0" and metadata["kernel-depends"] == []
+    assert metadata["provenance"]["kernel-builder"] == {"version": f"kernel-wheel-factory "
+                                                                   f"{__version__}"}
     assert re.fullmatch(r"_img2gray_[0-9a-f]{7}", metadata["id"])
     with zipfile.ZipFile(example_wheel) as archive:
         for name, digest in metadata["digest"]["files"].items():
@@ -114,7 +118,7 @@ def test_provenance_and_kernel_metadata(example_wheel: Path) -> None:
 def test_the_kernels_loader_loads_the_installed_package(example_wheel: Path, torch_venv: Path,
                                                         tmp_path: Path) -> None:
     """kernel-builder's loader reads metadata.json from the installed package folder."""
-    venv_python(torch_venv, "-m", "pip", "install", "--quiet", "kernels")
+    venv_python(torch_venv, "-m", "pip", "install", "--quiet", "kernels==0.17.2")
     pip_install(torch_venv, example_wheel)
     script = write(tmp_path / "load.py", """
         import importlib.util, pathlib
