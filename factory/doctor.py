@@ -310,7 +310,9 @@ def _clean_wheel(raw: Any) -> dict[str, Any]:
             "gpu_code": [_checked(code, _CODE, "a GPU code")
                          for code in _items(wheel.get("gpu_code") or [], "GPU code")],
             "label": _optional(wheel.get("label"), _LABEL, "a label"),
-            "cross": wheel.get("cross") is True, "yanked": wheel.get("yanked")}
+            "cross": wheel.get("cross") is True, "yanked": wheel.get("yanked"),
+            # a wheel that runs anywhere: what its build's tests said of it
+            **({"tests": _clean_tests(wheel["tests"])} if "tests" in wheel else {})}
 
 
 def _clean_variant(raw: Any) -> dict[str, Any]:
@@ -467,7 +469,8 @@ def _fit(root: str, name: str, wheel: dict[str, Any], cell: dict[str, Any] | Non
            "cuda": cell.get("cuda") if cell else None, "pinned": pin,
            "pip": f"pip install {exact} --extra-index-url {shlex.quote(index)}",
            "uv": f"uv pip install {wanted} --index {shlex.quote(index)}",
-           "cross": wheel.get("cross") is True, "tests": (cell or {}).get("tests")}
+           "cross": wheel.get("cross") is True,
+           "tests": cell.get("tests") if cell else wheel.get("tests")}
     variants = (cell or {}).get("variants") or []
     if variants:
         # the same binaries as variant wheels: uv picks the CUDA build and GPU code itself

@@ -78,6 +78,11 @@ def browse_project(project: str, records: Iterable[FileRecord],
     for record in sorted(records, key=lambda r: ("variant" in r.summary, r.filename)):
         name = record.display_name
         _place_wheel(record, release(record.version.split("+")[0]), catalogue)
+    # a wheel that runs anywhere carries what its build's tests said of it
+    tested = {outcome.wheel: outcome.tests for outcome in outcomes if outcome.wheel}
+    for entry in releases.values():
+        for wheel in entry["anywhere"]:
+            wheel["tests"] = tested.get(wheel["filename"])
     ordered = sorted(releases.values(), key=lambda r: _version_key(r["version"]), reverse=True)
     for entry in ordered:
         entry["cells"] = [entry["cells"][key] for key in sorted(

@@ -282,7 +282,10 @@ def test_the_doctor_reads_every_field_of_the_browse_data_as_the_index_writes_it(
                 seen["cells"] += 1
             for written in release["anywhere"]:
                 wheel = doctor._clean_wheel(written)
+                tests = wheel.pop("tests")  # what its build's tests said, read as for a cell
                 assert wheel == {key: written[key] for key in wheel}
+                assert tests == (doctor._clean_tests(written["tests"])
+                                 if written["tests"] is not None else None)
     assert min(seen.values()) >= 1, seen  # a cell with its wheel and its tests' verdict
     (result,) = doctor.diagnose(out.as_uri() + "/", "img2gray", GPU_FACTS)  # torch 2.11, H100
     assert result["fits"] is not None and "+cu130torch211 --extra-index-url" in \

@@ -325,3 +325,19 @@ def test_doctor_never_prints_what_an_index_url_carries(url: str,
     out, err = capsys.readouterr()
     assert "SECRET" not in out + err and "***" in err, err
     assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_doctor_gives_a_pure_python_wheel_the_verdict_its_build_recorded(tmp_path: Path) -> None:
+    """A wheel that runs anywhere carries its build's test verdict on the browse page: the
+    doctor repeats it (with its reason), and says 'built without its tests' only of a wheel
+    whose build recorded none."""
+    reason = "its cell names no torch to run them with"
+    anywhere: dict[str, Any] = {"filename": "img2gray-1.0.0-py3-none-any.whl", "gpu_code": [],
+                                "label": None,
+                "tests": {"passed": 0, "verdict": "untested", "reason": reason}}
+    url = crafted_index(tmp_path, PACKAGES, {"name": "img2gray", "versions": [
+        {"version": "1.0.0", "cells": [], "anywhere": [anywhere]}]})
+    (result,) = doctor.diagnose(url, "img2gray", GPU_FACTS)
+    assert result["fits"]["wheel"] == anywhere["filename"]
+    assert f"  untested: its tests could not prove it ({reason})" in \
+        doctor.describe_diagnosis([result])
