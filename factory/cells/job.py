@@ -261,8 +261,8 @@ def testable(cell: Cell) -> str | None:
     if not (cell.spec.root / "tests").is_dir():
         return "the kernel has no tests/ folder"
     if not cell.compiled:
-        return ("the tests of a pure-Python wheel do not run yet: its cell names no torch to "
-                "run them with")
+        return ("a pure-Python wheel is tested in the matrix's CUDA cells, with their torch, "
+                "and the matrix has none this machine can test it in")
     return None
 
 

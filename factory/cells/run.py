@@ -47,7 +47,7 @@ from ..wheel.read import WheelFile
 from .checks import check_cell_wheel
 from .job import Built, Compiling, loadable, testable
 from .runners import Runner, Runners
-from .state import CellState
+from .state import CellState, Proof
 
 __all__ = ["CellResult", "CellStatus", "CellTests", "Reporter", "RunSettings", "cell_fingerprint",
            "run_build", "test_cells", "requires_tests"]
@@ -72,6 +72,7 @@ class CellResult:
     tested: TestReport | None = None  # the kernel's own tests against its wheel
     sizes: tuple[int, int | None] | None = None  # its wheel's bytes, and installed (when read)
     unconfined: bool = False  # the kernel's code ran outside the sandbox (--unconfined)
+    proofs: tuple[Proof, ...] = ()  # a pure-Python wheel for all: its gates in each CUDA cell
 
     def describe_size(self) -> str:
         if self.sizes is None:
@@ -227,16 +228,28 @@ def test_cells(plan: PlacedPlan, out: Path, runners: Runners, say: Callable[[str
         say(f"testing {cell.id} ({wheel.name})")
         with open(log_path, "w", encoding="utf-8") as handle:
             log = Log(handle)
+            proofs = state.proofs
             try:
-                report = _kernel_tests(cell, runners.of(cell), wheel, log)
+                if cell.proofs:  # a pure-Python wheel for all: in each CUDA cell
+                    proofs = tuple(Proof(proof.id, None, _kernel_tests(
+                        proof, runners.of(cell), wheel, log)) for proof in cell.proofs)
+                    reports = [proof.tests for proof in proofs if proof.tests is not None]
+                    report = next((found for found in reports if found.verdict == "failed"),
+                                  next((found for found in reports
+                                        if found.verdict == "proven"), reports[0]))
+                else:
+                    report = _kernel_tests(cell, runners.of(cell), wheel, log)
             except FactoryError as exc:
                 log.write(f"\nFAILED: {exc}")
                 results.append(CellTests(cell.id, wheel.name, None, str(exc), log_path,
                                          required))
                 continue
             log.write(f"\n{report.verdict}: {report.describe()}")
+        kept = {proof.cell: proof.loaded for proof in state.proofs}
         replace(state, tests=report, unconfined=state.unconfined or _unconfined(
-            runners.of(cell))).write(layout.state_file(cell.key))
+            runners.of(cell)), proofs=tuple(replace(proof, loaded=kept.get(proof.cell))
+                                            for proof in proofs)).write(
+            layout.state_file(cell.key))
         results.append(CellTests(cell.id, wheel.name, report, None, log_path, required))
     return results
 
@@ -284,11 +297,16 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                 reporter.update(cell.id, "building", "checking")
                 report = check_cell_wheel(cell, built.wheel, log, settings.max_wheel_size)
                 reporter.update(cell.id, "building", "importing")
-                loaded = _import_gate(cell, runner, built.wheel, report.files, log)
-                tested = None
-                if settings.test:
-                    reporter.update(cell.id, "building", "testing")
-                    tested = _test_gate(cell, runner, built.wheel, settings, log)
+                proofs: tuple[Proof, ...] = ()
+                if cell.proofs:
+                    loaded, tested, proofs = _proven_in_cells(cell, runner, built.wheel,
+                                                              report.files, settings, log)
+                else:
+                    loaded = _import_gate(cell, runner, built.wheel, report.files, log)
+                    tested = None
+                    if settings.test:
+                        reporter.update(cell.id, "building", "testing")
+                        tested = _test_gate(cell, runner, built.wheel, settings, log)
                 wheel = _publish(built.wheel, report.sha256, layout, settings.key, cell.id,
                                  settings.force,
                                  recorded.sha256 if recorded is not None
@@ -304,11 +322,12 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                   f"compiled, {built.cached} from the object cache)")
     unconfined = _unconfined(runner)
     CellState(fingerprint, wheel.name, report.sha256, loaded, tested,
-              report.wheel.installed_size, unconfined).write(layout.state_file(cell.key))
+              report.wheel.installed_size, unconfined, proofs).write(layout.state_file(cell.key))
     reporter.update(cell.id, "built", wheel.name)
     return CellResult(cell.id, "built", seconds, wheel=wheel.name, log=log_path,
                       published=report.wheel, units=units, loaded=loaded, tested=tested,
-                      sizes=(report.size, report.wheel.installed_size), unconfined=unconfined)
+                      sizes=(report.size, report.wheel.installed_size), unconfined=unconfined,
+                      proofs=proofs)
 
 
 def _unconfined(runner: Runner) -> bool:
@@ -323,7 +342,8 @@ def _unchanged_result(cell: Cell, layout: Layout, recorded: CellState) -> CellRe
                       log=layout.log_file(cell.key), loaded=recorded.loaded,
                       tested=recorded.tests,
                       sizes=((layout.files / recorded.wheel).stat().st_size,
-                             recorded.installed_size), unconfined=recorded.unconfined)
+                             recorded.installed_size), unconfined=recorded.unconfined,
+                      proofs=recorded.proofs)
 
 
 def _log_head(log: Log, cell: Cell, runner: str, unit_shard: tuple[int, int] | None) -> None:
@@ -376,6 +396,42 @@ def _test_gate(cell: Cell, runner: Runner, wheel: Path, settings: RunSettings,
     cell; tests that could not run keep the wheel out where tests are required (Untested)."""
     tested = _kernel_tests(cell, runner, wheel, log)
     log.write(f"   kernel tests: {tested.verdict}: {tested.describe()}")
+    return _judged(cell, wheel, tested, settings)
+
+
+def _proven_in_cells(cell: Cell, runner: Runner, wheel: Path, files: Iterable[str],
+                     settings: RunSettings, log: Log
+                     ) -> tuple[LoadReport | None, TestReport | None, tuple[Proof, ...]]:
+    """A pure-Python wheel for all, imported (and with --test tested) in each CUDA cell of the
+    matrix with that cell's torch, where its users run it: an import or a test that fails in
+    any cell fails the wheel (it is the one wheel of them all). Each cell's outcome is kept;
+    the wheel's own verdict is that of the first cell that proved it, else of the first
+    cell's tests."""
+    proofs = []
+    for proof in cell.proofs:
+        assert proof.cuda is not None
+        log.step(f"proving the wheel in {proof.id} (torch {proof.torch_shown}, CUDA "
+                 f"{proof.cuda.version})")
+        loaded = _import_gate(proof, runner, wheel, files, log)
+        tested = _kernel_tests(proof, runner, wheel, log) if settings.test else None
+        if tested is not None:
+            log.write(f"   kernel tests: {tested.verdict}: {tested.describe()}")
+            if tested.verdict == "failed":
+                raise BuildError(f"{wheel.name} failed the kernel's tests in {proof.id}: "
+                                 f"{tested.describe()}")
+        proofs.append(Proof(proof.id, loaded, tested))
+    reports = [proof.tests for proof in proofs if proof.tests is not None]
+    tested = next((report for report in reports if report.verdict == "proven"),
+                  reports[0] if reports else None)
+    if tested is not None:
+        tested = _judged(cell, wheel, tested, settings)
+    return (proofs[0].loaded if proofs else None), tested, tuple(proofs)
+
+
+def _judged(cell: Cell, wheel: Path, tested: TestReport, settings: RunSettings) -> TestReport:
+    """The tests' verdict as the run requires it: failed tests fail the cell; tests that
+    could not run keep the wheel out where tests are required (Untested), and tests that ran
+    with no GPU where one is required (--require-gpu)."""
     if tested.verdict == "failed":
         raise BuildError(f"{wheel.name} failed the kernel's tests: {tested.describe()}")
     if tested.verdict == "untested" and requires_tests(cell, settings.require_tests):

@@ -20,10 +20,31 @@ from ..outputs.files import read_small_json, write_atomic
 from ..prove.load import LoadReport
 from ..prove.tests import TestReport
 
-__all__ = ["STATE_FORMAT", "CellState"]
+__all__ = ["STATE_FORMAT", "CellState", "Proof"]
 
 STATE_FORMAT = 1
 _STATE_LIMIT = 16 * 2**20  # bytes: a state holds a test report, a few MB at the most
+
+
+@dataclass(frozen=True)
+class Proof:
+    """A pure-Python wheel for all, imported and tested in one CUDA cell of the matrix (with
+    that cell's torch): the cell's id, what its import gate saw, what its tests said."""
+
+    cell: str
+    loaded: LoadReport | None
+    tests: TestReport | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cell": self.cell, "loaded": self.loaded.to_json() if self.loaded else None,
+                "tests": self.tests.to_json() if self.tests else None}
+
+    @classmethod
+    def from_json(cls, data: object) -> Proof | None:
+        if not isinstance(data, dict) or not isinstance(data.get("cell"), str):
+            return None
+        return cls(data["cell"], LoadReport.from_json(data.get("loaded")),
+                   TestReport.from_json(data.get("tests")))
 
 
 @dataclass(frozen=True)
@@ -35,6 +56,7 @@ class CellState:
     tests: TestReport | None = None
     installed_size: int | None = None
     unconfined: bool = False  # the kernel's code ran with the user's rights (--unconfined)
+    proofs: tuple[Proof, ...] = ()  # a pure-Python wheel for all: its gates in each CUDA cell
 
     def to_json(self) -> dict[str, Any]:
         return {"format": STATE_FORMAT, "fingerprint": self.fingerprint, "wheel": self.wheel,
@@ -42,7 +64,9 @@ class CellState:
                 "loaded": self.loaded.to_json() if self.loaded else None,
                 "tests": self.tests.to_json() if self.tests else None,
                 "installed_size": self.installed_size} | (
-                    {"unconfined": True} if self.unconfined else {})
+                    {"unconfined": True} if self.unconfined else {}) | (
+                    {"proofs": [proof.to_json() for proof in self.proofs]} if self.proofs
+                    else {})
 
     @classmethod
     def from_json(cls, data: object) -> CellState | None:
@@ -53,10 +77,13 @@ class CellState:
                 and isinstance(sha256, str)):
             return None
         size = data.get("installed_size")
+        proofs = data.get("proofs")
         return cls(fingerprint, wheel, sha256, LoadReport.from_json(data.get("loaded")),
                    TestReport.from_json(data.get("tests")),
                    size if isinstance(size, int) and not isinstance(size, bool) else None,
-                   data.get("unconfined") is True)
+                   data.get("unconfined") is True,
+                   tuple(proof for proof in map(Proof.from_json, proofs)
+                         if proof is not None) if isinstance(proofs, list) else ())
 
     @classmethod
     def read(cls, path: Path) -> CellState | None:

@@ -78,11 +78,19 @@ def browse_project(project: str, records: Iterable[FileRecord],
     for record in sorted(records, key=lambda r: ("variant" in r.summary, r.filename)):
         name = record.display_name
         _place_wheel(record, release(record.version.split("+")[0]), catalogue)
-    # a wheel that runs anywhere carries what its build's tests said of it
-    tested = {outcome.wheel: outcome.tests for outcome in outcomes if outcome.wheel}
+    # a wheel that runs anywhere carries what its build's tests said of it, and is listed
+    # in each CUDA cell it was proven in too (with that cell's verdict)
+    tested = {outcome.wheel: outcome.tests for outcome in outcomes
+              if outcome.wheel and outcome.served_by is None}
     for entry in releases.values():
+        anywhere = {wheel["filename"]: wheel for wheel in entry["anywhere"]}
         for wheel in entry["anywhere"]:
             wheel["tests"] = tested.get(wheel["filename"])
+        for cell in entry["cells"].values():
+            proven = anywhere.get(cell.pop("proven_wheel", None) or "")
+            if proven is not None and not cell["wheels"]:
+                cell["wheels"].append({key: value for key, value in proven.items()
+                                       if key != "tests"})
     ordered = sorted(releases.values(), key=lambda r: _version_key(r["version"]), reverse=True)
     for entry in ordered:
         entry["cells"] = [entry["cells"][key] for key in sorted(
@@ -117,6 +125,8 @@ def _cells_built(outcomes: list[CellOutcome]) -> dict[tuple[str, str, str | None
             "status": status, "detail": None if status == "built" else shown.detail,
             "wheels": [], "ops": builder.ops, "tests": builder.tests,
             "served_by": shown.served_by,
+            # a cell a pure-Python wheel for all was proven in: that wheel (placed below)
+            **({"proven_wheel": shown.wheel} if shown.served_by and shown.wheel else {}),
             **({"others": others} if (others := [
                 {"cell": outcome.cell, "status": outcome.status, "detail": outcome.detail}
                 for outcome in found

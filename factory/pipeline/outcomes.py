@@ -28,6 +28,18 @@ def cell_outcomes(plan: Plan, results: Iterable[CellResult]) -> list[CellOutcome
             [op.to_json() for op in result.loaded.ops] if result.loaded else None,
             result.tested.to_json() if result.tested else None,
             str(cell.stable_abi) if cell.stable_abi else None))
+        # a pure-Python wheel for all, in each CUDA cell it was proven in: that cell's row
+        proven = {proof.cell: proof for proof in result.proofs}
+        for cell_of in cell.proofs:
+            proof = proven.get(cell_of.id)
+            assert cell_of.cuda is not None
+            outcomes.append(CellOutcome(
+                cell_of.id, cell.distribution, cell.version, cell_of.torch_shown,
+                str(cell_of.cuda.version), cell_of.label, result.status,
+                public(result.detail), result.wheel,
+                [op.to_json() for op in proof.loaded.ops] if proof and proof.loaded else None,
+                proof.tests.to_json() if proof and proof.tests else None,
+                served_by=cell.id))
     for served in plan.served:
         builder = by_id[served.by]
         detail = f"served by the stable-ABI wheel of {served.by}"

@@ -238,8 +238,26 @@ class Planner:
                 self.per_cell_noarch(kernel):
             return
         if not _excluded(self.matrix, kernel.spec.name, None, None, "any", self.used_excludes):
-            self.cells.append(noarch_cell(kernel.spec, kernel.kind, kernel.source,
-                                          kernel.version, kernel.entry.tests, kernel.facts))
+            cell = noarch_cell(kernel.spec, kernel.kind, kernel.source, kernel.version,
+                               kernel.entry.tests, kernel.facts)
+            self.cells.append(replace(cell, proofs=self.proofs(kernel)))
+
+    def proofs(self, kernel: Kernel) -> tuple[Cell, ...]:
+        """Where a pure-Python wheel for all is proven: in each CUDA cell of the matrix (on this
+        machine's platform, as a runtime compiler's cells are) whose torch the kernel takes,
+        with that cell's torch. The wheel is the same in each; what its tests say of it may
+        not be (another torch, another CUDA)."""
+        platforms = self.matrix.platforms
+        platform = self.host if self.host in platforms else platforms[0]
+        found = []
+        for slot in self.slots(kernel):
+            if slot.platform == platform and not (
+                    _kernel_reason(kernel.spec, slot.entry.release, slot.cuda) or
+                    _index_only(slot.entry) or
+                    _build_reason(slot.entry.release, slot.cuda, slot.platform, self.host,
+                                  slot.entry.installed)):
+                found.append(self.cell(kernel, slot))
+        return tuple(found)
 
     def per_cell_noarch(self, kernel: Kernel) -> bool:
         """A pure-Python kernel that compiles GPU code when it runs: a wheel per torch x CUDA

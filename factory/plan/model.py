@@ -194,6 +194,9 @@ class Cell:
     placement: Placement | None = None  # where it is built, once placed (plan/placement.py)
     # what was read of its files before planning (its sources' sizes and symbols)
     facts: SourceFacts = field(default=NO_FACTS, compare=False, repr=False)
+    # a pure-Python wheel for all: the CUDA cells of the matrix it is imported and tested in,
+    # each with that cell's torch (plan/cells.py's proofs)
+    proofs: tuple[Cell, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def free_threaded(self) -> bool:

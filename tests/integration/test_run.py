@@ -21,6 +21,7 @@ from factory.cells.runners.local import LocalRunner
 from factory.defaults import BUILDER_BASE, host_platform
 from factory.plan.model import Cell
 from factory.plan.placement import Places, place
+from factory.prove.load import LoadReport
 from factory.system.engine import Engine
 from factory.system.process import Log
 from factory.ui.progress import PlainReporter
@@ -55,8 +56,13 @@ class BrokenForCompiledCells:
             return cast(Built, {}["not a key"])  # type: ignore[index]  # a bug: a KeyError
         return self.runner.build(cell, staging, log, compiling, progress)
 
+    def load(self, cell: Cell, wheel: Path, modules: list[str], log: Log) -> LoadReport:
+        """The pure-Python wheel's import gate in its CUDA cell, as the runner does it."""
+        return self.runner.load(cell, wheel, modules, log)
 
-def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path: Path) -> None:
+
+def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path: Path,
+                                                     factory_cache: Path) -> None:
     make_kernel(tmp_path / "demo", KERNEL.format(name="demo", backends='["cuda"]',
                                                  torch_bounds="", caps="", cuda_bounds=""),
                 {"b.cpp": "", "k.cu": ""}, package="demo")
@@ -68,7 +74,7 @@ def test_a_bug_fails_one_cell_and_logs_its_traceback(tmp_path: Path) -> None:
         cuda: {{"13.0": {{sms: ["9.0"]}}}}
     """), Places("local"))
     options = BuildOptions(tmp_path / "build", 1767225600)
-    runner = BrokenForCompiledCells(LocalRunner(tmp_path / "cache", options))
+    runner = BrokenForCompiledCells(LocalRunner(factory_cache, options))
     runners = Runners({"host": cast(Runner, runner)})
     console = Console(file=io.StringIO(), width=200)
     with runners:
