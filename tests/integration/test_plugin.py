@@ -88,6 +88,7 @@ def test_what_can_run_runs_and_every_file_that_did_not_is_named(tmp_path: Path) 
                 assert probe.double(2) == 4
         """,
         "test_needs.py": "import a_module_nobody_installed\n\ndef test_x():\n    pass\n",
+        "test_renamed.py": "import probe.ops\n\ndef test_z():\n    pass\n",
         "test_broken.py": "from kwf_probe import gone\n\ndef test_y():\n    pass\n",
         "test_helpers.py": "def helper():\n    return 1\n",
         "test_script.py": """
@@ -119,6 +120,10 @@ def test_what_can_run_runs_and_every_file_that_did_not_is_named(tmp_path: Path) 
     found = notes(report)
     assert found["tests/test_needs.py"] == (
         "needs", "the module 'a_module_nobody_installed' is not installed")
+    assert found["tests/test_renamed.py"] == (
+        "needs", "it imports 'probe', which the wheel does not provide (its package is "
+                 "'kwf_probe'): the kernel's tests name its package otherwise than the kernel "
+                 "ships it")
     assert found["tests/test_broken.py"][0] == "error"
     assert "cannot import name 'gone' from 'kwf_probe'" in found["tests/test_broken.py"][1]
     assert found["tests/test_helpers.py"] == ("no-tests", "holds no test pytest can run")
