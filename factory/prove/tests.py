@@ -111,6 +111,9 @@ class TestReport:
     how: str = ""  # how the cases were chosen, where not all of them
     stopped: str = ""  # why the run stopped before its last chosen case
     stand_ins: tuple[str, ...] = ()  # the repo ids get_kernel was asked for
+    # a cuTile wheel's launches while its tests ran: served by its cubins, assembled from its
+    # Tile IR, compiled by cuTile
+    launches: tuple[int, int, int] | None = None
 
     @classmethod
     def untested(cls, reason: str, torch: str = "") -> TestReport:
@@ -157,6 +160,10 @@ class TestReport:
         left = [note for note in self.files if note.kind not in ("script", "error")]
         if left:
             text += f"; {len(left)} file(s) not run (see the log)"
+        if self.launches is not None:
+            served, assembled, compiled = self.launches
+            text += (f"; cuTile launches: {served} served by the wheel's cubins, {assembled} "
+                     f"assembled from its Tile IR, {compiled} compiled by cuTile")
         return text
 
     def to_json(self) -> dict[str, Any]:
@@ -168,7 +175,9 @@ class TestReport:
             "selection": self.selection, "not_run": self.not_run, "reason": self.reason,
             "files": [note.to_json() for note in self.files],
             "cases": list(self.cases) if self.cases else None, "how": self.how,
-            "stopped": self.stopped, "stand_ins": list(self.stand_ins)}
+            "stopped": self.stopped, "stand_ins": list(self.stand_ins),
+            "launches": dict(zip(_LAUNCHES, self.launches, strict=True))
+            if self.launches is not None else None}
         return data | {key: value for key, value in optional.items() if value}
 
     @classmethod
@@ -183,9 +192,24 @@ class TestReport:
                              if note is not None),
                        (int(cases[0]), int(cases[1])) if cases else None,
                        str(data.get("how", "")), str(data.get("stopped", "")),
-                       tuple(map(str, data.get("stand_ins", ()))))
+                       tuple(map(str, data.get("stand_ins", ()))),
+                       _launches(data.get("launches")))
         except (TypeError, KeyError, ValueError, AttributeError, IndexError):
             return None
+
+
+_LAUNCHES = ("served", "assembled", "compiled")
+
+
+def _launches(data: Any) -> tuple[int, int, int] | None:
+    """A cuTile wheel's launch counts as a report (or the plugin) gives them; None for any
+    other wheel. Each a count, or the whole is refused (TypeError, ValueError)."""
+    if data is None:
+        return None
+    served, assembled, compiled = (int(data[key]) for key in _LAUNCHES)
+    if min(served, assembled, compiled) < 0:
+        raise ValueError("a negative count")
+    return served, assembled, compiled
 
 
 def run_tests(wheel: Path, tests: Path, module: str, torch: TorchEnv, folder: Path,
@@ -416,9 +440,10 @@ def _report(facts: Path, progress: Path, seconds: float, status: int) -> TestRep
         cases = (int(data["ended"]), int(data["collected"]))
         how, stopped, torch = (_printable(data.get(key) or "") for key in
                                ("how", "stopped", "torch"))
+        launches = _launches(data.get("cutile"))
     except (TypeError, KeyError, ValueError):
         raise BuildError(f"pytest ended (exit {status}) without the factory's report of the "
                          f"run{_how_far(progress)}: see the log") from None
     return TestReport(counts["passed"], counts["failed"], counts["errors"], counts["skipped"],
                       gpus, round(seconds, 1), torch, files=files, cases=cases, how=how,
-                      stopped=stopped)
+                      stopped=stopped, launches=launches)

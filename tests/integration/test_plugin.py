@@ -15,7 +15,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from factory.prove.tests import INJECT, PLUGIN, FileNote, _report, run_scripts, script_tests
+from factory.prove.tests import (
+    INJECT,
+    PLUGIN,
+    FileNote,
+    TestReport,
+    _report,
+    run_scripts,
+    script_tests,
+)
 from factory.system.process import Log
 
 from ..support.factory import write
@@ -250,3 +258,26 @@ def test_a_report_never_quotes_control_characters_from_the_tests(tmp_path: Path)
     note = FileNote.from_json(report["files"][0])
     assert note is not None and note.kind == "error"
     assert "\x1b" not in note.detail and "\x07" not in note.detail
+
+
+def test_a_cutile_wheels_launches_are_counted_as_its_loader_served_them(tmp_path: Path) -> None:
+    """The loader a cuTile wheel carries counts how each launch was served; the plugin reports
+    those counts (a stand-in loader here: its counts as the real one keeps them), and the
+    factory's report of the run says them."""
+    write(tmp_path / "site" / "kwf_probe" / "_kernel_wheel_factory_cutile.py",
+          'counts = {"served": 0, "assembled": 0, "compiled": 0}\n')
+    report, output = run_plugin(tmp_path, {"test_launch.py": """
+        from kwf_probe import _kernel_wheel_factory_cutile as loader
+
+
+        def test_two_launches_served_one_compiled():
+            loader.counts["served"] += 2
+            loader.counts["compiled"] += 1
+    """})
+    assert report["passed"] == 1 and report["cutile"] == \
+        {"served": 2, "assembled": 0, "compiled": 1}, output
+    read = _report(tmp_path / "report.json", tmp_path / "progress.json", 1.0, 0)
+    assert read.launches == (2, 0, 1)
+    assert read.describe().endswith("; cuTile launches: 2 served by the wheel's cubins, 0 "
+                                    "assembled from its Tile IR, 1 compiled by cuTile")
+    assert TestReport.from_json(read.to_json()) == read

@@ -26,6 +26,7 @@ import json
 import os
 import random
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,20 @@ class _Run:
                 "cuda": torch.version.cuda, "collected": self.collected, "chosen": self.chosen,
                 "ended": self.ended, "how": self.how, "stopped": self.stopped,
                 "files": [{"path": path, **note} for path, note in sorted(self.files.items())],
-                "scripts": self.scripts}
+                "scripts": self.scripts, **_cutile_launches()}
+
+
+def _cutile_launches() -> dict[str, Any]:
+    """How the launches of a cuTile wheel's kernels were served while the tests ran: by the
+    wheel's cubins, assembled from its Tile IR, or compiled by cuTile (the counts its loader,
+    <package>._kernel_wheel_factory_cutile, keeps); nothing for any other wheel."""
+    found: dict[str, int] = {}
+    for name, module in list(sys.modules.items()):
+        counts = getattr(module, "counts", None)
+        if name.endswith("._kernel_wheel_factory_cutile") and isinstance(counts, dict):
+            for key in ("served", "assembled", "compiled"):
+                found[key] = found.get(key, 0) + int(counts.get(key, 0))
+    return {"cutile": found} if found else {}
 
 
 def _write(target: str, data: dict[str, Any]) -> None:
