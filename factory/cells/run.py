@@ -296,17 +296,8 @@ def _run_cell(cell: Cell, layout: Layout, runner: Runner, compiling: Compiling,
                                            log_path, reporter)
                 reporter.update(cell.id, "building", "checking")
                 report = check_cell_wheel(cell, built.wheel, log, settings.max_wheel_size)
-                reporter.update(cell.id, "building", "importing")
-                proofs: tuple[Proof, ...] = ()
-                if cell.proofs:
-                    loaded, tested, proofs = _proven_in_cells(cell, runner, built.wheel,
-                                                              report.files, settings, log)
-                else:
-                    loaded = _import_gate(cell, runner, built.wheel, report.files, log)
-                    tested = None
-                    if settings.test:
-                        reporter.update(cell.id, "building", "testing")
-                        tested = _test_gate(cell, runner, built.wheel, settings, log)
+                loaded, tested, proofs = _gates(cell, runner, built.wheel, report.files,
+                                                settings, log, reporter)
                 wheel = _publish(built.wheel, report.sha256, layout, settings.key, cell.id,
                                  settings.force,
                                  recorded.sha256 if recorded is not None
@@ -397,6 +388,22 @@ def _test_gate(cell: Cell, runner: Runner, wheel: Path, settings: RunSettings,
     tested = _kernel_tests(cell, runner, wheel, log)
     log.write(f"   kernel tests: {tested.verdict}: {tested.describe()}")
     return _judged(cell, wheel, tested, settings)
+
+
+def _gates(cell: Cell, runner: Runner, wheel: Path, files: Iterable[str],
+           settings: RunSettings, log: Log, reporter: Reporter
+           ) -> tuple[LoadReport | None, TestReport | None, tuple[Proof, ...]]:
+    """The wheel imported (and with --test tested) before it is published: where the cell
+    was built, or, for a pure-Python wheel for all, in each CUDA cell of the matrix."""
+    reporter.update(cell.id, "building", "importing")
+    if cell.proofs:
+        return _proven_in_cells(cell, runner, wheel, files, settings, log)
+    loaded = _import_gate(cell, runner, wheel, files, log)
+    tested = None
+    if settings.test:
+        reporter.update(cell.id, "building", "testing")
+        tested = _test_gate(cell, runner, wheel, settings, log)
+    return loaded, tested, ()
 
 
 def _proven_in_cells(cell: Cell, runner: Runner, wheel: Path, files: Iterable[str],

@@ -5,6 +5,7 @@ environment, a registry echoing a password)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,8 +46,17 @@ def test_the_hubs_own_log_lines_and_an_hf_target_hold_no_secret(
 
     retrying = hub_logging.get_logger("huggingface_hub.utils._http")
     with hub_errors("org/name", None, where="test", refused=FactoryError, failed=FactoryError):
-        retrying.warning("'[Errno 111] Connection refused' thrown while requesting GET "
-                         "http://user:pw-s3cret@127.0.0.1:9/api/models/org/name")
+        # the hub's handlers write to the stream they were made with (an earlier test's
+        # captured stderr, when that test imported huggingface_hub first): this test's stderr
+        handlers = [handler for handler in logging.getLogger("huggingface_hub").handlers
+                    if isinstance(handler, logging.StreamHandler)]
+        streams = [handler.setStream(sys.stderr) for handler in handlers]
+        try:
+            retrying.warning("'[Errno 111] Connection refused' thrown while requesting GET "
+                             "http://user:pw-s3cret@127.0.0.1:9/api/models/org/name")
+        finally:
+            for handler, stream in zip(handlers, streams, strict=True):
+                handler.setStream(stream)
     err = capsys.readouterr().err
     assert "GET http://***@127.0.0.1:9/api/models/org/name" in err and "s3cret" not in err
     assert logging.getLogger("huggingface_hub").propagate is False

@@ -64,15 +64,25 @@ def test_a_second_build_compiles_nothing_and_gives_the_same_wheel(
 
 
 def test_the_plan_counts_and_costs_the_units_its_builds_saw(project: tuple[Path, Path],
-                                                            factory_cache: Path) -> None:
+                                                            factory_cache: Path,
+                                                            tmp_path: Path) -> None:
     """A setup.py project's units are known once a build has compiled them: `factory plan`
-    counts them, costs them as measured and splits the cell over jobs by them."""
+    counts them and costs them as measured; with their objects in the cache, nothing is left
+    to compile, so nothing is split; with the cost book alone (a machine that has not the
+    objects), the cell is split over jobs by them."""
     folder, _ = project
-    done = run_factory("plan", folder / "matrix.yaml", "--split-after", "1s", "--cores", "2",
-                       env=cache_env(factory_cache))
+    plan = ("plan", folder / "matrix.yaml", "--split-after", "1s", "--cores", "2")
+    done = run_factory(*plan, env=cache_env(factory_cache))
     assert done.exit == 0, done.stderr
     (cell,) = json.loads(done.stdout)["cells"].values()
-    assert cell["units"] == 2 and cell["core_seconds"] > 2 and cell["shards"] == 2
+    assert cell["units"] == 2 and cell["core_seconds"] > 2
+    assert cell["held"] == [CXX_UNIT, CUDA_UNIT] and cell["left"]["units"] == 0
+    assert cell["shards"] == 1
+    shutil.copytree(factory_cache / "objects" / "costs", tmp_path / "objects" / "costs")
+    booked = run_factory(*plan, "--object-cache", tmp_path / "objects",
+                         env=cache_env(factory_cache))
+    (cell,) = json.loads(booked.stdout)["cells"].values()
+    assert cell["held"] == [] and cell["left"]["units"] == 2 and cell["shards"] == 2
 
 
 def test_a_touched_source_recompiles_its_unit_alone(project: tuple[Path, Path],
