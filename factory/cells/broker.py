@@ -47,10 +47,10 @@ from ..plan.costs import UnitCost
 from ..plan.model import Cell
 from ..sources.tree import SourceTree
 from ..system.process import Log
-from .job import Built
+from .job import Built, Compiling
 
-__all__ = ["ObjectBroker", "Tally", "Timing", "compiler_threads", "holdings_of", "say_tally",
-           "shard_of_unit", "source_identity", "stopped"]
+__all__ = ["ObjectBroker", "Tally", "Timing", "cell_broker", "compiler_threads", "holdings_of",
+           "say_tally", "shard_of_unit", "source_identity", "stopped"]
 
 FORMAT = 1
 SOURCE_FOLDER = "$WORK/src/"  # where the project's staged sources lie, as units name them
@@ -66,6 +66,16 @@ def compiler_threads(threads: int, src: Path) -> int:
     its CUDA sources leave idle, shared."""
     sources = sum(1 for _ in src.rglob("*.cu"))
     return max(1, threads // max(1, min(threads, sources)))
+
+
+def cell_broker(cell: Cell, store: ObjectStore, compilers: str, log: Log, compiling: Compiling,
+                threads: int) -> ObjectBroker:
+    """The broker of a cell's project build: its units' identities name `compilers` (what they
+    are, or the image that holds them) and the project, under the run's time limit and cost
+    book (each compiler running `threads` threads), for its unit shard, keeping holdings."""
+    return ObjectBroker(store, f"{compilers}\nproject {source_identity(cell.source)}", log,
+                        Timing(compiling.pool, compiling.costs, compiling.measured, cell.key,
+                               threads), compiling.shard, holdings_of(cell))
 
 
 def holdings_of(cell: Cell) -> str:

@@ -54,16 +54,7 @@ from ....wheel.assemble import GivenMetadata, compressed_tag, relabelled, write_
 from ....wheel.fatbin import fatbin_entries
 from ....wheel.read import PROVENANCE_FILE
 from ....wheel.repair import repair
-from ...broker import (
-    ObjectBroker,
-    Tally,
-    Timing,
-    compiler_threads,
-    holdings_of,
-    say_tally,
-    source_identity,
-    stopped,
-)
+from ...broker import ObjectBroker, Tally, cell_broker, compiler_threads, say_tally, stopped
 from ...compilers import Wrapped, log_changes, rule_note, wrap_compilers
 from ...job import (
     Built,
@@ -150,12 +141,9 @@ def _broker(job: Job, toolchain: Toolchain, store: ObjectStore | None,
     `threads`), or nothing where the cell is built without the cache."""
     if store is None:
         return nullcontext()
-    base = "\n".join([compilers_of(toolchain, job.work, c_compiler(toolchain.cxx)),
-                      f"project {source_identity(job.cell.source)}"])
-    compiling = job.compiling
-    return ObjectBroker(store, base, job.log, Timing(compiling.pool, compiling.costs,
-                                                     compiling.measured, job.cell.key, threads),
-                        compiling.shard, holdings_of(job.cell))
+    return cell_broker(job.cell, store, compilers_of(toolchain, job.work,
+                                                     c_compiler(toolchain.cxx)),
+                       job.log, job.compiling, threads)
 
 
 def _run_build(job: Job, toolchain: Toolchain, python: Path, src: Path, built_dir: Path,

@@ -51,15 +51,7 @@ from ....system.engine import Engine, source_archive
 from ....system.process import Log, first_error
 from ....toolchain.python import manylinux_python
 from ....values.versions import major_minor
-from ...broker import (
-    ObjectBroker,
-    Timing,
-    compiler_threads,
-    holdings_of,
-    say_tally,
-    source_identity,
-    stopped,
-)
+from ...broker import ObjectBroker, cell_broker, compiler_threads, say_tally, stopped
 from ...job import Built, Compiling, Container
 from ...kinds import kind_of
 from ...options import BuildOptions
@@ -444,9 +436,7 @@ class DockerRunner:
         image = self.engine.image_id(group.image.name) or group.image.name
         threads = compiler_threads(compiling.pool.budget.share(compiling.cells).cores,
                                    cell.source.root)
-        with ObjectBroker(store, f"image {image}\nproject {source_identity(cell.source)}", log,
-                          Timing(compiling.pool, compiling.costs, compiling.measured, cell.key,
-                                 threads), compiling.shard, holdings_of(cell)) as broker:
+        with cell_broker(cell, store, f"image {image}", log, compiling, threads) as broker:
             folder = Path(broker.address).parent
             if os.getuid() == 0:  # the container's user must reach the socket
                 Container((), (NOBODY_ID, NOBODY_ID)).hand_over(folder)
