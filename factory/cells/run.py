@@ -233,10 +233,9 @@ def test_cells(plan: PlacedPlan, out: Path, runners: Runners, say: Callable[[str
                 if cell.proofs:  # a pure-Python wheel for all: in each CUDA cell
                     proofs = tuple(Proof(proof.id, None, _kernel_tests(
                         proof, runners.of(cell), wheel, log)) for proof in cell.proofs)
-                    reports = [proof.tests for proof in proofs if proof.tests is not None]
-                    report = next((found for found in reports if found.verdict == "failed"),
-                                  next((found for found in reports
-                                        if found.verdict == "proven"), reports[0]))
+                    verdict = _wheel_verdict(proofs)
+                    assert verdict is not None  # every cell's tests gave a report
+                    report = verdict
                 else:
                     report = _kernel_tests(cell, runners.of(cell), wheel, log)
             except FactoryError as exc:
@@ -427,12 +426,19 @@ def _proven_in_cells(cell: Cell, runner: Runner, wheel: Path, files: Iterable[st
                 raise BuildError(f"{wheel.name} failed the kernel's tests in {proof.id}: "
                                  f"{tested.describe()}")
         proofs.append(Proof(proof.id, loaded, tested))
-    reports = [proof.tests for proof in proofs if proof.tests is not None]
-    tested = next((report for report in reports if report.verdict == "proven"),
-                  reports[0] if reports else None)
+    tested = _wheel_verdict(proofs)
     if tested is not None:
         tested = _judged(cell, wheel, tested, settings)
     return (proofs[0].loaded if proofs else None), tested, tuple(proofs)
+
+
+def _wheel_verdict(proofs: Iterable[Proof]) -> TestReport | None:
+    """A pure-Python wheel's own verdict from its cells' tests: a cell's failure, else the
+    first cell that proved it, else the first cell's tests (None: none ran)."""
+    reports = [proof.tests for proof in proofs if proof.tests is not None]
+    return next((report for report in reports if report.verdict == "failed"),
+                next((report for report in reports if report.verdict == "proven"),
+                     reports[0] if reports else None))
 
 
 def _judged(cell: Cell, wheel: Path, tested: TestReport, settings: RunSettings) -> TestReport:

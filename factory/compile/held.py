@@ -59,19 +59,21 @@ def holding(key: bytes, cell: str, unit: str, obj: str,
 
 
 def held_units(key: bytes, cell: str, records: Iterable[Any], root: Path, namespace: str,
-               present: Callable[[str], bool] = lambda obj: True) -> set[str]:
+               present: Callable[[str], bool] = lambda obj: True,
+               hashes: dict[Path, str | None] | None = None) -> set[str]:
     """The units of which one of `records` (holdings, as read) holds: signed under `key` for
     `cell`, naming an object that is `present`, each of its project files the same in the
     source at `root` (a file not there is the factory's own), and the op namespace the
-    cell's."""
-    hashes: dict[str, str | None] = {}
+    cell's. `hashes`: the files' sha256 hashed so far, kept across calls (the cells of one
+    kernel read the same source)."""
+    hashes = {} if hashes is None else hashes
 
     def digest(name: str) -> str | None:
-        if name not in hashes:
-            path = root / name
+        path = root / name
+        if path not in hashes:
             safe = ".." not in Path(name).parts and not Path(name).is_absolute()
-            hashes[name] = file_sha256(path) if safe and path.is_file() else None
-        return hashes[name]
+            hashes[path] = file_sha256(path) if safe and path.is_file() else None
+        return hashes[path]
 
     held = set()
     for record in records:

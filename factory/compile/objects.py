@@ -78,7 +78,8 @@ from .held import HELD_FOLDER, holding
 from .remote import RemoteStore
 
 __all__ = ["DOCKER_PARTS", "ObjectCache", "ObjectStore", "evict", "merge_all",
-           "compilers_identity", "names_namespace", "read_depfile", "store_parts", "unit_identity"]
+           "compilers_identity", "names_namespace", "object_path", "read_depfile", "store_parts",
+           "unit_identity"]
 
 FORMAT = 1
 DOCKER_PARTS = "docker"
@@ -178,7 +179,7 @@ class ObjectStore:
         return self.root / "manifests" / identity[:2] / f"{identity}.json"
 
     def _object(self, key: str) -> Path:
-        return self.root / "objects" / key[:2] / f"{key}.o"
+        return object_path(self.root, key)
 
     def _record(self, key: str) -> Path:
         return self.root / "objects" / key[:2] / f"{key}.json"
@@ -460,7 +461,8 @@ class ObjectStore:
                 continue
             self._add_entries(identity, str(data.get("source", "")), _entries(data))
         _copy_holdings(source, self.root, {record.stem for record in
-                                           (self.root / "objects").glob("*/*.json")})
+                                           (source / "objects").glob("*/*.json")
+                                           if self._record(record.stem).is_file()})
         return taken, refused
 
 
@@ -502,6 +504,11 @@ class ObjectCache:
 
     def evict(self) -> tuple[int, int]:
         return evict(self.root, self.limit)
+
+
+def object_path(part: Path, key: str) -> Path:
+    """Where one part of an object cache keeps the object of a key."""
+    return part / "objects" / key[:2] / f"{key}.o"
 
 
 def store_parts(root: Path) -> list[Path]:
@@ -550,8 +557,7 @@ def evict(root: Path, limit: int) -> tuple[int, int]:
         if removed:
             for part in store_parts(root):
                 for holding_file in (part / HELD_FOLDER).glob("*/*.json"):
-                    if not (part / "objects" / holding_file.stem[:2] /
-                            f"{holding_file.stem}.o").is_file():
+                    if not object_path(part, holding_file.stem).is_file():
                         holding_file.unlink(missing_ok=True)
         return removed, total
 

@@ -124,19 +124,27 @@ class RemoteStore:
             known = self._entries.get(identity)
         if known is not None:
             return known
-        names = self._call("listing", lambda: self.backend.names(f"e/{identity}/", _ENTRIES))
         found: list[dict[str, Any]] = []
-        for name in sorted(names or []):
-            key = name.rpartition("/")[2]
-
-            def read(name: str = name) -> bytes | None:
-                return self.backend.get(name, defaults.MAX_RECORD_SIZE)
-
-            entry = well_formed({"entries": [_json(self._call("reading an entry", read))]})
+        for key, data in self._listed(f"e/{identity}/", _ENTRIES, "listing", "reading an entry"):
+            entry = well_formed({"entries": [data]})
             if entry and entry[0]["object"] == key and key_of(identity, entry[0]["inputs"]) == key:
                 found.extend(entry)
         with self._lock:
             self._entries[identity] = found
+        return found
+
+    def _listed(self, folder: str, limit: int, listing: str,
+                reading: str) -> list[tuple[str, Any]]:
+        """At most `limit` of the listed names in `folder`, each with its JSON as read (None:
+        absent or not JSON), by name; nothing where the store is down (`listing` and `reading`
+        say what failed)."""
+        names = self._call(listing, lambda: self.backend.names(folder, limit))
+        found = []
+        for name in sorted(names or []):
+            def read(name: str = name) -> bytes | None:
+                return self.backend.get(name, defaults.MAX_RECORD_SIZE)
+
+            found.append((name.rpartition("/")[2], _json(self._call(reading, read))))
         return found
 
     def record_and_object(self, key: str) -> tuple[dict[str, Any], bytes] | None:
@@ -173,7 +181,6 @@ class RemoteStore:
                 self.given += 1
                 self._entries.setdefault(identity, []).insert(0, entry)
 
-
     def hold(self, cell: str, key: str, data: bytes) -> None:
         """Give the store a holding of a cell's unit (compile/held.py)."""
         self._call("writing a holding",
@@ -181,15 +188,8 @@ class RemoteStore:
 
     def holdings(self, cell: str) -> list[Any]:
         """The holdings the store has for a cell, as read (at most _HOLDINGS of them)."""
-        names = self._call("listing holdings", lambda: self.backend.names(f"h/{cell}/",
-                                                                         _HOLDINGS))
-        found = []
-        for name in sorted(names or []):
-            def read(name: str = name) -> bytes | None:
-                return self.backend.get(name, defaults.MAX_RECORD_SIZE)
-
-            found.append(_json(self._call("reading a holding", read)))
-        return found
+        return [data for _, data in self._listed(f"h/{cell}/", _HOLDINGS, "listing holdings",
+                                                 "reading a holding")]
 
 
 def _json(data: bytes | None) -> Any:

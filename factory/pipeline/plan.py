@@ -10,7 +10,7 @@ from pathlib import Path
 from ..cells.broker import holdings_of
 from ..compile.costbook import COSTS_FOLDER, CostBook, known_costs
 from ..compile.held import held_units, read_local
-from ..compile.objects import store_parts
+from ..compile.objects import object_path, store_parts
 from ..compile.remote import remote_store
 from ..config.matrix import load_matrix
 from ..index.new import listed_wheels, unpublished
@@ -125,6 +125,7 @@ class Holdings:
         self.key = existing_key(object_key())
         self.store = remote_store(*store, warn) if store and self.key else None
         self.warn = warn
+        self.hashes: dict[Path, str | None] = {}  # source files hashed, for every cell
 
     def of(self, cell: Cell) -> Held:
         if self.key is None:
@@ -133,12 +134,12 @@ class Holdings:
         cache: set[str] = set()
         for part in self.parts:
             def present(obj: str, part: Path = part) -> bool:
-                return (part / "objects" / obj[:2] / f"{obj}.o").is_file()
+                return object_path(part, obj).is_file()
 
             cache |= held_units(self.key, name, read_local(part, name), root, namespace,
-                                present)
-        store = held_units(self.key, name, self.store.holdings(name), root, namespace) \
-            if self.store else set()
+                                present, self.hashes)
+        store = held_units(self.key, name, self.store.holdings(name), root, namespace,
+                           hashes=self.hashes) if self.store else set()
         return Held(frozenset(cache), frozenset(store))
 
     def say(self, cell: Cell, held: Held, units: int) -> None:
