@@ -428,13 +428,18 @@ def test_a_build_that_opens_connections_without_end_costs_no_more_threads(
     """Connections that say nothing hold the broker's slots; one more is closed at once (its
     wrapper compiles without the cache), and the factory starts no thread for it."""
     idle = []
+    before = threading.active_count()
     try:
         for _ in range(256):
             connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             connection.connect(served.broker.address)
             idle.append(connection)
-        time.sleep(0.5)
+        # connections wait in the socket's queue until the broker takes each into a thread
+        deadline = time.monotonic() + 30
+        while threading.active_count() < before + 256 and time.monotonic() < deadline:
+            time.sleep(0.05)
         threads = threading.active_count()
+        assert threads >= before + 256
         extra = []
         for _ in range(50):
             connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

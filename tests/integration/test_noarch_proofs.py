@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from factory import doctor
+from factory.cells.state import CellState
+from factory.outputs.layout import Layout
 
 from ..support.factory import FIXTURES, cache_env, run_factory, write
 from ..support.wheels import GPU_FACTS
@@ -66,6 +68,15 @@ def test_a_pure_python_wheel_is_proven_in_each_cuda_cell(tmp_path: Path,
     assert result["fits"]["wheel"] == WHEEL and result["fits"]["label"] == "cu130torch211"
     assert "  proven: 1 of its own tests passed with no GPU" in \
         doctor.describe_diagnosis([result])
+    # factory test runs them again, in the same cell, and keeps that cell's import gate
+    again = run_factory("test", "matrix.yaml", "--out", out, cwd=tmp_path,
+                        env=cache_env(factory_cache))
+    assert again.exit == 0, again.stdout + again.stderr
+    state = CellState.read(Layout(out).state_file("noarch-kernel-noarch"))
+    assert state is not None and state.tests is not None and state.tests.verdict == "proven"
+    (proof,) = state.proofs
+    assert proof.cell == CELL and proof.loaded is not None
+    assert proof.tests is not None and proof.tests.passed == 1
 
 
 def test_a_test_that_fails_in_a_cell_keeps_the_wheel_out(tmp_path: Path,
