@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import ConfigError
 from .buildtoml import read_build_toml
 from .cutile import CutileKernel, read_declaration
-from .nodes import load_toml
+from .nodes import Node, load_toml
 from .spec import KernelSpec, ProjectKind
 
 __all__ = ["PROJECT_FILES", "project_kind", "read_project", "static_version"]
@@ -61,6 +61,7 @@ def static_version(root: Path) -> str | None:
 
 def _read_pep517(root: Path) -> KernelSpec:
     name, version, license_text, origin = _pyproject(root)
+    dependencies = _static_dependencies(root)
     cutile, requirement = _cutile(root)
     for reader in (_setup_cfg, _setup_py):
         if name is not None:
@@ -92,6 +93,7 @@ def _read_pep517(root: Path) -> KernelSpec:
         backend_python_depends=(), cuda_minver=None, cuda_maxver=None, torch=None, noarch=None,
         kernels=(), kind="cutile" if requirement else "pep517", limited_api=limited,
         static_version=version, cutile=cutile, cutile_requirement=requirement,
+        project_dependencies=dependencies,
     )
 
 
@@ -100,15 +102,11 @@ def _cutile(root: Path) -> tuple[tuple[CutileKernel, ...], str | None]:
     when [project] dependencies name cuda-tile; it must then declare what to compile ahead of
     time (config/cutile.py)."""
     path = root / "pyproject.toml"
-    if not path.is_file():
-        return (), None
-    document = load_toml(path)
-    project = document.mapping().get("project") if isinstance(document.value, dict) else None
-    if project is None or not isinstance(project.value, dict) or \
-            "dependencies" not in project.mapping():
+    project = _project_table(path)
+    if project is None or "dependencies" not in project:
         return (), None
     requirement = None
-    for node in project.mapping()["dependencies"].list():
+    for node in project["dependencies"].list():
         try:
             parsed = Requirement(node.str())
         except InvalidRequirement:
@@ -127,6 +125,39 @@ def _cutile(root: Path) -> tuple[tuple[CutileKernel, ...], str | None]:
     return declared, requirement
 
 
+def _project_table(path: Path) -> dict[str, Node] | None:
+    """pyproject.toml's [project] table, where there is one."""
+    if not path.is_file():
+        return None
+    document = load_toml(path)
+    project = document.mapping().get("project") if isinstance(document.value, dict) else None
+    return project.mapping() if project is not None and isinstance(project.value, dict) else None
+
+
+def _dynamic(project: dict[str, Node]) -> set[str]:
+    """The [project] fields it leaves to the build backend."""
+    listed = project["dynamic"].value if "dynamic" in project else []
+    return {item.value for item in listed if isinstance(item.value, str)} \
+        if isinstance(listed, list) else set()
+
+
+def _static_dependencies(root: Path) -> tuple[str, ...]:
+    """pyproject.toml's [project] dependencies, unless it leaves them to the build backend
+    (dynamic) or states none: what the project's wheels require, known before building."""
+    project = _project_table(root / "pyproject.toml")
+    if project is None or "dependencies" not in project:
+        return ()
+    if "dependencies" in _dynamic(project):
+        return ()
+    found = []
+    for node in project["dependencies"].list():
+        try:
+            found.append(str(Requirement(node.str())))
+        except InvalidRequirement:
+            raise node.error(f"'{node.value}' is not a requirement") from None
+    return tuple(found)
+
+
 def _text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
@@ -137,17 +168,12 @@ def _text(path: Path) -> str:
 def _pyproject(root: Path) -> tuple[str | None, str | None, str | None, Path]:
     """[project] name, static version and license text of pyproject.toml."""
     path = root / "pyproject.toml"
-    if not path.is_file():
+    fields = _project_table(path)
+    if fields is None:
         return None, None, None, path
-    document = load_toml(path)
-    project = document.mapping().get("project") if isinstance(document.value, dict) else None
-    if project is None or not isinstance(project.value, dict):
-        return None, None, None, path
-    fields = project.mapping()
     name = fields["name"].str() if "name" in fields else None
-    dynamic = fields["dynamic"].value if "dynamic" in fields else []
     version = None
-    if "version" in fields and "version" not in (dynamic if isinstance(dynamic, list) else []):
+    if "version" in fields and "version" not in _dynamic(fields):
         version = fields["version"].str()
     license_text = None
     if "license" in fields:

@@ -138,6 +138,8 @@ class KernelSpec:
     test_requires: tuple[str, ...] = ()  # what its own tests need besides torch (flake.nix)
     cutile: tuple[CutileKernel, ...] = ()  # a cuTile project's declared kernels
     cutile_requirement: str | None = None  # its own requirement on cuda-tile
+    # A PEP 517 project's [project] dependencies, where pyproject.toml states them (not dynamic)
+    project_dependencies: tuple[str, ...] = ()
     upstream: str | None = None  # [general] upstream: the project the kernel comes from
     source_url: str | None = None  # [general] source: where the kernel's own source lives
     # [general] kernel-depends (under "") and each backend's ([general.cuda] ...)

@@ -435,7 +435,10 @@ def _pythons(matrix: Matrix, kernel: Kernel, torch: TorchEntry
     if torch.installed is not None:
         if not kind.own_python:
             return [(None, False)], []
-        return [(CPython(Version(torch.installed.python_version)), True)], []
+        python = CPython(Version(torch.installed.python_version))
+        # where one wheel serves every CPython, its cell is the same whichever interpreter
+        # builds or tests it (a wheel built here is tested beside another machine's torch)
+        return [(python, python.free_threaded or not kind.abi3(spec))], []
     served = torch_pythons(matrix, torch.release)
     asked = [python for python in matrix.python if kind.free_threaded or not python.free_threaded]
     if not kind.own_python:  # one abi3 wheel, and a wheel per free-threaded CPython

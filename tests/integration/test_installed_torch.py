@@ -40,7 +40,7 @@ from ..support.factory import (
     write,
 )
 from ..support.installs import new_torch_venv, read_dist_info, run_example
-from ..support.plans import NGC, kernel
+from ..support.plans import NGC, kernel, setup_py_project
 
 
 def stand_in_python(folder: Path, version: str, cuda: str | None = "12.6",
@@ -105,6 +105,35 @@ def test_the_command_line_names_the_interpreter_instead_of_the_matrix_list(tmp_p
     assert result.exit == 0, result.stderr
     (job,) = json.loads(result.stdout)["jobs"]
     assert job["cells"] == ["demo/cu126torch25.nv2410/x86_64"]
+
+
+def test_a_wheel_for_every_cpython_has_one_cell_whichever_interpreter_has_the_torch(
+        tmp_path: Path) -> None:
+    """A cuTile or abi3 project's cell is named alike when planned from the matrix's torch
+    (on a build machine) and from an interpreter's (`factory test --torch-python` on a GPU
+    machine): the wheel built on one is found and tested on the other. A wheel for one CPython
+    names the interpreter's."""
+    python = stand_in_python(tmp_path / "venv", "2.11.0+cu130", cuda="13.0")
+    setup_py_project(tmp_path / "abi3", ", py_limited_api=True")
+    setup_py_project(tmp_path / "cp", "", '[project]\nname = "fused-op-cp"\nversion = "1.0"\n')
+    path = write(tmp_path / "matrix.yaml", f"""
+        kernels:
+          - {{path: {REPO / "examples" / "tile-add"}}}
+          - {{path: abi3, version: "1.0"}}
+          - {{path: cp, version: "1.0"}}
+        torch: ["2.11"]
+        cuda: {{"13.0": {{sms: ["9.0"]}}}}
+    """)
+    ids = {}
+    for asked in ((), ("--torch-python", python)):
+        result = run_factory("plan", path, *asked, "--cache-dir", tmp_path / "c")
+        assert result.exit == 0, result.stderr
+        ids[asked] = sorted(cell for job in json.loads(result.stdout)["jobs"]
+                            for cell in job["cells"])
+    here = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert ids[()][1:] == ids[("--torch-python", python)][1:] == \
+        ["fused_op/cu130torch211/x86_64", "tile-add/cu130torch211/x86_64"]
+    assert ids[("--torch-python", python)][0] == f"fused-op-cp/cu130torch211/x86_64/{here}"
 
 
 def test_an_installed_torch_pairs_only_with_its_own_cuda(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from factory.cells.kinds.pep517 import PEP517
 from factory.cells.kinds.pep517.build import c_compiler
 from factory.config.project import project_kind, read_project, static_version
 from factory.errors import ConfigError
@@ -39,6 +40,24 @@ def test_pyproject_metadata_wins_and_a_literal_version_is_read(tmp_path: Path) -
     assert (spec.name, spec.static_version, spec.license, spec.limited_api) == \
         ("fused-op-cuda", "2.1", "MIT", True)
     assert static_version(root) == "2.1"
+
+
+@pytest.mark.parametrize("dynamic, expected", [
+    ("", ("einops>=0.8", "numpy")),  # what a wheelhouse fetches for its test environment
+    ('dynamic = ["dependencies"]', ()),  # only the built wheel will say
+])
+def test_the_requirements_pyproject_states_are_the_wheels_before_it_is_built(
+        tmp_path: Path, dynamic: str, expected: tuple[str, ...]) -> None:
+    root = project(tmp_path, "", f"""
+        [project]
+        name = "fused-op"
+        version = "1.0"
+        dependencies = ["torch>=2.6", "einops >= 0.8", "numpy"]
+        {dynamic}
+    """)
+    spec = read_project(root, "pep517")
+    assert PEP517.wheel_requirements(spec) == expected
+    assert read_project(project(tmp_path / "setup-py-only"), "pep517").project_dependencies == ()
 
 
 def test_a_build_toml_makes_a_kernel_builder_repo_even_beside_a_setup_py(tmp_path: Path) -> None:

@@ -62,6 +62,11 @@ class Pep517(BaseKind):
     def expectation(self, cell: Cell, max_size: SizeLimit | None) -> Expectation:
         return compiled_expectation(cell, max_size, gpu_covers=True)
 
+    def wheel_requirements(self, spec: KernelSpec) -> tuple[str, ...]:
+        """What pyproject.toml's [project] dependencies state (a setup.py's install_requires
+        is known once built: gate_requirements reads the wheel)."""
+        return tuple(text for text in spec.project_dependencies if installed_beside_torch(text))
+
     def build_requirements(self, cell: Cell) -> list[str]:
         return build_requirements(cell.source.root)
 
