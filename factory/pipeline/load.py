@@ -4,13 +4,13 @@ any cell is built, so bad input fails before work starts."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .. import defaults
 from ..cells.kinds import kind_of
 from ..config import lockfile
 from ..config.matrix.torches import with_resolved_torches
-from ..config.model import DependencyEntry, Matrix, ResolvedTorch
+from ..config.model import DependencyEntry, KernelEntry, Matrix, ResolvedTorch
 from ..config.project import project_kind, read_project
 from ..errors import ConfigError, SourceError, SourceRefused
 from ..plan.cells import dependency_names, make_plan, widened_notes
@@ -52,12 +52,28 @@ def resolve_matrix(matrix: Matrix, cache: Path, say: Callable[[str], None],
             raise ConfigError("a kernel-builder kernel's wheel always has its import guard; "
                               "guard: false is for PEP 517 projects", file=matrix.path,
                               line=found.entry.line, key=f"{found.entry.key}.guard")
+        _check_test_paths(matrix, found.entry, spec.root / "tests")
         for warning in spec.warnings:
             say(f"warning: {warning}")
         assert found.version is not None  # resolve_kernels refuses a kernel without one
         kernels.append(Kernel(found.entry, found.tree, spec, found.version, read_facts(spec),
                               kind))
     return matrix, kernels
+
+
+def _check_test_paths(matrix: Matrix, entry: KernelEntry, tests: Path) -> None:
+    """The tests a kernel's entry chooses must lie in its tests/ folder, said before anything
+    is built (pytest would only find nothing to run, after the build)."""
+    for path in entry.tests.paths:
+        where = path.split("::", 1)[0]
+        if (tests / where).exists() and (tests / where).resolve().is_relative_to(tests.resolve()):
+            continue
+        hint = ""
+        inside = PurePosixPath(where).parts[1:]
+        if PurePosixPath(where).parts[:1] == ("tests",) and (tests.joinpath(*inside)).exists():
+            hint = f": paths are relative to tests/, so write '{path[len('tests/'):]}'"
+        raise ConfigError(f"'{path}' is not in the kernel's tests/ folder{hint}",
+                          file=matrix.path, line=entry.line, key=f"{entry.key}.tests.paths")
 
 
 def latest_torches(matrix: Matrix, offline: bool, locked: bool,

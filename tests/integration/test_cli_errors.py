@@ -302,3 +302,23 @@ def test_docker_runner_without_a_daemon(project: Path, factory: Callable[..., Re
                      env={"DOCKER_HOST": "unix:///nonexistent.sock"})
     assert_rejected(project, result, "runner: the docker runner cannot be used: no docker daemon "
                     "answers (", before)
+
+
+def test_chosen_tests_outside_the_tests_folder(project: Path,
+                                              factory: Callable[..., Result]) -> None:
+    """Said before anything is built (a long build would end with pytest finding nothing), with
+    the path to write where the matrix gave it from the repository's root."""
+    make_kernel(project / "demo", GOOD_KERNEL, SOURCES, package="demo")
+    write(project / "demo" / "tests" / "test_demo.py", "def test_demo():\n    pass\n")
+    before = snapshot(project / "index")
+    for chosen, expected in (
+            ("tests/test_demo.py::test_demo",
+             "matrix.yaml:2: kernels[0].tests.paths: 'tests/test_demo.py::test_demo' is not in "
+             "the kernel's tests/ folder: paths are relative to tests/, so write "
+             "'test_demo.py::test_demo'"),
+            ("../setup.py", "'../setup.py' must be a path inside the kernel's tests/ folder"),
+            ("test_other.py", "kernels[0].tests.paths: 'test_other.py' is not in the kernel's "
+                              "tests/ folder")):
+        write(project / "matrix.yaml", GOOD_MATRIX.replace(
+            "version: 1.0.0", f"version: 1.0.0\n    tests: {{paths: ['{chosen}']}}"))
+        assert_rejected(project, factory("build", "matrix.yaml", "--test"), expected, before)
