@@ -4,6 +4,11 @@ pyproject project's): the factory's end of the compiler wrappers' socket
 runs itself; for a build in a builder container, the docker runner serves it from outside the
 container, whose wrappers reach the socket through a mounted folder.
 
+Where earlier builds measured more of a cell's units than it has compilers at once, the build
+tool is let start them all (MAX_JOBS, up to a window) and the broker decides which compile runs:
+of those waiting, the longest as measured, so that the build's last minutes are not one long
+unit its tool happened to start late. A compile holds its place while its connection is open.
+
 The project's build runs confined, and so do its compiler wrappers: they cannot write into the
 cache and never see its key. For each compile they ask the broker, a thread of the factory
 listening on a Unix socket in a private folder of its own (the build sees every folder
@@ -41,7 +46,7 @@ from typing import Any
 from .. import defaults
 from ..compile.held import cell_holdings
 from ..compile.objects import ObjectStore
-from ..compile.pool import CompilePool, TimeLimitReached
+from ..compile.pool import Budget, CompilePool, Stopped, TimeLimitReached
 from ..data.compilers.cached import DATE_MARKER, ENVIRONMENT, receive, receive_payload, send
 from ..plan.costs import UnitCost
 from ..plan.model import Cell
@@ -49,13 +54,15 @@ from ..sources.tree import SourceTree
 from ..system.process import Log
 from .job import Built, Compiling
 
-__all__ = ["ObjectBroker", "Tally", "Timing", "cell_broker", "compiler_threads", "holdings_of",
-           "say_tally", "shard_of_unit", "source_identity", "stopped"]
+__all__ = ["ObjectBroker", "Tally", "Timing", "build_jobs", "cell_broker", "compiler_threads",
+           "holdings_of", "say_tally", "shard_of_unit", "source_identity", "stopped"]
 
 FORMAT = 1
 SOURCE_FOLDER = "$WORK/src/"  # where the project's staged sources lie, as units name them
 _CONNECTIONS = 256  # answered at once; more are closed
+_WINDOW = _CONNECTIONS - 16  # compiles a gated build's tool may start at once (each holds one)
 _IDLE = 120.0  # seconds a connection may say nothing
+_GATHER = 2.0  # seconds a gated build's first compiles wait for the others its tool started
 _MAX_ARGS = 20_000
 _MAX_INPUTS = 100_000
 _HEX = re.compile(r"[0-9a-f]{64}")
@@ -68,14 +75,27 @@ def compiler_threads(threads: int, src: Path) -> int:
     return max(1, threads // max(1, min(threads, sources)))
 
 
+def build_jobs(compilers: int, costs: Mapping[str, UnitCost], cell: str) -> int:
+    """MAX_JOBS for a project build of `compilers` at once: where earlier builds measured more
+    of the cell's units than that, as many as they measured (within the window), so that its
+    tool starts them together and the broker orders them; else `compilers`."""
+    known = sum(1 for key in costs if key.startswith(f"{cell}/"))
+    return max(compilers, min(known, _WINDOW))
+
+
 def cell_broker(cell: Cell, store: ObjectStore, compilers: str, log: Log, compiling: Compiling,
-                threads: int) -> ObjectBroker:
+                threads: int, at_once: int) -> ObjectBroker:
     """The broker of a cell's project build: its units' identities name `compilers` (what they
     are, or the image that holds them) and the project, under the run's time limit and cost
-    book (each compiler running `threads` threads), for its unit shard, keeping holdings."""
+    book (`at_once` compilers, each running `threads` threads), for its unit shard, keeping
+    holdings. It orders the compiles where build_jobs lets the tool start more than
+    `at_once`."""
+    pool = compiling.pool
+    gate = CompilePool(Budget(at_once, 2**62), pool.deadline, pool.grace) \
+        if build_jobs(at_once, compiling.costs, cell.key) > at_once else None
     return ObjectBroker(store, f"{compilers}\nproject {source_identity(cell.source)}", log,
-                        Timing(compiling.pool, compiling.costs, compiling.measured, cell.key,
-                               threads), compiling.shard, holdings_of(cell))
+                        Timing(pool, compiling.costs, compiling.measured, cell.key, threads),
+                        compiling.shard, holdings_of(cell), gate)
 
 
 def holdings_of(cell: Cell) -> str:
@@ -166,15 +186,18 @@ class Timing:
     def key(self, source: str) -> str:
         return f"{self.cell}/{source.removeprefix(SOURCE_FOLDER)}"
 
-    def may_start(self, source: str) -> bool:
-        """Whether the unit's compile ends before the limit: as measured, else as the slowest
-        unit of the cell measured so far (a project's units are one family, often alike)."""
+    def estimate(self, source: str) -> float:
+        """The unit's core-seconds: as measured, else as the slowest unit of the cell measured
+        so far (a project's units are one family, often alike)."""
         known = self.costs.get(self.key(source))
         if known is None:
-            family = [cost.seconds for key, cost in self.costs.items()
-                      if key.startswith(f"{self.cell}/")]
-            return self.pool.fits(max(family, default=0.0) / self.threads)
-        return self.pool.fits(known.seconds / self.threads)
+            return max((cost.seconds for key, cost in self.costs.items()
+                        if key.startswith(f"{self.cell}/")), default=0.0)
+        return known.seconds
+
+    def may_start(self, source: str) -> bool:
+        """Whether the unit's compile, started now, ends before the limit."""
+        return self.pool.fits(self.estimate(source) / self.threads)
 
     def ran(self, source: str, seconds: float) -> None:
         self.measured(self.key(source), UnitCost(seconds * self.threads, None, 1))
@@ -186,11 +209,15 @@ class ObjectBroker:
     which project this is."""
 
     def __init__(self, store: ObjectStore, base: str, log: Log, timing: Timing | None = None,
-                 shard: tuple[int, int] | None = None, holdings: str | None = None) -> None:
+                 shard: tuple[int, int] | None = None, holdings: str | None = None,
+                 gate: CompilePool | None = None) -> None:
         self.store, self.base, self.log, self.timing = store, base, log, timing
         self.shard = shard
         self.holdings = holdings  # the cell's holdings, where a plan finds its units
         # (compile/held.py)
+        self.gate = gate  # the compiles that run at once, longest first (None: as the tool
+        # starts them)
+        self._gathering = False
         self.tally = Tally()
         self.slots = threading.BoundedSemaphore(_CONNECTIONS)
         self._lock = threading.Lock()
@@ -214,6 +241,8 @@ class ObjectBroker:
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
+        if self.gate is not None:
+            self.gate.stop()  # compiles still waiting are let go
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -244,16 +273,17 @@ class ObjectBroker:
                 else self.store.entries(identity)
             send(connection, {"entries": entries, "start": start, "remote": remote,
                               "mine": self.shard is None or shard_of_unit(
-                                  source, self.shard[1]) == self.shard[0]})
+                                  source, self.shard[1]) == self.shard[0],
+                              "gate": self.gate is not None})
         elif op == "foreign":  # another shard's, not in the cache: left to that shard
             with self._lock:
                 self.tally.foreign += 1
             send(connection, {"ok": True})
         elif op == "late":  # found no object and may not start: left for the next build
-            with self._lock:
-                self.tally.late.append(source)
-            self.log.write(f"   {source}: not started, the time limit would end it")
+            self._late(source)
             send(connection, {"ok": True})
+        elif op == "start":  # a compile about to run, in a gated build: it waits its turn
+            self._start(connection, source, bounded=request.get("bounded") is not False)
         elif op == "take":
             handle = self.store.open_checked(identity, str(request.get("object")),
                                              self.log.write)
@@ -271,7 +301,42 @@ class ObjectBroker:
             with self._lock:
                 self.tally.uncached.append((source, why))
             self.log.write(f"   {source}: compiled without the object cache: {why}")
-            send(connection, {"ok": True})
+            send(connection, {"ok": True, "gate": self.gate is not None})
+
+    def _late(self, source: str) -> None:
+        with self._lock:
+            self.tally.late.append(source)
+        self.log.write(f"   {source}: not started, the time limit would end it")
+
+    def _start(self, connection: socket.socket, source: str, bounded: bool) -> None:
+        """Let a compile run once it is the longest of those waiting and a compiler's place is
+        free, or tell it the time limit would end it (`bounded`: a unit the cache keeps; one
+        it cannot is needed by the build whatever the time); its place is free again when its
+        connection closes (its compile ended, or its wrapper went away)."""
+        gate = self.gate
+        if gate is None:
+            send(connection, {"go": True})
+            return
+        estimate = self.timing.estimate(source) if self.timing is not None else 0.0
+        with self._lock:
+            if not self._gathering:  # the tool starts its compiles together: let them all ask
+                self._gathering = True
+                gate.hold(_GATHER)
+        gate.queue(1)
+        try:
+            with gate.admitted(1, lambda threads: 0, estimate):
+                if bounded and self.timing is not None and not self.timing.may_start(source):
+                    raise TimeLimitReached("the time limit would end it")
+                send(connection, {"go": True})
+                connection.settimeout(defaults.COMPILER_TIMEOUT)
+                while connection.recv(1):
+                    pass
+        except TimeLimitReached:
+            if bounded:
+                self._late(source)
+            send(connection, {"late": True} if bounded else {"go": True})
+        except Stopped:
+            return
 
     def _keep(self, connection: socket.socket, identity: str, source: str,
               request: dict[str, Any]) -> None:

@@ -147,6 +147,13 @@ class CompilePool:
         self._arrivals = itertools.count()
         self._stopped = False
         self._processes: set[Child] = set()
+        self._opens = 0.0  # time.monotonic() before which no compiler is admitted
+
+    def hold(self, seconds: float) -> None:
+        """Admit no compiler for `seconds` from now: those that ask meanwhile are then admitted
+        in their order (the longest first), not in the order they came."""
+        with self._condition:
+            self._opens = time.monotonic() + seconds
 
     @property
     def expired(self) -> bool:
@@ -188,13 +195,16 @@ class CompilePool:
             try:
                 while True:
                     self._check()
+                    held = self._opens - time.monotonic()
                     grant = self._grant(useful_threads, memory) \
-                        if self._queued[0] == ticket else None
+                        if self._queued[0] == ticket and held <= 0 else None
                     if grant is not None:
                         heapq.heappop(self._queued)
                         self._condition.notify_all()  # the next in line may fit too
                         return grant
                     timeout = None if self.deadline is None else self.deadline - time.monotonic()
+                    if held > 0:
+                        timeout = held if timeout is None else min(timeout, held)
                     self._condition.wait(timeout=max(0.0, timeout) if timeout is not None
                                          else None)
             except BaseException:

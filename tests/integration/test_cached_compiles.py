@@ -481,3 +481,49 @@ def test_many_units_asking_at_once_are_all_served(served: Served) -> None:
         assert not [text for text in said if "did not answer" in text], round_
     assert served.broker.tally.compiled == served.broker.tally.cached == count
     assert served.ran() == count
+
+
+def test_a_gated_build_compiles_the_longest_waiting_unit_first_and_one_at_a_time(
+        served: Served, tmp_path: Path) -> None:
+    """Where the broker orders a build's compiles (its tool was let start more than it has
+    compilers), a unit waits for a compiler's place: here one place, taken by a first unit
+    while the others are started together; they then compile one at a time, the longest as
+    measured first; a command the cache cannot key waits for a place too."""
+    events = tmp_path / "events"
+    real = served.work / "real-gcc"
+    real.write_text(f'#!/bin/sh\nfor a in "$@"; do case $a in *.c) src=$a;; esac; done\n'
+                    f'echo "start $src" >> {events}\n'
+                    'case $src in first.c) sleep 2;; *) sleep 0.5;; esac\n'
+                    f'{shutil.which("gcc")} "$@"\n'
+                    f'status=$?\necho "end $src" >> {events}\nexit $status\n')
+    real.chmod(0o755)
+    names = ("first", "short", "long", "middle")
+    for name in names:
+        (served.src / f"{name}.c").write_text(UNIT.replace("scaled", f"scaled_{name}"))
+    costs = {"cell/first.c": UnitCost(1.0, None, 1), "cell/short.c": UnitCost(2.0, None, 1),
+             "cell/long.c": UnitCost(90.0, None, 1), "cell/middle.c": UnitCost(30.0, None, 1)}
+    gate = CompilePool(Budget(1, 2**62))
+    timing = Timing(CompilePool(Budget(4, 2**30)), costs, lambda key, cost: None, "cell", 1)
+    with open(tmp_path / "gated.log", "w") as handle, \
+            ObjectBroker(served.store, "gcc of these tests\nproject one", Log(handle), timing,
+                         gate=gate) as broker:
+        compiler = served.compiler(broker.address)
+
+        def start(*args: str) -> subprocess.Popen[str]:
+            return subprocess.Popen([compiler, *args], cwd=served.src, stderr=subprocess.PIPE,
+                                    text=True)
+
+        first = start("-c", "first.c", "-o", "first.o")
+        while not events.exists():
+            time.sleep(0.05)
+        waiting = [start("-c", f"{name}.c", "-o", f"{name}.o") for name in names[1:]]
+        unkeyed = start("-c", "first.c", "middle.c")  # two sources: compiled without the cache
+        for process in (first, *waiting, unkeyed):
+            assert process.wait() == 0, process.stderr.read() if process.stderr else ""
+            assert "did not answer" not in (process.stderr.read() if process.stderr else "")
+        assert broker.tally.compiled == 4
+    lines = events.read_text().splitlines()
+    assert lines[0::2] == [f"start {name}" for name in
+                           ("first.c", "long.c", "middle.c", "short.c", "middle.c")], lines
+    assert all(end == "end " + begin.removeprefix("start ")
+               for begin, end in zip(lines[0::2], lines[1::2], strict=True)), lines

@@ -198,3 +198,31 @@ def test_two_shards_and_a_link_job_give_the_wheel_of_one_job(
     (cell,) = json.loads(merged.stdout)["cells"].values()
     assert cell["held"] == ["csrc/relu_scale_kernel.cu"], merged.stderr
     assert "1 of 2 unit(s) held (the object cache 1)" in merged.stderr
+
+
+def test_the_longest_unit_as_measured_compiles_first_where_compilers_are_fewer(
+        project: tuple[Path, Path], factory_cache: Path, tmp_path: Path) -> None:
+    """One compiler (--jobs 1), two units the matrix's cost book measured, none in this
+    machine's object cache: the build tool is let start both and the broker runs the longer
+    first, the CUDA unit by this book, where ninja's own order starts the C++ one; the wheel
+    is the first build's."""
+    folder, first = project
+    cell = f"cached-relu-cu130torch211-x86_64-cp{PYTHON.replace('.', '')}"
+    (folder / "costs").mkdir(exist_ok=True)
+    (folder / "costs" / "cached-relu.json").write_text(json.dumps({
+        f"{cell}/{CXX_UNIT}": {"seconds": 5.0, "peak": None, "archs": 1},
+        f"{cell}/{CUDA_UNIT}": {"seconds": 500.0, "peak": None, "archs": 1}}))
+    matrix = folder / "ordered.yaml"
+    matrix.write_text((folder / "matrix.yaml").read_text() + "costs: costs\n")
+    done = run_factory("build", matrix, "--out", tmp_path / "ordered", "--jobs", "1",
+                       "--object-cache", tmp_path / "objects", env=cache_env(factory_cache))
+    assert done.exit == 0, done.stdout + done.stderr
+    assert "units: 2 compiled, 0 from the object cache" in done.stdout, done.stdout
+    (log,) = (tmp_path / "ordered" / "logs").glob("*.log")
+    text = log.read_text()
+    assert "MAX_JOBS=2 " in text and "1 at a time, the longest first" in text, text
+    compiled = [line.split(": compiled in")[0].strip() for line in text.splitlines()
+                if ": compiled in" in line]
+    assert compiled == [f"$WORK/src/{CUDA_UNIT}", f"$WORK/src/{CXX_UNIT}"], text
+    (wheel,) = (tmp_path / "ordered" / "files").glob("cached_relu-*.whl")
+    assert wheel.read_bytes() == first.read_bytes()

@@ -18,4 +18,3 @@ def test_bad_source_date_epoch(project: Path, factory: Callable[..., Result]) ->
     result = factory("build", "matrix.yaml", env={"SOURCE_DATE_EPOCH": "yesterday"})
     assert_rejected(project, result, "SOURCE_DATE_EPOCH: 'yesterday' is not a whole number of "
                     "seconds since 1970", before)
-

@@ -222,12 +222,16 @@ class _Broker:
     def __init__(self, address: str) -> None:
         self.address = address
 
-    def ask(self, header: dict[str, Any], payload: str | None = None,
-            size: int = 0) -> tuple[dict[str, Any], socket.socket]:
+    def ask(self, header: dict[str, Any], payload: str | None = None, size: int = 0,
+            wait: bool = False) -> tuple[dict[str, Any], socket.socket]:
+        """The broker's answer to `header`, and the connection (`wait`: for as long as the
+        broker takes to answer, a turn to compile)."""
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         connection.settimeout(_TIMEOUT)
         try:
             _connect(connection, self.address)
+            if wait:
+                connection.settimeout(None)
             if payload is None:
                 send(connection, header)
             else:
@@ -364,24 +368,43 @@ def _output(args: Sequence[str]) -> str | None:
 
 
 def _from_cache(broker: _Broker, request: dict[str, Any], unit: Unit, work: str,
-                hashes: _Hashes) -> bool:
-    """Whether the object came from the cache; Late when it did not and may not be compiled."""
+                hashes: _Hashes) -> dict[str, Any] | None:
+    """None when the object came from the cache, else what the broker said of the unit; Late
+    when it may not be compiled."""
     found, connection = broker.ask({"op": "find", **request})
     connection.close()
     if _take_first(broker, request, unit, work, hashes, found.get("entries", [])):
-        return True
+        return None
     if found.get("remote"):  # the input sets of the store shared by machines, too
         shared, connection = broker.ask({"op": "find", "remote": True, **request})
         connection.close()
         if _take_first(broker, request, unit, work, hashes, shared.get("entries", [])):
-            return True
+            return None
     if found.get("mine") is False:  # another shard compiles it: a stand-in for the link
         _tell(broker, {"op": "foreign", **request})
         raise Foreign
     if found.get("start") is False:
         _tell(broker, {"op": "late", **request})
         raise Late
-    return False
+    return found
+
+
+def _turn(broker: _Broker, request: dict[str, Any], bounded: bool = True
+          ) -> socket.socket | None:
+    """In a build whose compiles the broker orders: wait for this one's turn, and hold it while
+    the connection returned stays open (Late: the time limit would end it, for a `bounded`
+    unit). A broker that cannot be asked lets it run at once."""
+    try:
+        answer, connection = broker.ask({"op": "start", "bounded": bounded, **request},
+                                        wait=True)
+    except (OSError, ValueError) as exc:
+        print(f"kernel-wheel-factory: the object cache did not answer ({exc}); compiling",
+              file=sys.stderr)
+        return None
+    if answer.get("late"):
+        connection.close()
+        raise Late
+    return connection
 
 
 def _inputs(unit: Unit, cwd: str, work: str, hashes: _Hashes) -> list[list[str]] | str:
@@ -426,12 +449,15 @@ def compile_unit(settings: dict[str, Any], real: str, args: list[str]) -> int:
         "argv": [real, *args], "cwd": cwd, "source": _normal(os.path.join(cwd, source), work),
         "env": {name: os.environ.get(name) for name in ENVIRONMENT}}
     if isinstance(unit, str):
-        _tell(broker, {"op": "skip", "why": unit, **request})
-        os.execvp(real, [real, *args])
+        return _unkeyed(broker, request, unit, real, args)
     hashes = _Hashes()
+    turn = None
     try:
-        if _from_cache(broker, request, unit, work, hashes):
+        found = _from_cache(broker, request, unit, work, hashes)
+        if found is None:
             return 0
+        if found.get("gate"):
+            turn = _turn(broker, request)
     except (Foreign, Late) as left:
         # a stand-in, so that the build tool goes on to the units after it (served from the
         # cache, or short enough to end in time); the factory throws away what it links
@@ -445,27 +471,51 @@ def compile_unit(settings: dict[str, Any], real: str, args: list[str]) -> int:
               file=sys.stderr)
         broker = None  # type: ignore[assignment]
     started = time.monotonic()
-    status = subprocess.call([real, *unit.run], env={**os.environ, NESTED: "1"})
-    if status != 0 or broker is None:
-        _remove_own_depfile(unit, cwd)
-        return status
-    seconds = time.monotonic() - started
+    try:
+        status = subprocess.call([real, *unit.run], env={**os.environ, NESTED: "1"})
+    finally:
+        if turn is not None:
+            turn.close()  # the next compile may start
+    if status == 0 and broker is not None:
+        _hand_over(broker, request, unit, work, hashes, time.monotonic() - started)
+    _remove_own_depfile(unit, cwd)
+    return status
+
+
+def _unkeyed(broker: _Broker, request: dict[str, Any], why: str, real: str,
+             args: list[str]) -> int:
+    """A compile the cache cannot key: the broker told why, then run as written (in its turn,
+    where the broker orders the compiles: the build needs it whatever the time limit)."""
+    said = _tell(broker, {"op": "skip", "why": why, **request})
+    if not said.get("gate"):
+        os.execvp(real, [real, *args])
+    turn = _turn(broker, request, bounded=False)
+    try:
+        return subprocess.call([real, *args])
+    finally:
+        if turn is not None:
+            turn.close()
+
+
+def _hand_over(broker: _Broker, request: dict[str, Any], unit: Unit, work: str,
+               hashes: _Hashes, seconds: float) -> None:
+    """The object a compile of `seconds` made, with the inputs the compiler read, to the
+    broker; or why it cannot be kept."""
+    cwd = request["cwd"]
     inputs = _inputs(unit, cwd, work, _Hashes())  # read afresh: as the compiler read them
     if not isinstance(inputs, str) and not _unchanged(inputs, work, hashes):
         inputs = "a file it read changed while it compiled"
     if isinstance(inputs, str):
         _tell(broker, {"op": "skip", "why": inputs, **request})
-    else:
-        output = os.path.join(cwd, unit.output)
-        try:
-            size = os.path.getsize(output)
-        except OSError:
-            _tell(broker, {"op": "skip", "why": "the compiler wrote no object", **request})
-        else:
-            _tell(broker, {"op": "store", "inputs": inputs, "seconds": round(seconds, 3),
-                           **request}, output, size)
-    _remove_own_depfile(unit, cwd)
-    return 0
+        return
+    output = os.path.join(cwd, unit.output)
+    try:
+        size = os.path.getsize(output)
+    except OSError:
+        _tell(broker, {"op": "skip", "why": "the compiler wrote no object", **request})
+        return
+    _tell(broker, {"op": "store", "inputs": inputs, "seconds": round(seconds, 3), **request},
+          output, size)
 
 
 def _unchanged(inputs: list[list[str]], work: str, before: _Hashes) -> bool:
@@ -489,10 +539,13 @@ def _remove_own_depfile(unit: Unit, cwd: str) -> None:
 
 
 def _tell(broker: _Broker, header: dict[str, Any], payload: str | None = None,
-          size: int = 0) -> None:
-    """Hand the broker a note or an object; a broker gone costs nothing but the caching."""
+          size: int = 0) -> dict[str, Any]:
+    """Hand the broker a note or an object, and what it answered; a broker gone costs nothing
+    but the caching."""
     try:
-        _, connection = broker.ask(header, payload, size)
+        answer, connection = broker.ask(header, payload, size)
         connection.close()
+        return answer
     except (OSError, ValueError) as exc:
         print(f"kernel-wheel-factory: the object cache did not answer ({exc})", file=sys.stderr)
+        return {}

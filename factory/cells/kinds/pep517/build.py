@@ -54,7 +54,15 @@ from ....wheel.assemble import GivenMetadata, compressed_tag, relabelled, write_
 from ....wheel.fatbin import fatbin_entries
 from ....wheel.read import PROVENANCE_FILE
 from ....wheel.repair import repair
-from ...broker import ObjectBroker, Tally, cell_broker, compiler_threads, say_tally, stopped
+from ...broker import (
+    ObjectBroker,
+    Tally,
+    build_jobs,
+    cell_broker,
+    compiler_threads,
+    say_tally,
+    stopped,
+)
 from ...compilers import Wrapped, log_changes, rule_note, wrap_compilers
 from ...job import (
     Built,
@@ -107,7 +115,7 @@ def build_project(job: Job) -> Built:
     with pool.admitted(pool.budget.share(job.compiling.cells).cores,
                        lambda threads: threads * defaults.UNIT_MEMORY["cuda"],
                        math.inf) as grant, \
-            _broker(job, toolchain, store, compiler_threads(grant.threads, src)) as broker:
+            _broker(job, toolchain, store, grant.threads, src) as broker:
         # the whole project's compilers in one: it starts before any single unit of another cell
         address = broker.address if broker else outside
         shard = address is not None and job.compiling.shard is not None
@@ -135,26 +143,30 @@ def build_project(job: Job) -> Built:
     return tally.built(wheel)
 
 
-def _broker(job: Job, toolchain: Toolchain, store: ObjectStore | None,
-            threads: int) -> AbstractContextManager[ObjectBroker | None]:
-    """The object cache's broker for the build's compiler wrappers (each running with
-    `threads`), or nothing where the cell is built without the cache."""
+def _broker(job: Job, toolchain: Toolchain, store: ObjectStore | None, at_once: int,
+            src: Path) -> AbstractContextManager[ObjectBroker | None]:
+    """The object cache's broker for the build's compiler wrappers (`at_once` of them),
+    or nothing where the cell is built without the cache."""
     if store is None:
         return nullcontext()
     return cell_broker(job.cell, store, compilers_of(toolchain, job.work,
                                                      c_compiler(toolchain.cxx)),
-                       job.log, job.compiling, threads)
+                       job.log, job.compiling, compiler_threads(at_once, src), at_once)
 
 
 def _run_build(job: Job, toolchain: Toolchain, python: Path, src: Path, built_dir: Path,
                threads: int, wrapped: Wrapped | None, broker: ObjectBroker | None) -> Finished:
     """`build` run on the project with the cell's settings, confined on this machine."""
     log = job.log
-    variables = _variables(job, toolchain, threads, src, wrapped)
+    served = broker is not None or job.compiling.broker is not None
+    jobs = build_jobs(threads, job.compiling.costs, job.cell.key) if served else threads
+    variables = _variables(job, toolchain, threads, jobs, src, wrapped)
+    said = "" if not served else " (compiles served by the object cache)" if jobs == threads \
+        else (f" (compiles served by the object cache, {threads} at a time, the longest "
+              "first as earlier builds measured them)")
     log.step("building with `build` (no isolation): " + " ".join(
         f"{name}={variables[name]}" for name in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
-                                                 "NVCC_THREADS", "CUDA_HOME"))
-        + (" (compiles served by the object cache)" if broker else ""))
+                                                 "NVCC_THREADS", "CUDA_HOME")) + said)
     command = [str(python), "-m", "build", "--wheel", "--no-isolation", "--outdir",
                str(built_dir), str(src)]
     env = {**os.environ, **variables}
@@ -266,7 +278,7 @@ def _create_build_env(root: Path, torch: TorchEnv, requires: list[str], cache: P
     (root / _BUILD_ENV_MARKER).write_text(json.dumps({"requires": requires}) + "\n")
 
 
-def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path,
+def _variables(job: Job, toolchain: Toolchain, threads: int, jobs: int, src: Path,
                wrapped: Wrapped | None) -> dict[str, str]:
     """The environment of the project's build: its compilers behind the wrappers of the
     cell's toolchain rules, where any is in force."""
@@ -284,7 +296,7 @@ def _variables(job: Job, toolchain: Toolchain, threads: int, src: Path,
     return {
         **dict(cell.env),
         "TORCH_CUDA_ARCH_LIST": archs,
-        "MAX_JOBS": str(threads),
+        "MAX_JOBS": str(jobs),
         "NVCC_THREADS": str(compiler_threads(threads, src)),
         **compilers,
         "SOURCE_DATE_EPOCH": str(job.options.epoch(cell)),

@@ -434,9 +434,9 @@ class DockerRunner:
         store = compiling.objects.part(f"{DOCKER_PARTS}/{slug(group.image.base)}.projects",
                                        own=True)
         image = self.engine.image_id(group.image.name) or group.image.name
-        threads = compiler_threads(compiling.pool.budget.share(compiling.cells).cores,
-                                   cell.source.root)
-        with cell_broker(cell, store, f"image {image}", log, compiling, threads) as broker:
+        at_once = compiling.pool.budget.share(compiling.cells).cores
+        with cell_broker(cell, store, f"image {image}", log, compiling,
+                         compiler_threads(at_once, cell.source.root), at_once) as broker:
             folder = Path(broker.address).parent
             if os.getuid() == 0:  # the container's user must reach the socket
                 Container((), (NOBODY_ID, NOBODY_ID)).hand_over(folder)
