@@ -21,6 +21,7 @@ from ..errors import FactoryError, describe_os_error
 from ..trust.credentials import redact
 from ..ui.console import make_console, say_error
 from . import (
+    attest,
     build,
     doctor,
     images,
@@ -45,7 +46,7 @@ DEBUG_VARIABLE = "KERNEL_WHEEL_FACTORY_DEBUG"
 COMMANDS: dict[str, ModuleType] = {
     "build": build, "images": images, "plan": plan, "lock": lock, "index": index,
     "yank": yank, "publish": publish, "serve": serve, "inspect": inspect, "verify": verify,
-    "test": test, "doctor": doctor, "init": init, "wheelhouse": wheelhouse,
+    "test": test, "doctor": doctor, "init": init, "wheelhouse": wheelhouse, "attest": attest,
 }
 
 

@@ -12,6 +12,7 @@ from .. import defaults
 from ..values.pythons import CPython
 from ..values.units import human_size, parse_size
 from ..values.versions import Version
+from .publisher import Publisher
 from .rules import ToolchainRule, shipped_rules
 from .spec import ProjectKind
 from .torches import InstalledTorch
@@ -352,6 +353,7 @@ class Matrix:
     wheelhouses: tuple[Path, ...] = ()
     wheelhouse_line: int | None = None
     object_store: str | None = None  # the remote object store's URL (no password)
+    publisher: Publisher | None = None  # whose CI identity signs the attestations (PEP 740)
     # the toolchain rules of a kernel without its own: data/rules.toml as the matrix changes it
     rules: tuple[ToolchainRule, ...] = field(default_factory=shipped_rules)
 

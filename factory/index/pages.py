@@ -1,10 +1,12 @@
 """The simple repository pages, rendered from file records: pure functions, no I/O.
 
 HTML follows PEP 503 (normalised names, `#sha256=` links, percent-encoded file names),
-PEP 592 (data-yanked), PEP 629 (the repository-version meta tag) and PEP 658/714
-(data-core-metadata and the older data-dist-info-metadata). JSON follows PEP 691 with the
-PEP 700 fields (versions, size, upload-time). Links are relative, so the tree can be served
-from any host and any path prefix.
+PEP 592 (data-yanked), PEP 629 (the repository-version meta tag), PEP 658/714
+(data-core-metadata and the older data-dist-info-metadata) and PEP 740 (data-provenance, where
+a wheel's provenance file exists, by full URL once the index knows where it is served). JSON
+follows PEP 691 with the PEP 700 fields (versions, size, upload-time) and PEP 740's
+provenance. Other links are relative, so the tree can be served from any host and any path
+prefix.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ HTML_CONTENT_TYPE = "application/vnd.pypi.simple.v1+html"
 
 
 def project_html(name: str, records: Iterable[FileRecord], files_url: str,
-                 documents: Sequence[tuple[str, str]] = ()) -> bytes:
+                 documents: Sequence[tuple[str, str]] = (),
+                 provenance: str | None = None) -> bytes:
     """A project's page; `files_url` is the relative URL of files/ seen from the page;
     `documents` (name, sha256) are files beside the page that it links too (a release's
-    variants.json, PEP 825)."""
+    variants.json, PEP 825); `provenance` the full URL of files/ where the index is served,
+    which provenance files are linked by."""
     rows = []
     for record in sorted(records, key=lambda r: r.filename):
         attributes = [f'href="{escape(_file_url(record, files_url))}#sha256={record.sha256}"']
@@ -40,6 +44,8 @@ def project_html(name: str, records: Iterable[FileRecord], files_url: str,
         attributes.append(f'data-core-metadata="{metadata}"')
         if record.yanked is not None:
             attributes.append(f'data-yanked="{escape(record.yanked)}"')
+        if provenance and record.summary.get("provenance"):
+            attributes.append(f'data-provenance="{escape(_provenance_url(record, provenance))}"')
         rows.append(f"    <a {' '.join(attributes)}>{escape(record.filename)}</a><br>")
     rows += [f'    <a href="{escape(quote(document))}#sha256={sha256}">{escape(document)}</a><br>'
              for document, sha256 in documents]
@@ -47,7 +53,8 @@ def project_html(name: str, records: Iterable[FileRecord], files_url: str,
 
 
 def project_json(name: str, records: Iterable[FileRecord], files_url: str,
-                 documents: Sequence[tuple[str, str]] = ()) -> bytes:
+                 documents: Sequence[tuple[str, str]] = (),
+                 provenance: str | None = None) -> bytes:
     ordered = sorted(records, key=lambda r: r.filename)
     files = []
     for record in ordered:
@@ -64,6 +71,8 @@ def project_json(name: str, records: Iterable[FileRecord], files_url: str,
         entry["yanked"] = (record.yanked or True) if record.yanked is not None else False
         entry["size"] = record.size
         entry["upload-time"] = record.upload_time
+        if provenance and record.summary.get("provenance"):
+            entry["provenance"] = _provenance_url(record, provenance)
         files.append(entry)
     files += [{"filename": document, "url": quote(document), "hashes": {"sha256": sha256}}
               for document, sha256 in documents]
@@ -86,6 +95,11 @@ def root_json(projects: dict[str, str]) -> bytes:
 
 def _file_url(record: FileRecord, files_url: str) -> str:
     return files_url + _quoted(record.filename)
+
+
+def _provenance_url(record: FileRecord, files_url: str) -> str:
+    """The PEP 740 provenance object beside the wheel (factory attest wrote it)."""
+    return files_url + _quoted(record.filename + ".provenance")
 
 
 @cache

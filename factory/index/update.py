@@ -255,7 +255,7 @@ class _Scan:
                 continue
             record = self._record(entry, names)
             if record is not None:
-                records[name] = record
+                records[name] = _attested(record, f"{name}.provenance" in names)
         return records
 
     def _record(self, entry: os.DirEntry[str], names: set[str]) -> FileRecord | None:
@@ -341,6 +341,25 @@ class _Scan:
         write_atomic(target, data)
 
 
+def _provenance_base(layout: Layout) -> str | None:
+    """The full URL of files/ where the index is served, once factory attest --url said it:
+    provenance files are linked by full URL (PEP 740), so not before."""
+    try:
+        url = layout.public_url.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return url.rstrip("/") + "/files/" if url else None
+
+
+def _attested(record: FileRecord, provenance: bool) -> FileRecord:
+    """The record with whether a PEP 740 provenance file lies beside the wheel (factory
+    attest), which its pages then link."""
+    if bool(record.summary.get("provenance")) == provenance:
+        return record
+    summary = {key: value for key, value in record.summary.items() if key != "provenance"}
+    return record._replace(summary={**summary, "provenance": True} if provenance else summary)
+
+
 def _indexes(manifest: Manifest) -> dict[str, dict[str, list[FileRecord]]]:
     """index name (simple, cu130torch211/simple, variants/torch211/simple) -> project -> its
     files in that index. A wheel is in the index of its label; a stable-ABI wheel in those of
@@ -380,6 +399,7 @@ class _Pages:
         self.previous = previous  # None: render everything
         self.sink = sink  # given: every page is put there, nothing on disk is touched
         self.indexes = _indexes(manifest)
+        self.provenance = _provenance_base(layout)
         self.labels = {name.split("/")[0] for name in self.indexes
                        if name != COMBINED and not name.startswith(VARIANTS + "/")}
         self.written = 0
@@ -400,9 +420,11 @@ class _Pages:
                 if changed is None or name in changed.get(project, ()):
                     documents = self._variants_documents(base / project, project, records)
                     self._put(base / project / "index.html",
-                              project_html(project, records, files_url, documents))
+                              project_html(project, records, files_url, documents,
+                                           self.provenance))
                     self._put(base / project / "index.json",
-                              project_json(project, records, files_url, documents))
+                              project_json(project, records, files_url, documents,
+                                           self.provenance))
             old = set(old_indexes.get(name, {}))
             if changed is None or old != set(projects) or not (base / "index.json").is_file():
                 display = {p: sorted(rs, key=lambda r: r.filename)[0].display_name

@@ -53,6 +53,12 @@ class Layout:
         return self.private / "manifest.json"
 
     @property
+    def public_url(self) -> Path:
+        """Where the index is served (factory attest --url): its pages link provenance files
+        by full URL, as PEP 740 asks."""
+        return self.private / "public-url"
+
+    @property
     def index_lock(self) -> Path:
         return self.private / "index"
 

@@ -14,6 +14,7 @@ from ... import defaults
 from ...errors import ConfigError
 from ..model import ALL_TESTS, Matrix, NameCheck
 from ..nodes import Node, load_yaml
+from ..publisher import read_publisher
 from ..rules import apply_rule_entries, shipped_rules
 from .cuda import read_cuda_entries, read_follow
 from .fields import read_compress, read_size_limit
@@ -92,6 +93,7 @@ def load_matrix(path: Path, torch_pythons: list[Path] | None = None,
                      else ()),
         wheelhouse_line=top["wheelhouse"].line if "wheelhouse" in top else None,
         object_store=read_object_store(top["object-store"]) if "object-store" in top else None,
+        publisher=read_publisher(top["publisher"]) if "publisher" in top else None,
         rules=rules,
     )
     if follow is not None and latest is None:
@@ -110,5 +112,6 @@ def _top_table(root: Node) -> dict[str, Node]:
     return root.table(["kernels", "torch", "cuda", "python", "platforms", "label",
                        "stable-label", "exclude", "runner", "docker", "depends", "compress",
                        "max-wheel-size", "costs", "dist-name", "name-clash", "variants", "cross",
-                       "cpu", "tests", "wheelhouse", "toolchain-rules", "object-store"],
+                       "cpu", "tests", "wheelhouse", "toolchain-rules", "object-store",
+                       "publisher"],
                       required=["kernels", "torch", "cuda"])
