@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import logging
 import platform
 import re
 import shlex
@@ -270,6 +271,8 @@ _VARIANT_INDEX = re.compile(r"variants/torch[0-9]{2,6}/simple/")
 _VARIANT_LABEL = re.compile(r"[0-9a-z_.]{1,64}")
 _PROPERTY = re.compile(r"[a-z0-9_]{1,64} :: [a-z0-9_]{1,64} :: [a-z0-9_.]{1,64}")
 _VERDICT = re.compile(r"proven|untested|failed")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_ATTESTATION = re.compile(r"files/[A-Za-z0-9._+!%-]{1,300}\.whl\.provenance")
 _TEXT_LIMIT = 400  # characters of a reason the index gives for a verdict, as shown
 
 
@@ -311,6 +314,9 @@ def _clean_wheel(raw: Any) -> dict[str, Any]:
                          for code in _items(wheel.get("gpu_code") or [], "GPU code")],
             "label": _optional(wheel.get("label"), _LABEL, "a label"),
             "cross": wheel.get("cross") is True, "yanked": wheel.get("yanked"),
+            "sha256": _optional(wheel.get("sha256"), _SHA256, "a sha256"),
+            "attestation": _optional(wheel.get("attestation"), _ATTESTATION,
+                                     "a provenance file"),
             # a wheel that runs anywhere: what its build's tests said of it
             **({"tests": _clean_tests(wheel["tests"])} if "tests" in wheel else {})}
 
@@ -470,7 +476,8 @@ def _fit(root: str, name: str, wheel: dict[str, Any], cell: dict[str, Any] | Non
            "pip": f"pip install {exact} --extra-index-url {shlex.quote(index)}",
            "uv": f"uv pip install {wanted} --index {shlex.quote(index)}",
            "cross": wheel.get("cross") is True,
-           "tests": cell.get("tests") if cell else wheel.get("tests")}
+           "tests": cell.get("tests") if cell else wheel.get("tests"),
+           "attestation": _attestation(root, wheel)}
     variants = (cell or {}).get("variants") or []
     if variants:
         # the same binaries as variant wheels: uv picks the CUDA build and GPU code itself
@@ -480,6 +487,53 @@ def _fit(root: str, name: str, wheel: dict[str, Any], cell: dict[str, Any] | Non
                            "label": variants[0]["label"],
                            "properties": variants[0]["properties"]}
     return fit
+
+
+def _attestation(root: str, wheel: dict[str, Any]) -> dict[str, Any]:
+    """Whether the wheel is attested (PEP 740), and, where pypi-attestations is installed
+    beside this Python, what its provenance file proves, checked offline (against the
+    publisher its bundles name: `factory attest --check` holds them to the one a matrix
+    pins)."""
+    if not wheel.get("attestation") or not wheel.get("sha256"):
+        return {"state": "unattested"}
+    url = root + str(wheel["attestation"])
+    try:
+        from pypi_attestations import (  # type: ignore[import-not-found,unused-ignore]
+            Distribution,
+            Provenance,
+        )
+    except ImportError:
+        return {"state": "unchecked", "url": url}
+    logging.getLogger("sigstore").setLevel(logging.ERROR)  # its offline trust root's note
+    try:
+        request = urllib.request.Request(url, headers={"User-Agent": "kernel-wheel-factory-"
+                                                                     "doctor"})
+        with urllib.request.urlopen(request, timeout=_TIMEOUT) as response:
+            provenance = Provenance.model_validate_json(response.read(1 << 22))
+        dist = Distribution(name=wheel["filename"], digest=wheel["sha256"])
+        who = []
+        for bundle in provenance.attestation_bundles:
+            for attestation in bundle.attestations:
+                attestation.verify(bundle.publisher, dist, offline=True)
+            named = bundle.publisher.model_dump()
+            who.append(" ".join(str(named[key]) for key in ("kind", "repository", "workflow")
+                                if named.get(key)))
+    except Exception as exc:  # any failure is the one line the user reads
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return {"state": "refused", "url": url, "reason": _printable(reason)[:300]}
+    return {"state": "checked", "url": url, "by": _printable(", ".join(who))}
+
+
+def _describe_attestation(attestation: dict[str, Any]) -> str:
+    state = attestation.get("state")
+    if state == "checked":
+        return f"attested by {attestation['by']}: checked offline ({attestation['url']})"
+    if state == "unchecked":
+        return (f"attested ({attestation['url']}): pip install pypi-attestations beside this "
+                "Python to check it offline")
+    if state == "refused":
+        return f"attestation refused: {attestation['reason']}"
+    return "not attested: no CI identity signed it where it was published"
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -518,6 +572,7 @@ def describe_diagnosis(results: list[dict[str, Any]]) -> list[str]:
             lines.append(f"  {fits['pip']}")
             lines.append(f"  {fits['uv']}")
             lines.append(f"  {_describe_tests(fits.get('tests'))}")
+            lines.append(f"  {_describe_attestation(fits.get('attestation') or {})}")
             if fits.get("variants"):
                 variant = fits["variants"]
                 lines.append(f"  {variant['uv']}")

@@ -178,6 +178,9 @@ def _wheel(record: FileRecord) -> dict[str, Any]:
         "provenance": {key: summary[key] for key in ("source", "toolchain", "factory",
                                                      "build_time", "platform")
                        if summary.get(key)},
+        # its PEP 740 provenance file (factory attest), or None: published unattested
+        "attestation": "files/" + quote(record.filename + ".provenance")
+        if summary.get("provenance") else None,
     }
 
 

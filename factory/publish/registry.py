@@ -89,16 +89,19 @@ def local_wheels(out: Path) -> tuple[list[LocalWheel], list[str]]:
     return wheels, yanked
 
 
-def twine_settings(repository_url: str | None, repository: str | None) -> Any:
+def twine_settings(repository_url: str | None, repository: str | None,
+                   attestations: bool = False) -> Any:
     """twine's Settings as `twine upload` makes them: the same environment variables
     (TWINE_REPOSITORY_URL, TWINE_USERNAME, TWINE_PASSWORD, TWINE_CERT), ~/.pypirc and keyring,
-    never a prompt."""
+    never a prompt; with `attestations`, each wheel's <wheel>.publish.attestation (factory
+    attest) goes with it."""
     from twine import exceptions as twine_errors
     from twine.settings import Settings
 
     parser = argparse.ArgumentParser(add_help=False)
     Settings.register_argparse_arguments(parser)
-    argv = ["--non-interactive", "--disable-progress-bar"]
+    argv = ["--non-interactive", "--disable-progress-bar", *(["--attestations"]
+                                                             if attestations else [])]
     if repository_url is not None:
         argv += ["--repository-url", repository_url]
     if repository is not None:
@@ -131,7 +134,9 @@ def publish_to_registry(out: Path, *, repository_url: str | None, repository: st
                         index_url: str | None, dry_run: bool,
                         say: Callable[[str], None]) -> RegistryReport:
     wheels, yanked = local_wheels(out)
-    settings = twine_settings(repository_url, repository)
+    settings = twine_settings(repository_url, repository, attestations=any(
+        wheel.path.with_name(f"{wheel.path.name}.publish.attestation").is_file()
+        for wheel in wheels))
     upload_url = settings.repository_config["repository"]
     if upload_url in PYPI_UPLOAD:
         labelled = [w.path.name for w in wheels if "+" in w.version]

@@ -179,3 +179,32 @@ def test_the_slsa_predicate_carries_what_the_wheel_says_of_its_making() -> None:
     assert definition["resolvedDependencies"] == [
         {"uri": "https://example.org/img2gray.git", "digest": {"gitCommit": "ab" * 20}}]
     assert predicate["runDetails"]["builder"]["id"] == f"{BUILD_TYPE}:0.1.0"
+
+
+def test_doctor_says_which_wheel_is_attested_and_checks_it_offline(index: Path) -> None:
+    root = f"file://{index / 'out'}/"
+    said = {}
+    for project in ("circleci-sign-publish-example", "rfc8785"):
+        done = run_factory("doctor", root, project, cwd=index)
+        assert done.exit == 0, done.stdout + done.stderr
+        said[project] = [line.strip() for line in done.stdout.splitlines()
+                         if "attest" in line]
+    assert said == {
+        "circleci-sign-publish-example": [
+            f"attested by CircleCI: checked offline ({root}files/{WHEEL}.provenance)"],
+        "rfc8785": ["not attested: no CI identity signed it where it was published"]}
+    # a provenance file that is not the wheel's: refused, in one line
+    shutil.copy(index / "out" / "files" / f"{WHEEL}.provenance",
+                index / "out" / "files" / f"{PLAIN}.provenance")
+    assert run_factory("index", "--out", index / "out").exit == 0
+    done = run_factory("doctor", root, "rfc8785", cwd=index)
+    assert [line.strip() for line in done.stdout.splitlines() if "attest" in line] == [
+        "attestation refused: Verification failed: subject does not match distribution name: "
+        f"{WHEEL} != {PLAIN}"]
+
+
+def test_twine_uploads_the_publish_attestations_beside_the_wheels() -> None:
+    from factory.publish.registry import twine_settings
+
+    assert twine_settings("http://127.0.0.1:1/", None, attestations=True).attestations
+    assert not twine_settings("http://127.0.0.1:1/", None).attestations
