@@ -43,6 +43,8 @@ __all__ = ["is_url", "merge_outputs", "read_published_index"]
 # When a cell appears in several folders (a job run again), the best outcome stands.
 _RANK = {"built": 3, "unchanged": 3, "skipped": 2, "untested": 1, "failed": 1}
 _WHEEL_NAME = re.compile(r"[A-Za-z0-9_.+-]+\.whl")
+_ATTESTATION_FILES = (".provenance", ".publish.attestation")  # the first one is the link
+_PROVENANCE_LIMIT = 4 * 2**20  # bytes: a provenance object holds a few attestations
 
 
 def is_url(source: str | Path) -> bool:
@@ -62,6 +64,7 @@ def merge_outputs(out: Path, sources: list[str | Path], force: bool = False,
                 merge.take_index(str(source), session, Path(scratch))
             else:
                 merge.take_folder(Path(source), out)
+        merge.fetch_attestations(session, Path(scratch))
         merge.copy_wheels(session, Path(scratch))
     merge.copy_records()
     return update_index(out, force=force, outcomes=merge.outcomes.values(), full=True,
@@ -82,6 +85,9 @@ class _Merge:
         self.entered: dict[str, str] = {}  # wheel name -> earliest time an index took it in
         self.folders: list[Path] = []
         self.present: dict[str, str] = {}  # wheel name -> sha256 of the target's copy
+        # wheel name -> its attestation files (factory attest): <wheel>.provenance and
+        # <wheel>.publish.attestation of a folder, the provenance URL an index lists
+        self.attested: dict[str, list[Path] | str] = {}
 
     def offer(self, name: str, digest: str, origin: Path | ListedFile, where: str,
               uploaded: str | None) -> None:
@@ -109,6 +115,8 @@ class _Merge:
         for name, entry in listed.items():
             digest = entry.sha256 or file_sha256(downloaded[name])
             self.offer(name, digest, downloaded.get(name, entry), url, entry.upload_time)
+            if entry.provenance is not None:
+                self.attested.setdefault(name, entry.provenance)
             if entry.yanked is not None:
                 self.yanks[name] = entry.yanked
 
@@ -135,6 +143,9 @@ class _Merge:
                     + "); nothing was merged: remove it, or run `factory index --out "
                     f"{folder}` to index a wheel put there by hand")
             self.offer(wheel.name, digest, wheel, str(wheel), known.upload_time)
+            beside = [wheel.with_name(wheel.name + suffix) for suffix in _ATTESTATION_FILES]
+            if beside[0].is_file():
+                self.attested[wheel.name] = [path for path in beside if path.is_file()]
         for name, outcome in manifest.cells.items():
             old = self.outcomes.get(name)
             if old is None or _RANK.get(outcome.status, 0) >= _RANK.get(old.status, 0):
@@ -155,6 +166,23 @@ class _Merge:
         self.target.files.mkdir(parents=True, exist_ok=True)
         for name, wheel in wheels.items():
             copy_atomic(wheel, self.target.files / name)
+        for name, found in sorted(self.attested.items()):
+            if isinstance(found, list) and \
+                    not (self.target.files / f"{name}.provenance").exists():
+                for path in found:
+                    copy_atomic(path, self.target.files / path.name)
+
+    def fetch_attestations(self, session: requests.Session, scratch: Path) -> None:
+        """The provenance files an index lists for the wheels the target has none of,
+        downloaded before anything is written: a wheel signed once keeps the provenance it was
+        published with (published files are immutable)."""
+        for name, origin in sorted(self.attested.items()):
+            if isinstance(origin, str) and \
+                    not (self.target.files / f"{name}.provenance").exists():
+                fetched = scratch / f"{name}.provenance"
+                _download(session, ListedFile(fetched.name, origin, None, None), fetched,
+                          limit=_PROVENANCE_LIMIT)
+                self.attested[name] = [fetched]
 
     def copy_records(self) -> None:
         """The logs and cell records of the merged folders."""
@@ -223,7 +251,8 @@ def _download_all(session: requests.Session, entries: list[ListedFile], folder: 
         list(pool.map(one, entries))
 
 
-def _download(session: requests.Session, entry: ListedFile, path: Path) -> Path:
+def _download(session: requests.Session, entry: ListedFile, path: Path,
+              limit: int = defaults.DOWNLOAD_LIMIT) -> Path:
     import requests
 
     from ..sources.http import Overrun, within
@@ -233,14 +262,15 @@ def _download(session: requests.Session, entry: ListedFile, path: Path) -> Path:
             if not response.ok:
                 raise SourceError(f"cannot download {entry.url}: HTTP {response.status_code} "
                                   f"{response.reason}")
-            return stream_sha256(response, path)
+            return stream_sha256(response, path, limit)
 
     try:
         digest = within(defaults.DOWNLOAD_DEADLINE, fetch, entry.url)
     except Overrun as exc:
         raise SourceError(f"{exc}; the merge stops before writing anything") from None
     except TooLarge as exc:
-        raise SourceError(f"{exc}: no wheel is that big; the merge stops before writing "
+        what = "wheel" if limit > _PROVENANCE_LIMIT else "provenance file"
+        raise SourceError(f"{exc}: no {what} is that big; the merge stops before writing "
                           "anything") from None
     except (requests.RequestException, OSError) as exc:
         raise SourceError(f"cannot download {entry.url}: {type(exc).__name__}") from None

@@ -45,6 +45,7 @@ class ListedFile:
     sha256: str | None  # lowercase hex; None when the page lists no sha256
     yanked: str | None  # the reason ("yanked" when none is given); None when not yanked
     upload_time: str | None = None  # PEP 700's, as the index's pages write it; None: not given
+    provenance: str | None = None  # its PEP 740 provenance file's URL; None: not attested
 
 
 class SimpleIndex:
@@ -134,7 +135,8 @@ class SimpleIndex:
             uploaded = package.upload_time
             files[package.filename] = ListedFile(
                 package.filename, package.url, sha256.lower() if sha256 else None, yanked,
-                index_time(uploaded.timestamp()) if uploaded is not None else None)
+                index_time(uploaded.timestamp()) if uploaded is not None else None,
+                package.provenance_url)
         return files
 
 
@@ -142,11 +144,12 @@ class TooLarge(FactoryError):
     """A streamed download went on past its limit; what was read of it is removed."""
 
 
-def stream_sha256(response: requests.Response, into: Path | None = None) -> str:
+def stream_sha256(response: requests.Response, into: Path | None = None,
+                  limit: int = defaults.DOWNLOAD_LIMIT) -> str:
     """The sha256 of a streamed response's body, written to `into` on the way when given;
-    TooLarge when the body goes on past defaults.DOWNLOAD_LIMIT."""
+    TooLarge when the body goes on past `limit` bytes."""
     digest = hashlib.sha256()
-    size, limit = 0, defaults.DOWNLOAD_LIMIT
+    size = 0
     with contextlib.ExitStack() as stack:
         handle = stack.enter_context(open(into, "wb")) if into is not None else None
         for block in response.iter_content(1 << 20):

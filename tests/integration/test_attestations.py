@@ -22,6 +22,7 @@ from factory.attest import AttestationRefused, check_provenance
 from factory.attest.sign import BUILD_TYPE, slsa_predicate
 
 from ..support.factory import REPO, run_factory, snapshot, write
+from ..support.servers import static_server
 
 pytestmark = pytest.mark.network
 
@@ -208,3 +209,23 @@ def test_twine_uploads_the_publish_attestations_beside_the_wheels() -> None:
 
     assert twine_settings("http://127.0.0.1:1/", None, attestations=True).attestations
     assert not twine_settings("http://127.0.0.1:1/", None).attestations
+
+
+def test_a_merge_keeps_the_provenance_a_wheel_was_published_with(index: Path) -> None:
+    """From a folder (a build job's) and from a served index (the site already published):
+    the provenance file comes along, byte for byte, and is never signed again."""
+    published = (index / "out" / "files" / f"{WHEEL}.provenance").read_bytes()
+    folder = run_factory("index", "--merge", index / "out", "--out", index / "from-folder")
+    assert folder.exit == 0, folder.stderr
+    assert (index / "from-folder" / "files" / f"{WHEEL}.provenance").read_bytes() == published
+    assert not (index / "from-folder" / "files" / f"{PLAIN}.provenance").exists()
+    with static_server(index / "out") as url:
+        linked = run_factory("attest", "matrix.yaml", "--out", "out", "--url", url, cwd=index)
+        assert linked.exit == 0, linked.stdout + linked.stderr
+        site = run_factory("index", "--merge", url, "--out", index / "from-site")
+        assert site.exit == 0, site.stderr
+    assert (index / "from-site" / "files" / f"{WHEEL}.provenance").read_bytes() == published
+    assert not (index / "from-site" / "files" / f"{PLAIN}.provenance").exists()
+    page = json.loads((index / "from-site" / "simple" / "circleci-sign-publish-example" /
+                       "index.json").read_text())
+    assert "provenance" not in page["files"][0]  # linked once --url says where it is served
