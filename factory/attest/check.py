@@ -22,6 +22,7 @@ from pypi_attestations import (
 )
 
 from ..config.publisher import Publisher
+from ..errors import FactoryError
 from ..index.records import load_manifest
 from ..outputs.layout import Layout
 
@@ -31,7 +32,7 @@ PREDICATES = {"https://docs.pypi.org/attestations/publish/v1": "publish",
               "https://slsa.dev/provenance/v1": "SLSA provenance"}
 
 
-class AttestationRefused(Exception):
+class AttestationRefused(FactoryError):
     """A provenance object that does not attest the wheel it is served with: one line."""
 
 

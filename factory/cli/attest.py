@@ -38,21 +38,17 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..attest import attest_index, check_index
-    from ..attest.sign import serve_at
-    from ..config.matrix import load_matrix
+    from ..pipeline.attest import AttestRequest, attest_outputs, check_outputs
 
-    matrix = load_matrix(args.matrix)
-    if args.url is not None:
+    request = AttestRequest(args.matrix, args.out, cache_dir(args), args.url)
+    if args.url is not None or not args.check:
         writable_folder(args.out, "--out", must_exist=True)
-        serve_at(args.out, args.url)
     if args.check:
-        lines, refused = check_index(args.out, matrix.publisher, cache_dir(args))
+        lines, refused = check_outputs(request)
         for line in lines:
             console.print(line, markup=False, soft_wrap=True)
         return 1 if refused else 0
-    writable_folder(args.out, "--out", must_exist=True)
-    summary = attest_index(args.out, matrix.publisher, None, cache_dir(args),
-                           lambda line: console.print(line, markup=False, soft_wrap=True))
+    summary = attest_outputs(request,
+                             lambda line: console.print(line, markup=False, soft_wrap=True))
     console.print(summary.describe(), markup=False, soft_wrap=True)
     return 0

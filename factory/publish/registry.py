@@ -118,6 +118,12 @@ def twine_settings(repository_url: str | None, repository: str | None,
         raise ConfigError(_one_line(str(exc)), key=key) from None
 
 
+def _attested(wheels: list[LocalWheel]) -> bool:
+    """Whether any wheel has a publish attestation (factory attest) for twine to upload."""
+    return any(wheel.path.with_name(f"{wheel.path.name}.publish.attestation").is_file()
+               for wheel in wheels)
+
+
 def index_url_for(repository_url: str) -> str:
     """The simple index beside an upload URL: PyPI's and TestPyPI's are known; elsewhere
     (pypiserver, Artifactory, Nexus, GitLab) it is `<upload URL>/simple/`, with a trailing
@@ -134,9 +140,7 @@ def publish_to_registry(out: Path, *, repository_url: str | None, repository: st
                         index_url: str | None, dry_run: bool,
                         say: Callable[[str], None]) -> RegistryReport:
     wheels, yanked = local_wheels(out)
-    settings = twine_settings(repository_url, repository, attestations=any(
-        wheel.path.with_name(f"{wheel.path.name}.publish.attestation").is_file()
-        for wheel in wheels))
+    settings = twine_settings(repository_url, repository, _attested(wheels))
     upload_url = settings.repository_config["repository"]
     if upload_url in PYPI_UPLOAD:
         labelled = [w.path.name for w in wheels if "+" in w.version]

@@ -13,7 +13,7 @@ from ..support.factory import REPO
 FOUNDATION = {"errors", "defaults", "hub", "data", "system", "trust", "outputs", "values",
               "__init__"}
 STEPS = ["policy", "config", "sources", "plan", "toolchain", "compile", "wheel", "prove",
-         "cells", "index", "publish", "doctor", "pipeline", "ui", "cli", "__main__"]
+         "cells", "index", "attest", "publish", "doctor", "pipeline", "ui", "cli", "__main__"]
 
 
 def rank(module: str) -> int:
