@@ -59,3 +59,25 @@ def test_the_matrix_tests_table_sets_every_kernels_and_a_kernel_its_own(tmp_path
         cuda: {"13.0": {sms: ["9.0"]}}
     """))
     assert plain.kernels[0].tests.budget is None and plain.kernels[0].tests.required is None
+
+
+def test_the_publisher_of_the_attestations_is_pinned_or_refused_where_it_is(
+        tmp_path: Path) -> None:
+    import pytest
+
+    from factory.config.publisher import Publisher
+    from factory.errors import ConfigError
+
+    kernel(tmp_path)
+    top = 'kernels: [{path: demo, version: 1.0}]\ntorch: [2.11]\ncuda: {13.0: }\n'
+    matrix = load_matrix(write(tmp_path / "matrix.yaml", top + "publisher: {github: "
+                                                                "owner/kernels, workflow: w.yml}"))
+    assert matrix.publisher == Publisher("GitHub", "owner/kernels", "w.yml")
+    for value, message in (
+            ("{github: owner/kernels}", r"matrix\.yaml:4: publisher: missing required key "
+                                        r"'workflow'"),
+            ("{github: a/b, gitlab: a/b, workflow: w.yml}", "name one of github"),
+            ("{github: owner, workflow: w.yml}", r"publisher\.github: 'owner' is not OWNER/REPO"),
+            ("{gitlab: a/b, workflow: ../w.yml}", "is not a workflow file")):
+        with pytest.raises(ConfigError, match=message):
+            load_matrix(write(tmp_path / "matrix.yaml", top + f"publisher: {value}"))
