@@ -65,6 +65,7 @@ def test_the_helper_gives_the_cell_index_command_and_shows_its_wheel(browser: Br
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     assert f"sha256{digest} (gated: taken when it was packaged, before any of its code ran)" \
         in details, details
+    assert "attestedno: published where no CI identity could sign it" in details, details
     built = read_wheel(wheel).record
     assert built is not None and entered != time.strftime(
         "%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(built.build.source_date_epoch))

@@ -303,6 +303,12 @@ function wheelDetails(wheel, release) {
   const tools = (wheel.provenance || {}).toolchain;
   if (tools) rows.push(["toolchain", Object.entries(tools).map(([k, v]) => `${k} ${v}`).join(", ")]);
   if (wheel.provenance && wheel.provenance.factory) rows.push(["built by", `kernel-wheel-factory ${wheel.provenance.factory}`]);
+  // PEP 740: signed by the CI identity that published it (factory attest), or not at all
+  rows.push(["attested", wheel.attestation
+    ? el("span", {}, "signed by the publishing workflow's CI identity (PEP 740): ",
+        el("a", { href: wheel.attestation }, "provenance"),
+        "; check it offline with factory attest --check or doctor")
+    : "no: published where no CI identity could sign it"]);
   const list = el("dl");
   for (const [name, value] of rows) list.append(el("dt", {}, name), el("dd", {}, value));
   return el("div", { class: "wheel" },
