@@ -252,7 +252,9 @@ def _download_all(session: requests.Session, entries: list[ListedFile], folder: 
 
 
 def _download(session: requests.Session, entry: ListedFile, path: Path,
-              limit: int = defaults.DOWNLOAD_LIMIT) -> Path:
+              limit: int | None = None) -> Path:
+    """`entry` downloaded to `path`, checked against its listed sha256; at most `limit` bytes
+    (a provenance file's), else defaults.DOWNLOAD_LIMIT (a wheel's)."""
     import requests
 
     from ..sources.http import Overrun, within
@@ -269,7 +271,7 @@ def _download(session: requests.Session, entry: ListedFile, path: Path,
     except Overrun as exc:
         raise SourceError(f"{exc}; the merge stops before writing anything") from None
     except TooLarge as exc:
-        what = "wheel" if limit > _PROVENANCE_LIMIT else "provenance file"
+        what = "wheel" if limit is None else "provenance file"
         raise SourceError(f"{exc}: no {what} is that big; the merge stops before writing "
                           "anything") from None
     except (requests.RequestException, OSError) as exc:

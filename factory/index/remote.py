@@ -145,11 +145,12 @@ class TooLarge(FactoryError):
 
 
 def stream_sha256(response: requests.Response, into: Path | None = None,
-                  limit: int = defaults.DOWNLOAD_LIMIT) -> str:
+                  limit: int | None = None) -> str:
     """The sha256 of a streamed response's body, written to `into` on the way when given;
-    TooLarge when the body goes on past `limit` bytes."""
+    TooLarge when the body goes on past `limit` bytes (defaults.DOWNLOAD_LIMIT)."""
     digest = hashlib.sha256()
     size = 0
+    limit = defaults.DOWNLOAD_LIMIT if limit is None else limit
     with contextlib.ExitStack() as stack:
         handle = stack.enter_context(open(into, "wb")) if into is not None else None
         for block in response.iter_content(1 << 20):

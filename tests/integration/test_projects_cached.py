@@ -205,8 +205,8 @@ def test_the_longest_unit_as_measured_compiles_first_where_compilers_are_fewer(
     """One compiler (--jobs 1), two units the matrix's cost book measured, none in this
     machine's object cache: the build tool is let start both and the broker runs the longer
     first, the CUDA unit by this book, where ninja's own order starts the C++ one; the wheel
-    is the first build's."""
-    folder, first = project
+    is the one a build served by the cache makes of the same sources."""
+    folder, _ = project
     cell = f"cached-relu-cu130torch211-x86_64-cp{PYTHON.replace('.', '')}"
     (folder / "costs").mkdir(exist_ok=True)
     (folder / "costs" / "cached-relu.json").write_text(json.dumps({
@@ -225,4 +225,5 @@ def test_the_longest_unit_as_measured_compiles_first_where_compilers_are_fewer(
                 if ": compiled in" in line]
     assert compiled == [f"$WORK/src/{CUDA_UNIT}", f"$WORK/src/{CXX_UNIT}"], text
     (wheel,) = (tmp_path / "ordered" / "files").glob("cached_relu-*.whl")
-    assert wheel.read_bytes() == first.read_bytes()
+    served, _ = build(folder, "served", factory_cache)
+    assert wheel.read_bytes() == served.read_bytes()
