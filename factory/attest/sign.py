@@ -1,6 +1,7 @@
 """`factory attest OUT`: the wheels of an output folder that have no provenance file yet,
 signed with the CI job's OIDC identity (sigstore's keyless signing: Fulcio's certificate for
-the identity, Rekor's log entry), and the index's pages made again so that they link them."""
+the identity, Rekor's log entry); the command then makes the index's pages again, once, so
+that they link them."""
 
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ from sigstore.sign import SigningContext
 from ..config.publisher import Publisher
 from ..errors import BuildError, ConfigError
 from ..index.records import load_manifest
-from ..index.update import update_index
 from ..outputs.files import write_atomic
 from ..outputs.layout import Layout
 from ..wheel.read import read_wheel
@@ -79,7 +79,6 @@ def attest_index(out: Path, pinned: Publisher | None, token: str | None, cache: 
                 say(f"signing {wheel.name}")
                 _attest(signer, wheel, publisher)
                 signed.append(wheel.name)
-    update_index(out)
     return AttestSummary(tuple(signed), attested, 0)
 
 
@@ -88,8 +87,9 @@ _NO_IDENTITY = ("no OIDC identity token here (a GitHub Actions job with `permiss
 
 
 def serve_at(out: Path, url: str) -> None:
-    """Record where the index in `out` is served, and link its provenance files from its
-    pages by full URL there (PEP 740 asks for a secure origin: https, or this machine)."""
+    """Record where the index in `out` is served: its pages, made again in full, link its
+    provenance files by full URL there (PEP 740 asks for a secure origin: https, or this
+    machine)."""
     parsed = urlsplit(url)
     local = parsed.hostname in ("localhost", "127.0.0.1", "::1")
     if not parsed.netloc or parsed.query or parsed.fragment or parsed.username or \
@@ -101,7 +101,6 @@ def serve_at(out: Path, url: str) -> None:
     layout = Layout(out)
     layout.private.mkdir(parents=True, exist_ok=True)
     write_atomic(layout.public_url, url.rstrip("/") + "/\n")
-    update_index(out, full=True)
 
 
 def _ambient() -> str | None:

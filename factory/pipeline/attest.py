@@ -10,6 +10,7 @@ from pathlib import Path
 from ..attest import AttestSummary, attest_index, check_index
 from ..attest.sign import serve_at
 from ..config.matrix import load_matrix
+from ..index.update import update_index
 
 __all__ = ["AttestRequest", "attest_outputs", "check_outputs"]
 
@@ -26,7 +27,9 @@ def attest_outputs(request: AttestRequest, say: Callable[[str], None]) -> Attest
     publisher = load_matrix(request.matrix).publisher
     if request.url is not None:
         serve_at(request.out, request.url)
-    return attest_index(request.out, publisher, None, request.cache, say)
+    summary = attest_index(request.out, publisher, None, request.cache, say)
+    _pages(request, changed=bool(summary.signed))
+    return summary
 
 
 def check_outputs(request: AttestRequest) -> tuple[list[str], int]:
@@ -34,4 +37,12 @@ def check_outputs(request: AttestRequest) -> tuple[list[str], int]:
     publisher = load_matrix(request.matrix).publisher
     if request.url is not None:
         serve_at(request.out, request.url)
+        _pages(request, changed=False)
     return check_index(request.out, publisher, request.cache)
+
+
+def _pages(request: AttestRequest, changed: bool) -> None:
+    """The index made again once: in full where --url changed every page's links, else where
+    wheels were signed."""
+    if request.url is not None or changed:
+        update_index(request.out, full=request.url is not None)
