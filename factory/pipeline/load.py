@@ -4,7 +4,7 @@ any cell is built, so bad input fails before work starts."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from .. import defaults
 from ..cells.kinds import kind_of
@@ -16,6 +16,7 @@ from ..errors import ConfigError, SourceError, SourceRefused
 from ..plan.cells import dependency_names, make_plan, widened_notes
 from ..plan.model import Kernel, Plan
 from ..policy import dependency_release
+from ..prove.tests import chosen_outside
 from ..sources.depends import Dependency, DependencyFetcher
 from ..sources.facts import read_facts
 from ..sources.installed import read_torches
@@ -64,16 +65,14 @@ def resolve_matrix(matrix: Matrix, cache: Path, say: Callable[[str], None],
 def _check_test_paths(matrix: Matrix, entry: KernelEntry, tests: Path) -> None:
     """The tests a kernel's entry chooses must lie in its tests/ folder, said before anything
     is built (pytest would only find nothing to run, after the build)."""
-    for path in entry.tests.paths:
-        where = path.split("::", 1)[0]
-        if (tests / where).exists() and (tests / where).resolve().is_relative_to(tests.resolve()):
-            continue
-        hint = ""
-        inside = PurePosixPath(where).parts[1:]
-        if PurePosixPath(where).parts[:1] == ("tests",) and (tests.joinpath(*inside)).exists():
-            hint = f": paths are relative to tests/, so write '{path[len('tests/'):]}'"
-        raise ConfigError(f"'{path}' is not in the kernel's tests/ folder{hint}",
-                          file=matrix.path, line=entry.line, key=f"{entry.key}.tests.paths")
+    path = chosen_outside(tests, entry.tests.paths)
+    if path is None:
+        return
+    hint = ""
+    if path.startswith("tests/") and chosen_outside(tests, [path[len("tests/"):]]) is None:
+        hint = f": paths are relative to tests/, so write '{path[len('tests/'):]}'"
+    raise ConfigError(f"'{path}' is not in the kernel's tests/ folder{hint}",
+                      file=matrix.path, line=entry.line, key=f"{entry.key}.tests.paths")
 
 
 def latest_torches(matrix: Matrix, offline: bool, locked: bool,

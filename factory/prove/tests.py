@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -42,8 +43,8 @@ from ..toolchain.torch import TorchEnv
 from .inject._kernel_wheel_factory_gpu import NO_GPU
 from .testenv import TestEnvUnavailable, make_test_env, test_requirements
 
-__all__ = ["VERDICTS", "FileNote", "TestReport", "Verdict", "make_tests_env", "run_in_tests_env",
-           "run_scripts", "run_tests", "script_tests"]
+__all__ = ["VERDICTS", "FileNote", "TestReport", "Verdict", "chosen_outside", "make_tests_env",
+           "run_in_tests_env", "run_scripts", "run_tests", "script_tests"]
 
 INJECT = Path(__file__).with_name("inject")
 PLUGIN = "_kernel_wheel_factory_pytest"
@@ -419,11 +420,20 @@ def _how_far(progress: Path) -> str:
 def _check_chosen(tests: Path, selection: TestSelection) -> None:
     """Each chosen path must name a file or folder inside tests/ (pytest would only say that
     it found nothing to run)."""
+    outside = chosen_outside(tests, selection.paths)
+    if outside is not None:
+        raise BuildError(f"the chosen tests '{outside}' are not in the kernel's tests/ folder")
+
+
+def chosen_outside(tests: Path, paths: Iterable[str]) -> str | None:
+    """The first of the chosen `paths` (files, folders, node ids) that names nothing inside
+    the kernel's `tests` folder; None when all do."""
     root = tests.resolve()
-    for path in selection.paths:
+    for path in paths:
         where = tests / path.split("::", 1)[0]
         if not where.exists() or not where.resolve().is_relative_to(root):
-            raise BuildError(f"the chosen tests '{path}' are not in the kernel's tests/ folder")
+            return path
+    return None
 
 
 def _report(facts: Path, progress: Path, seconds: float, status: int) -> TestReport:
