@@ -10,9 +10,10 @@ HF_TOKEN, AWS_*, GITHUB_TOKEN) reach it, and HOME and TMPDIR are folders of the 
 
 A cell's import gate and its kernel's tests (the kernel's own code, as much as a setup.py is)
 run the same way (Confined), with the GPU's device files bound in. Where the PATH has no bwrap,
-Debian's package is unpacked into the factory's cache (toolchain/bubblewrap.py). Without a
-working bwrap, kernel code is refused with one line, unless the user opts in to running it
-unconfined (`--unconfined`); the docker runner confines it itself.
+Debian's package is unpacked into the factory's cache (toolchain/bubblewrap.py); bwrap is
+started through data/enter_sandbox.py, which starts it again where its set-up failed before the
+command ran. Without a working bwrap, kernel code is refused with one line, unless the user
+opts in to running it unconfined (`--unconfined`); the docker runner confines it itself.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from .. import defaults
@@ -40,6 +43,9 @@ _REFUSED = ("{what}; on this machine the factory runs it only "
             "rights, your files and your network")
 _BUILD = "a setup.py / pyproject project's build runs its own code"
 KERNEL_CODE = "a kernel's import gate and tests run the kernel's own code"
+# bwrap is started through this program, which starts it again where its set-up lost a race
+# with the machine's mounts before the command ran (data/enter_sandbox.py says how)
+_ENTER = str(resources.files("factory.data").joinpath("enter_sandbox.py"))
 
 
 def confined_environment(work: Path, variables: Mapping[str, str],
@@ -73,10 +79,15 @@ def confined_command(argv: Sequence[str], work: Path, cwd: Path, what: str = _BU
     # /tmp stays as it is, read-only (the factory, its environments or the build folder may
     # live there); TMPDIR points into the build folder
     bound = [part for device in devices for part in ("--dev-bind", device, device)]
-    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", *bound, "--proc", "/proc",
+    return [*_entering(bwrap), "--ro-bind", "/", "/", "--dev", "/dev", *bound, "--proc", "/proc",
             *hidden_secrets(), "--bind", str(work), str(work), "--chdir", str(cwd),
             "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--die-with-parent", "--", *argv]
+
+
+def _entering(bwrap: str) -> list[str]:
+    """The start of a command line that runs `bwrap` with the options after it."""
+    return [sys.executable, "-I", "-S", _ENTER, bwrap]
 
 
 # Where a user keeps what a build must not read (and could copy into the wheel it makes): the
@@ -144,7 +155,8 @@ def _bwrap() -> tuple[str | None, str]:
     if found is None:
         return None, _PROVIDED.get("why", "is not installed")
     try:
-        done = bounded_run([found, "--ro-bind", "/", "/", "--unshare-net", "--", "true"],
+        done = bounded_run([*_entering(found), "--ro-bind", "/", "/", "--unshare-net", "--",
+                            "true"],
                            defaults.COMPILER_PROBE_TIMEOUT)
     except ProcessError as exc:
         return None, f"cannot run here ({exc})"

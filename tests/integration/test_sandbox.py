@@ -215,3 +215,44 @@ def test_a_confined_command_finds_the_users_secret_files_empty(
         assert text not in done.stdout
         assert f"{path} unreadable: " in done.stdout
     assert "'not a secret'" in done.stdout  # the rest of the home folder is there
+
+
+def test_a_sandbox_whose_set_up_failed_before_its_command_ran_is_started_again(
+        tmp_path: Path) -> None:
+    """bwrap's set-up can fail for a moment (a container's mount gone while bwrap remounts the
+    file system read-only, where docker builds run beside the factory): nothing of the
+    command ran, so the sandbox is started again. Here a folder bound into it is missing at
+    the first start and made once bwrap has said so."""
+    debian_package("bubblewrap", "bwrap")
+    work, late = tmp_path / "work", tmp_path / "late"
+    work.mkdir()
+    argv = confined_command(["sh", "-c", "echo ran >> count"], work, work, devices=(str(late),))
+    started = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=confined_environment(work, {"PATH": "/usr/bin:/bin"}))
+    assert started.stderr is not None
+    said = []
+    for line in started.stderr:
+        said.append(line)
+        if "starting it again" in line:
+            late.mkdir()
+    assert started.wait(timeout=60) == 0, said
+    assert (work / "count").read_text() == "ran\n"
+    assert said[0].startswith("bwrap: Can't find source path ")
+    assert "set-up failed before its command started; starting it again (2 of 4)" in said[1]
+    assert len(said) == 2
+
+
+def test_a_confined_command_that_fails_runs_once(tmp_path: Path) -> None:
+    """A command that ran and failed is never started again, whatever it printed (here what
+    bwrap says when its set-up fails): only bwrap's own status pipe says the command ran."""
+    debian_package("bubblewrap", "bwrap")
+    work = tmp_path / "work"
+    work.mkdir()
+    script = ("echo ran >> count; echo \"bwrap: Can't bind mount /oldroot/ on /newroot/: "
+              "Unable to apply mount flags\" >&2; exit 1")
+    done = subprocess.run(confined_command(["sh", "-c", script], work, work),
+                          capture_output=True, text=True, timeout=60,
+                          env=confined_environment(work, {"PATH": "/usr/bin:/bin"}))
+    assert done.returncode == 1
+    assert (work / "count").read_text() == "ran\n"
+    assert "starting it again" not in done.stderr
