@@ -11,8 +11,8 @@ HF_TOKEN, AWS_*, GITHUB_TOKEN) reach it, and HOME and TMPDIR are folders of the 
 A cell's import gate and its kernel's tests (the kernel's own code, as much as a setup.py is)
 run the same way (Confined), with the GPU's device files bound in. Where the PATH has no bwrap,
 Debian's package is unpacked into the factory's cache (toolchain/bubblewrap.py); bwrap is
-started through data/enter_sandbox.py, which starts it again where its set-up failed before the
-command ran. Without a working bwrap, kernel code is refused with one line, unless the user
+started through system/enter_sandbox.py, which starts it again where its set-up failed before
+the command ran. Without a working bwrap, kernel code is refused with one line, unless the user
 opts in to running it unconfined (`--unconfined`); the docker runner confines it itself.
 """
 
@@ -44,8 +44,8 @@ _REFUSED = ("{what}; on this machine the factory runs it only "
 _BUILD = "a setup.py / pyproject project's build runs its own code"
 KERNEL_CODE = "a kernel's import gate and tests run the kernel's own code"
 # bwrap is started through this program, which starts it again where its set-up lost a race
-# with the machine's mounts before the command ran (data/enter_sandbox.py says how)
-_ENTER = str(resources.files("factory.data").joinpath("enter_sandbox.py"))
+# with the machine's mounts before the command ran (system/enter_sandbox.py says how)
+_ENTER = str(resources.files("factory.system").joinpath("enter_sandbox.py"))
 
 
 def confined_environment(work: Path, variables: Mapping[str, str],

@@ -1,2 +1,3 @@
 """What the factory asks of the machine it runs on, below every step: running tools
-(process.py), its cache folder (cache.py), uv (uv.py) and the container engine (engine.py)."""
+(process.py; enter_sandbox.py, the program bubblewrap is started through), its cache folder
+(cache.py), uv (uv.py) and the container engine (engine.py)."""

@@ -5,6 +5,7 @@ wheel records rebuild it byte for byte."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ..support.factory import REPO, Result, cache_env, run_factory, write
+from ..support.factory import REPO, Result, cache_env, kept_project, run_factory, write
 from ..support.installs import read_dist_info
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
@@ -49,16 +50,19 @@ def pinned_project(folder: Path, name: str, prologue: str) -> Path:
 def ruled_build(tmp_path_factory: pytest.TempPathFactory,
                 factory_cache: Path) -> tuple[Path, Any, Result]:
     folder = tmp_path_factory.mktemp("rules")
-    raised = pinned_project(folder / "raised", "raised", ASSERT_CXX20)
-    pinned_project(folder / "wide", "wide", ASSERT_CXX20)
-    pinned_project(folder / "stuck", "stuck", NEEDS_CXX17)
+    # kept where the next run finds them, so that it is served the objects this one compiles
+    raised, wide, stuck = (kept_project(name, functools.partial(pinned_project, name=name,
+                                                                 prologue=prologue))
+                           for name, prologue in (("raised", ASSERT_CXX20),
+                                                  ("wide", ASSERT_CXX20),
+                                                  ("stuck", NEEDS_CXX17)))
     write(folder / "matrix.yaml", f"""
         kernels:
-          - {{path: raised, version: 1.0.0}}
-          - path: wide
+          - {{path: {raised}, version: 1.0.0}}
+          - path: {wide}
             version: 1.0.0
             toolchain-rules: [{{name: gencode-to-cell, off: true}}]
-          - {{path: stuck, version: 1.0.0}}
+          - {{path: {stuck}, version: 1.0.0}}
         torch: ["2.11"]
         cuda: {{"13.0": {{sms: ["9.0"]}}}}
         python: ["{sys.version_info.major}.{sys.version_info.minor}"]

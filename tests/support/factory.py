@@ -3,12 +3,16 @@ kernels and matrices it reads written on the fly, and the tests' own cache."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,6 +103,34 @@ def tests_cache_dir() -> Path:
 
 
 TEST_CACHE = tests_cache_dir()
+
+
+def kept_project(name: str, make: Callable[[Path], object]) -> Path:
+    """The project `make` writes into the folder it is given (named `name`), kept in the
+    tests' cache under a folder named by what it holds. The object cache tells a local
+    project by its folder: the same project at the same path is served what its earlier
+    builds compiled, in this run or an earlier one, while a project made anew in a test's own
+    folder compiles every unit."""
+    kept = TEST_CACHE / "projects"
+    kept.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=kept))
+    scratch.chmod(0o755)
+    try:
+        make(scratch / name)
+        digest = hashlib.sha256()
+        for path in sorted((scratch / name).rglob("*")):
+            if path.is_file():
+                digest.update(f"{path.relative_to(scratch)}\0".encode())
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+        folder = kept / digest.hexdigest()[:16]
+        if not (folder / name).exists():
+            try:
+                scratch.rename(folder)
+            except OSError:  # made at the same moment by another worker: the same files
+                pass
+        return folder / name
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 EXAMPLE_WHEEL = re.compile(
