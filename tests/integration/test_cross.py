@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
 import io
+import os
 import re
 import shutil
 import socket
@@ -28,7 +29,13 @@ from elftools.elf.elffile import ELFFile
 from factory import doctor
 
 from ..support.browser import open_page, shot, text
-from ..support.factory import EXAMPLE, cache_env, example_built_and_tested, run_factory
+from ..support.factory import (
+    EXAMPLE,
+    cache_env,
+    example_built_and_tested,
+    kept_project,
+    run_factory,
+)
 from ..support.servers import serving
 
 pytestmark = [pytest.mark.slow]
@@ -37,22 +44,33 @@ WHEEL = re.compile(r"img2gray-1\.0\.0\+cu130torch211-cp39-abi3-manylinux_(\d+)_(
 
 
 # A test of the kernel's own that reaches out of its sandbox: it writes beside the build's
-# folder and connects to a server of this machine, and passes whatever comes of it.
+# folder and connects to a server of this machine, whose port this run writes into that folder,
+# and passes whatever comes of it. The file is the same in every run, so that the kernel (kept
+# in the tests' cache) keeps its op namespace and the next run is served its objects.
 REACHING = """
 import socket
+from pathlib import Path
+
+BESIDE = Path({beside!r})
 
 
 def test_reach_out():
     try:
-        with open({sentinel!r}, "w") as handle:
-            handle.write("written from the emulated tests")
+        (BESIDE / "reached").write_text("written from the emulated tests")
     except OSError:
         pass
     try:
-        socket.create_connection(("127.0.0.1", {port}), timeout=5).close()
-    except OSError:
+        port = int((BESIDE / "port").read_text())
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except (OSError, ValueError):
         pass
 """
+BESIDE = Path(os.environ["KERNEL_WHEEL_FACTORY_BUILD_ROOT"]).parent / "reach-out"
+
+
+def reaching_kernel(folder: Path) -> None:
+    shutil.copytree(EXAMPLE, folder)
+    (folder / "tests" / "test_reach_out.py").write_text(REACHING.format(beside=str(BESIDE)))
 
 
 @pytest.fixture(scope="module")
@@ -61,13 +79,13 @@ def cross_build(tmp_path_factory: pytest.TempPathFactory,
     """The example (with a test that reaches out of the sandbox) cross-built and tested, while
     a server here counts the connections it gets."""
     folder = tmp_path_factory.mktemp("cross")
-    kernel = folder / "img2gray"
-    shutil.copytree(EXAMPLE, kernel)
-    sentinel = folder / "reached"
+    kernel = kept_project("img2gray", reaching_kernel)
+    BESIDE.mkdir(parents=True, exist_ok=True)
+    sentinel = BESIDE / "reached"
+    sentinel.unlink(missing_ok=True)
     with socket.create_server(("127.0.0.1", 0)) as listener:
         listener.settimeout(0)
-        (kernel / "tests" / "test_reach_out.py").write_text(REACHING.format(
-            sentinel=str(sentinel), port=listener.getsockname()[1]))
+        (BESIDE / "port").write_text(str(listener.getsockname()[1]))
         out, done = example_built_and_tested(folder, "platforms: [aarch64]\ncross: true",
                                              factory_cache, kernel)
         try:
