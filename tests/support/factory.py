@@ -3,7 +3,6 @@ kernels and matrices it reads written on the fly, and the tests' own cache."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from factory.cli import main
+from factory.sources.tree import tree_digest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -107,27 +107,23 @@ TEST_CACHE = tests_cache_dir()
 
 def kept_project(name: str, make: Callable[[Path], object]) -> Path:
     """The project `make` writes into the folder it is given (named `name`), kept in the
-    tests' cache under a folder named by what it holds. The object cache tells a local
-    project by its folder: the same project at the same path is served what its earlier
-    builds compiled, in this run or an earlier one, while a project made anew in a test's own
-    folder compiles every unit."""
+    tests' cache under a folder named by it and its tree's digest (the one that names a local
+    project's revision). The object cache tells a local project by its folder: the same
+    project at the same path is served what its earlier builds compiled, in this run or an
+    earlier one, while a project made anew in a test's own folder compiles every unit."""
     kept = TEST_CACHE / "projects"
     kept.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=kept))
     scratch.chmod(0o755)
     try:
         make(scratch / name)
-        digest = hashlib.sha256()
-        for path in sorted((scratch / name).rglob("*")):
-            if path.is_file():
-                digest.update(f"{path.relative_to(scratch)}\0".encode())
-                digest.update(hashlib.sha256(path.read_bytes()).digest())
-        folder = kept / digest.hexdigest()[:16]
-        if not (folder / name).exists():
+        folder = kept / f"{name}-{tree_digest(scratch / name)[:16]}"
+        if not folder.exists():
             try:
                 scratch.rename(folder)
             except OSError:  # made at the same moment by another worker: the same files
-                pass
+                if not (folder / name).is_dir():
+                    raise
         return folder / name
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
